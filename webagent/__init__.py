@@ -1,0 +1,75 @@
+"""webagent: a fast web-navigation agent (Playwright + vision-language models).
+
+from webagent import Agent, AgentConfig
+result = await Agent(AgentConfig.load("webagent.toml")).run(url, goal)
+"""
+
+from .actions import (
+    Action,
+    Answer,
+    ClickElement,
+    GoBack,
+    Goto,
+    PolicyReply,
+    PressKey,
+    Refresh,
+    Scroll,
+    SelectOption,
+    Wait,
+    WriteElement,
+)
+from .agent import Agent, RunStream
+from .config import AgentConfig, load_config
+from .errors import (
+    ActionError,
+    BrowserError,
+    ConfigError,
+    InputError,
+    LocalizationError,
+    ModelError,
+    ModelReplyError,
+    ModelUnavailableError,
+    NavigationError,
+    WebAgentError,
+)
+from .records import ModelCall, Point, RoleUsage, RunResult, Step, Timings, Usage, Verdict
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Action",
+    "ActionError",
+    "Agent",
+    "AgentConfig",
+    "Answer",
+    "BrowserError",
+    "ClickElement",
+    "ConfigError",
+    "GoBack",
+    "Goto",
+    "InputError",
+    "LocalizationError",
+    "ModelCall",
+    "ModelError",
+    "ModelReplyError",
+    "ModelUnavailableError",
+    "NavigationError",
+    "Point",
+    "PolicyReply",
+    "PressKey",
+    "Refresh",
+    "RoleUsage",
+    "RunResult",
+    "RunStream",
+    "Scroll",
+    "SelectOption",
+    "Step",
+    "Timings",
+    "Usage",
+    "Verdict",
+    "Wait",
+    "WebAgentError",
+    "WriteElement",
+    "__version__",
+    "load_config",
+]

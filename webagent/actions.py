@@ -1,0 +1,218 @@
+"""The actions the policy can choose: a union tagged by ``"action"``.
+
+Every action is a frozen Pydantic model; ``PolicyReply`` is the policy's whole structured reply.
+Dispatch on actions with ``match`` and ``assert_never`` (see ``webagent.loop``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+
+__all__ = [
+    "Action",
+    "Answer",
+    "ClickElement",
+    "ElementAction",
+    "GoBack",
+    "Goto",
+    "PolicyReply",
+    "PressKey",
+    "Refresh",
+    "Scroll",
+    "SelectOption",
+    "Wait",
+    "WriteElement",
+    "describe_action",
+    "normalize_key",
+]
+
+MAX_WAIT_S = 10.0
+
+
+class _Action(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ClickElement(_Action):
+    """Click the element the description names."""
+
+    action: Literal["click_element"] = "click_element"
+    element: str = Field(min_length=1, description="Natural-language description of the element")
+
+
+class WriteElement(_Action):
+    """Click a text field, replace its text with ``content``, optionally press Enter."""
+
+    action: Literal["write_element"] = "write_element"
+    element: str = Field(min_length=1, description="Natural-language description of the field")
+    content: str = Field(description="Text to type")
+    press_enter: bool = Field(default=False, description="Press Enter after typing")
+
+
+class Scroll(_Action):
+    """Scroll the page (or the scrollable area under the centre of the viewport)."""
+
+    action: Literal["scroll"] = "scroll"
+    direction: Literal["up", "down", "left", "right"]
+
+
+class PressKey(_Action):
+    """Press a key or a combination such as ``Enter``, ``Escape``, ``Control+A``."""
+
+    action: Literal["press_key"] = "press_key"
+    key: str = Field(min_length=1)
+
+
+class SelectOption(_Action):
+    """Choose ``option`` (its visible label or value) in the native select the description names."""
+
+    action: Literal["select_option"] = "select_option"
+    element: str = Field(min_length=1, description="Natural-language description of the select")
+    option: str = Field(min_length=1, description="Visible label of the option to choose")
+
+
+class Goto(_Action):
+    """Open a URL in the current tab."""
+
+    action: Literal["goto"] = "goto"
+    url: str = Field(min_length=1)
+
+
+class GoBack(_Action):
+    """Go back in history."""
+
+    action: Literal["go_back"] = "go_back"
+
+
+class Refresh(_Action):
+    """Reload the page."""
+
+    action: Literal["refresh"] = "refresh"
+
+
+class Wait(_Action):
+    """Wait for the page to change (capped at 10 seconds)."""
+
+    action: Literal["wait"] = "wait"
+    seconds: float = Field(ge=0, description="Seconds to wait, at most 10")
+
+    @field_validator("seconds")
+    @classmethod
+    def _cap(cls, v: float) -> float:
+        return min(v, MAX_WAIT_S)
+
+
+class Answer(_Action):
+    """Finish with an answer to the task; a validator then checks it."""
+
+    action: Literal["answer"] = "answer"
+    content: str = Field(description="The answer to the task")
+
+
+Action: TypeAlias = Annotated[
+    ClickElement | WriteElement | Scroll | PressKey | SelectOption | Goto | GoBack | Refresh | Wait | Answer,
+    Field(discriminator="action"),
+]
+ElementAction: TypeAlias = ClickElement | WriteElement | SelectOption
+ACTION_ADAPTER: TypeAdapter[Action] = TypeAdapter(Action)
+
+
+class PolicyReply(BaseModel):
+    """The policy's structured reply."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    note: str = Field(description="Facts worth remembering for later steps (may be empty)")
+    thought: str = Field(description="Short reasoning about what to do next")
+    action: Action
+
+
+_KEY_ALIASES = {
+    "enter": "Enter",
+    "return": "Enter",
+    "tab": "Tab",
+    "esc": "Escape",
+    "escape": "Escape",
+    "space": "Space",
+    " ": "Space",
+    "backspace": "Backspace",
+    "delete": "Delete",
+    "del": "Delete",
+    "up": "ArrowUp",
+    "down": "ArrowDown",
+    "left": "ArrowLeft",
+    "right": "ArrowRight",
+    "arrowup": "ArrowUp",
+    "arrowdown": "ArrowDown",
+    "arrowleft": "ArrowLeft",
+    "arrowright": "ArrowRight",
+    "pageup": "PageUp",
+    "pagedown": "PageDown",
+    "page_up": "PageUp",
+    "page_down": "PageDown",
+    "home": "Home",
+    "end": "End",
+    "ctrl": "Control",
+    "control": "Control",
+    "cmd": "Meta",
+    "command": "Meta",
+    "meta": "Meta",
+    "win": "Meta",
+    "alt": "Alt",
+    "option": "Alt",
+    "shift": "Shift",
+}
+
+
+def normalize_key(key: str) -> str:
+    """Turn a model's key name (``ctrl+a``, ``ENTER``, ``page down``) into Playwright's syntax."""
+    parts = [p.strip() for p in key.replace(" + ", "+").split("+")] if key.strip() != "+" else ["+"]
+    out: list[str] = []
+    for part in parts:
+        if not part:
+            continue
+        alias = _KEY_ALIASES.get(part.lower().replace(" ", ""))
+        if alias:
+            out.append(alias)
+        elif len(part) == 1:
+            out.append(part)
+        elif part.lower().startswith("f") and part[1:].isdigit():
+            out.append(part.upper())
+        else:
+            out.append(part[0].upper() + part[1:])
+    return "+".join(out) or key
+
+
+def describe_action(action: Action) -> str:
+    """A one-line, human-readable form of an action, as shown to the policy and in logs."""
+    match action:
+        case ClickElement(element=e):
+            return f"click_element {_q(e)}"
+        case WriteElement(element=e, content=c, press_enter=enter):
+            return f"write_element {_q(e)} content={_q(c)}" + (" +Enter" if enter else "")
+        case Scroll(direction=d):
+            return f"scroll {d}"
+        case PressKey(key=k):
+            return f"press_key {_q(k)}"
+        case SelectOption(element=e, option=o):
+            return f"select_option {_q(e)} option={_q(o)}"
+        case Goto(url=u):
+            return f"goto {u}"
+        case GoBack():
+            return "go_back"
+        case Refresh():
+            return "refresh"
+        case Wait(seconds=s):
+            return f"wait {s:g}s"
+        case Answer(content=c):
+            return f"answer {_q(c)}"
+    raise AssertionError(f"unknown action {action!r}")  # pragma: no cover
+
+
+def _q(text: str, limit: int = 120) -> str:
+    text = " ".join(text.split())
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return '"' + text.replace('"', "'") + '"'

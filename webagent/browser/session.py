@@ -1,0 +1,346 @@
+"""One browser session: a page in its own context, driven like a user with mouse and keyboard.
+
+The session captures screenshots through CDP, scaled by the browser to the size the model needs
+(``clip.scale`` costs nothing; decoding and resizing in Python would), and waits after each
+action only as long as the page needs: two animation frames, plus the load of a navigation the
+action started, capped by ``settle_timeout_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any
+
+import structlog
+from playwright.async_api import (
+    Browser,
+    BrowserContext,
+    CDPSession,
+    Dialog,
+    Page,
+    Request,
+)
+from playwright.async_api import (
+    Error as PlaywrightError,
+)
+from playwright.async_api import (
+    Frame as PlaywrightFrame,
+)
+from playwright.async_api import (
+    TimeoutError as PlaywrightTimeoutError,
+)
+
+from ..actions import normalize_key
+from ..config import BrowserConfig
+from ..errors import ActionError, BrowserError, NavigationError
+from ..images import Frame, Screenshot
+
+__all__ = ["BrowserSession"]
+
+log = structlog.get_logger("webagent.browser")
+
+_TWO_FRAMES = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(0))))"
+_TYPE_FAST_ABOVE = 64  # longer texts are inserted at once instead of key by key
+
+_FIND_SELECT = """([x, y, wanted]) => {
+  let el = document.elementFromPoint(x, y);
+  if (!el) return {error: "there is no element at that point"};
+  if (el.tagName === "LABEL" && el.control) el = el.control;
+  let select = el.closest("select");
+  if (!select && el.tagName !== "SELECT") {
+    const inner = el.querySelectorAll ? el.querySelectorAll("select") : [];
+    if (inner.length === 1) select = inner[0];
+  }
+  if (!select) return {error: "the element there is a <" + el.tagName.toLowerCase() + ">, not a dropdown (select)"};
+  const opts = Array.from(select.options);
+  const norm = s => (s || "").trim().replace(/\\s+/g, " ").toLowerCase();
+  const w = norm(wanted);
+  const pick = opts.find(o => o.label.trim() === wanted.trim()) || opts.find(o => o.value === wanted)
+    || opts.find(o => norm(o.label) === w) || opts.find(o => norm(o.value) === w)
+    || opts.find(o => norm(o.label).includes(w));
+  if (!pick) return {error: "no option matches " + JSON.stringify(wanted) + "; options are: "
+    + opts.slice(0, 15).map(o => JSON.stringify(o.label.trim())).join(", ")};
+  return {index: opts.indexOf(pick), label: pick.label.trim()};
+}"""
+
+
+class BrowserSession:
+    """A page the agent drives. Create with ``BrowserSession.create`` or wrap an existing page."""
+
+    def __init__(self, page: Page, config: BrowserConfig, *, owns_context: bool = False) -> None:
+        self.config = config
+        self.page = page
+        self.context: BrowserContext = page.context
+        self._owns_context = owns_context
+        self._events: list[str] = []
+        self._new_pages: list[Page] = []
+        self._cdp: CDPSession | None = None
+        self._nav_requested = False
+        self._nav_committed = asyncio.Event()
+        size = page.viewport_size or {"width": config.viewport.width, "height": config.viewport.height}
+        self.viewport = (int(size["width"]), int(size["height"]))
+        self.context.on("page", self._on_new_page)
+        self._watch(page)
+
+    @classmethod
+    async def create(cls, browser: Browser, config: BrowserConfig) -> BrowserSession:
+        """A fresh context and page on a shared browser."""
+        try:
+            context = await browser.new_context(
+                viewport={"width": config.viewport.width, "height": config.viewport.height},
+                device_scale_factor=1,
+                accept_downloads=False,
+            )
+            page = await context.new_page()
+        except PlaywrightError as exc:
+            raise BrowserError(f"cannot open a browser context: {_first_line(exc)}") from None
+        return cls(page, config, owns_context=True)
+
+    # -- events ---------------------------------------------------------------------------
+    def _watch(self, page: Page) -> None:
+        page.on("dialog", self._on_dialog)
+        page.on("request", self._on_request)
+        page.on("framenavigated", self._on_frame_navigated)
+        page.on("crash", lambda _: self._events.append("The page crashed."))
+
+    def _on_new_page(self, page: Page) -> None:
+        self._new_pages.append(page)
+
+    async def _on_dialog(self, dialog: Dialog) -> None:
+        kind = dialog.type
+        message = " ".join(dialog.message.split())[:300]
+        try:
+            if kind == "prompt":
+                await dialog.accept(dialog.default_value)
+            else:
+                await dialog.accept()
+        except PlaywrightError:
+            return
+        text = (
+            f"A JavaScript {kind} dialog said: {message!r} (it was accepted)."
+            if message
+            else (f"A JavaScript {kind} dialog appeared (it was accepted).")
+        )
+        self._events.append(text)
+
+    def _on_request(self, request: Request) -> None:
+        try:
+            if request.is_navigation_request() and request.frame == self.page.main_frame:
+                self._nav_requested = True
+        except PlaywrightError:
+            pass
+
+    def _on_frame_navigated(self, frame: PlaywrightFrame) -> None:
+        if frame == self.page.main_frame:
+            self._nav_committed.set()
+
+    def drain_events(self) -> list[str]:
+        """Page events since the last call (dialogs, new tabs, crashes, slow loads)."""
+        events, self._events = self._events, []
+        return events
+
+    # -- observation ----------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return self.page.url
+
+    async def title(self) -> str:
+        try:
+            return await asyncio.wait_for(self.page.title(), timeout=2.0)
+        except (PlaywrightError, TimeoutError):
+            return ""
+
+    async def screenshot(self, frame: Frame) -> Screenshot:
+        """One screenshot, encoded by the browser at the frame's size."""
+        fmt = self.config.screenshot_format
+        params: dict[str, Any] = {"format": fmt, "optimizeForSpeed": True}
+        if fmt == "jpeg":
+            params["quality"] = self.config.jpeg_quality
+        try:
+            cdp = await self._cdp_session()
+            if not frame.is_identity:
+                metrics = await cdp.send("Page.getLayoutMetrics")
+                viewport = metrics["cssVisualViewport"]
+                params["clip"] = {
+                    "x": viewport["pageX"],
+                    "y": viewport["pageY"],
+                    "width": frame.css_width,
+                    "height": frame.css_height,
+                    "scale": frame.scale,
+                }
+            result = await cdp.send("Page.captureScreenshot", params)
+        except PlaywrightError as exc:
+            raise BrowserError(f"cannot take a screenshot: {_first_line(exc)}") from None
+        return Screenshot(b64=result["data"], mime=f"image/{fmt}", frame=frame)
+
+    async def _cdp_session(self) -> CDPSession:
+        if self._cdp is None:
+            self._cdp = await self.context.new_cdp_session(self.page)
+        return self._cdp
+
+    # -- navigation -----------------------------------------------------------------------
+    async def goto(self, url: str, *, start: bool = False) -> None:
+        """Open ``url``. At the start of a run a failure is a NavigationError, later an ActionError."""
+        try:
+            await self.page.goto(url, wait_until="load", timeout=self.config.navigation_timeout_s * 1000)
+        except PlaywrightTimeoutError:
+            self._events.append(f"The page was still loading after {self.config.navigation_timeout_s:g} s.")
+        except PlaywrightError as exc:
+            reason = _first_line(exc).removeprefix("Page.goto: ")
+            if start:
+                raise NavigationError(f"cannot open {url}: {reason}; check the URL and that the site is up") from None
+            raise ActionError(f"cannot open {url}: {reason}") from None
+        self._nav_requested = False
+
+    async def go_back(self) -> None:
+        response = await self._guard(self.page.go_back(wait_until="load", timeout=self._settle_ms()))
+        if response is None and not self._nav_requested:
+            raise ActionError("there is no previous page in this tab's history")
+        await self.settle()
+
+    async def refresh(self) -> None:
+        await self._guard(self.page.reload(wait_until="load", timeout=self._settle_ms()))
+        await self.settle()
+
+    # -- input ----------------------------------------------------------------------------
+    async def click(self, x: float, y: float) -> None:
+        self._before_action()
+        await self._guard(self.page.mouse.click(x, y))
+        await self.settle()
+
+    async def write(self, x: float, y: float, text: str, *, press_enter: bool) -> None:
+        self._before_action()
+        keyboard = self.page.keyboard
+        await self._guard(self.page.mouse.click(x, y))
+        await self._guard(keyboard.press("ControlOrMeta+A"))
+        if not text:
+            await self._guard(keyboard.press("Backspace"))
+        elif len(text) > _TYPE_FAST_ABOVE:
+            await self._guard(keyboard.insert_text(text))
+        else:
+            await self._guard(keyboard.type(text))
+        if press_enter:
+            await self._guard(keyboard.press("Enter"))
+        await self.settle()
+
+    async def scroll(self, direction: str) -> None:
+        self._before_action()
+        w, h = self.viewport
+        dx, dy = {"up": (0, -0.8 * h), "down": (0, 0.8 * h), "left": (-0.8 * w, 0), "right": (0.8 * w, 0)}[direction]
+        await self._guard(self.page.mouse.move(w / 2, h / 2))
+        await self._guard(self.page.mouse.wheel(dx, dy))
+        await self.settle()
+
+    async def press(self, key: str) -> None:
+        self._before_action()
+        await self._guard(self.page.keyboard.press(normalize_key(key)))
+        await self.settle()
+
+    async def select_option(self, x: float, y: float, option: str) -> str:
+        """Choose ``option`` in the native select at (x, y); returns the chosen label."""
+        self._before_action()
+        found = await self._guard(self.page.evaluate(_FIND_SELECT, [x, y, option]))
+        if "error" in found:
+            raise ActionError(str(found["error"]))
+        handle = await self._guard(self.page.evaluate_handle(f"document.elementFromPoint({x}, {y})"))
+        element = handle.as_element()
+        if element is None:
+            raise ActionError("the dropdown disappeared")
+        target = await self._guard(
+            element.evaluate_handle(
+                "el => (el.tagName === 'LABEL' && el.control ? el.control : el).closest('select') "
+                "|| el.querySelector('select')"
+            )
+        )
+        select = target.as_element()
+        if select is None:
+            raise ActionError("the dropdown disappeared")
+        await self._guard(select.select_option(index=int(found["index"]), timeout=self._settle_ms()))
+        await self.settle()
+        return str(found["label"])
+
+    async def wait(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        await self.settle()
+
+    # -- settling -------------------------------------------------------------------------
+    def _before_action(self) -> None:
+        self._nav_requested = False
+        self._nav_committed.clear()
+
+    def _settle_ms(self) -> float:
+        return max(1.0, self.config.settle_timeout_s * 1000)
+
+    async def settle(self) -> None:
+        """Wait until the page has reacted to the last action, at most ``settle_timeout_s``."""
+        deadline = time.monotonic() + self.config.settle_timeout_s
+        # A navigation may replace the document mid-wait, or the page may be busy: both are fine.
+        with contextlib.suppress(PlaywrightError, TimeoutError):
+            await asyncio.wait_for(self.page.evaluate(_TWO_FRAMES), timeout=min(0.5, self.config.settle_timeout_s))
+        if self._new_pages:
+            await self._switch_to_new_page(deadline)
+        elif self.page.is_closed():
+            self._switch_to_open_page()
+        if self._nav_requested:
+            await self._wait_for_navigation(deadline)
+
+    async def _wait_for_navigation(self, deadline: float) -> None:
+        try:
+            if not self._nav_committed.is_set():
+                await asyncio.wait_for(self._nav_committed.wait(), timeout=max(0.0, deadline - time.monotonic()))
+            remaining = max(1.0, (deadline - time.monotonic()) * 1000)
+            await self.page.wait_for_load_state("load", timeout=remaining)
+        except (TimeoutError, PlaywrightTimeoutError):
+            self._events.append(f"The page was still loading after {self.config.settle_timeout_s:g} s.")
+        except PlaywrightError:
+            pass
+        finally:
+            self._nav_requested = False
+
+    async def _switch_to_new_page(self, deadline: float) -> None:
+        page = self._new_pages[-1]
+        self._new_pages.clear()
+        if page.is_closed():
+            return
+        self.page = page
+        self._cdp = None
+        self._nav_committed.clear()
+        self._watch(page)
+        try:
+            remaining = max(1.0, (deadline - time.monotonic()) * 1000)
+            await page.wait_for_load_state("load", timeout=remaining)
+            await page.bring_to_front()
+        except PlaywrightError:
+            pass
+        self._events.append(f"A new tab opened ({page.url}); the agent switched to it.")
+
+    def _switch_to_open_page(self) -> None:
+        pages = [p for p in self.context.pages if not p.is_closed()]
+        if pages:
+            self.page = pages[-1]
+            self._cdp = None
+            self._watch(self.page)
+            self._events.append(f"The tab was closed; the agent switched to {self.page.url}.")
+
+    async def _guard(self, awaitable: Any) -> Any:
+        """Turn Playwright failures during an action into ActionError (or BrowserError if gone)."""
+        try:
+            return await awaitable
+        except PlaywrightTimeoutError:
+            raise ActionError(f"the page did not respond within {self.config.settle_timeout_s:g} s") from None
+        except PlaywrightError as exc:
+            if self.page.is_closed() and not self.context.pages:
+                raise BrowserError(f"the browser page is gone: {_first_line(exc)}") from None
+            raise ActionError(_first_line(exc)) from None
+
+    async def close(self) -> None:
+        if self._owns_context:
+            with contextlib.suppress(PlaywrightError):
+                await self.context.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,237 @@
+"""The command line: ``webagent run``, ``webagent demo`` and the offline test servers.
+
+Exit codes: 0 = validated success, 1 = task not accomplished, 2 = usage or configuration error.
+This is the only module that configures logging.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import re
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import structlog
+
+from . import __version__
+from .config import ROLES, AgentConfig, load_config
+from .errors import BrowserError, ConfigError, InputError, NavigationError, WebAgentError
+from .records import RunResult
+
+__all__ = ["build_parser", "main"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+_ROLE_FIELDS: list[tuple[str, str, Any]] = [
+    ("base_url", "OpenAI-compatible base URL of the {role} model", str),
+    ("model", "model name of the {role} model", str),
+    ("api_key", "API key of the {role} endpoint", str),
+    ("temperature", "sampling temperature of the {role} model", float),
+    ("max_tokens", "max completion tokens of the {role} model", int),
+    ("timeout_s", "request timeout of the {role} model, in seconds", float),
+]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"webagent: error: {message} (see '{self.prog} --help')\n")
+
+
+def _add_config_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="TOML config file ([policy] [localizer] [validator] [agent] [browser])",
+    )
+    p.add_argument("--output", metavar="DIR", help="run directory to write (default: runs/<time>-<goal>)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the result (as in result.json) as one JSON object on stdout",
+    )
+    p.add_argument("-v", "--verbose", action="count", default=0, help="log more (-v info, -vv debug) to stderr")
+    p.add_argument("-q", "--quiet", action="store_true", help="do not print steps")
+    g = p.add_argument_group("models (all roles at once; per-role flags win)")
+    g.add_argument("--base-url", help="base URL for all three roles, e.g. http://localhost:8000/v1")
+    g.add_argument("--model", help="model name for all three roles")
+    g.add_argument("--api-key", help="API key for all three roles")
+    for role in ROLES:
+        g = p.add_argument_group(f"{role} model")
+        for field, text, typ in _ROLE_FIELDS:
+            g.add_argument(
+                f"--{role}-{field.replace('_', '-')}",
+                type=typ,
+                metavar=field.upper(),
+                help=text.format(role=role),
+            )
+        if role == "localizer":
+            g.add_argument(
+                "--localizer-profile",
+                "--profile",
+                choices=["holo1", "holo1.5", "holo2"],
+                help="coordinate convention of the localizer model family (default holo1.5)",
+            )
+    g = p.add_argument_group("agent")
+    g.add_argument("--max-steps", type=int, help="steps before a final answer is asked for (default 30)")
+    g.add_argument("--max-attempts", type=int, help="answers the validator may judge (default 3)")
+    g.add_argument("--max-time", type=float, metavar="SECONDS", help="time limit of the run (default 600)")
+    g.add_argument("--screenshots", type=int, metavar="K", help="screenshots in each policy request (default 3)")
+    g = p.add_argument_group("browser")
+    g.add_argument("--headed", action="store_true", help="show the browser window (default headless)")
+    g.add_argument("--executable-path", metavar="PATH", help="Chromium binary (default /usr/bin/chromium if present)")
+    g.add_argument("--viewport", metavar="WxH", help="viewport size in CSS pixels (default 1280x800)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="webagent", description="A web agent driven by vision-language models.")
+    parser.add_argument("--version", action="version", version=f"webagent {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    run = sub.add_parser(
+        "run",
+        help="run one task: open URL and accomplish GOAL",
+        description="Run one web task. Exit code 0 = validated success, 1 = not accomplished, "
+        "2 = usage or configuration error.",
+    )
+    run.add_argument("--url", required=True, help="start page")
+    run.add_argument("--goal", required=True, help="what to accomplish, in plain language")
+    _add_config_options(run)
+
+    demo = sub.add_parser(
+        "demo",
+        help="run a bundled task offline: local site + offline model server",
+        description="Serve a bundled local site and the offline model server on 127.0.0.1, "
+        "then run a real task against them and write its report.",
+    )
+    demo.add_argument("--task", default="catalog-price", help="bundled task id from tasks/local.jsonl")
+    demo.add_argument(
+        "--profile",
+        choices=["holo1", "holo1.5", "holo2"],
+        default="holo1.5",
+        help="localizer profile to play",
+    )
+    demo.add_argument("--output", metavar="DIR", help="run directory (default: runs/demo-<task>)")
+    demo.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    demo.add_argument("-q", "--quiet", action="store_true", help="do not print steps")
+    demo.add_argument("-v", "--verbose", action="count", default=0, help="log more to stderr")
+
+    fake = sub.add_parser(
+        "fake-server",
+        help="serve the offline OpenAI-compatible model server",
+        description="Play the three model roles from a script on 127.0.0.1 (for tests and pipelines).",
+    )
+    fake.add_argument("--script", required=True, metavar="FILE", help="JSON script (see docs/offline-server.md)")
+    fake.add_argument("--port", type=int, default=0, help="port (default: a free one)")
+
+    sites = sub.add_parser(
+        "sites",
+        help="serve the bundled local task sites on 127.0.0.1",
+        description="Serve the local websites under tasks/sites for tests and demos.",
+    )
+    sites.add_argument("--port", type=int, default=0, help="port (default: a free one)")
+    return parser
+
+
+def configure_logging(verbosity: int) -> None:
+    level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(message)s")
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="%H:%M:%S"),
+            structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
+
+
+def config_from_args(args: argparse.Namespace) -> AgentConfig:
+    overrides: dict[str, Any] = {}
+    for role in ROLES:
+        for field, _, _ in _ROLE_FIELDS:
+            value = getattr(args, f"{role}_{field}", None)
+            shared = getattr(args, field, None) if field in ("base_url", "model", "api_key") else None
+            overrides[f"{role}.{field}"] = value if value is not None else shared
+    overrides["localizer.profile"] = args.localizer_profile
+    overrides["agent.max_steps"] = args.max_steps
+    overrides["agent.max_attempts"] = args.max_attempts
+    overrides["agent.max_time_s"] = args.max_time
+    overrides["agent.screenshots_in_context"] = args.screenshots
+    overrides["browser.headless"] = False if args.headed else None
+    overrides["browser.executable_path"] = args.executable_path
+    overrides["browser.viewport"] = args.viewport
+    return load_config(args.config, overrides=overrides)
+
+
+def default_output(goal: str) -> Path:
+    slug = re.sub(r"[^a-z0-9]+", "-", goal.lower()).strip("-")[:40] or "run"
+    return Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{slug}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    configure_logging(getattr(args, "verbose", 0))
+    try:
+        if args.command == "run":
+            config = config_from_args(args)
+            output = Path(args.output) if args.output else default_output(args.goal)
+            return _finish(asyncio.run(_run(config, args.url, args.goal, output, args.quiet)), args.json)
+        if args.command == "demo":
+            from .demo import run_demo
+
+            result = run_demo(task_id=args.task, profile=args.profile, output=args.output, quiet=args.quiet)
+            return _finish(result, args.json)
+        if args.command == "fake-server":
+            from .testing.server import main as fake_main
+
+            return fake_main(["--script", args.script, "--port", str(args.port)])
+        if args.command == "sites":
+            from .testing.sites import main as sites_main
+
+            return sites_main(["--port", str(args.port)])
+    except (ConfigError, InputError, NavigationError, BrowserError) as exc:
+        print(f"webagent: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except WebAgentError as exc:
+        print(f"webagent: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("webagent: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    parser.error(f"unknown command {args.command!r}")
+
+
+async def _run(config: AgentConfig, url: str, goal: str, output: Path, quiet: bool) -> RunResult:
+    from .agent import Agent
+    from .display import StepPrinter
+
+    printer = StepPrinter(quiet=quiet, max_steps=config.agent.max_steps)
+    async with Agent(config) as agent:
+        stream = agent.stream(url, goal, output_dir=output)
+        printer.start(url, goal, config)
+        async for step in stream:
+            printer.step(step)
+        assert stream.result is not None
+        printer.result(stream.result)
+        return stream.result
+
+
+def _finish(result: RunResult, as_json: bool) -> int:
+    if as_json:
+        print(json.dumps(result.model_dump(mode="json"), ensure_ascii=False))
+    return EXIT_OK if result.success else EXIT_FAILED
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

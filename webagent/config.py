@@ -1,0 +1,255 @@
+"""Configuration: Pydantic models, loaded from TOML, then environment, then explicit overrides.
+
+Precedence (lowest to highest): defaults < TOML file < ``WEBAGENT_<SECTION>_<FIELD>`` environment
+variables < overrides (CLI flags or keyword arguments). Unknown keys are errors that name the key.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import ConfigError
+from .images import ResizeRule
+
+__all__ = [
+    "PROFILES",
+    "AgentConfig",
+    "AgentSettings",
+    "BrowserConfig",
+    "LocalizerConfig",
+    "RoleConfig",
+    "Viewport",
+    "load_config",
+]
+
+Profile = Literal["holo1", "holo1.5", "holo2"]
+ROLES = ("policy", "localizer", "validator")
+SECTIONS = (*ROLES, "agent", "browser")
+
+#: Resize rule of each localizer profile (the model's image processor).
+PROFILES: dict[str, ResizeRule] = {
+    "holo1": ResizeRule(factor=28, min_pixels=3136, max_pixels=1_003_520),
+    "holo1.5": ResizeRule(factor=28, min_pixels=3136, max_pixels=12_845_056),
+    "holo2": ResizeRule(factor=32, min_pixels=65_536, max_pixels=16_777_216),
+}
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class RoleConfig(_Section):
+    """One model role's endpoint and sampling settings."""
+
+    base_url: str | None = Field(default=None, description="OpenAI-compatible base URL, e.g. http://host:8000/v1")
+    model: str | None = Field(default=None, description="Model name as the server knows it")
+    api_key: str | None = Field(default=None, repr=False, description="API key (default: $OPENAI_API_KEY or 'EMPTY')")
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    max_tokens: int = Field(default=1024, gt=0)
+    timeout_s: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=4, ge=0, description="Retries on 429/5xx/timeouts/connection errors")
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        v = v.strip().rstrip("/")
+        if not v.startswith(("http://", "https://")):
+            raise ValueError(f"must start with http:// or https://, got {v!r}")
+        return v
+
+
+class LocalizerConfig(RoleConfig):
+    """The localizer role, plus the model family's coordinate convention."""
+
+    max_tokens: int = Field(default=128, gt=0)
+    profile: Profile = Field(default="holo1.5", description="holo1 | holo1.5 | holo2")
+    min_pixels: int | None = Field(default=None, gt=0, description="Override the profile's min_pixels")
+    max_pixels: int | None = Field(default=None, gt=0, description="Override the profile's max_pixels")
+
+    def resize_rule(self) -> ResizeRule:
+        base = PROFILES[self.profile]
+        return ResizeRule(
+            factor=base.factor,
+            min_pixels=self.min_pixels or base.min_pixels,
+            max_pixels=self.max_pixels or base.max_pixels,
+        )
+
+
+class ValidatorConfig(RoleConfig):
+    max_tokens: int = Field(default=512, gt=0)
+
+
+class AgentSettings(_Section):
+    max_steps: int = Field(default=30, gt=0)
+    max_attempts: int = Field(default=3, gt=0, description="Answers the validator may judge")
+    max_time_s: float = Field(default=600.0, gt=0)
+    screenshots_in_context: int = Field(default=3, ge=1, description="Screenshots per policy request")
+    recent_actions: int = Field(default=8, ge=0, description="Recent actions shown to the policy")
+    notes_max_chars: int = Field(default=2000, ge=0, description="Budget for notes shown to the policy")
+    validator_screenshots: int = Field(default=2, ge=1, description="Final screenshots shown to the validator")
+
+
+class Viewport(_Section):
+    width: int = Field(default=1280, ge=200, le=7680)
+    height: int = Field(default=800, ge=200, le=4320)
+
+
+class BrowserConfig(_Section):
+    headless: bool = True
+    executable_path: str | None = Field(
+        default=None, description="Chromium binary (default: /usr/bin/chromium if present)"
+    )
+    viewport: Viewport = Field(default_factory=Viewport)
+    screenshot_format: Literal["jpeg", "png"] = "jpeg"
+    jpeg_quality: int = Field(default=85, ge=1, le=100)
+    settle_timeout_s: float = Field(default=3.0, ge=0, description="Cap on waiting for a page to settle")
+    navigation_timeout_s: float = Field(default=30.0, gt=0)
+    args: list[str] = Field(default_factory=list, description="Extra Chromium command-line flags")
+
+    @field_validator("viewport", mode="before")
+    @classmethod
+    def _viewport(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            w, sep, h = v.lower().partition("x")
+            if not sep or not w.strip().isdigit() or not h.strip().isdigit():
+                raise ValueError(f"viewport must look like 1280x800, got {v!r}")
+            return {"width": int(w), "height": int(h)}
+        return v
+
+
+class AgentConfig(_Section):
+    """Everything an Agent needs: three model roles, the loop's limits, the browser."""
+
+    policy: RoleConfig = Field(default_factory=RoleConfig)
+    localizer: LocalizerConfig = Field(default_factory=LocalizerConfig)
+    validator: ValidatorConfig = Field(default_factory=ValidatorConfig)
+    agent: AgentSettings = Field(default_factory=AgentSettings)
+    browser: BrowserConfig = Field(default_factory=BrowserConfig)
+
+    def role(self, name: str) -> RoleConfig:
+        if name not in ROLES:
+            raise KeyError(name)
+        role: RoleConfig = getattr(self, name)
+        return role
+
+    def require_endpoints(self) -> None:
+        """Raise ConfigError naming the first role without a base_url or model."""
+        for name in ROLES:
+            role = self.role(name)
+            for field in ("base_url", "model"):
+                if not getattr(role, field):
+                    flag = f"--{name}-{field.replace('_', '-')}"
+                    env = f"WEBAGENT_{name.upper()}_{field.upper()}"
+                    raise ConfigError(
+                        f"no {field.replace('_', ' ')} configured for the {name} model: "
+                        f"set [{name}] {field} in the config file, {env}, or {flag}"
+                    )
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        overrides: Mapping[str, Any] | None = None,
+    ) -> AgentConfig:
+        return load_config(path, env=env, overrides=overrides)
+
+
+def load_config(
+    path: str | Path | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> AgentConfig:
+    """Build a config from a TOML file, ``WEBAGENT_*`` environment variables and overrides.
+
+    ``overrides`` maps dotted keys (``"policy.model"``, ``"browser.viewport"``) to values; None
+    values are ignored. ``env`` defaults to ``os.environ``.
+    """
+    data: dict[str, Any] = {}
+    source = "defaults"
+    if path is not None:
+        data = _read_toml(Path(path))
+        source = str(path)
+    _check_keys(data, source)
+    env_values = _env_overrides(os.environ if env is None else env)
+    for key, value in env_values.items():
+        _set_dotted(data, key, value)
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            _set_dotted(data, key, value)
+    try:
+        return AgentConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe_validation(exc, source)) from None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+
+
+def _check_keys(data: Mapping[str, Any], source: str) -> None:
+    for key, value in data.items():
+        if key not in SECTIONS:
+            raise ConfigError(f"unknown section [{key}] in {source}; known sections: {', '.join(SECTIONS)}")
+        if not isinstance(value, dict):
+            raise ConfigError(f"[{key}] in {source} must be a table")
+
+
+def _env_overrides(env: Mapping[str, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, value in env.items():
+        if not name.startswith("WEBAGENT_"):
+            continue
+        rest = name[len("WEBAGENT_") :].lower()
+        section = next((s for s in SECTIONS if rest.startswith(s + "_")), None)
+        if section is None:
+            continue  # other WEBAGENT_* variables belong to other features
+        field = rest[len(section) + 1 :]
+        model = AgentConfig.model_fields[section].annotation
+        fields = getattr(model, "model_fields", {})
+        if field not in fields:
+            raise ConfigError(
+                f"unknown environment variable {name}: [{section}] has no key {field!r} "
+                f"(known: {', '.join(sorted(fields))})"
+            )
+        if fields[field].annotation == list[str]:
+            out[f"{section}.{field}"] = value.split()  # type: ignore[assignment]
+        else:
+            out[f"{section}.{field}"] = value
+    return out
+
+
+def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
+    section, _, field = key.partition(".")
+    if section not in SECTIONS or not field:
+        raise ConfigError(f"unknown setting {key!r}")
+    data.setdefault(section, {})[field] = value
+
+
+def _describe_validation(exc: ValidationError, source: str) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    where = f" (from {source})" if source != "defaults" else ""
+    if err["type"] == "extra_forbidden":
+        return f"unknown config key {loc!r}{where}"
+    msg = err["msg"].removeprefix("Value error, ")
+    return f"invalid value for {loc}{where}: {msg} (got {err.get('input')!r})"

@@ -1,0 +1,85 @@
+"""The exception tree of webagent, documented in one place.
+
+::
+
+    WebAgentError                 base class; ``str(err)`` is a one-line message for users
+    ├── ConfigError               bad config file, flag or environment variable (CLI exit code 2)
+    ├── InputError                bad task input: missing or invalid URL, empty goal (exit code 2)
+    ├── BrowserError              the browser could not be launched or driven
+    │   └── NavigationError       the start URL could not be opened (unreachable host, DNS, ...)
+    ├── ModelError                a model endpoint failed
+    │   ├── ModelUnavailableError the endpoint kept failing after retries (5xx, 429, timeouts, refused)
+    │   └── ModelReplyError       the reply could not be parsed, even after one repair request
+    ├── LocalizationError         the localizer's point is outside the screenshot
+    └── ActionError               an action could not be carried out on the page
+
+Errors that happen inside a step (ModelReplyError, LocalizationError, ActionError) never end a
+run: the loop records them and tells the policy in its next observation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "ActionError",
+    "BrowserError",
+    "ConfigError",
+    "InputError",
+    "LocalizationError",
+    "ModelError",
+    "ModelReplyError",
+    "ModelUnavailableError",
+    "NavigationError",
+    "WebAgentError",
+]
+
+
+class WebAgentError(Exception):
+    """Base class of every error webagent raises on purpose."""
+
+
+class ConfigError(WebAgentError):
+    """A configuration value is missing or invalid; the message names it and says how to fix it."""
+
+
+class InputError(WebAgentError):
+    """The task input (URL, goal) is invalid."""
+
+
+class BrowserError(WebAgentError):
+    """The browser could not be launched or stopped responding."""
+
+
+class NavigationError(BrowserError):
+    """A URL could not be opened."""
+
+
+class ModelError(WebAgentError):
+    """A model endpoint failed."""
+
+    def __init__(self, message: str, *, role: str = "") -> None:
+        super().__init__(message)
+        self.role = role
+        #: The ``ModelCall`` record of the failed call (usage, raw replies), when known.
+        self.call: Any = None
+
+
+class ModelUnavailableError(ModelError):
+    """The endpoint kept failing after all retries."""
+
+
+class ModelReplyError(ModelError):
+    """The model's reply could not be parsed, even after a repair request."""
+
+    def __init__(self, message: str, *, role: str = "", raw: str = "") -> None:
+        super().__init__(message, role=role)
+        self.raw = raw
+
+
+class LocalizationError(WebAgentError):
+    """The localizer answered with a point outside the image it was shown."""
+
+
+class ActionError(WebAgentError):
+    """An action could not be carried out on the page."""

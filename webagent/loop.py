@@ -1,0 +1,312 @@
+"""The agent loop: observe → policy → localize → act → (answer → validate), one Step per turn.
+
+The policy's context is bounded: the last ``screenshots_in_context`` screenshots, the last
+``recent_actions`` actions and notes within ``notes_max_chars`` — so prompts do not grow with
+the step count. Failures inside a step (an unusable reply, a point off the image, an action the
+page refused) are recorded and told to the policy; only an unreachable model or a dead browser
+end the run early, with stop reason ``error``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Protocol, assert_never
+
+import structlog
+
+from .actions import (
+    Action,
+    Answer,
+    ClickElement,
+    GoBack,
+    Goto,
+    PressKey,
+    Refresh,
+    Scroll,
+    SelectOption,
+    Wait,
+    WriteElement,
+    describe_action,
+)
+from .config import AgentSettings
+from .errors import ActionError, BrowserError, LocalizationError, ModelError, ModelReplyError
+from .images import Frame, Screenshot
+from .records import ModelCall, Point, RunResult, Step, StopReason, Usage
+from .roles.localizer import Localizer
+from .roles.policy import Policy, PolicyState
+from .roles.validator import Validator
+from .urls import normalize_url
+
+__all__ = ["Episode", "PageDriver", "Roles"]
+
+log = structlog.get_logger("webagent.loop")
+NOTE_MAX_CHARS = 400
+
+
+class PageDriver(Protocol):
+    """What the loop needs from a browser session (``BrowserSession`` implements it)."""
+
+    viewport: tuple[int, int]
+
+    @property
+    def url(self) -> str: ...
+    async def title(self) -> str: ...
+    async def screenshot(self, frame: Frame) -> Screenshot: ...
+    def drain_events(self) -> list[str]: ...
+    async def goto(self, url: str, *, start: bool = False) -> None: ...
+    async def go_back(self) -> None: ...
+    async def refresh(self) -> None: ...
+    async def click(self, x: float, y: float) -> None: ...
+    async def write(self, x: float, y: float, text: str, *, press_enter: bool) -> None: ...
+    async def scroll(self, direction: str) -> None: ...
+    async def press(self, key: str) -> None: ...
+    async def select_option(self, x: float, y: float, option: str) -> str: ...
+    async def wait(self, seconds: float) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Roles:
+    policy: Policy
+    localizer: Localizer
+    validator: Validator
+
+
+class _Stop(Exception):
+    def __init__(self, reason: StopReason, message: str) -> None:
+        self.reason = reason
+        self.message = message
+
+
+class Episode:
+    """One task on one page. Iterate ``steps()``; ``result`` is set when it ends."""
+
+    def __init__(self, roles: Roles, page: PageDriver, settings: AgentSettings, *, url: str, goal: str) -> None:
+        self.roles = roles
+        self.page = page
+        self.settings = settings
+        self.url = url
+        self.goal = goal
+        self.result: RunResult | None = None
+        self.usage = Usage()
+        self._frame = roles.localizer.frame(*page.viewport)
+        self._shots: deque[Screenshot] = deque(maxlen=settings.screenshots_in_context)
+        self._notes: list[str] = []
+        self._recent: deque[str] = deque(maxlen=max(settings.recent_actions, 1))
+        self._feedback: str | None = None
+        self._feedbacks: list[str] = []
+        self._attempts = 0
+        self._answer: str | None = None
+        self._success = False
+        self._model_s = 0.0
+        self._browser_s = 0.0
+
+    async def steps(self) -> AsyncIterator[Step]:
+        """Run the task. The start URL is opened first (NavigationError if it cannot be)."""
+        started = time.monotonic()
+        started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        t = time.perf_counter()
+        await self.page.goto(self.url, start=True)
+        self._browser_s += time.perf_counter() - t
+        reason: StopReason = "error"
+        message = ""
+        index = 0
+        try:
+            while True:
+                out_of_steps = index >= self.settings.max_steps
+                out_of_time = time.monotonic() - started >= self.settings.max_time_s
+                final = out_of_steps or out_of_time
+                index += 1
+                step = Step(index=index, kind="final" if final else "action", url=self.page.url)
+                try:
+                    await self._turn(step, final)
+                finally:
+                    self._account(step)
+                yield step
+                if self._success or self._attempts >= self.settings.max_attempts:
+                    raise _Stop(
+                        "answered",
+                        "the validator accepted the answer"
+                        if self._success
+                        else f"the validator rejected {self._attempts} answers (max_attempts)",
+                    )
+                if final:
+                    if out_of_steps:
+                        raise _Stop("max_steps", f"no validated answer within {self.settings.max_steps} steps")
+                    raise _Stop("max_time", f"no validated answer within {self.settings.max_time_s:g} s")
+        except _Stop as stop:
+            reason, message = stop.reason, stop.message
+        except (ModelError, BrowserError) as exc:
+            reason, message = "error", str(exc)
+            log.warning("run_error", error=message)
+        finally:
+            self.result = RunResult(
+                success=self._success,
+                answer=self._answer,
+                stop_reason=reason,
+                message=message or "the run was interrupted",
+                url=self.url,
+                final_url=self._safe_url(),
+                goal=self.goal,
+                steps=index,
+                attempts=self._attempts,
+                feedback=self._feedbacks,
+                usage=self.usage,
+                duration_s=round(time.monotonic() - started, 3),
+                model_s=round(self._model_s, 3),
+                browser_s=round(self._browser_s, 3),
+                started_at=started_at,
+            )
+
+    def _safe_url(self) -> str:
+        try:
+            return self.page.url
+        except Exception:
+            return ""
+
+    async def _turn(self, step: Step, final: bool) -> None:
+        """One step; raises _Stop-worthy errors (ModelError other than bad replies, BrowserError)."""
+        t0 = time.perf_counter()
+        shot = await self.page.screenshot(self._frame)
+        self._shots.append(shot)
+        step.image = shot
+        step.image_size = (shot.frame.image_width, shot.frame.image_height)
+        step.title = await self.page.title()
+        step.events = self.page.drain_events()
+        t1 = time.perf_counter()
+        step.timings.observe_s = t1 - t0
+        state = PolicyState(
+            goal=self.goal,
+            url=step.url,
+            step=step.index,
+            max_steps=self.settings.max_steps,
+            notes=self._visible_notes(),
+            recent=list(self._recent) if self.settings.recent_actions else [],
+            events=step.events,
+            feedback=self._feedback,
+            final=final,
+        )
+        try:
+            reply, call = await self.roles.policy.decide(state, list(self._shots))
+        except ModelReplyError as exc:
+            self._record_failed_call(step, exc)
+            step.error = str(exc)
+            step.outcome = "failed: the policy's reply was unusable"
+            self._recent.append(f"step {step.index}: (no valid action) -> {step.outcome}")
+            return
+        finally:
+            step.timings.policy_s = time.perf_counter() - t1
+        step.calls.append(call)
+        step.note, step.thought, step.action = reply.note, reply.thought, reply.action
+        if reply.note.strip():
+            self._notes.append(" ".join(reply.note.split())[:NOTE_MAX_CHARS])
+        action = reply.action
+        if final and not isinstance(action, Answer):
+            step.outcome = "no answer given at the final step"
+            return
+        try:
+            step.outcome = await self._perform(step, action)
+        except (ActionError, LocalizationError, ModelReplyError) as exc:
+            if isinstance(exc, ModelReplyError | LocalizationError):
+                self._record_failed_call(step, exc)
+            step.error = str(exc)
+            step.outcome = f"failed: {exc}"
+        self._recent.append(f"step {step.index}: {describe_action(action)} -> {step.outcome}")
+        step.timings.total_s = time.perf_counter() - t0
+
+    async def _perform(self, step: Step, action: Action) -> str:
+        if isinstance(action, Answer):
+            return await self._validate(step, action)
+        point: Point | None = None
+        if isinstance(action, ClickElement | WriteElement | SelectOption):
+            step.element = action.element
+            t = time.perf_counter()
+            try:
+                point, call = await self.roles.localizer.locate(action.element, self._shots[-1])
+                step.calls.append(call)
+            finally:
+                step.timings.localize_s = time.perf_counter() - t
+            step.point = point
+        before = self.page.url
+        t = time.perf_counter()
+        try:
+            outcome = await self._act(action, point)
+        finally:
+            step.timings.act_s = time.perf_counter() - t
+        after = self.page.url
+        if after != before:
+            outcome += f", now at {after}"
+        return outcome
+
+    async def _act(self, action: Action, point: Point | None) -> str:
+        x, y = point.viewport if point else (0.0, 0.0)
+        match action:
+            case ClickElement():
+                await self.page.click(x, y)
+            case WriteElement(content=content, press_enter=enter):
+                await self.page.write(x, y, content, press_enter=enter)
+            case SelectOption(option=option):
+                label = await self.page.select_option(x, y, option)
+                return f"ok, selected {label!r}"
+            case Scroll(direction=direction):
+                await self.page.scroll(direction)
+            case PressKey(key=key):
+                await self.page.press(key)
+            case Goto(url=url):
+                await self.page.goto(normalize_url(url, error=ActionError))
+            case GoBack():
+                await self.page.go_back()
+            case Refresh():
+                await self.page.refresh()
+            case Wait(seconds=seconds):
+                await self.page.wait(seconds)
+            case Answer():  # pragma: no cover - handled by _perform
+                raise AssertionError("answers are validated, not acted")
+            case _:
+                assert_never(action)
+        return "ok"
+
+    async def _validate(self, step: Step, answer: Answer) -> str:
+        self._attempts += 1
+        self._answer = answer.content
+        images = list(self._shots)[-self.settings.validator_screenshots :]
+        t = time.perf_counter()
+        try:
+            verdict, call = await self.roles.validator.judge(self.goal, answer.content, self.page.url, images)
+        finally:
+            step.timings.validate_s = time.perf_counter() - t
+        step.calls.append(call)
+        step.verdict = verdict
+        self._feedbacks.append(verdict.feedback)
+        if verdict.success:
+            self._success = True
+            self._feedback = None
+            return "accepted by the validator"
+        self._feedback = verdict.feedback
+        return "rejected by the validator"
+
+    def _visible_notes(self) -> list[str]:
+        budget = self.settings.notes_max_chars
+        kept: list[str] = []
+        for note in reversed(self._notes):
+            if budget - len(note) < 0:
+                break
+            budget -= len(note)
+            kept.append(note)
+        return kept[::-1]
+
+    def _record_failed_call(self, step: Step, exc: Exception) -> None:
+        call = getattr(exc, "call", None)
+        if isinstance(call, ModelCall):
+            step.calls.append(call)
+
+    def _account(self, step: Step) -> None:
+        t = step.timings
+        if not t.total_s:
+            t.total_s = t.observe_s + t.policy_s + t.localize_s + t.act_s + t.validate_s
+        for call in step.calls:
+            self.usage.add_call(call)
+        self._model_s += t.model_s
+        self._browser_s += t.observe_s + t.act_s

@@ -1,0 +1,240 @@
+"""The only place that sends HTTP: an OpenAI-compatible chat client with retries and repair.
+
+Retries (tenacity) cover 429 (honouring ``Retry-After``), 5xx, timeouts and connection errors,
+with capped exponential backoff. A reply that cannot be parsed gets one repair request quoting
+the error. Every call is accounted in a ``ModelCall`` record (tokens, latency, retries, repairs).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import openai
+import structlog
+from openai import AsyncOpenAI
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+
+from ..config import RoleConfig
+from ..errors import ModelError, ModelReplyError, ModelUnavailableError
+from ..records import ModelCall, RoleUsage
+from .parsing import ReplyParseError
+
+__all__ = ["Completion", "Message", "ModelClient"]
+
+log = structlog.get_logger("webagent.model")
+T = TypeVar("T")
+Message = dict[str, Any]
+
+RETRY_MAX_WAIT_S = 30.0
+RETRY_BASE_S = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+
+
+def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
+        return True
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code == 429 or exc.status_code >= 500 or exc.status_code == 408
+    return False
+
+
+def _retry_after(exc: BaseException | None) -> float | None:
+    if not isinstance(exc, openai.APIStatusError):
+        return None
+    value = exc.response.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+def _wait(state: RetryCallState) -> float:
+    exc = state.outcome.exception() if state.outcome else None
+    hinted = _retry_after(exc)
+    if hinted is not None:
+        return min(hinted, RETRY_MAX_WAIT_S)
+    backoff: float = RETRY_BASE_S * 2.0 ** (state.attempt_number - 1)
+    return min(backoff, RETRY_MAX_WAIT_S)
+
+
+class ModelClient:
+    """Chat completions for one role against one OpenAI-compatible endpoint."""
+
+    def __init__(self, role: str, config: RoleConfig, *, client: AsyncOpenAI | None = None) -> None:
+        if not config.base_url or not config.model:
+            raise ModelError(f"the {role} model has no base_url/model configured", role=role)
+        self.role = role
+        self.config = config
+        self.model: str = config.model
+        self._client = client or AsyncOpenAI(
+            base_url=config.base_url,
+            api_key=config.api_key or _default_api_key(),
+            max_retries=0,
+            timeout=config.timeout_s,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        response_format: dict[str, Any] | None = None,
+        extra_body: dict[str, Any] | None = None,
+        usage: RoleUsage,
+    ) -> Completion:
+        """One completion, retried on transient failures; ``usage`` counts the retries."""
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": list(messages),
+            "temperature": self.config.temperature,
+            "max_tokens": self.config.max_tokens,
+        }
+        if response_format is not None:
+            kwargs["response_format"] = response_format
+        if extra_body:
+            kwargs["extra_body"] = extra_body
+        retrying = AsyncRetrying(
+            retry=retry_if_exception(_retryable),
+            stop=stop_after_attempt(self.config.max_retries + 1),
+            wait=_wait,
+            reraise=True,
+            before_sleep=lambda st: self._on_retry(st, usage),
+        )
+        start = time.perf_counter()
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    response = await self._client.chat.completions.create(**kwargs)
+        except openai.APIStatusError as exc:
+            usage.failures += 1
+            usage.latency_s += time.perf_counter() - start
+            raise self._status_error(exc) from None
+        except openai.APIConnectionError as exc:
+            usage.failures += 1
+            usage.latency_s += time.perf_counter() - start
+            what = "timed out" if isinstance(exc, openai.APITimeoutError) else "could not be reached"
+            raise ModelUnavailableError(
+                f"the {self.role} model at {self.config.base_url} {what} after "
+                f"{self.config.max_retries + 1} attempts; check the server and --{self.role}-base-url",
+                role=self.role,
+            ) from None
+        latency = time.perf_counter() - start
+        text = ""
+        if response.choices:
+            text = response.choices[0].message.content or ""
+        prompt_tokens = response.usage.prompt_tokens if response.usage else 0
+        completion_tokens = response.usage.completion_tokens if response.usage else 0
+        usage.calls += 1
+        usage.prompt_tokens += prompt_tokens
+        usage.completion_tokens += completion_tokens
+        usage.latency_s += latency
+        return Completion(text, prompt_tokens, completion_tokens, latency)
+
+    def _on_retry(self, state: RetryCallState, usage: RoleUsage) -> None:
+        usage.retries += 1
+        exc = state.outcome.exception() if state.outcome else None
+        log.info("model_retry", role=self.role, attempt=state.attempt_number, error=_short(exc))
+
+    def _status_error(self, exc: openai.APIStatusError) -> ModelError:
+        detail = _short(exc)
+        where = f"the {self.role} model {self.model!r} at {self.config.base_url}"
+        if exc.status_code == 429 or exc.status_code >= 500:
+            return ModelUnavailableError(
+                f"{where} kept failing (HTTP {exc.status_code}: {detail}) after {self.config.max_retries + 1} attempts",
+                role=self.role,
+            )
+        hint = {
+            401: "check the API key",
+            403: "check the API key",
+            404: "check the model name and base URL",
+        }.get(exc.status_code, "check the request settings")
+        return ModelError(f"{where} refused the request (HTTP {exc.status_code}: {detail}); {hint}", role=self.role)
+
+    async def call(
+        self,
+        messages: Sequence[Message],
+        parse: Callable[[str], T],
+        *,
+        response_format: dict[str, Any] | None = None,
+        extra_body: dict[str, Any] | None = None,
+        repair_hint: str = "",
+    ) -> tuple[T, ModelCall]:
+        """Complete and parse; on a parse error send one repair request quoting the error.
+
+        Raises ModelReplyError (with ``.call`` set) when the repaired reply fails too.
+        """
+        record = ModelCall(role=self.role, model=self.model)  # type: ignore[arg-type]
+        try:
+            return await self._call(record, messages, parse, response_format, extra_body, repair_hint)
+        except ModelError as exc:
+            record.error = record.error or str(exc)
+            exc.call = record
+            raise
+
+    async def _call(
+        self,
+        record: ModelCall,
+        messages: Sequence[Message],
+        parse: Callable[[str], T],
+        response_format: dict[str, Any] | None,
+        extra_body: dict[str, Any] | None,
+        repair_hint: str,
+    ) -> tuple[T, ModelCall]:
+        first = await self.complete(
+            messages, response_format=response_format, extra_body=extra_body, usage=record.usage
+        )
+        record.raw.append(first.text)
+        try:
+            return parse(first.text), record
+        except ReplyParseError as exc:
+            error = str(exc)
+        log.info("model_repair", role=self.role, error=error)
+        repair = [
+            *messages,
+            {"role": "assistant", "content": first.text},
+            {"role": "user", "content": _repair_text(error, repair_hint)},
+        ]
+        record.usage.repairs += 1
+        second = await self.complete(repair, response_format=response_format, extra_body=extra_body, usage=record.usage)
+        record.raw.append(second.text)
+        try:
+            return parse(second.text), record
+        except ReplyParseError as exc:
+            record.usage.failures += 1
+            record.error = f"unusable reply after one repair: {exc}"
+            raise ModelReplyError(
+                f"the {self.role} model's reply was unusable: {exc}", role=self.role, raw=second.text
+            ) from None
+
+
+def _repair_text(error: str, hint: str) -> str:
+    from ..prompts import render
+
+    return render("repair.jinja", error=error, hint=hint)
+
+
+def _default_api_key() -> str:
+    import os
+
+    return os.environ.get("OPENAI_API_KEY") or "EMPTY"
+
+
+def _short(exc: BaseException | None, limit: int = 200) -> str:
+    if exc is None:
+        return ""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,147 @@
+"""Typed records the loop yields and the CLI, the trajectory writer and the tests consume."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation
+
+from .actions import Action
+from .images import Screenshot
+
+__all__ = [
+    "ModelCall",
+    "Point",
+    "RoleUsage",
+    "RunResult",
+    "Step",
+    "StopReason",
+    "Timings",
+    "Usage",
+    "Verdict",
+]
+
+StopReason = Literal["answered", "max_steps", "max_time", "error"]
+Role = Literal["policy", "localizer", "validator"]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RoleUsage(_Record):
+    """Usage of one model role, summed over calls."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    retries: int = 0
+    repairs: int = 0
+    failures: int = 0
+
+    def add(self, other: RoleUsage) -> None:
+        self.calls += other.calls
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.latency_s += other.latency_s
+        self.retries += other.retries
+        self.repairs += other.repairs
+        self.failures += other.failures
+
+
+class Usage(_Record):
+    """Usage per role."""
+
+    policy: RoleUsage = Field(default_factory=RoleUsage)
+    localizer: RoleUsage = Field(default_factory=RoleUsage)
+    validator: RoleUsage = Field(default_factory=RoleUsage)
+
+    def role(self, name: str) -> RoleUsage:
+        usage: RoleUsage = getattr(self, name)
+        return usage
+
+    def add_call(self, call: ModelCall) -> None:
+        self.role(call.role).add(call.usage)
+
+
+class ModelCall(_Record):
+    """One logical model call (retries and a repair included)."""
+
+    role: Role
+    model: str
+    raw: list[str] = Field(default_factory=list, description="Raw reply texts, the repaired one last")
+    usage: RoleUsage = Field(default_factory=RoleUsage)
+    error: str | None = None
+
+
+class Point(_Record):
+    """A click point in both spaces."""
+
+    image: tuple[float, float] = Field(description="Pixels of the screenshot sent to the localizer")
+    viewport: tuple[float, float] = Field(description="CSS pixels of the viewport")
+
+
+class Verdict(_Record):
+    success: bool
+    feedback: str
+
+
+class Timings(_Record):
+    observe_s: float = 0.0
+    policy_s: float = 0.0
+    localize_s: float = 0.0
+    act_s: float = 0.0
+    validate_s: float = 0.0
+    total_s: float = 0.0
+
+    @property
+    def model_s(self) -> float:
+        return self.policy_s + self.localize_s + self.validate_s
+
+
+class Step(_Record):
+    """One step of a run: what the agent saw, decided and did."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    index: int = Field(description="1-based step number")
+    kind: Literal["action", "final"] = "action"
+    url: str
+    title: str = ""
+    screenshot: str | None = Field(default=None, description="File name of the screenshot, once written")
+    image_size: tuple[int, int] = (0, 0)
+    events: list[str] = Field(default_factory=list, description="Dialogs, new tabs and other page events")
+    note: str = ""
+    thought: str = ""
+    action: Action | None = None
+    element: str | None = None
+    point: Point | None = None
+    outcome: str = ""
+    error: str | None = None
+    verdict: Verdict | None = None
+    calls: list[ModelCall] = Field(default_factory=list)
+    timings: Timings = Field(default_factory=Timings)
+    image: SkipValidation[Screenshot | None] = Field(default=None, exclude=True, repr=False)
+    """The screenshot itself (not serialised); the trajectory writer saves it as a file."""
+
+
+class RunResult(_Record):
+    """The outcome of a run, as written to ``result.json``."""
+
+    success: bool = Field(description="True only when the validator accepted the answer")
+    answer: str | None = None
+    stop_reason: StopReason
+    message: str = Field(default="", description="Why the run stopped, in words")
+    url: str = Field(description="Start URL")
+    final_url: str = ""
+    goal: str
+    steps: int = 0
+    attempts: int = Field(default=0, description="Answers judged by the validator")
+    feedback: list[str] = Field(default_factory=list, description="Validator feedback, in order")
+    usage: Usage = Field(default_factory=Usage)
+    duration_s: float = 0.0
+    model_s: float = 0.0
+    browser_s: float = 0.0
+    output_dir: str | None = None
+    started_at: str = ""

@@ -1,0 +1,158 @@
+"""The localizer role: an element description in, a click point out.
+
+Each profile is one model family's convention:
+
+========  ==========================================  ===========================================
+profile   reply                                       coordinates
+========  ==========================================  ===========================================
+holo1     ``Click(x, y)``                             absolute pixels of the image sent
+holo1.5   ``{"action":"click_absolute","x":..,"y":..}`` absolute pixels of the image sent
+holo2     ``{"x":..,"y":..}``                         normalised to 0..1000 of the image sent
+========  ==========================================  ===========================================
+
+The screenshot is sized by the profile's resize rule (see ``webagent.images``). A point outside
+the image is a LocalizationError, never a click at a clamped point.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from ..config import LocalizerConfig
+from ..errors import LocalizationError
+from ..images import Frame, ResizeRule, Screenshot, frame_for
+from ..model.client import Message, ModelClient
+from ..model.parsing import ReplyParseError, parse_reply
+from ..model.schema import response_format
+from ..prompts import render
+from ..records import ModelCall, Point
+
+__all__ = ["LOCALIZER_PROFILES", "Localizer", "LocalizerProfile", "parse_click"]
+
+NORMALISED_MAX = 1000
+_CLICK = re.compile(r"Click\(\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*\)", re.IGNORECASE)
+
+
+class _ClickAbsolute(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    action: Literal["click_absolute"] = "click_absolute"
+    x: float
+    y: float
+
+
+class _ClickNormalised(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    x: float
+    y: float
+
+
+class _ClickAbsoluteSchema(BaseModel):
+    action: Literal["click_absolute"]
+    x: int
+    y: int
+
+
+class _ClickNormalisedSchema(BaseModel):
+    x: int
+    y: int
+
+
+@dataclass(frozen=True, slots=True)
+class LocalizerProfile:
+    name: str
+    template: str
+    reply: Literal["click_text", "absolute_json", "normalised_json"]
+    extra_body: dict[str, Any] | None = None
+
+    @property
+    def response_format(self) -> dict[str, Any] | None:
+        if self.reply == "absolute_json":
+            return response_format("click_absolute", _ClickAbsoluteSchema)
+        if self.reply == "normalised_json":
+            return response_format("click", _ClickNormalisedSchema)
+        return None
+
+
+LOCALIZER_PROFILES: dict[str, LocalizerProfile] = {
+    "holo1": LocalizerProfile("holo1", "localizer_holo1.jinja", "click_text"),
+    "holo1.5": LocalizerProfile("holo1.5", "localizer_holo1.5.jinja", "absolute_json"),
+    "holo2": LocalizerProfile(
+        "holo2",
+        "localizer_holo2.jinja",
+        "normalised_json",
+        extra_body={"chat_template_kwargs": {"thinking": False}},
+    ),
+}
+
+
+def parse_click(text: str, profile: LocalizerProfile, frame: Frame) -> tuple[float, float]:
+    """Parse a localizer reply into image pixels (not yet checked against the image bounds)."""
+    match profile.reply:
+        case "click_text":
+            m = _CLICK.search(text)
+            if not m:
+                raise ReplyParseError("the reply does not contain a click of the form Click(x, y)")
+            return float(m.group(1)), float(m.group(2))
+        case "absolute_json":
+            click = parse_reply(text, _ClickAbsolute)
+            return click.x, click.y
+        case "normalised_json":
+            norm = parse_reply(text, _ClickNormalised)
+            return norm.x * frame.image_width / NORMALISED_MAX, norm.y * frame.image_height / NORMALISED_MAX
+
+
+class Localizer:
+    """Resolves element descriptions to viewport points with one model call each."""
+
+    def __init__(self, client: ModelClient, config: LocalizerConfig) -> None:
+        self.client = client
+        self.profile = LOCALIZER_PROFILES[config.profile]
+        self.rule: ResizeRule = config.resize_rule()
+
+    def frame(self, viewport_width: int, viewport_height: int) -> Frame:
+        """The frame screenshots must have for this profile."""
+        return frame_for(viewport_width, viewport_height, self.rule)
+
+    def messages(self, element: str, shot: Screenshot) -> list[Message]:
+        text = render(
+            self.profile.template,
+            element=element,
+            width=shot.frame.image_width,
+            height=shot.frame.image_height,
+        )
+        return [{"role": "user", "content": [shot.image_part(), {"type": "text", "text": text}]}]
+
+    async def locate(self, element: str, shot: Screenshot) -> tuple[Point, ModelCall]:
+        """Locate ``element`` on ``shot``.
+
+        Raises ModelError (with ``.call``) when the model fails, LocalizationError (with
+        ``.call``) when its point lies outside the image.
+        """
+        frame = shot.frame
+        (x, y), call = await self.client.call(
+            self.messages(element, shot),
+            lambda text: parse_click(text, self.profile, frame),
+            response_format=self.profile.response_format,
+            extra_body=self.profile.extra_body,
+            repair_hint=_HINTS[self.profile.reply],
+        )
+        if not frame.contains(x, y):
+            call.error = f"point ({x:g}, {y:g}) is outside the {frame.image_width}x{frame.image_height} image"
+            err = LocalizationError(
+                f"the localizer placed {element!r} at ({x:g}, {y:g}), outside the "
+                f"{frame.image_width}x{frame.image_height} screenshot"
+            )
+            err.call = call  # type: ignore[attr-defined]
+            raise err
+        return Point(image=(x, y), viewport=frame.to_css(x, y)), call
+
+
+_HINTS = {
+    "click_text": "Reply with exactly Click(x, y), x and y in pixels of the image.",
+    "absolute_json": 'Reply with exactly {"action": "click_absolute", "x": <int>, "y": <int>}.',
+    "normalised_json": 'Reply with exactly {"x": <int>, "y": <int>}, normalised between 0 and 1000.',
+}

@@ -1,0 +1,80 @@
+"""The policy role: screenshots + task + memory in, one action out."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from ..actions import PolicyReply
+from ..images import Screenshot
+from ..model.client import Message, ModelClient
+from ..model.parsing import parse_reply
+from ..model.schema import response_format, strict_schema
+from ..prompts import render
+from ..records import ModelCall
+
+__all__ = ["Policy", "PolicyState"]
+
+SCHEMA_NAME = "policy_reply"
+
+
+@dataclass(slots=True)
+class PolicyState:
+    """What the policy is told at one step (besides the screenshots)."""
+
+    goal: str
+    url: str
+    step: int
+    max_steps: int
+    notes: list[str] = field(default_factory=list)
+    recent: list[str] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
+    feedback: str | None = None
+    final: bool = False
+
+
+class Policy:
+    """Renders the policy prompt, calls the model and parses its action."""
+
+    def __init__(self, client: ModelClient) -> None:
+        self.client = client
+
+    @cached_property
+    def system_prompt(self) -> str:
+        # Stable across steps and sessions: rendered once, so a server prefix cache can hit.
+        schema = json.dumps(strict_schema(PolicyReply), separators=(",", ":"), sort_keys=True)
+        return render("policy_system.jinja", schema=schema)
+
+    @cached_property
+    def _response_format(self) -> dict[str, object]:
+        return response_format(SCHEMA_NAME, PolicyReply)
+
+    def messages(self, state: PolicyState, images: Sequence[Screenshot]) -> list[Message]:
+        text = render(
+            "policy_user.jinja",
+            goal=state.goal,
+            url=state.url,
+            step=state.step,
+            max_steps=state.max_steps,
+            notes=state.notes,
+            recent=state.recent,
+            events=state.events,
+            feedback=state.feedback,
+            final=state.final,
+            n_images=len(images),
+        )
+        content: list[dict[str, object]] = [{"type": "text", "text": text}]
+        content += [shot.image_part() for shot in images]
+        return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": content}]
+
+    async def decide(self, state: PolicyState, images: Sequence[Screenshot]) -> tuple[PolicyReply, ModelCall]:
+        """Ask for the next action. Raises ModelError (with ``.call``) on failure."""
+        return await self.client.call(
+            self.messages(state, images),
+            lambda text: parse_reply(text, PolicyReply),
+            response_format=self._response_format,
+            repair_hint='Reply with a JSON object {"note": ..., "thought": ..., "action": {"action": ..., ...}} '
+            "following the schema in the system message.",
+        )

@@ -1,0 +1,55 @@
+"""The validator role: judges a candidate answer against the task and the final screenshots."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from functools import cached_property
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..images import Screenshot
+from ..model.client import Message, ModelClient
+from ..model.parsing import parse_reply
+from ..model.schema import response_format, strict_schema
+from ..prompts import render
+from ..records import ModelCall, Verdict
+
+__all__ = ["Validator", "ValidatorReply"]
+
+SCHEMA_NAME = "validator_verdict"
+
+
+class ValidatorReply(BaseModel):
+    """The validator's structured reply."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    success: bool = Field(description="True only if the answer completes the task")
+    feedback: str = Field(description="What is wrong or missing (or a short confirmation)")
+
+
+class Validator:
+    def __init__(self, client: ModelClient) -> None:
+        self.client = client
+
+    @cached_property
+    def system_prompt(self) -> str:
+        schema = json.dumps(strict_schema(ValidatorReply), separators=(",", ":"), sort_keys=True)
+        return render("validator_system.jinja", schema=schema)
+
+    def messages(self, goal: str, answer: str, url: str, images: Sequence[Screenshot]) -> list[Message]:
+        text = render("validator_user.jinja", goal=goal, answer=answer, url=url)
+        content: list[dict[str, object]] = [{"type": "text", "text": text}]
+        content += [shot.image_part() for shot in images]
+        return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": content}]
+
+    async def judge(self, goal: str, answer: str, url: str, images: Sequence[Screenshot]) -> tuple[Verdict, ModelCall]:
+        """Judge an answer. Raises ModelError (with ``.call``) on failure."""
+        reply, call = await self.client.call(
+            self.messages(goal, answer, url, images),
+            lambda text: parse_reply(text, ValidatorReply),
+            response_format=response_format(SCHEMA_NAME, ValidatorReply),
+            repair_hint='Reply with a JSON object {"success": true|false, "feedback": "..."}.',
+        )
+        return Verdict(success=reply.success, feedback=reply.feedback), call

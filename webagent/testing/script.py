@@ -1,0 +1,271 @@
+"""Script format for the offline fake model server: models, loading and matching rules."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+Role = Literal["policy", "localizer", "validator"]
+Profile = Literal["holo1", "holo1.5", "holo2"]
+FaultKind = Literal["500", "429", "malformed", "schema", "slow", "offtarget", "disconnect"]
+
+ROLES: tuple[Role, ...] = ("policy", "localizer", "validator")
+#: Fixed order in which probabilistic faults are drawn.
+FAULT_KINDS: tuple[FaultKind, ...] = ("500", "429", "malformed", "schema", "slow", "offtarget", "disconnect")
+
+FEEDBACK_HEADER = "Validator feedback on your last answer:"
+
+Point = tuple[float, float]
+NonNegative = Annotated[float, Field(ge=0)]
+Rate = Annotated[float, Field(ge=0, le=1)]
+
+
+@dataclass(frozen=True)
+class PromptState:
+    """What the server parsed out of a policy prompt."""
+
+    url: str | None = None
+    step: int | None = None
+    last_action: str | None = None
+    feedback: str | None = None
+    final: bool = False
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Viewport(_Model):
+    """Browser viewport in CSS pixels."""
+
+    width: int = Field(default=1280, gt=0)
+    height: int = Field(default=800, gt=0)
+
+
+class When(_Model):
+    """Conditions of a policy rule; all given conditions must hold."""
+
+    step: int | None = None
+    url: str | None = None
+    last_action: str | None = None
+    feedback: str | None = None
+    no_feedback: bool | None = None
+    final: bool | None = None
+
+    def matches(self, state: PromptState) -> bool:
+        """True when every set condition holds for ``state``."""
+        return all(
+            (
+                self.step is None or self.step == state.step,
+                self.url is None or _contains(state.url, self.url),
+                self.last_action is None or _contains(state.last_action, self.last_action),
+                self.feedback is None or _contains(state.feedback, self.feedback),
+                self.no_feedback is None or self.no_feedback == (state.feedback is None),
+                self.final is None or self.final == state.final,
+            )
+        )
+
+
+class PolicyRule(_Model):
+    """One scripted policy reply."""
+
+    when: When = Field(default_factory=When)
+    note: str | None = None
+    thought: str | None = None
+    action: dict[str, Any]
+
+    def reply(self) -> str:
+        """The reply content (a JSON object string)."""
+        return json.dumps({"note": self.note or "", "thought": self.thought or "", "action": self.action})
+
+
+class ValidatorRule(_Model):
+    """How the scripted validator judges a candidate answer."""
+
+    accept: list[str] = Field(min_length=1)
+    url: str | None = None
+    feedback: str | None = None
+
+    def judge(self, answer: str, url: str | None) -> tuple[bool, str]:
+        """Return ``(success, feedback)`` for a candidate answer seen at ``url``."""
+        low = answer.lower()
+        ok = any(a.lower() in low for a in self.accept) and (self.url is None or _contains(url, self.url))
+        return ok, "Looks correct." if ok else self.feedback or "The answer is not correct."
+
+
+class Task(_Model):
+    """A scripted task, selected by a substring of the goal."""
+
+    id: str = Field(min_length=1)
+    match: str
+    elements: dict[str, Point] = Field(default_factory=dict)
+    policy: list[PolicyRule] = Field(default_factory=list)
+    validator: ValidatorRule | None = None
+
+    def policy_rule(self, state: PromptState) -> PolicyRule | None:
+        """The first rule whose conditions hold, if any."""
+        return next((r for r in self.policy if r.when.matches(state)), None)
+
+    def judge(self, answer: str, url: str | None) -> tuple[bool, str]:
+        """Validator verdict; a task without ``validator`` accepts any answer."""
+        return self.validator.judge(answer, url) if self.validator else (True, "Looks correct.")
+
+
+class Fault(_Model):
+    """A deterministic fault: the ``nth`` request to ``role`` gets ``kind``."""
+
+    role: Role
+    nth: int = Field(ge=1)
+    kind: FaultKind
+
+
+class Script(_Model):
+    """A whole fake-model script."""
+
+    viewport: Viewport = Field(default_factory=Viewport)
+    localizer_profile: Profile = "holo1.5"
+    latency_s: NonNegative | dict[Role, NonNegative] = 0.0
+    elements: dict[str, Point] = Field(default_factory=dict)
+    tasks: list[Task] = Field(default_factory=list)
+    faults: list[Fault] = Field(default_factory=list)
+    fault_rates: dict[FaultKind, Rate] = Field(default_factory=dict)
+    seed: int = 0
+    retry_after_s: Annotated[int, Field(ge=0)] | NonNegative = 1
+    slow_s: NonNegative = 30.0
+    models: dict[Role, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _unique_task_ids(self) -> Script:
+        seen: set[str] = set()
+        for task in self.tasks:
+            if task.id in seen:
+                raise ValueError(f"duplicate task id {task.id!r}")
+            seen.add(task.id)
+        return self
+
+    def latency(self, role: Role) -> float:
+        """Seconds to wait before answering a ``role`` request."""
+        return self.latency_s.get(role, 0.0) if isinstance(self.latency_s, dict) else self.latency_s
+
+    def model_name(self, role: Role) -> str:
+        """The model name advertised for ``role``."""
+        default = f"fake-localizer-{self.localizer_profile}" if role == "localizer" else f"fake-{role}"
+        return self.models.get(role, default)
+
+    def task_for(self, text: str) -> Task | None:
+        """The first task whose ``match`` occurs in ``text``."""
+        return next((t for t in self.tasks if t.match in text), None)
+
+    def all_elements(self) -> dict[str, Point]:
+        """Top-level elements merged with every task's (later definitions win)."""
+        merged = dict(self.elements)
+        for task in self.tasks:
+            merged.update(task.elements)
+        return merged
+
+    def find_element(self, text: str) -> tuple[str, Point] | None:
+        """The longest element key occurring (case-insensitively) in ``text``."""
+        low = text.lower()
+        hits = [(k, p) for k, p in self.all_elements().items() if k.lower() in low]
+        return max(hits, key=lambda kp: len(kp[0]), default=None)
+
+
+# ---------------------------------------------------------------- prompts and replies
+
+
+def parse_policy_prompt(text: str) -> PromptState:
+    """Extract URL, step, last action, validator feedback and the final flag from a policy prompt."""
+    url = re.search(r"^Current URL: (.*)$", text, re.M)
+    step = re.search(r"^Step: (\d+)", text, re.M)
+    actions = re.findall(r"^- step \d+:.*$", text, re.M)
+    feedback: str | None = None
+    lines = text.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.strip() == FEEDBACK_HEADER), None)
+    if start is not None:
+        block: list[str] = []
+        for line in lines[start + 1 :]:
+            if not line.strip():
+                break
+            block.append(line)
+        feedback = "\n".join(block)
+    return PromptState(
+        url=url.group(1).strip() if url else None,
+        step=int(step.group(1)) if step else None,
+        last_action=actions[-1] if actions else None,
+        feedback=feedback,
+        final="FINAL STEP" in text,
+    )
+
+
+def candidate_answer(texts: list[str]) -> str:
+    """The text after ``Candidate answer:`` in the validator prompt's text part."""
+    for text in texts:
+        i = text.find("Candidate answer:")
+        if i >= 0:
+            return text[i + len("Candidate answer:") :].strip()
+    return ""
+
+
+def localizer_profile(model: str, default: Profile) -> Profile:
+    """Pick the click format from the model name."""
+    low = model.lower()
+    if any(tag in low for tag in ("holo1.5", "holo1_5", "holo-1.5")):
+        return "holo1.5"
+    if "holo2" in low:
+        return "holo2"
+    return "holo1" if "holo1" in low else default
+
+
+def format_click(profile: Profile, x: int, y: int, width: int, height: int) -> str:
+    """A click at image pixel (x, y) in the profile's reply format."""
+    if profile == "holo1":
+        return f"Click({x}, {y})"
+    if profile == "holo2":
+        return json.dumps({"x": round(x / width * 1000), "y": round(y / height * 1000)})
+    return json.dumps({"action": "click_absolute", "x": x, "y": y})
+
+
+def _contains(haystack: str | None, needle: str) -> bool:
+    return haystack is not None and needle in haystack
+
+
+def _describe(err: ValidationError) -> str:
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "<top level>"
+    more = f" (+{err.error_count() - 1} more errors)" if err.error_count() > 1 else ""
+    return f"{loc}: {first['msg']}{more}"
+
+
+def load_script(source: Script | Mapping[str, Any] | str | Path) -> Script:
+    """Load and validate a script from a file path or a dict; raise a one-line ``ValueError`` if bad."""
+    if isinstance(source, Script):
+        return source
+    if isinstance(source, Mapping):
+        name, data = "<dict>", dict(source)
+    else:
+        path = Path(source)
+        name = str(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ValueError(f"script {name}: file not found") from None
+        except OSError as exc:
+            raise ValueError(f"script {name}: cannot read file ({exc.strerror or exc})") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"script {name}: file is not UTF-8 text") from None
+        except json.JSONDecodeError as exc:
+            raise ValueError(
+                f"script {name}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+            ) from None
+    if not isinstance(data, dict):
+        raise ValueError(f"script {name}: top level must be a JSON object, got {type(data).__name__}")
+    try:
+        return Script.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError(f"script {name}: {_describe(exc)}") from None

@@ -1,0 +1,504 @@
+"""Small local websites for tests, demos and offline benchmarks.
+
+``SiteServer`` serves the static sites under ``tasks/sites`` on 127.0.0.1 and adds a few
+dynamic routes:
+
+* ``/catalog/search?q=...`` -- case-insensitive substring search over the product names;
+  each hit is a fixed-height row (row ``i`` is centred at CSS pixel (650, 242 + 72*i)).
+* ``/catalog/product/<id>`` -- product page with name and price.
+* ``/form/submit`` (GET or POST) -- validates and records a registration in
+  :attr:`SiteServer.submissions` and renders a confirmation page with a reference code
+  ``REF-<initials>-<country code>``.
+
+Run ``python -m webagent.testing.sites [--port N]`` to serve them by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import importlib.resources
+import mimetypes
+import signal
+import socket
+import socketserver
+import sys
+import threading
+from dataclasses import dataclass
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Self, cast
+from urllib.parse import parse_qs, unquote, urlsplit
+
+__all__ = [
+    "COUNTRIES",
+    "PRODUCTS",
+    "Product",
+    "SiteServer",
+    "main",
+    "reference_code",
+    "search_products",
+    "sites_dir",
+    "tasks_dir",
+]
+
+_MAX_BODY = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Product:
+    id: str
+    name: str
+    cents: int
+    blurb: str
+
+    @property
+    def price(self) -> str:
+        return f"${self.cents // 100}.{self.cents % 100:02d}"
+
+
+PRODUCTS: tuple[Product, ...] = (
+    Product("blue-widget", "Blue Widget", 1250, "A sturdy all-purpose widget in ocean blue."),
+    Product("red-gadget", "Red Gadget", 1999, "A bright red gadget with two speed settings."),
+    Product("green-widget", "Green Widget", 875, "A compact widget made from recycled plastic."),
+    Product("yellow-gizmo", "Yellow Gizmo", 2300, "A cheerful gizmo that hums when switched on."),
+    Product("blue-gadget", "Blue Gadget", 3140, "The deluxe gadget, now in midnight blue."),
+    Product("silver-sprocket", "Silver Sprocket", 525, "A precision sprocket with 24 teeth."),
+    Product("purple-doohickey", "Purple Doohickey", 1410, "Nobody knows what it does, everybody wants one."),
+    Product("orange-widget-deluxe", "Orange Widget Deluxe", 4200, "Our largest widget, lifetime warranty."),
+)
+_PRODUCTS_BY_ID = {p.id: p for p in PRODUCTS}
+
+#: Country code -> label, in the order of the ``<select>`` on ``form/index.html``.
+COUNTRIES: dict[str, str] = {
+    "BR": "Brazil",
+    "CA": "Canada",
+    "FR": "France",
+    "DE": "Germany",
+    "IN": "India",
+    "JP": "Japan",
+    "KE": "Kenya",
+    "MX": "Mexico",
+}
+
+
+def tasks_dir() -> Path:
+    """The ``tasks`` directory: ``webagent/tasks`` in an installed wheel, else ``<repo>/tasks``."""
+    try:
+        packaged = importlib.resources.files("webagent") / "tasks"
+    except (ModuleNotFoundError, TypeError):  # pragma: no cover - webagent is always importable here
+        packaged = None
+    if isinstance(packaged, Path) and (packaged / "sites").is_dir():
+        return packaged
+    return Path(__file__).resolve().parents[2] / "tasks"
+
+
+def sites_dir() -> Path:
+    """The directory holding the static task sites (``tasks/sites``)."""
+    return tasks_dir() / "sites"
+
+
+def search_products(query: str) -> list[Product]:
+    """Case-insensitive substring match of ``query`` over the product names, in catalog order."""
+    needle = " ".join(query.split()).casefold()
+    return [p for p in PRODUCTS if needle in p.name.casefold()]
+
+
+def reference_code(name: str, country_code: str) -> str:
+    """``REF-<initials>-<country code>``, e.g. ``reference_code("Ada Lovelace", "CA") == "REF-AL-CA"``."""
+    initials = "".join(word[0] for word in name.split() if word[0].isalnum()).upper() or "X"
+    return f"REF-{initials}-{country_code.upper()}"
+
+
+# --------------------------------------------------------------------------- rendering
+
+_CATALOG_HEADER = """<header class="banner"><a class="brand" href="/catalog/">Widget World</a>\
+<span class="tagline">Everything a widget needs, since 1987.</span></header>
+<form class="search" action="/catalog/search" method="get" role="search">
+  <input class="search-input" data-testid="catalog-search-input" type="text" name="q" value="{value}" \
+placeholder="Search products" aria-label="Search products" autocomplete="off">
+  <button class="search-button" data-testid="catalog-search-button" type="submit">Search</button>
+</form>
+"""
+
+
+def _page(title: str, stylesheet: str, body: str) -> str:
+    return (
+        '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{html.escape(title)}</title>\n"
+        f'<link rel="stylesheet" href="{stylesheet}">\n</head>\n<body>\n{body}</body>\n</html>\n'
+    )
+
+
+def _catalog_page(title: str, query: str, body: str) -> str:
+    header = _CATALOG_HEADER.format(value=html.escape(query, quote=True))
+    return _page(f"{title} — Widget World", "/catalog/style.css", header + body)
+
+
+def render_search(query: str) -> str:
+    hits = search_products(query)
+    shown = html.escape(query)
+    if not hits:
+        body = (
+            f'<p class="results-title" data-testid="results-title">No results for “{shown}”</p>\n'
+            '<div class="no-results" data-testid="no-results">'
+            f"<p>No products match “{shown}”.</p>"
+            "<p>Check the spelling or try a shorter name, such as “widget”.</p></div>\n"
+        )
+        return _catalog_page("No results", query, body)
+    noun = "result" if len(hits) == 1 else "results"
+    rows = [f'<p class="results-title" data-testid="results-title">{len(hits)} {noun} for “{shown}”</p>\n']
+    for i, product in enumerate(hits):
+        rows.append(
+            f'<a class="result" data-testid="search-result-{i}" data-product-id="{product.id}" '
+            f'href="/catalog/product/{product.id}" style="top: {210 + 72 * i}px">'
+            f'<span class="name">{html.escape(product.name)}</span>'
+            f'<span class="blurb">{html.escape(product.blurb)}</span>'
+            '<span class="more">View details →</span></a>\n'
+        )
+    return _catalog_page(f"Search: {query}", query, "".join(rows))
+
+
+def render_product(product: Product) -> str:
+    body = (
+        f'<h1 class="product-name" data-testid="product-name">{html.escape(product.name)}</h1>\n'
+        f'<div class="product-price" data-testid="product-price">{product.price}</div>\n'
+        f'<p class="product-blurb" data-testid="product-blurb">{html.escape(product.blurb)} '
+        "In stock, ships within two working days.</p>\n"
+        '<a class="back-link" href="/catalog/">← All products</a>\n'
+    )
+    return _catalog_page(product.name, "", body)
+
+
+def render_product_missing(product_id: str) -> str:
+    body = (
+        '<div class="no-results" data-testid="product-missing">'
+        f"<p>There is no product “{html.escape(product_id)}”.</p>"
+        "<p>Use the search box above to find products.</p></div>\n"
+    )
+    return _catalog_page("Product not found", "", body)
+
+
+def render_confirmation(values: dict[str, str]) -> str:
+    def row(label: str, key: str, testid: str) -> str:
+        return f'<dt>{label}</dt><dd data-testid="{testid}">{html.escape(values[key])}</dd>\n'
+
+    body = (
+        '<h1 class="title">Registration complete</h1>\n<dl class="summary" data-testid="confirm-summary">\n'
+        + row("Name", "name", "confirm-name")
+        + row("Email", "email", "confirm-email")
+        + row("Country", "country_name", "confirm-country")
+        + row("Terms", "terms", "confirm-terms")
+        + "</dl>\n"
+        '<div class="reference" data-testid="confirm-reference">'
+        f"Reference code: {html.escape(values['ref'])}</div>\n"
+    )
+    return _page("Registration complete", "/form/style.css", body)
+
+
+def render_form_errors(problems: list[str]) -> str:
+    items = "".join(f"<li>{html.escape(p)}</li>" for p in problems)
+    body = (
+        '<h1 class="title">Registration incomplete</h1>\n'
+        f'<ul class="problems" data-testid="form-problems">{items}</ul>\n'
+        '<a class="back-link" href="/form/">← Back to the form</a>\n'
+    )
+    return _page("Registration incomplete", "/form/style.css", body)
+
+
+def _validate_registration(fields: dict[str, str]) -> tuple[dict[str, str] | None, list[str]]:
+    name = " ".join(fields.get("name", "").split())
+    email = fields.get("email", "").strip()
+    country = fields.get("country", "").strip()
+    terms = fields.get("terms", "").strip().lower()
+    code = country.upper() if country.upper() in COUNTRIES else ""
+    if not code:  # also accept the visible label, e.g. "Canada"
+        code = next((c for c, label in COUNTRIES.items() if label.casefold() == country.casefold()), "")
+    problems: list[str] = []
+    if not name:
+        problems.append("Please enter your full name.")
+    if "@" not in email or email.startswith("@") or email.endswith("@"):
+        problems.append("Please enter a valid email address.")
+    if not code:
+        problems.append("Please choose your country.")
+    if terms not in ("yes", "on", "true", "1"):
+        problems.append("You must accept the terms and conditions.")
+    if problems:
+        return None, problems
+    values = {
+        "name": name,
+        "email": email,
+        "country": code,
+        "country_name": COUNTRIES[code],
+        "terms": "yes",
+        "ref": reference_code(name, code),
+    }
+    return values, []
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+def _first_values(query: str) -> dict[str, str]:
+    return {k: v[0] for k, v in parse_qs(query, keep_blank_values=True).items()}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_version = "webagent-sites/1.0"
+    sys_version = ""
+
+    @property
+    def site(self) -> SiteServer:
+        return cast(_HTTPServer, self.server).site
+
+    def log_message(self, format: str, *args: object) -> None:  # quiet: no per-request lines
+        return
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_HEAD(self) -> None:
+        self._dispatch("HEAD")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    # -- helpers
+
+    def _send(
+        self,
+        status: HTTPStatus,
+        body: bytes,
+        content_type: str = "text/html; charset=utf-8",
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _send_html(self, status: HTTPStatus, text: str) -> None:
+        self._send(status, text.encode("utf-8"))
+
+    def _send_error_page(self, status: HTTPStatus) -> None:
+        text = _page(
+            f"{status.value} {status.phrase}",
+            "/catalog/style.css",
+            f'<h1 class="product-name" data-testid="error">{status.value} {status.phrase}</h1>\n',
+        )
+        self._send_html(status, text)
+
+    def _read_form_body(self) -> dict[str, str]:
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = 0
+        raw = self.rfile.read(min(max(length, 0), _MAX_BODY)) if length > 0 else b""
+        return _first_values(raw.decode("utf-8", errors="replace"))
+
+    # -- routing
+
+    def _dispatch(self, method: str) -> None:
+        parts = urlsplit(self.path)
+        path = unquote(parts.path, errors="replace")
+        segments = path.split("/")
+        if not path.startswith("/") or "\\" in path or "\x00" in path or any(seg in ("..", ".") for seg in segments):
+            self._send_error_page(HTTPStatus.FORBIDDEN)
+            return
+        route = path.rstrip("/") or "/"
+
+        if route == "/catalog/search":
+            if method == "POST":
+                self._send_error_page(HTTPStatus.METHOD_NOT_ALLOWED)
+                return
+            query = _first_values(parts.query).get("q", "")
+            self._send_html(HTTPStatus.OK, render_search(query))
+            return
+        if path.startswith("/catalog/product/"):
+            if method == "POST":
+                self._send_error_page(HTTPStatus.METHOD_NOT_ALLOWED)
+                return
+            product_id = path[len("/catalog/product/") :].strip("/")
+            product = _PRODUCTS_BY_ID.get(product_id)
+            if product is None:
+                self._send_html(HTTPStatus.NOT_FOUND, render_product_missing(product_id))
+            else:
+                self._send_html(HTTPStatus.OK, render_product(product))
+            return
+        if route == "/form/submit":
+            fields = self._read_form_body() if method == "POST" else _first_values(parts.query)
+            values, problems = _validate_registration(fields)
+            if values is None:
+                self._send_html(HTTPStatus.BAD_REQUEST, render_form_errors(problems))
+                return
+            if method != "HEAD":
+                self.site.record_submission(values)
+            self._send_html(HTTPStatus.OK, render_confirmation(values))
+            return
+        if route == "/favicon.ico":
+            self._send(HTTPStatus.NO_CONTENT, b"", "image/x-icon")
+            return
+        if method == "POST":
+            self._send_error_page(HTTPStatus.METHOD_NOT_ALLOWED)
+            return
+        self._serve_static(path, parts.query)
+
+    def _serve_static(self, path: str, query: str) -> None:
+        root = self.site.root
+        target = (root / path.lstrip("/")).resolve()
+        if not target.is_relative_to(root):
+            self._send_error_page(HTTPStatus.FORBIDDEN)
+            return
+        if target.is_dir():
+            if not path.endswith("/"):
+                location = path + "/" + (f"?{query}" if query else "")
+                self._send(HTTPStatus.MOVED_PERMANENTLY, b"", headers={"Location": location})
+                return
+            target = target / "index.html"
+        if not target.is_file():
+            self._send_error_page(HTTPStatus.NOT_FOUND)
+            return
+        content_type = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+        if content_type.startswith("text/") or content_type in ("application/javascript", "application/json"):
+            content_type += "; charset=utf-8"
+        self._send(HTTPStatus.OK, target.read_bytes(), content_type)
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], site: SiteServer) -> None:
+        self.site = site
+        super().__init__(address, _Handler)
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind calls socket.getfqdn(), which may block on DNS; skip it.
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name = str(host)
+        self.server_port = int(port)
+
+    def handle_error(self, request: socket.socket | tuple[bytes, socket.socket], client_address: object) -> None:
+        if isinstance(sys.exception(), ConnectionError | TimeoutError):
+            return  # the browser went away mid-response: not worth a traceback
+        super().handle_error(request, client_address)
+
+
+class SiteServer:
+    """Serves ``tasks/sites`` (or ``root``) on ``host:port`` from a background daemon thread.
+
+    >>> with SiteServer() as site:  # doctest: +SKIP
+    ...     page.goto(site.url + "/catalog/")
+    """
+
+    def __init__(self, root: Path | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.root = (root if root is not None else sites_dir()).resolve()
+        if not self.root.is_dir():
+            raise FileNotFoundError(f"task sites directory not found: {self.root}")
+        self.host = host
+        self._requested_port = port
+        self.submissions: list[dict[str, str]] = []
+        self._lock = threading.Lock()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port once started (the requested one before)."""
+        if self._httpd is not None:
+            return self._httpd.server_port
+        return self._requested_port
+
+    @property
+    def url(self) -> str:
+        """Base URL without a trailing slash, e.g. ``http://127.0.0.1:41234``."""
+        if self._httpd is None:
+            raise RuntimeError("SiteServer is not started")
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._httpd is not None
+
+    def expand(self, template: str) -> str:
+        """Replace the ``{base}`` placeholder used in ``tasks/local.jsonl`` with :attr:`url`."""
+        return template.replace("{base}", self.url)
+
+    def record_submission(self, values: dict[str, str]) -> None:
+        with self._lock:
+            self.submissions.append(dict(values))
+
+    def clear_submissions(self) -> None:
+        with self._lock:
+            self.submissions.clear()
+
+    def start(self) -> Self:
+        if self._httpd is not None:
+            raise RuntimeError("SiteServer is already started")
+        httpd = _HTTPServer((self.host, self._requested_port), self)
+        thread = threading.Thread(
+            target=httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"webagent-sites:{httpd.server_port}",
+            daemon=True,
+        )
+        thread.start()
+        self._httpd, self._thread = httpd, thread
+        return self
+
+    def stop(self) -> None:
+        httpd, thread = self._httpd, self._thread
+        if httpd is None:
+            return
+        self._httpd = self._thread = None
+        httpd.shutdown()
+        httpd.server_close()
+        if thread is not None:
+            thread.join(timeout=5)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m webagent.testing.sites", description="Serve the local webagent task sites."
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=0, help="port to bind (default: a free port)")
+    parser.add_argument("--root", type=Path, default=None, help="sites directory (default: tasks/sites)")
+    args = parser.parse_args(argv)
+
+    stop = threading.Event()
+
+    def _on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
+    with SiteServer(root=args.root, host=args.host, port=args.port) as site:
+        print(f"webagent task sites listening on {site.url}", flush=True)
+        while not stop.wait(0.5):
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,40 @@
+"""URL checks shared by the CLI, the agent and the goto action."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+from .errors import InputError, WebAgentError
+
+__all__ = ["normalize_url"]
+
+_SCHEMES = ("http", "https", "file")
+_HOSTLIKE = re.compile(r"^[A-Za-z0-9.-]+(:\d+)?(/.*)?$")
+
+
+def normalize_url(url: str, *, error: type[WebAgentError] = InputError) -> str:
+    """Return a URL the browser can open, or raise ``error`` saying what is wrong.
+
+    A bare host (``example.com/path``) gets ``https://``; ``localhost``/``127.0.0.1`` get ``http://``.
+    """
+    text = (url or "").strip()
+    if not text:
+        raise error("no URL given: pass the start page, e.g. --url https://example.com")
+    if "://" not in text and not text.startswith(("about:", "file:")):
+        if not _HOSTLIKE.match(text) or ("." not in text.split("/")[0] and not text.startswith("localhost")):
+            raise error(f"invalid URL {text!r}: expected something like https://example.com")
+        local = text.startswith(("localhost", "127.", "[::1]"))
+        text = ("http://" if local else "https://") + text
+    if text == "about:blank":
+        return text
+    parts = urlsplit(text)
+    if parts.scheme not in _SCHEMES:
+        raise error(f"invalid URL {url!r}: the scheme must be http, https or file")
+    if parts.scheme != "file" and not parts.hostname:
+        raise error(f"invalid URL {url!r}: it has no host name")
+    try:
+        _ = parts.port
+    except ValueError:
+        raise error(f"invalid URL {url!r}: the port is not a number between 0 and 65535") from None
+    return text
