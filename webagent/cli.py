@@ -219,8 +219,9 @@ async def _run(config: AgentConfig, url: str, goal: str, output: Path, quiet: bo
     printer = StepPrinter(quiet=quiet, max_steps=config.agent.max_steps)
     async with Agent(config) as agent:
         stream = agent.stream(url, goal, output_dir=output)
-        printer.start(url, goal, config)
         async for step in stream:
+            if step.index == 1:  # after the start page opened: bad input stays a one-line error
+                printer.start(url, goal, config)
             printer.step(step)
         assert stream.result is not None
         printer.result(stream.result)

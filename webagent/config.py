@@ -93,7 +93,7 @@ class AgentSettings(_Section):
     max_time_s: float = Field(default=600.0, gt=0)
     screenshots_in_context: int = Field(default=3, ge=1, description="Screenshots per policy request")
     recent_actions: int = Field(default=8, ge=0, description="Recent actions shown to the policy")
-    notes_max_chars: int = Field(default=2000, ge=0, description="Budget for notes shown to the policy")
+    notes_max_chars: int = Field(default=1200, ge=0, description="Budget for notes shown to the policy")
     validator_screenshots: int = Field(default=2, ge=1, description="Final screenshots shown to the validator")
 
 

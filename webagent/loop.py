@@ -120,22 +120,24 @@ class Episode:
                 final = out_of_steps or out_of_time
                 index += 1
                 step = Step(index=index, kind="final" if final else "action", url=self.page.url)
+                fatal: Exception | None = None
                 try:
                     await self._turn(step, final)
+                except (ModelError, BrowserError) as exc:
+                    self._record_failed_call(step, exc)
+                    fatal = exc
+                    step.error = str(exc)
                 finally:
                     self._account(step)
                 yield step
-                if self._success or self._attempts >= self.settings.max_attempts:
-                    raise _Stop(
-                        "answered",
-                        "the validator accepted the answer"
-                        if self._success
-                        else f"the validator rejected {self._attempts} answers (max_attempts)",
-                    )
+                if fatal is not None:
+                    raise fatal
                 if final:
                     if out_of_steps:
-                        raise _Stop("max_steps", f"no validated answer within {self.settings.max_steps} steps")
-                    raise _Stop("max_time", f"no validated answer within {self.settings.max_time_s:g} s")
+                        raise _Stop("max_steps", f"stopped after {self.settings.max_steps} steps; " + self._verdict())
+                    raise _Stop("max_time", f"stopped after {self.settings.max_time_s:g} s; " + self._verdict())
+                if self._success or self._attempts >= self.settings.max_attempts:
+                    raise _Stop("answered", self._verdict())
         except _Stop as stop:
             reason, message = stop.reason, stop.message
         except (ModelError, BrowserError) as exc:
@@ -159,6 +161,13 @@ class Episode:
                 browser_s=round(self._browser_s, 3),
                 started_at=started_at,
             )
+
+    def _verdict(self) -> str:
+        if self._success:
+            return "the validator accepted the answer"
+        if self._attempts:
+            return f"the validator rejected {self._attempts} answer(s)"
+        return "no answer was given"
 
     def _safe_url(self) -> str:
         try:
@@ -200,8 +209,9 @@ class Episode:
             step.timings.policy_s = time.perf_counter() - t1
         step.calls.append(call)
         step.note, step.thought, step.action = reply.note, reply.thought, reply.action
-        if reply.note.strip():
-            self._notes.append(" ".join(reply.note.split())[:NOTE_MAX_CHARS])
+        note = " ".join(reply.note.split())[:NOTE_MAX_CHARS]
+        if note and (not self._notes or self._notes[-1] != note):
+            self._notes.append(note)
         action = reply.action
         if final and not isinstance(action, Answer):
             step.outcome = "no answer given at the final step"

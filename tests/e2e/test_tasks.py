@@ -1,0 +1,116 @@
+"""The real agent solves the bundled local tasks through real HTTP and real Chromium."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.async_api import Browser
+
+from webagent import Agent, RunResult, Step
+from webagent.testing.sites import SiteServer
+from webagent.trajectory import read_trajectory
+
+from ..conftest import ServerFactory, load_task_script, make_config
+
+pytestmark = pytest.mark.e2e
+
+
+async def run_task(
+    browser: Browser,
+    server_factory: ServerFactory,
+    task: dict[str, Any],
+    *,
+    profile: str = "holo1.5",
+    script: dict[str, Any] | None = None,
+    output: Path | None = None,
+    **agent: Any,
+) -> tuple[RunResult, list[Step], Any]:
+    async with server_factory(script or load_task_script(task["id"])) as server:
+        agent_ = Agent(make_config(server, profile, **agent), browser=browser)
+        stream = agent_.stream(task["url"], task["goal"], output_dir=output)
+        steps = [step async for step in stream]
+        await agent_.aclose()
+        assert stream.result is not None
+        return stream.result, steps, server
+
+
+@pytest.mark.parametrize("profile", ["holo1", "holo1.5", "holo2"])
+async def test_catalog_task_each_profile(
+    browser: Browser, model_server: ServerFactory, local_tasks: dict[str, Any], profile: str, tmp_path: Path
+) -> None:
+    result, steps, server = await run_task(
+        browser, model_server, local_tasks["catalog-price"], profile=profile, output=tmp_path / "run"
+    )
+    assert result.success, result.message
+    assert result.stop_reason == "answered"
+    assert result.answer == "$12.50"
+    assert "/catalog/product/blue-widget" in result.final_url
+    assert [s.action.action for s in steps if s.action] == ["write_element", "click_element", "answer"]
+    # Localizer requests carried the profile's image size and, for holo2, the chat template switch.
+    loc = [r for r in server.requests if r.role == "localizer"]
+    assert len(loc) == 2
+    expected = {"holo1": [1260, 784], "holo1.5": [1260, 784], "holo2": [1280, 800]}[profile]
+    assert all(r.image_sizes == [expected] for r in loc)
+    if profile == "holo2":
+        assert all(r.extra.get("chat_template_kwargs") == {"thinking": False} for r in loc)
+    # Usage is accounted per role.
+    assert result.usage.policy.calls == 3 and result.usage.localizer.calls == 2 and result.usage.validator.calls == 1
+    assert result.usage.policy.prompt_tokens > 0
+    # The run directory is complete.
+    run = tmp_path / "run"
+    records = read_trajectory(run)
+    assert len(records) == 3
+    for record in records:
+        assert (run / str(record["screenshot"])).stat().st_size > 1000
+    assert records[0]["point"]["viewport"] == pytest.approx([560, 128], abs=1.5)
+    assert json.loads((run / "result.json").read_text())["success"] is True
+    assert (run / "report.html").stat().st_size > 10_000
+
+
+async def test_validator_feedback_reaches_policy(
+    browser: Browser, model_server: ServerFactory, local_tasks: dict[str, Any]
+) -> None:
+    result, steps, server = await run_task(browser, model_server, local_tasks["catalog-feedback"])
+    assert result.success, result.message
+    assert result.attempts == 2
+    assert result.answer == "$19.99"
+    feedback = "Include the currency symbol in the price."
+    assert result.feedback[0] == feedback
+    verdicts = [s.verdict for s in steps if s.verdict]
+    assert [v.success for v in verdicts] == [False, True]
+    policy = [r for r in server.requests if r.role == "policy"]
+    rejected_at = next(i for i, r in enumerate(policy) if "Validator feedback" in r.text)
+    assert f"Validator feedback on your last answer:\n{feedback}\n" in policy[rejected_at].text
+    assert all("Validator feedback" not in r.text for r in policy[:rejected_at])
+
+
+async def test_form_with_native_select(
+    browser: Browser, model_server: ServerFactory, local_tasks: dict[str, Any], site: SiteServer
+) -> None:
+    site.clear_submissions()
+    result, steps, _ = await run_task(browser, model_server, local_tasks["form-register"])
+    assert result.success, result.message
+    assert site.submissions, "the form was never submitted"
+    submitted = site.submissions[-1]
+    assert submitted["name"] == "Ada Lovelace"
+    assert submitted["email"] == "ada@example.com"
+    assert submitted["country"].lower() in ("ca", "canada")
+    assert any(s.action and s.action.action == "select_option" and "Canada" in s.outcome for s in steps)
+
+
+async def test_long_page_needs_scrolling(
+    browser: Browser, model_server: ServerFactory, local_tasks: dict[str, Any]
+) -> None:
+    result, steps, _ = await run_task(browser, model_server, local_tasks["longpage-code"])
+    assert result.success, result.message
+    assert any(s.action and s.action.action == "scroll" for s in steps)
+
+
+async def test_new_tab_is_followed(browser: Browser, model_server: ServerFactory, local_tasks: dict[str, Any]) -> None:
+    result, steps, _ = await run_task(browser, model_server, local_tasks["tabs-order"])
+    assert result.success, result.message
+    assert "/tabs/details" in result.final_url
+    assert any("new tab" in event for s in steps for event in s.events)

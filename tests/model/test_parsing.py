@@ -1,0 +1,133 @@
+"""Lenient JSON extraction from model replies, and schema errors that name the field."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from webagent.actions import PolicyReply, Scroll
+from webagent.model.parsing import ReplyParseError, extract_json, parse_reply
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"a": 1}', {"a": 1}),
+        ('  \n{"a": 1}\n  ', {"a": 1}),
+        ("[1, 2]", [1, 2]),
+        ('```json\n{"a": 1}\n```', {"a": 1}),
+        ('```JSON\n{"a": 1}\n```', {"a": 1}),
+        ('```\n{"a": 1}\n```', {"a": 1}),
+        ('Here you go:\n```json\n{"a": [1, 2]}\n```\nDone.', {"a": [1, 2]}),
+        ('Sure! The answer is {"a": {"b": [1, {"c": 2}]}} hope it helps', {"a": {"b": [1, {"c": 2}]}}),
+        ('{"s": "a } b { c"} trailing words', {"s": "a } b { c"}),
+        ('prose {"s": "escaped \\" quote } brace"} more', {"s": 'escaped " quote } brace'}),
+        ('{"s": "backslash at end \\\\"} x', {"s": "backslash at end \\"}),
+        ('{"a": 1}{"b": 2}', {"a": 1}),
+        ('{"a": 1} and later {"b": 2}', {"a": 1}),
+    ],
+)
+def test_extract_json(text: str, expected: Any) -> None:
+    assert extract_json(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\t\n"])
+def test_empty_reply(text: str) -> None:
+    with pytest.raises(ReplyParseError, match="the reply was empty"):
+        extract_json(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ('{"a": 1', "line 1 column 8"),
+        ("no json here", "line 1 column 1"),
+        ('{"a": 1,\n "b": }', "line 2 column"),
+        ('```json\n{"a":\n```', "not valid JSON"),
+    ],
+)
+def test_broken_json(text: str, fragment: str) -> None:
+    with pytest.raises(ReplyParseError) as info:
+        extract_json(text)
+    message = str(info.value)
+    assert message.startswith("the reply is not valid JSON")
+    assert fragment in message
+
+
+def test_reply_parse_error_is_a_value_error() -> None:
+    assert issubclass(ReplyParseError, ValueError)
+
+
+def test_parse_reply_valid() -> None:
+    reply = parse_reply(
+        'Thinking...\n```json\n{"note": "", "thought": "go", "action": {"action": "scroll", "direction": "up"}}\n```',
+        PolicyReply,
+    )
+    assert reply == PolicyReply(note="", thought="go", action=Scroll(direction="up"))
+
+
+@pytest.mark.parametrize(
+    ("data", "fragments"),
+    [
+        ({"note": "", "action": {"action": "go_back"}}, ["thought", "Field required"]),
+        (
+            {"note": "", "thought": "", "action": {"action": "scroll", "direction": "sideways"}},
+            ["action.scroll.direction", "'up'"],
+        ),
+        ({"note": "", "thought": "", "action": {"action": "fly"}}, ["action", "fly"]),
+        ({"note": "", "thought": "", "action": {"action": "wait", "seconds": -2}}, ["action.wait.seconds"]),
+        ({"note": "", "thought": "", "action": {"action": "go_back"}, "extra": 1}, ["extra"]),
+    ],
+)
+def test_parse_reply_schema_mismatch_names_the_field(data: dict[str, Any], fragments: list[str]) -> None:
+    with pytest.raises(ReplyParseError) as info:
+        parse_reply(json.dumps(data), PolicyReply)
+    message = str(info.value)
+    assert message.startswith("the reply does not match the schema (")
+    for fragment in fragments:
+        assert fragment in message
+
+
+def test_parse_reply_non_object_names_the_reply() -> None:
+    with pytest.raises(ReplyParseError, match="the reply does not match the schema"):
+        parse_reply("[1, 2]", PolicyReply)
+
+
+def test_parse_reply_broken_json() -> None:
+    with pytest.raises(ReplyParseError, match="not valid JSON"):
+        parse_reply('{"note": ', PolicyReply)
+
+
+JSON_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**12), 10**12)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20)
+)
+JSON_VALUES = st.recursive(
+    JSON_SCALARS,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=12,
+)
+# Prose never contains braces (the first "{" starts the JSON) nor backticks (no fences).
+PROSE = st.text(st.characters(blacklist_characters="{}`", blacklist_categories=("Cs",)), max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    data=st.dictionaries(st.text(max_size=10), JSON_VALUES, max_size=5),
+    before=PROSE,
+    after=PROSE,
+    indent=st.sampled_from([None, 2]),
+    ascii_only=st.booleans(),
+)
+def test_dict_wrapped_in_prose_round_trips(
+    data: dict[str, Any], before: str, after: str, indent: int | None, ascii_only: bool
+) -> None:
+    text = before + json.dumps(data, indent=indent, ensure_ascii=ascii_only) + after
+    assert extract_json(text) == data

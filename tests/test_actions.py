@@ -1,0 +1,195 @@
+"""The action union: validation from JSON, the discriminator, describe_action and normalize_key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from webagent.actions import (
+    ACTION_ADAPTER,
+    Answer,
+    ClickElement,
+    GoBack,
+    Goto,
+    PolicyReply,
+    PressKey,
+    Refresh,
+    Scroll,
+    SelectOption,
+    Wait,
+    WriteElement,
+    describe_action,
+    normalize_key,
+)
+
+ACTIONS: list[tuple[dict[str, Any], object]] = [
+    ({"action": "click_element", "element": "the blue 'Search' button"}, ClickElement(element="the blue 'Search' button")),
+    (
+        {"action": "write_element", "element": "search box", "content": "cheap flights", "press_enter": True},
+        WriteElement(element="search box", content="cheap flights", press_enter=True),
+    ),
+    ({"action": "scroll", "direction": "down"}, Scroll(direction="down")),
+    ({"action": "press_key", "key": "Escape"}, PressKey(key="Escape")),
+    (
+        {"action": "select_option", "element": "country dropdown", "option": "France"},
+        SelectOption(element="country dropdown", option="France"),
+    ),
+    ({"action": "goto", "url": "https://example.com/a?b=1"}, Goto(url="https://example.com/a?b=1")),
+    ({"action": "go_back"}, GoBack()),
+    ({"action": "refresh"}, Refresh()),
+    ({"action": "wait", "seconds": 2.5}, Wait(seconds=2.5)),
+    ({"action": "answer", "content": "The price is 42 EUR."}, Answer(content="The price is 42 EUR.")),
+]
+
+
+def test_ten_actions() -> None:
+    assert len({type(expected) for _, expected in ACTIONS}) == 10
+
+
+@pytest.mark.parametrize(("data", "expected"), ACTIONS, ids=[d["action"] for d, _ in ACTIONS])
+def test_policy_reply_validates_each_action(data: dict[str, Any], expected: object) -> None:
+    reply = PolicyReply.model_validate({"note": "n", "thought": "t", "action": data})
+    assert type(reply.action) is type(expected)
+    assert reply.action == expected
+    assert (reply.note, reply.thought) == ("n", "t")
+    # Round trip through JSON.
+    assert PolicyReply.model_validate_json(reply.model_dump_json()) == reply
+    assert ACTION_ADAPTER.validate_python(data) == expected
+
+
+def test_write_element_press_enter_defaults_to_false() -> None:
+    action = ACTION_ADAPTER.validate_python({"action": "write_element", "element": "f", "content": ""})
+    assert action == WriteElement(element="f", content="", press_enter=False)
+
+
+@pytest.mark.parametrize("tag", ["click", "fly", "CLICK_ELEMENT", "", None])
+def test_unknown_action_tag_rejected(tag: object) -> None:
+    with pytest.raises(ValidationError):
+        PolicyReply.model_validate({"note": "", "thought": "", "action": {"action": tag, "element": "x"}})
+
+
+def test_missing_action_tag_rejected() -> None:
+    with pytest.raises(ValidationError):
+        ACTION_ADAPTER.validate_python({"element": "x"})
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"action": "click_element", "element": "x", "x": 10},
+        {"action": "go_back", "steps": 2},
+        {"action": "scroll", "direction": "down", "amount": 3},
+        {"action": "answer", "content": "a", "confidence": 1},
+    ],
+)
+def test_extra_fields_rejected(data: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError, match="[Ee]xtra"):
+        ACTION_ADAPTER.validate_python(data)
+
+
+def test_extra_top_level_field_rejected() -> None:
+    with pytest.raises(ValidationError, match="[Ee]xtra"):
+        PolicyReply.model_validate({"note": "", "thought": "", "action": {"action": "refresh"}, "plan": "x"})
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"action": "scroll", "direction": "sideways"},
+        {"action": "click_element", "element": ""},
+        {"action": "press_key", "key": ""},
+        {"action": "goto", "url": ""},
+        {"action": "select_option", "element": "s", "option": ""},
+        {"action": "write_element", "element": "f"},
+        {"action": "wait"},
+    ],
+)
+def test_invalid_arguments_rejected(data: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        ACTION_ADAPTER.validate_python(data)
+
+
+@pytest.mark.parametrize(("seconds", "expected"), [(0, 0.0), (3, 3.0), (10, 10.0), (10.5, 10.0), (600, 10.0)])
+def test_wait_is_capped_at_ten_seconds(seconds: float, expected: float) -> None:
+    assert Wait(seconds=seconds).seconds == expected
+    assert ACTION_ADAPTER.validate_python({"action": "wait", "seconds": seconds}).seconds == expected
+
+
+def test_negative_wait_rejected() -> None:
+    with pytest.raises(ValidationError):
+        Wait(seconds=-1)
+
+
+def test_actions_are_frozen() -> None:
+    action = ClickElement(element="x")
+    with pytest.raises(ValidationError):
+        action.element = "y"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("action", "text"),
+    [
+        (ClickElement(element='the "Go" button'), "click_element \"the 'Go' button\""),
+        (WriteElement(element="search box", content="hello"), 'write_element "search box" content="hello"'),
+        (
+            WriteElement(element="search box", content="hello\n   world", press_enter=True),
+            'write_element "search box" content="hello world" +Enter',
+        ),
+        (Scroll(direction="left"), "scroll left"),
+        (PressKey(key="Control+a"), 'press_key "Control+a"'),
+        (SelectOption(element="country", option="France"), 'select_option "country" option="France"'),
+        (Goto(url="https://example.com/x"), "goto https://example.com/x"),
+        (GoBack(), "go_back"),
+        (Refresh(), "refresh"),
+        (Wait(seconds=2.5), "wait 2.5s"),
+        (Wait(seconds=99), "wait 10s"),
+        (Answer(content="42"), 'answer "42"'),
+    ],
+)
+def test_describe_action(action: Any, text: str) -> None:
+    assert describe_action(action) == text
+
+
+def test_describe_action_truncates_long_text() -> None:
+    text = describe_action(Answer(content="x" * 500))
+    assert text == 'answer "' + "x" * 119 + '…"'
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        ("ctrl+a", "Control+a"),
+        ("CTRL+A", "Control+A"),
+        ("ENTER", "Enter"),
+        ("enter", "Enter"),
+        ("return", "Enter"),
+        ("page down", "PageDown"),
+        ("pageup", "PageUp"),
+        ("page_up", "PageUp"),
+        ("Shift+Tab", "Shift+Tab"),
+        ("shift+tab", "Shift+Tab"),
+        ("f5", "F5"),
+        ("F12", "F12"),
+        ("alt+f4", "Alt+F4"),
+        ("+", "+"),
+        ("esc", "Escape"),
+        ("cmd+c", "Meta+c"),
+        ("Control + Shift + t", "Control+Shift+t"),
+        ("down", "ArrowDown"),
+        ("space", "Space"),
+        ("a", "a"),
+        ("Escape", "Escape"),
+        ("backspace", "Backspace"),
+        ("PageDown", "PageDown"),
+        ("insert", "Insert"),
+    ],
+)
+def test_normalize_key(key: str, expected: str) -> None:
+    assert normalize_key(key) == expected
+
+
+def test_normalize_key_modifier_with_plus_key() -> None:
+    # Playwright spells "Control and the + key" as "Control++"; the "+" must not be dropped.
+    assert normalize_key("ctrl++") == "Control++"

@@ -1,0 +1,286 @@
+"""The loop with a fake page driver and the real offline model server over HTTP."""
+
+from __future__ import annotations
+
+import base64
+import io
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from webagent import Agent
+from webagent.config import AgentConfig
+from webagent.errors import ActionError
+from webagent.images import Frame, Screenshot
+from webagent.loop import Episode
+from webagent.records import RunResult, Step
+
+from .conftest import ServerFactory, make_config
+
+GOAL = "Find the answer to everything"
+
+
+def _png(w: int, h: int) -> str:
+    buf = io.BytesIO()
+    Image.new("RGB", (w, h), (200, 220, 240)).save(buf, "PNG")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+class FakePage:
+    """A PageDriver that records what the loop asks of it."""
+
+    def __init__(self, url: str = "http://127.0.0.1:1/start") -> None:
+        self.viewport = (1280, 800)
+        self._url = url
+        self.calls: list[tuple[Any, ...]] = []
+        self.shots = 0
+        self.events: list[str] = []
+        self.fail: dict[str, str] = {}
+        self._png: dict[tuple[int, int], str] = {}
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    async def title(self) -> str:
+        return "Fake page"
+
+    async def screenshot(self, frame: Frame) -> Screenshot:
+        self.shots += 1
+        size = (frame.image_width, frame.image_height)
+        if size not in self._png:
+            self._png[size] = _png(*size)
+        return Screenshot(self._png[size], "image/png", frame)
+
+    def drain_events(self) -> list[str]:
+        events, self.events = self.events, []
+        return events
+
+    def _record(self, *call: Any) -> None:
+        self.calls.append(call)
+        if call[0] in self.fail:
+            raise ActionError(self.fail.pop(call[0]))
+
+    async def goto(self, url: str, *, start: bool = False) -> None:
+        self._record("goto", url)
+        self._url = url
+
+    async def go_back(self) -> None:
+        self._record("go_back")
+
+    async def refresh(self) -> None:
+        self._record("refresh")
+
+    async def click(self, x: float, y: float) -> None:
+        self._record("click", round(x), round(y))
+
+    async def write(self, x: float, y: float, text: str, *, press_enter: bool) -> None:
+        self._record("write", round(x), round(y), text, press_enter)
+
+    async def scroll(self, direction: str) -> None:
+        self._record("scroll", direction)
+
+    async def press(self, key: str) -> None:
+        self._record("press", key)
+
+    async def select_option(self, x: float, y: float, option: str) -> str:
+        self._record("select", round(x), round(y), option)
+        return option
+
+    async def wait(self, seconds: float) -> None:
+        self._record("wait", seconds)
+
+
+def script(policy: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    return {
+        "elements": {"big button": [640, 400], "name field": [300, 200]},
+        "tasks": [{"id": "t", "match": GOAL, "policy": policy, "validator": {"accept": ["42"], "feedback": "Wrong, look again."}}],
+        **extra,
+    }
+
+
+async def run_episode(config: AgentConfig, page: FakePage) -> tuple[RunResult, list[Step]]:
+    agent = Agent(config)
+    episode = Episode(agent.roles, page, config.agent, url="http://127.0.0.1:1/start", goal=GOAL)
+    steps = [step async for step in episode.steps()]
+    await agent.aclose()
+    assert episode.result is not None
+    return episode.result, steps
+
+
+async def test_actions_reach_the_page_at_mapped_points(model_server: ServerFactory) -> None:
+    policy = [
+        {"when": {"step": 1}, "action": {"action": "click_element", "element": "big button"}},
+        {"when": {"step": 2}, "action": {"action": "write_element", "element": "name field", "content": "Ada", "press_enter": True}},
+        {"when": {"step": 3}, "action": {"action": "scroll", "direction": "down"}},
+        {"when": {"step": 4}, "action": {"action": "press_key", "key": "ctrl+a"}},
+        {"when": {"step": 5}, "action": {"action": "select_option", "element": "name field", "option": "Canada"}},
+        {"when": {"step": 6}, "action": {"action": "goto", "url": "127.0.0.1:9/next"}},
+        {"when": {"step": 7}, "action": {"action": "go_back"}},
+        {"when": {"step": 8}, "action": {"action": "refresh"}},
+        {"when": {"step": 9}, "action": {"action": "wait", "seconds": 0}},
+        {"action": {"action": "answer", "content": "42"}},
+    ]
+    page = FakePage()
+    async with model_server(script(policy)) as server:
+        result, steps = await run_episode(make_config(server, "holo1"), page)
+    assert result.success and result.steps == 10 and result.stop_reason == "answered"
+    assert page.calls == [
+        ("goto", "http://127.0.0.1:1/start"),
+        ("click", 640.0, 400.0),
+        ("write", 300.0, 200.0, "Ada", True),
+        ("scroll", "down"),
+        ("press", "ctrl+a"),
+        ("select", 300.0, 200.0, "Canada"),
+        ("goto", "http://127.0.0.1:9/next"),
+        ("go_back",),
+        ("refresh",),
+        ("wait", 0.0),
+    ]
+    # One screenshot per step, sized for the profile.
+    assert page.shots == 10
+    assert steps[0].image_size == (1260, 784)
+    assert steps[0].point is not None
+    assert steps[0].point.image == pytest.approx((630, 394), abs=0.5)
+
+
+async def test_prompt_does_not_grow_with_steps(model_server: ServerFactory) -> None:
+    policy = [{"note": "Remember: the page lists many items and the answer is somewhere below.",
+               "thought": "keep looking", "action": {"action": "scroll", "direction": "down"}}]
+    async with model_server(script(policy)) as server:
+        result, steps = await run_episode(make_config(server, max_steps=30, max_attempts=1), FakePage())
+        policy_requests = [r for r in server.requests if r.role == "policy"]
+    assert result.stop_reason == "max_steps"
+    tokens = {s.index: next(c.usage.prompt_tokens for c in s.calls if c.role == "policy") for s in steps}
+    assert tokens[30] <= 1.15 * tokens[3], tokens
+    # Once the windows are full the text stops growing: step 30 is no longer than step 15.
+    assert len(policy_requests[29].text) <= len(policy_requests[14].text) + 4
+    assert policy_requests[29].n_images == 3
+
+
+async def test_out_of_steps_asks_once_for_a_validated_final_answer(model_server: ServerFactory) -> None:
+    policy = [
+        {"when": {"final": True}, "action": {"action": "answer", "content": "42"}},
+        {"action": {"action": "scroll", "direction": "down"}},
+    ]
+    async with model_server(script(policy)) as server:
+        result, steps = await run_episode(make_config(server, max_steps=4), FakePage())
+        finals = [r for r in server.requests if r.role == "policy" and "FINAL STEP" in r.text]
+    assert len(finals) == 1
+    assert [s.kind for s in steps] == ["action"] * 4 + ["final"]
+    assert result.stop_reason == "max_steps"
+    assert result.success is True  # validated, not merely claimed
+    assert result.attempts == 1 and steps[-1].verdict is not None
+
+
+async def test_final_answer_rejected_is_not_success(model_server: ServerFactory) -> None:
+    policy = [
+        {"when": {"final": True}, "action": {"action": "answer", "content": "41"}},
+        {"action": {"action": "wait", "seconds": 0}},
+    ]
+    async with model_server(script(policy)) as server:
+        result, _ = await run_episode(make_config(server, max_steps=2), FakePage())
+    assert result.success is False and result.answer == "41" and result.stop_reason == "max_steps"
+
+
+async def test_max_attempts_stops_after_rejected_answers(model_server: ServerFactory) -> None:
+    policy = [{"action": {"action": "answer", "content": "wrong"}}]
+    async with model_server(script(policy)) as server:
+        result, _ = await run_episode(make_config(server, max_attempts=2), FakePage())
+    assert result.success is False
+    assert result.attempts == 2 and result.steps == 2
+    assert result.stop_reason == "answered"
+    assert result.feedback == ["Wrong, look again.", "Wrong, look again."]
+
+
+async def test_max_time_stops_with_final_answer(model_server: ServerFactory) -> None:
+    policy = [
+        {"when": {"final": True}, "action": {"action": "answer", "content": "42"}},
+        {"action": {"action": "wait", "seconds": 0}},
+    ]
+    async with model_server({**script(policy), "latency_s": 0.05}) as server:
+        result, steps = await run_episode(make_config(server, max_time_s=0.2), FakePage())
+    assert result.stop_reason == "max_time"
+    assert steps[-1].kind == "final" and result.success
+
+
+async def test_malformed_reply_is_repaired(model_server: ServerFactory) -> None:
+    policy = [{"action": {"action": "answer", "content": "42"}}]
+    faults = [{"role": "policy", "nth": 1, "kind": "malformed"}, {"role": "validator", "nth": 1, "kind": "schema"}]
+    async with model_server(script(policy, faults=faults)) as server:
+        result, steps = await run_episode(make_config(server), FakePage())
+        repair = [r for r in server.requests if r.role == "policy"][1]
+    assert result.success
+    assert result.usage.policy.repairs == 1 and result.usage.validator.repairs == 1
+    assert repair.messages_count == 4  # system, user, bad assistant reply, repair request
+    assert len(steps[0].calls[0].raw) == 2
+
+
+async def test_unusable_reply_twice_fails_the_step_and_tells_the_policy(model_server: ServerFactory) -> None:
+    policy = [
+        {"when": {"last_action": "policy's reply was unusable"}, "action": {"action": "answer", "content": "42"}},
+        {"action": {"action": "wait", "seconds": 0}},
+    ]
+    faults = [{"role": "policy", "nth": 1, "kind": "malformed"}, {"role": "policy", "nth": 2, "kind": "malformed"}]
+    async with model_server(script(policy, faults=faults)) as server:
+        result, steps = await run_episode(make_config(server), FakePage())
+    assert steps[0].error and "unusable" in steps[0].error
+    assert steps[0].action is None
+    assert result.success and result.usage.policy.failures == 1
+
+
+async def test_off_image_point_is_a_localization_failure(model_server: ServerFactory) -> None:
+    policy = [
+        {"when": {"last_action": "outside"}, "action": {"action": "answer", "content": "42"}},
+        {"action": {"action": "click_element", "element": "big button"}},
+    ]
+    faults = [{"role": "localizer", "nth": 1, "kind": "offtarget"}]
+    page = FakePage()
+    async with model_server(script(policy, faults=faults)) as server:
+        result, steps = await run_episode(make_config(server), page)
+    assert steps[0].error and "outside" in steps[0].error
+    assert not any(call[0] == "click" for call in page.calls)  # never a clamped click
+    assert result.success
+
+
+async def test_action_error_is_told_to_the_policy(model_server: ServerFactory) -> None:
+    policy = [
+        {"when": {"last_action": "no element takes clicks there"}, "action": {"action": "answer", "content": "42"}},
+        {"action": {"action": "click_element", "element": "big button"}},
+    ]
+    page = FakePage()
+    page.fail["click"] = "no element takes clicks there"
+    async with model_server(script(policy)) as server:
+        result, steps = await run_episode(make_config(server), page)
+        second = [r for r in server.requests if r.role == "policy"][1]
+    assert steps[0].error == "no element takes clicks there"
+    assert 'click_element "big button" -> failed: no element takes clicks there' in second.text
+    assert result.success and result.steps == 2
+
+
+async def test_unreachable_model_ends_the_run_with_error() -> None:
+    config = AgentConfig.model_validate(
+        {
+            role: {"base_url": "http://127.0.0.1:9/v1", "model": "m", "max_retries": 1, "timeout_s": 2}
+            for role in ("policy", "localizer", "validator")
+        }
+    )
+    result, steps = await run_episode(config, FakePage())
+    assert result.stop_reason == "error"
+    assert "policy model at http://127.0.0.1:9/v1 could not be reached" in result.message
+    assert result.usage.policy.failures == 1 and result.usage.policy.retries == 1
+    assert len(steps) == 1
+
+
+async def test_server_errors_are_retried(model_server: ServerFactory) -> None:
+    policy = [{"action": {"action": "answer", "content": "42"}}]
+    faults = [
+        {"role": "policy", "nth": 1, "kind": "500"},
+        {"role": "policy", "nth": 2, "kind": "429"},
+        {"role": "validator", "nth": 1, "kind": "disconnect"},
+    ]
+    async with model_server(script(policy, faults=faults, retry_after_s=0)) as server:
+        result, _ = await run_episode(make_config(server), FakePage())
+    assert result.success
+    assert result.usage.policy.retries == 2 and result.usage.validator.retries == 1
