@@ -25,7 +25,10 @@ from webagent.actions import (
 )
 
 ACTIONS: list[tuple[dict[str, Any], object]] = [
-    ({"action": "click_element", "element": "the blue 'Search' button"}, ClickElement(element="the blue 'Search' button")),
+    (
+        {"action": "click_element", "element": "the blue 'Search' button"},
+        ClickElement(element="the blue 'Search' button"),
+    ),
     (
         {"action": "write_element", "element": "search box", "content": "cheap flights", "press_enter": True},
         WriteElement(element="search box", content="cheap flights", press_enter=True),
@@ -85,12 +88,12 @@ def test_missing_action_tag_rejected() -> None:
     ],
 )
 def test_extra_fields_rejected(data: dict[str, Any]) -> None:
-    with pytest.raises(ValidationError, match="[Ee]xtra"):
+    with pytest.raises(ValidationError, match=r"[Ee]xtra"):
         ACTION_ADAPTER.validate_python(data)
 
 
 def test_extra_top_level_field_rejected() -> None:
-    with pytest.raises(ValidationError, match="[Ee]xtra"):
+    with pytest.raises(ValidationError, match=r"[Ee]xtra"):
         PolicyReply.model_validate({"note": "", "thought": "", "action": {"action": "refresh"}, "plan": "x"})
 
 

@@ -22,9 +22,9 @@ FAST = settings(max_examples=150, deadline=None)
 
 
 def test_profile_rules_are_the_model_processors() -> None:
-    assert HOLO1 == ResizeRule(factor=28, min_pixels=3136, max_pixels=1_003_520)
-    assert HOLO15 == ResizeRule(factor=28, min_pixels=3136, max_pixels=12_845_056)
-    assert HOLO2 == ResizeRule(factor=32, min_pixels=65_536, max_pixels=16_777_216)
+    assert ResizeRule(factor=28, min_pixels=3136, max_pixels=1_003_520) == HOLO1
+    assert ResizeRule(factor=28, min_pixels=3136, max_pixels=12_845_056) == HOLO15
+    assert ResizeRule(factor=32, min_pixels=65_536, max_pixels=16_777_216) == HOLO2
 
 
 # --------------------------------------------------------------------------- smart_resize

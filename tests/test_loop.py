@@ -95,7 +95,14 @@ class FakePage:
 def script(policy: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
     return {
         "elements": {"big button": [640, 400], "name field": [300, 200]},
-        "tasks": [{"id": "t", "match": GOAL, "policy": policy, "validator": {"accept": ["42"], "feedback": "Wrong, look again."}}],
+        "tasks": [
+            {
+                "id": "t",
+                "match": GOAL,
+                "policy": policy,
+                "validator": {"accept": ["42"], "feedback": "Wrong, look again."},
+            }
+        ],
         **extra,
     }
 
@@ -112,7 +119,10 @@ async def run_episode(config: AgentConfig, page: FakePage) -> tuple[RunResult, l
 async def test_actions_reach_the_page_at_mapped_points(model_server: ServerFactory) -> None:
     policy = [
         {"when": {"step": 1}, "action": {"action": "click_element", "element": "big button"}},
-        {"when": {"step": 2}, "action": {"action": "write_element", "element": "name field", "content": "Ada", "press_enter": True}},
+        {
+            "when": {"step": 2},
+            "action": {"action": "write_element", "element": "name field", "content": "Ada", "press_enter": True},
+        },
         {"when": {"step": 3}, "action": {"action": "scroll", "direction": "down"}},
         {"when": {"step": 4}, "action": {"action": "press_key", "key": "ctrl+a"}},
         {"when": {"step": 5}, "action": {"action": "select_option", "element": "name field", "option": "Canada"}},
@@ -146,8 +156,13 @@ async def test_actions_reach_the_page_at_mapped_points(model_server: ServerFacto
 
 
 async def test_prompt_does_not_grow_with_steps(model_server: ServerFactory) -> None:
-    policy = [{"note": "Remember: the page lists many items and the answer is somewhere below.",
-               "thought": "keep looking", "action": {"action": "scroll", "direction": "down"}}]
+    policy = [
+        {
+            "note": "Remember: the page lists many items and the answer is somewhere below.",
+            "thought": "keep looking",
+            "action": {"action": "scroll", "direction": "down"},
+        }
+    ]
     async with model_server(script(policy)) as server:
         result, steps = await run_episode(make_config(server, max_steps=30, max_attempts=1), FakePage())
         policy_requests = [r for r in server.requests if r.role == "policy"]

@@ -136,7 +136,6 @@ _KEY_ALIASES = {
     "esc": "Escape",
     "escape": "Escape",
     "space": "Space",
-    " ": "Space",
     "backspace": "Backspace",
     "delete": "Delete",
     "del": "Delete",
@@ -150,8 +149,6 @@ _KEY_ALIASES = {
     "arrowright": "ArrowRight",
     "pageup": "PageUp",
     "pagedown": "PageDown",
-    "page_up": "PageUp",
-    "page_down": "PageDown",
     "home": "Home",
     "end": "End",
     "ctrl": "Control",
@@ -167,22 +164,29 @@ _KEY_ALIASES = {
 
 
 def normalize_key(key: str) -> str:
-    """Turn a model's key name (``ctrl+a``, ``ENTER``, ``page down``) into Playwright's syntax."""
-    parts = [p.strip() for p in key.replace(" + ", "+").split("+")] if key.strip() != "+" else ["+"]
-    out: list[str] = []
-    for part in parts:
-        if not part:
-            continue
-        alias = _KEY_ALIASES.get(part.lower().replace(" ", ""))
-        if alias:
-            out.append(alias)
-        elif len(part) == 1:
-            out.append(part)
-        elif part.lower().startswith("f") and part[1:].isdigit():
-            out.append(part.upper())
-        else:
-            out.append(part[0].upper() + part[1:])
+    """Turn a model's key name (``ctrl+a``, ``ENTER``, ``page down``, ``ctrl++``) into Playwright's syntax."""
+    text = key.strip()
+    if not text:
+        return key
+    plus_key = text.endswith("+") and (text == "+" or text[:-1].rstrip().endswith("+"))
+    if plus_key:
+        text = text[:-1].rstrip()[:-1] if text != "+" else ""
+    parts = [p.strip() for p in text.split("+") if p.strip()]
+    out = [_normalize_part(p) for p in parts]
+    if plus_key:
+        out.append("+")
     return "+".join(out) or key
+
+
+def _normalize_part(part: str) -> str:
+    alias = _KEY_ALIASES.get(part.lower().replace(" ", "").replace("_", ""))
+    if alias:
+        return alias
+    if len(part) == 1:
+        return part
+    if part[0] in "fF" and part[1:].isdigit():
+        return part.upper()
+    return part[0].upper() + part[1:]
 
 
 def describe_action(action: Action) -> str:

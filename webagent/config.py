@@ -176,21 +176,25 @@ def load_config(
     values are ignored. ``env`` defaults to ``os.environ``.
     """
     data: dict[str, Any] = {}
-    source = "defaults"
+    sources: dict[str, str] = {}  # "section.field" -> where its value came from
+    file_source = ""
     if path is not None:
         data = _read_toml(Path(path))
-        source = str(path)
-    _check_keys(data, source)
-    env_values = _env_overrides(os.environ if env is None else env)
-    for key, value in env_values.items():
+        file_source = str(path)
+        _check_keys(data, file_source)
+        for section, table in data.items():
+            sources.update({f"{section}.{field}": file_source for field in table})
+    for key, (name, value) in _env_overrides(os.environ if env is None else env).items():
         _set_dotted(data, key, value)
+        sources[key] = name
     for key, value in (overrides or {}).items():
         if value is not None:
             _set_dotted(data, key, value)
+            sources[key] = "command line"
     try:
         return AgentConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_describe_validation(exc, source)) from None
+        raise ConfigError(_describe_validation(exc, sources, file_source)) from None
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -214,8 +218,9 @@ def _check_keys(data: Mapping[str, Any], source: str) -> None:
             raise ConfigError(f"[{key}] in {source} must be a table")
 
 
-def _env_overrides(env: Mapping[str, str]) -> dict[str, str]:
-    out: dict[str, str] = {}
+def _env_overrides(env: Mapping[str, str]) -> dict[str, tuple[str, Any]]:
+    """``{"section.field": (variable name, value)}`` for the WEBAGENT_<SECTION>_<FIELD> variables."""
+    out: dict[str, tuple[str, Any]] = {}
     for name, value in env.items():
         if not name.startswith("WEBAGENT_"):
             continue
@@ -231,10 +236,7 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, str]:
                 f"unknown environment variable {name}: [{section}] has no key {field!r} "
                 f"(known: {', '.join(sorted(fields))})"
             )
-        if fields[field].annotation == list[str]:
-            out[f"{section}.{field}"] = value.split()  # type: ignore[assignment]
-        else:
-            out[f"{section}.{field}"] = value
+        out[f"{section}.{field}"] = (name, value.split() if fields[field].annotation == list[str] else value)
     return out
 
 
@@ -245,11 +247,13 @@ def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
     data.setdefault(section, {})[field] = value
 
 
-def _describe_validation(exc: ValidationError, source: str) -> str:
+def _describe_validation(exc: ValidationError, sources: Mapping[str, str], file_source: str) -> str:
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err["loc"])
-    where = f" (from {source})" if source != "defaults" else ""
+    source = sources.get(".".join(str(p) for p in err["loc"][:2]), file_source)
+    where = f" (from {source})" if source else ""
     if err["type"] == "extra_forbidden":
         return f"unknown config key {loc!r}{where}"
     msg = err["msg"].removeprefix("Value error, ")
-    return f"invalid value for {loc}{where}: {msg} (got {err.get('input')!r})"
+    got = f" (got {err.get('input')!r})" if "got" not in msg else ""
+    return f"invalid value for {loc}{where}: {msg}{got}"

@@ -10,7 +10,7 @@ from .errors import InputError, WebAgentError
 __all__ = ["normalize_url"]
 
 _SCHEMES = ("http", "https", "file")
-_HOSTLIKE = re.compile(r"^[A-Za-z0-9.-]+(:\d+)?(/.*)?$")
+_HOSTLIKE = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:\d+)?([/?#].*)?$")
 
 
 def normalize_url(url: str, *, error: type[WebAgentError] = InputError) -> str:
@@ -22,9 +22,11 @@ def normalize_url(url: str, *, error: type[WebAgentError] = InputError) -> str:
     if not text:
         raise error("no URL given: pass the start page, e.g. --url https://example.com")
     if "://" not in text and not text.startswith(("about:", "file:")):
-        if not _HOSTLIKE.match(text) or ("." not in text.split("/")[0] and not text.startswith("localhost")):
+        match = _HOSTLIKE.match(text)
+        host = match.group("host").lower() if match else ""
+        if not host or ("." not in host and host != "localhost" and not host.startswith("[")):
             raise error(f"invalid URL {text!r}: expected something like https://example.com")
-        local = text.startswith(("localhost", "127.", "[::1]"))
+        local = host in ("localhost", "[::1]") or (host.startswith("127.") and host.replace(".", "").isdigit())
         text = ("http://" if local else "https://") + text
     if text == "about:blank":
         return text

@@ -59,7 +59,9 @@ def test_run_success_json_and_run_directory(
 ) -> None:
     task = local_tasks["catalog-price"]
     out = tmp_path / "run"
-    proc = webagent("run", "--url", task["url"], "--goal", task["goal"], "--output", str(out), "--json", *role_flags(fake))
+    proc = webagent(
+        "run", "--url", task["url"], "--goal", task["goal"], "--output", str(out), "--json", *role_flags(fake)
+    )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["success"] is True and result["answer"] == "$12.50" and result["stop_reason"] == "answered"
@@ -72,8 +74,19 @@ def test_run_success_json_and_run_directory(
 def test_run_not_accomplished_exits_1(fake: FakeModelServer, site: SiteServer, tmp_path: Path) -> None:
     # No scripted task matches this goal: the policy answers "NO SCRIPTED ACTION" and the validator rejects it.
     proc = webagent(
-        "run", "--url", site.url + "/catalog/", "--goal", "Find the colour of the sky",
-        "--max-steps", "2", "--max-attempts", "1", "--output", str(tmp_path / "r"), "--json", *role_flags(fake),
+        "run",
+        "--url",
+        site.url + "/catalog/",
+        "--goal",
+        "Find the colour of the sky",
+        "--max-steps",
+        "2",
+        "--max-attempts",
+        "1",
+        "--output",
+        str(tmp_path / "r"),
+        "--json",
+        *role_flags(fake),
     )
     result = json.loads(proc.stdout)
     assert proc.returncode == 1, result
@@ -149,8 +162,17 @@ def test_config_file_and_env_drive_a_run(
     }
     task = local_tasks["catalog-price"]
     proc = webagent(
-        "run", "--url", task["url"], "--goal", task["goal"], "--config", str(config), "--json",
-        "--output", str(tmp_path / "run"), env=env,
+        "run",
+        "--url",
+        task["url"],
+        "--goal",
+        task["goal"],
+        "--config",
+        str(config),
+        "--json",
+        "--output",
+        str(tmp_path / "run"),
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr
     assert "(localizer holo2)" in proc.stderr  # env beat the TOML file
@@ -166,6 +188,16 @@ def test_demo_command(tmp_path: Path) -> None:
 def test_help_documents_every_option() -> None:
     proc = webagent("run", "--help")
     assert proc.returncode == 0
-    for flag in ("--url", "--goal", "--config", "--output", "--json", "--policy-base-url", "--localizer-profile",
-                 "--validator-timeout-s", "--max-steps", "--viewport"):
+    for flag in (
+        "--url",
+        "--goal",
+        "--config",
+        "--output",
+        "--json",
+        "--policy-base-url",
+        "--localizer-profile",
+        "--validator-timeout-s",
+        "--max-steps",
+        "--viewport",
+    ):
         assert flag in proc.stdout

@@ -79,6 +79,8 @@ class BrowserSession:
         self._cdp: CDPSession | None = None
         self._nav_requested = False
         self._nav_committed = asyncio.Event()
+        self._popup_requested = False  # CDP Page.windowOpen: a new tab is on its way
+        self._new_page_arrived = asyncio.Event()
         size = page.viewport_size or {"width": config.viewport.width, "height": config.viewport.height}
         self.viewport = (int(size["width"]), int(size["height"]))
         self.context.on("page", self._on_new_page)
@@ -107,6 +109,10 @@ class BrowserSession:
 
     def _on_new_page(self, page: Page) -> None:
         self._new_pages.append(page)
+        self._new_page_arrived.set()
+
+    def _on_window_open(self, _: object) -> None:
+        self._popup_requested = True
 
     async def _on_dialog(self, dialog: Dialog) -> None:
         kind = dialog.type
@@ -177,7 +183,10 @@ class BrowserSession:
 
     async def _cdp_session(self) -> CDPSession:
         if self._cdp is None:
-            self._cdp = await self.context.new_cdp_session(self.page)
+            cdp = await self.context.new_cdp_session(self.page)
+            cdp.on("Page.windowOpen", self._on_window_open)
+            await cdp.send("Page.enable")
+            self._cdp = cdp
         return self._cdp
 
     # -- navigation -----------------------------------------------------------------------
@@ -269,6 +278,8 @@ class BrowserSession:
     def _before_action(self) -> None:
         self._nav_requested = False
         self._nav_committed.clear()
+        self._popup_requested = False
+        self._new_page_arrived.clear()
 
     def _settle_ms(self) -> float:
         return max(1.0, self.config.settle_timeout_s * 1000)
@@ -279,6 +290,10 @@ class BrowserSession:
         # A navigation may replace the document mid-wait, or the page may be busy: both are fine.
         with contextlib.suppress(PlaywrightError, TimeoutError):
             await asyncio.wait_for(self.page.evaluate(_TWO_FRAMES), timeout=min(0.5, self.config.settle_timeout_s))
+        if self._popup_requested and not self._new_pages:
+            # The page asked for a new tab (link with target=_blank, window.open): wait for it.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._new_page_arrived.wait(), timeout=max(0.0, deadline - time.monotonic()))
         if self._new_pages:
             await self._switch_to_new_page(deadline)
         elif self.page.is_closed():
@@ -307,6 +322,7 @@ class BrowserSession:
         self.page = page
         self._cdp = None
         self._nav_committed.clear()
+        self._popup_requested = False
         self._watch(page)
         try:
             remaining = max(1.0, (deadline - time.monotonic()) * 1000)
