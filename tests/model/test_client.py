@@ -1,0 +1,114 @@
+"""The model client against the real offline server: retries, Retry-After, timeouts, repair, usage."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from webagent.config import RoleConfig
+from webagent.errors import ModelError, ModelReplyError, ModelUnavailableError
+from webagent.model.client import ModelClient
+from webagent.model.parsing import ReplyParseError, extract_json
+from webagent.records import RoleUsage
+
+from ..conftest import ServerFactory
+
+MESSAGES: list[dict[str, Any]] = [{"role": "user", "content": "Task: anything\nCandidate answer:\nyes"}]
+
+
+def validator_script(**extra: Any) -> dict[str, Any]:
+    return {"tasks": [{"id": "t", "match": "anything", "policy": [], "validator": {"accept": ["yes"]}}], **extra}
+
+
+def client(server: Any, **config: Any) -> ModelClient:
+    return ModelClient("validator", RoleConfig(base_url=server.base_url("validator"), model="m", **config))
+
+
+async def test_success_counts_usage(model_server: ServerFactory) -> None:
+    async with model_server(validator_script()) as server:
+        c = client(server)
+        usage = RoleUsage()
+        completion = await c.complete(MESSAGES, usage=usage)
+        await c.aclose()
+    assert extract_json(completion.text)["success"] is True
+    assert usage.calls == 1 and usage.prompt_tokens == completion.prompt_tokens > 0
+    assert usage.completion_tokens > 0 and usage.latency_s > 0 and usage.retries == 0
+
+
+async def test_retry_after_is_honoured(model_server: ServerFactory) -> None:
+    faults = [{"role": "validator", "nth": 1, "kind": "429"}]
+    async with model_server(validator_script(faults=faults, retry_after_s=0.6)) as server:
+        c = client(server)
+        usage = RoleUsage()
+        start = time.perf_counter()
+        await c.complete(MESSAGES, usage=usage)
+        elapsed = time.perf_counter() - start
+        await c.aclose()
+    assert usage.retries == 1
+    assert elapsed >= 0.55  # waited as the server asked, not the 0.5 s default backoff... nor less
+
+
+async def test_timeout_is_retried_then_succeeds(model_server: ServerFactory) -> None:
+    faults = [{"role": "validator", "nth": 1, "kind": "slow"}]
+    async with model_server(validator_script(faults=faults, slow_s=5)) as server:
+        c = client(server, timeout_s=0.3)
+        usage = RoleUsage()
+        await c.complete(MESSAGES, usage=usage)
+        await c.aclose()
+    assert usage.retries == 1 and usage.calls == 1
+
+
+async def test_persistent_5xx_gives_up_with_clear_error(model_server: ServerFactory) -> None:
+    async with model_server(validator_script(fault_rates={"500": 1.0})) as server:
+        c = client(server, max_retries=2)
+        usage = RoleUsage()
+        with pytest.raises(ModelUnavailableError, match=r"kept failing \(HTTP 500.*after 3 attempts"):
+            await c.complete(MESSAGES, usage=usage)
+        await c.aclose()
+        assert server.request_counts["validator"] == 3
+    assert usage.failures == 1 and usage.retries == 2
+
+
+async def test_client_errors_are_not_retried(model_server: ServerFactory) -> None:
+    async with model_server(validator_script()) as server:
+        c = ModelClient("validator", RoleConfig(base_url=server.url + "/nope/v1", model="m"))
+        with pytest.raises(ModelError, match="HTTP 404") as info:
+            await c.complete(MESSAGES, usage=RoleUsage())
+        await c.aclose()
+    assert not isinstance(info.value, ModelUnavailableError)
+    assert "check the model name and base URL" in str(info.value)
+
+
+async def test_repair_quotes_the_parse_error(model_server: ServerFactory) -> None:
+    faults = [{"role": "validator", "nth": 1, "kind": "malformed"}]
+    async with model_server(validator_script(faults=faults)) as server:
+        c = client(server)
+        seen: list[str] = []
+
+        def parse(text: str) -> Any:
+            seen.append(text)
+            return extract_json(text)
+
+        value, call = await c.call(MESSAGES, parse, repair_hint="Reply with JSON.")
+        await c.aclose()
+        repair_request = server.requests[1]
+    assert value["success"] is True
+    assert call.usage.repairs == 1 and call.usage.calls == 2 and len(call.raw) == 2
+    assert repair_request.messages_count == 3
+
+
+async def test_second_failure_raises_reply_error_with_the_call(model_server: ServerFactory) -> None:
+    faults = [{"role": "validator", "nth": n, "kind": "malformed"} for n in (1, 2)]
+    async with model_server(validator_script(faults=faults)) as server:
+        c = client(server)
+
+        def parse(text: str) -> Any:
+            raise ReplyParseError("nope")
+
+        with pytest.raises(ModelReplyError) as info:
+            await c.call(MESSAGES, parse)
+        await c.aclose()
+    assert info.value.call is not None and info.value.call.usage.failures == 1
+    assert len(info.value.call.raw) == 2
