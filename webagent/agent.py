@@ -6,18 +6,17 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import structlog
-from playwright.async_api import Browser, BrowserContext, Page, Playwright, async_playwright
+from playwright.async_api import Browser, BrowserContext, Page
 
-from .browser.launcher import launch_browser
+from .browser.pool import BrowserPool
 from .browser.session import BrowserSession
 from .config import ROLES, AgentConfig
 from .errors import InputError
 from .loop import Episode, Roles
-from .model.client import ModelClient
+from .model.client import EndpointPool, ModelClient
 from .records import RunResult, Step
 from .roles.localizer import Localizer
 from .roles.policy import Policy
@@ -31,41 +30,37 @@ log = structlog.get_logger("webagent")
 
 
 class Agent:
-    """A web agent: three model roles and a shared browser.
+    """A web agent: three model roles and a pool of browsers.
 
-    One Agent can run many tasks at once (``asyncio.gather`` over ``run``); they share the model
-    clients' connection pools and one Chromium, each in its own browser context.
+    One Agent runs many tasks at once (``asyncio.gather`` over ``run``): they share the model
+    endpoints' connection pools and a few Chromium processes, each task in its own context.
     """
 
     def __init__(self, config: AgentConfig | None = None, *, browser: Browser | None = None) -> None:
         self.config = config or AgentConfig()
         self.config.require_endpoints()
-        self._browser = browser
-        self._owns_browser = browser is None
-        self._playwright: Playwright | None = None
-        self._lock = asyncio.Lock()
-        self._clients: dict[str, ModelClient] = {}
-        self._roles: Roles | None = None
+        self.browsers = BrowserPool(self.config.browser, browser=browser)
+        self._endpoints: dict[str, EndpointPool] = {}
+
+    def endpoint_pool(self, role: str) -> EndpointPool:
+        """The shared endpoints of one role."""
+        if role not in self._endpoints:
+            self._endpoints[role] = EndpointPool(role, self.config.role(role))
+        return self._endpoints[role]
+
+    def new_roles(self) -> Roles:
+        """Role objects for one session (each sticks to the endpoint it first uses)."""
+        client = {name: ModelClient(name, self.config.role(name), self.endpoint_pool(name)) for name in ROLES}
+        return Roles(
+            policy=Policy(client["policy"]),
+            localizer=Localizer(client["localizer"], self.config.localizer),
+            validator=Validator(client["validator"]),
+        )
 
     @property
     def roles(self) -> Roles:
-        if self._roles is None:
-            self._clients = {name: ModelClient(name, self.config.role(name)) for name in ROLES}
-            self._roles = Roles(
-                policy=Policy(self._clients["policy"]),
-                localizer=Localizer(self._clients["localizer"], self.config.localizer),
-                validator=Validator(self._clients["validator"]),
-            )
-        return self._roles
-
-    async def browser(self) -> Browser:
-        """The shared browser, launched on first use."""
-        async with self._lock:
-            if self._browser is None or not self._browser.is_connected():
-                if self._playwright is None:
-                    self._playwright = await async_playwright().start()
-                self._browser = await launch_browser(self._playwright, self.config.browser)
-            return self._browser
+        """Roles for a caller driving ``Episode`` directly (a new set each time)."""
+        return self.new_roles()
 
     def stream(
         self,
@@ -106,24 +101,15 @@ class Agent:
         return asyncio.run(main())
 
     async def aclose(self) -> None:
-        for client in self._clients.values():
-            await client.aclose()
-        self._clients.clear()
-        self._roles = None
-        if self._owns_browser and self._browser is not None:
-            with contextlib.suppress(Exception):
-                await self._browser.close()
-            self._browser = None
-        if self._playwright is not None:
-            await self._playwright.stop()
-            self._playwright = None
+        for pool in self._endpoints.values():
+            await pool.aclose()
+        self._endpoints.clear()
+        await self.browsers.aclose()
 
     async def __aenter__(self) -> Agent:
         return self
 
-    async def __aexit__(
-        self, *exc: tuple[type[BaseException] | None, BaseException | None, TracebackType | None]
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
 
@@ -147,6 +133,7 @@ class RunStream:
         self._context = context
         self._page = page
         self.result: RunResult | None = None
+        self.session: BrowserSession | None = None
         self._gen: AsyncIterator[Step] | None = None
 
     def __aiter__(self) -> RunStream:
@@ -167,17 +154,33 @@ class RunStream:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def _open_session(self) -> BrowserSession:
+    @contextlib.asynccontextmanager
+    async def _session(self) -> AsyncIterator[BrowserSession]:
         config = self.agent.config.browser
         if self._page is not None:
-            return BrowserSession(self._page, config)
-        if self._context is not None:
-            return BrowserSession(await self._context.new_page(), config)
-        return await BrowserSession.create(await self.agent.browser(), config)
+            yield BrowserSession(self._page, config)
+        elif self._context is not None:
+            session = BrowserSession(await self._context.new_page(), config, owns_page=True)
+            try:
+                yield session
+            finally:
+                await session.close()
+        else:
+            async with self.agent.browsers.session() as session:
+                yield session
 
     async def _run(self) -> AsyncIterator[Step]:
-        roles = self.agent.roles
-        session = await self._open_session()
+        roles = self.agent.new_roles()
+        try:
+            async with self._session() as session:
+                self.session = session
+                async for step in self._steps(roles, session):
+                    yield step
+        finally:
+            for client in (roles.policy.client, roles.localizer.client, roles.validator.client):
+                client.release()
+
+    async def _steps(self, roles: Roles, session: BrowserSession) -> AsyncIterator[Step]:
         writer: TrajectoryWriter | None = None
         episode = Episode(roles, session, self.agent.config.agent, url=self.url, goal=self.goal)
         steps = episode.steps()
@@ -196,5 +199,3 @@ class RunStream:
                 writer.write_result(self.result)
                 writer.close()
                 writer.write_report()
-            if self._page is None:
-                await session.close()

@@ -49,12 +49,6 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="TOML config file ([policy] [localizer] [validator] [agent] [browser])",
     )
-    p.add_argument("--output", metavar="DIR", help="run directory to write (default: runs/<time>-<goal>)")
-    p.add_argument(
-        "--json",
-        action="store_true",
-        help="print the result (as in result.json) as one JSON object on stdout",
-    )
     p.add_argument("-v", "--verbose", action="count", default=0, help="log more (-v info, -vv debug) to stderr")
     p.add_argument("-q", "--quiet", action="store_true", help="do not print steps")
     g = p.add_argument_group("models (all roles at once; per-role flags win)")
@@ -101,7 +95,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--url", required=True, help="start page")
     run.add_argument("--goal", required=True, help="what to accomplish, in plain language")
+    run.add_argument("--output", metavar="DIR", help="run directory to write (default: runs/<time>-<goal>)")
+    run.add_argument(
+        "--json", action="store_true", help="print the result (as in result.json) as one JSON object on stdout"
+    )
     _add_config_options(run)
+
+    batch = sub.add_parser(
+        "batch",
+        help="run many tasks concurrently, resumably",
+        description="Run a task file (JSONL: {id, url, goal} or WebVoyager's {web_name, id, ques, web}) with N "
+        "concurrent sessions. Writes DIR/results.jsonl (one line per finished task), a run directory per "
+        "attempt under DIR/runs/, and DIR/summary.json. Re-running the same command resumes. "
+        "Exit code 0 = every task finished, 2 = bad input, 130 = interrupted (resumable).",
+    )
+    batch.add_argument("tasks", metavar="TASKS.jsonl", help="task file")
+    batch.add_argument("--output", required=True, metavar="DIR", help="batch directory (created; reused to resume)")
+    batch.add_argument("--concurrency", type=int, default=8, metavar="N", help="sessions at once (default 8)")
+    batch.add_argument("--attempts", type=int, default=1, metavar="K", help="attempts per task, pass@k (default 1)")
+    batch.add_argument(
+        "--sample-all", action="store_true", help="run all K attempts even after a success (training data)"
+    )
+    batch.add_argument(
+        "--references", metavar="FILE", help="reference answers (WebVoyager reference_answer.json or {id: answer})"
+    )
+    batch.add_argument(
+        "--server-metrics", metavar="URL", help="vLLM /metrics URL: report server tokens/s and prefix-cache hits"
+    )
+    batch.add_argument("--json", action="store_true", help="print summary.json on stdout")
+    _add_config_options(batch)
 
     demo = sub.add_parser(
         "demo",
@@ -187,6 +209,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             config = config_from_args(args)
             output = Path(args.output) if args.output else default_output(args.goal)
             return _finish(asyncio.run(_run(config, args.url, args.goal, output, args.quiet)), args.json)
+        if args.command == "batch":
+            from .batchcli import run_batch
+
+            return run_batch(args, config_from_args(args))
         if args.command == "demo":
             from .demo import run_demo
 

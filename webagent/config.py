@@ -47,23 +47,45 @@ class _Section(BaseModel):
 class RoleConfig(_Section):
     """One model role's endpoint and sampling settings."""
 
-    base_url: str | None = Field(default=None, description="OpenAI-compatible base URL, e.g. http://host:8000/v1")
+    base_url: str | list[str] | None = Field(
+        default=None,
+        description="OpenAI-compatible base URL, e.g. http://host:8000/v1; several (a list, or comma-separated) "
+        "spread sessions over servers, each session sticking to one",
+    )
     model: str | None = Field(default=None, description="Model name as the server knows it")
     api_key: str | None = Field(default=None, repr=False, description="API key (default: $OPENAI_API_KEY or 'EMPTY')")
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     max_tokens: int = Field(default=1024, gt=0)
     timeout_s: float = Field(default=60.0, gt=0)
     max_retries: int = Field(default=4, ge=0, description="Retries on 429/5xx/timeouts/connection errors")
+    price_prompt_per_m: float = Field(default=0.0, ge=0, description="$ per million prompt tokens (for cost reports)")
+    price_completion_per_m: float = Field(default=0.0, ge=0, description="$ per million completion tokens")
 
-    @field_validator("base_url")
+    @field_validator("base_url", mode="before")
     @classmethod
-    def _url(cls, v: str | None) -> str | None:
+    def _url(cls, v: object) -> object:
         if v is None:
             return v
-        v = v.strip().rstrip("/")
-        if not v.startswith(("http://", "https://")):
-            raise ValueError(f"must start with http:// or https://, got {v!r}")
-        return v
+        items = v.split(",") if isinstance(v, str) else v
+        if not isinstance(items, list) or not items:
+            raise ValueError("must be a URL or a list of URLs")
+        urls: list[str] = []
+        for item in items:
+            url = str(item).strip().rstrip("/")
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"must start with http:// or https://, got {url!r}")
+            urls.append(url)
+        return urls[0] if len(urls) == 1 else urls
+
+    def endpoints(self) -> list[str]:
+        """The configured base URLs (empty when none)."""
+        if self.base_url is None:
+            return []
+        return [self.base_url] if isinstance(self.base_url, str) else list(self.base_url)
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """Dollar cost of that many tokens at this role's prices."""
+        return (prompt_tokens * self.price_prompt_per_m + completion_tokens * self.price_completion_per_m) / 1e6
 
 
 class LocalizerConfig(RoleConfig):
@@ -112,6 +134,8 @@ class BrowserConfig(_Section):
     jpeg_quality: int = Field(default=85, ge=1, le=100)
     settle_timeout_s: float = Field(default=3.0, ge=0, description="Cap on waiting for a page to settle")
     navigation_timeout_s: float = Field(default=30.0, gt=0)
+    contexts_per_browser: int = Field(default=100, ge=1, description="Sessions sharing one Chromium process")
+    recycle_after: int = Field(default=500, ge=1, description="Contexts a Chromium serves before it is relaunched")
     args: list[str] = Field(default_factory=list, description="Extra Chromium command-line flags")
 
     @field_validator("viewport", mode="before")

@@ -69,11 +69,14 @@ _FIND_SELECT = """([x, y, wanted]) => {
 class BrowserSession:
     """A page the agent drives. Create with ``BrowserSession.create`` or wrap an existing page."""
 
-    def __init__(self, page: Page, config: BrowserConfig, *, owns_context: bool = False) -> None:
+    def __init__(
+        self, page: Page, config: BrowserConfig, *, owns_context: bool = False, owns_page: bool = False
+    ) -> None:
         self.config = config
         self.page = page
         self.context: BrowserContext = page.context
         self._owns_context = owns_context
+        self._owns_page = owns_page
         self._events: list[str] = []
         self._new_pages: list[Page] = []
         self._cdp: CDPSession | None = None
@@ -147,6 +150,12 @@ class BrowserSession:
         events, self._events = self._events, []
         return events
 
+    @property
+    def browser_crashed(self) -> bool:
+        """Whether the browser under this session disconnected (crashed or was killed)."""
+        browser = self.context.browser
+        return browser is not None and not browser.is_connected()
+
     # -- observation ----------------------------------------------------------------------
     @property
     def url(self) -> str:
@@ -164,22 +173,32 @@ class BrowserSession:
         params: dict[str, Any] = {"format": fmt, "optimizeForSpeed": True}
         if fmt == "jpeg":
             params["quality"] = self.config.jpeg_quality
-        try:
-            cdp = await self._cdp_session()
-            if not frame.is_identity:
-                metrics = await cdp.send("Page.getLayoutMetrics")
-                viewport = metrics["cssVisualViewport"]
-                params["clip"] = {
-                    "x": viewport["pageX"],
-                    "y": viewport["pageY"],
-                    "width": frame.css_width,
-                    "height": frame.css_height,
-                    "scale": frame.scale,
-                }
-            result = await cdp.send("Page.captureScreenshot", params)
-        except PlaywrightError as exc:
-            raise BrowserError(f"cannot take a screenshot: {_first_line(exc)}") from None
+        for attempt in range(3):
+            try:
+                result = await self._capture(params, frame)
+                break
+            except PlaywrightError as exc:
+                # Right after a navigation the new document may have no frame to capture yet.
+                if attempt == 2 or self.page.is_closed():
+                    raise BrowserError(f"cannot take a screenshot: {_first_line(exc)}") from None
+                with contextlib.suppress(PlaywrightError, TimeoutError):
+                    await asyncio.wait_for(self.page.evaluate(_TWO_FRAMES), timeout=0.5)
         return Screenshot(b64=result["data"], mime=f"image/{fmt}", frame=frame)
+
+    async def _capture(self, params: dict[str, Any], frame: Frame) -> dict[str, Any]:
+        cdp = await self._cdp_session()
+        if not frame.is_identity:
+            metrics = await cdp.send("Page.getLayoutMetrics")
+            viewport = metrics["cssVisualViewport"]
+            params["clip"] = {
+                "x": viewport["pageX"],
+                "y": viewport["pageY"],
+                "width": frame.css_width,
+                "height": frame.css_height,
+                "scale": frame.scale,
+            }
+        result: dict[str, Any] = await cdp.send("Page.captureScreenshot", params)
+        return result
 
     async def _cdp_session(self) -> CDPSession:
         if self._cdp is None:
@@ -352,6 +371,9 @@ class BrowserSession:
             raise ActionError(_first_line(exc)) from None
 
     async def close(self) -> None:
+        if self._owns_page and not self._owns_context:
+            with contextlib.suppress(PlaywrightError):
+                await self.page.close()
         if self._owns_context:
             with contextlib.suppress(PlaywrightError):
                 await self.context.close()

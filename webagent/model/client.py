@@ -69,24 +69,88 @@ def _wait(state: RetryCallState) -> float:
     return min(backoff, RETRY_MAX_WAIT_S)
 
 
-class ModelClient:
-    """Chat completions for one role against one OpenAI-compatible endpoint."""
+ENDPOINT_COOLDOWN_S = 30.0
 
-    def __init__(self, role: str, config: RoleConfig, *, client: AsyncOpenAI | None = None) -> None:
-        if not config.base_url or not config.model:
+
+class Endpoint:
+    """One server of a role, with its load: requests in flight and sessions stuck to it."""
+
+    def __init__(self, base_url: str, client: AsyncOpenAI) -> None:
+        self.base_url = base_url
+        self.client = client
+        self.in_flight = 0
+        self.sessions = 0
+        self.down_until = 0.0
+
+    def load(self) -> tuple[bool, int, int]:
+        return (time.monotonic() < self.down_until, self.in_flight, self.sessions)
+
+
+class EndpointPool:
+    """The servers of one role, shared by every session (one HTTP connection pool each)."""
+
+    def __init__(self, role: str, config: RoleConfig) -> None:
+        urls = config.endpoints()
+        if not urls or not config.model:
             raise ModelError(f"the {role} model has no base_url/model configured", role=role)
         self.role = role
         self.config = config
-        self.model: str = config.model
-        self._client = client or AsyncOpenAI(
-            base_url=config.base_url,
-            api_key=config.api_key or _default_api_key(),
-            max_retries=0,
-            timeout=config.timeout_s,
-        )
+        self.endpoints = [
+            Endpoint(
+                url,
+                AsyncOpenAI(
+                    base_url=url,
+                    api_key=config.api_key or _default_api_key(),
+                    max_retries=0,
+                    timeout=config.timeout_s,
+                ),
+            )
+            for url in urls
+        ]
+
+    def pick(self, exclude: Endpoint | None = None) -> Endpoint:
+        """The least-loaded endpoint (healthy first, then fewest requests in flight, then sessions)."""
+        candidates = [e for e in self.endpoints if e is not exclude] or self.endpoints
+        return min(candidates, key=Endpoint.load)
 
     async def aclose(self) -> None:
-        await self._client.close()
+        for endpoint in self.endpoints:
+            await endpoint.client.close()
+
+
+class ModelClient:
+    """Chat completions for one role in one session.
+
+    The session sticks to the endpoint it first used (so a server's prefix cache keeps serving
+    it); if that endpoint stays unavailable after all retries, it fails over to another one.
+    """
+
+    def __init__(self, role: str, config: RoleConfig, pool: EndpointPool | None = None) -> None:
+        self.role = role
+        self.config = config
+        self.pool = pool or EndpointPool(role, config)
+        self._owns_pool = pool is None
+        self.model: str = config.model or ""
+        self.endpoint: Endpoint | None = None
+
+    async def aclose(self) -> None:
+        self.release()
+        if self._owns_pool:
+            await self.pool.aclose()
+
+    def release(self) -> None:
+        """End this session's stickiness (call when the session ends)."""
+        if self.endpoint is not None:
+            self.endpoint.sessions -= 1
+            self.endpoint = None
+
+    def _stick(self, exclude: Endpoint | None = None) -> Endpoint:
+        endpoint = self.pool.pick(exclude)
+        if self.endpoint is not None:
+            self.endpoint.sessions -= 1
+        endpoint.sessions += 1
+        self.endpoint = endpoint
+        return endpoint
 
     async def complete(
         self,
@@ -97,6 +161,26 @@ class ModelClient:
         usage: RoleUsage,
     ) -> Completion:
         """One completion, retried on transient failures; ``usage`` counts the retries."""
+        endpoint = self.endpoint or self._stick()
+        try:
+            return await self._complete(endpoint, messages, response_format, extra_body, usage)
+        except ModelUnavailableError:
+            if len(self.pool.endpoints) == 1:
+                raise
+            endpoint.down_until = time.monotonic() + ENDPOINT_COOLDOWN_S
+            other = self._stick(exclude=endpoint)
+            log.warning("model_failover", role=self.role, frm=endpoint.base_url, to=other.base_url)
+            usage.failures -= 1  # the failover attempt decides
+            return await self._complete(other, messages, response_format, extra_body, usage)
+
+    async def _complete(
+        self,
+        endpoint: Endpoint,
+        messages: Sequence[Message],
+        response_format: dict[str, Any] | None,
+        extra_body: dict[str, Any] | None,
+        usage: RoleUsage,
+    ) -> Completion:
         kwargs: dict[str, Any] = {
             "model": self.model,
             "messages": list(messages),
@@ -115,23 +199,26 @@ class ModelClient:
             before_sleep=lambda st: self._on_retry(st, usage),
         )
         start = time.perf_counter()
+        endpoint.in_flight += 1
         try:
             async for attempt in retrying:
                 with attempt:
-                    response = await self._client.chat.completions.create(**kwargs)
+                    response = await endpoint.client.chat.completions.create(**kwargs)
         except openai.APIStatusError as exc:
             usage.failures += 1
             usage.latency_s += time.perf_counter() - start
-            raise self._status_error(exc) from None
+            raise self._status_error(exc, endpoint.base_url) from None
         except openai.APIConnectionError as exc:
             usage.failures += 1
             usage.latency_s += time.perf_counter() - start
             what = "timed out" if isinstance(exc, openai.APITimeoutError) else "could not be reached"
             raise ModelUnavailableError(
-                f"the {self.role} model at {self.config.base_url} {what} after "
+                f"the {self.role} model at {endpoint.base_url} {what} after "
                 f"{self.config.max_retries + 1} attempts; check the server and --{self.role}-base-url",
                 role=self.role,
             ) from None
+        finally:
+            endpoint.in_flight -= 1
         latency = time.perf_counter() - start
         text = ""
         if response.choices:
@@ -149,9 +236,9 @@ class ModelClient:
         exc = state.outcome.exception() if state.outcome else None
         log.info("model_retry", role=self.role, attempt=state.attempt_number, error=_short(exc))
 
-    def _status_error(self, exc: openai.APIStatusError) -> ModelError:
+    def _status_error(self, exc: openai.APIStatusError, base_url: str) -> ModelError:
         detail = _short(exc)
-        where = f"the {self.role} model {self.model!r} at {self.config.base_url}"
+        where = f"the {self.role} model {self.model!r} at {base_url}"
         if exc.status_code == 429 or exc.status_code >= 500:
             return ModelUnavailableError(
                 f"{where} kept failing (HTTP {exc.status_code}: {detail}) after {self.config.max_retries + 1} attempts",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -70,11 +71,7 @@ class LocalizerProfile:
 
     @property
     def response_format(self) -> dict[str, Any] | None:
-        if self.reply == "absolute_json":
-            return response_format("click_absolute", _ClickAbsoluteSchema)
-        if self.reply == "normalised_json":
-            return response_format("click", _ClickNormalisedSchema)
-        return None
+        return _response_format(self.reply)
 
 
 LOCALIZER_PROFILES: dict[str, LocalizerProfile] = {
@@ -87,6 +84,15 @@ LOCALIZER_PROFILES: dict[str, LocalizerProfile] = {
         extra_body={"chat_template_kwargs": {"thinking": False}},
     ),
 }
+
+
+@cache
+def _response_format(reply: str) -> dict[str, Any] | None:
+    if reply == "absolute_json":
+        return response_format("click_absolute", _ClickAbsoluteSchema)
+    if reply == "normalised_json":
+        return response_format("click", _ClickNormalisedSchema)
+    return None
 
 
 def parse_click(text: str, profile: LocalizerProfile, frame: Frame) -> tuple[float, float]:

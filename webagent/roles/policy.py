@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache
+from typing import Any
 
 from ..actions import PolicyReply
 from ..images import Screenshot
@@ -41,15 +42,9 @@ class Policy:
     def __init__(self, client: ModelClient) -> None:
         self.client = client
 
-    @cached_property
+    @property
     def system_prompt(self) -> str:
-        # Stable across steps and sessions: rendered once, so a server prefix cache can hit.
-        schema = json.dumps(strict_schema(PolicyReply), separators=(",", ":"), sort_keys=True)
-        return render("policy_system.jinja", schema=schema)
-
-    @cached_property
-    def _response_format(self) -> dict[str, object]:
-        return response_format(SCHEMA_NAME, PolicyReply)
+        return _system_prompt()
 
     def messages(self, state: PolicyState, images: Sequence[Screenshot]) -> list[Message]:
         text = render(
@@ -74,7 +69,19 @@ class Policy:
         return await self.client.call(
             self.messages(state, images),
             lambda text: parse_reply(text, PolicyReply),
-            response_format=self._response_format,
+            response_format=_response_format(),
             repair_hint='Reply with a JSON object {"note": ..., "thought": ..., "action": {"action": ..., ...}} '
             "following the schema in the system message.",
         )
+
+
+@cache
+def _system_prompt() -> str:
+    # Stable across steps and sessions: rendered once, so a server prefix cache can hit.
+    schema = json.dumps(strict_schema(PolicyReply), separators=(",", ":"), sort_keys=True)
+    return render("policy_system.jinja", schema=schema)
+
+
+@cache
+def _response_format() -> dict[str, Any]:
+    return response_format(SCHEMA_NAME, PolicyReply)

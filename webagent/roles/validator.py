@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from functools import cached_property
+from functools import cache
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,10 +34,9 @@ class Validator:
     def __init__(self, client: ModelClient) -> None:
         self.client = client
 
-    @cached_property
+    @property
     def system_prompt(self) -> str:
-        schema = json.dumps(strict_schema(ValidatorReply), separators=(",", ":"), sort_keys=True)
-        return render("validator_system.jinja", schema=schema)
+        return _system_prompt()
 
     def messages(self, goal: str, answer: str, url: str, images: Sequence[Screenshot]) -> list[Message]:
         text = render("validator_user.jinja", goal=goal, answer=answer, url=url)
@@ -49,7 +49,19 @@ class Validator:
         reply, call = await self.client.call(
             self.messages(goal, answer, url, images),
             lambda text: parse_reply(text, ValidatorReply),
-            response_format=response_format(SCHEMA_NAME, ValidatorReply),
+            response_format=_response_format(),
             repair_hint='Reply with a JSON object {"success": true|false, "feedback": "..."}.',
         )
         return Verdict(success=reply.success, feedback=reply.feedback), call
+
+
+@cache
+def _system_prompt() -> str:
+    # Stable across steps and sessions: rendered once, so a server prefix cache can hit.
+    schema = json.dumps(strict_schema(ValidatorReply), separators=(",", ":"), sort_keys=True)
+    return render("validator_system.jinja", schema=schema)
+
+
+@cache
+def _response_format() -> dict[str, Any]:
+    return response_format(SCHEMA_NAME, ValidatorReply)

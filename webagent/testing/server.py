@@ -198,10 +198,11 @@ async def _read_request(reader: asyncio.StreamReader) -> _Request | None:
 
 
 async def _send(writer: asyncio.StreamWriter, resp: _Response, keep_alive: bool) -> None:
-    data = json.dumps(resp.body).encode()
+    text = isinstance(resp.body, str)
+    data = resp.body.encode() if text else json.dumps(resp.body).encode()
     head = [
         f"HTTP/1.1 {resp.status} {HTTPStatus(resp.status).phrase}",
-        "Content-Type: application/json",
+        f"Content-Type: {'text/plain; version=0.0.4' if text else 'application/json'}",
         f"Content-Length: {len(data)}",
         f"Connection: {'keep-alive' if keep_alive else 'close'}",
         *(f"{k}: {v}" for k, v in resp.headers.items()),
@@ -253,6 +254,16 @@ class FakeModelServer:
     def reset(self) -> None:
         """Clear the request log, counters and the fault RNG."""
         self.requests.clear()
+        self.metrics: dict[str, int] = dict.fromkeys(
+            (
+                "vllm:prompt_tokens_total",
+                "vllm:generation_tokens_total",
+                "vllm:prefix_cache_queries_total",
+                "vllm:prefix_cache_hits_total",
+            ),
+            0,
+        )
+        self._seen_prefixes: set[str] = set()
         self.request_counts.update(dict.fromkeys(ROLES, 0))
         self.fault_counts.update(dict.fromkeys(FAULT_KINDS, 0))
         self._rng.seed(self.script.seed)
@@ -356,6 +367,8 @@ class FakeModelServer:
             return _Response(200, [r.model_dump(mode="json") for r in self.requests])
         if req.method == "GET" and path == "/_stats":
             return _Response(200, {"requests": self.request_counts, "faults": self.fault_counts})
+        if req.method == "GET" and path == "/metrics":
+            return _Response(200, self._metrics_text())
         if req.method == "POST" and path == "/_reset":
             self.reset()
             return _Response(200, {"ok": True})
@@ -425,7 +438,25 @@ class FakeModelServer:
             resp.headers["Retry-After"] = str(self.script.retry_after_s)
             return resp
         usage = estimate_usage(messages, rec.image_sizes, content)
+        self._count_tokens(rec.system, usage)
         return _Response(200, self._completion(model, content, usage))
+
+    def _count_tokens(self, system: str, usage: dict[str, int]) -> None:
+        """vLLM-style counters; the prefix cache "hits" on a system prompt seen before."""
+        counters = self.metrics
+        counters["vllm:prompt_tokens_total"] += usage["prompt_tokens"]
+        counters["vllm:generation_tokens_total"] += usage["completion_tokens"]
+        counters["vllm:prefix_cache_queries_total"] += usage["prompt_tokens"]
+        if system and system in self._seen_prefixes:
+            counters["vllm:prefix_cache_hits_total"] += math.ceil(len(system) / 4)
+        elif system:
+            self._seen_prefixes.add(system)
+
+    def _metrics_text(self) -> str:
+        lines = []
+        for name, value in self.metrics.items():
+            lines += [f"# TYPE {name} counter", f'{name}{{model_name="fake"}} {value}']
+        return "\n".join(lines) + "\n"
 
     def _answer(self, rec: RecordedRequest, model: str, user: Any, offtarget: bool) -> str:
         """Scripted reply text; fills ``rec.task``/``rec.step``."""

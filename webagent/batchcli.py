@@ -1,0 +1,112 @@
+"""``webagent batch``: wires the runner, the progress display, server metrics and the summary."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+from .batch import BatchRunner, BatchStats, read_results
+from .config import AgentConfig
+from .errors import InputError
+from .servermetrics import sample, server_report
+from .summary import print_summary, summarize
+from .tasks import load_references, load_tasks
+from .trajectory import write_atomic
+
+__all__ = ["BatchProgress", "run_batch"]
+
+EXIT_DONE, EXIT_INTERRUPTED = 0, 130
+
+
+class BatchProgress:
+    """done/total, validated success rate, steps/s, model tokens/s, errors — live on a terminal."""
+
+    def __init__(self, *, quiet: bool) -> None:
+        self.quiet = quiet
+        self.console = Console(stderr=True, highlight=False)
+        self.live: Live | None = None
+        self._last = 0.0
+        self._interval = 0.25 if sys.stderr.isatty() else 10.0
+
+    def line(self, s: BatchStats) -> str:
+        finished = s.finished_now
+        rate = f"{s.succeeded / finished:.0%}" if finished else "-"
+        wall = max(s.elapsed_s, 1e-9)
+        return (
+            f"{s.done}/{s.total} done ({s.resumed} resumed), success {rate}, {s.in_flight} running, "
+            f"{s.steps / wall:.1f} steps/s, {s.tokens / wall:,.0f} model tokens/s, "
+            f"{s.errors} errors, {s.retried} retried"
+        )
+
+    def __enter__(self) -> BatchProgress:
+        if not self.quiet and sys.stderr.isatty():
+            self.live = Live(Text(""), console=self.console, refresh_per_second=4, transient=False)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live is not None:
+            self.live.__exit__(None, None, None)
+
+    def update(self, stats: BatchStats, *, force: bool = False) -> None:
+        if self.quiet:
+            return
+        now = time.monotonic()
+        if not force and now - self._last < self._interval:
+            return
+        self._last = now
+        if self.live is not None:
+            self.live.update(Text(self.line(stats)))
+        else:
+            print(f"batch: {self.line(stats)}", file=sys.stderr, flush=True)
+
+
+def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:
+    tasks = load_tasks(args.tasks)
+    references = load_references(args.references) if args.references else None
+    if args.concurrency < 1:
+        raise InputError("--concurrency must be at least 1")
+    if args.attempts < 1:
+        raise InputError("--attempts must be at least 1")
+    config.require_endpoints()
+    output = Path(args.output)
+    progress = BatchProgress(quiet=args.quiet)
+    runner = BatchRunner(
+        config,
+        tasks,
+        output,
+        concurrency=args.concurrency,
+        attempts=args.attempts,
+        sample_all=args.sample_all,
+        references=references,
+        on_update=progress.update,
+    )
+
+    async def main() -> tuple[BatchStats, dict[str, Any] | None]:
+        before = await sample(args.server_metrics) if args.server_metrics else None
+        with progress:
+            stats = await runner.run()
+            progress.update(stats, force=True)
+        server = None
+        if args.server_metrics:
+            server = server_report(before, await sample(args.server_metrics), args.server_metrics)
+        return stats, server
+
+    stats, server = asyncio.run(main())
+    results = read_results(output)
+    summary = summarize(results, stats, config, attempts=args.attempts, server=server, interrupted=runner.stopping)
+    write_atomic(output / "summary.json", (json.dumps(summary, indent=2) + "\n").encode())
+    if not args.quiet:
+        print_summary(summary)
+    if args.json:
+        print(json.dumps(summary))
+    return EXIT_INTERRUPTED if runner.stopping else EXIT_DONE
