@@ -24,7 +24,8 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from playwright.async_api import Browser, BrowserContext, Page, async_playwright
+from playwright.async_api import Browser, BrowserContext, Page, Request, ViewportSize, async_playwright
+from playwright.async_api import Error as PlaywrightError
 
 from webagent.testing.sites import COUNTRIES, PRODUCTS, SiteServer, reference_code, sites_dir, tasks_dir
 
@@ -38,7 +39,8 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-VIEWPORT = {"width": 1280, "height": 800}
+HAVE_CHROMIUM = Path(CHROMIUM).exists()
+VIEWPORT: ViewportSize = {"width": 1280, "height": 800}
 SCROLL_PX = int(0.8 * VIEWPORT["height"])  # what the agent's scroll action wheels
 MAX_STEPS = 12
 
@@ -126,13 +128,19 @@ def _script_task_for(goal: str, script: dict[str, Any]) -> list[dict[str, Any]]:
     return [t for t in script["tasks"] if t["match"] in goal]
 
 
-def _element_params() -> list[Any]:
-    params = []
-    for name, script in SCRIPTS.items():
+def _script_points() -> dict[str, set[tuple[int, int]]]:
+    """Every element key of every script, with every coordinate any script gives it."""
+    points: dict[str, set[tuple[int, int]]] = {}
+    for script in SCRIPTS.values():
         for task in script["tasks"]:
-            for key, xy in _task_elements(script, task).items():
-                params.append(pytest.param(key, tuple(xy), id=f"{name}:{task['id']}:{key}"))
-    return params
+            for key, (x, y) in _task_elements(script, task).items():
+                points.setdefault(key, set()).add((x, y))
+    return points
+
+
+SCRIPT_POINTS = _script_points()
+# Each page (path, scrolls) on which some scripted element is used.
+ELEMENT_PAGES = sorted({page for _, pages in ELEMENT_TARGETS.values() for page in pages})
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -146,7 +154,7 @@ def site() -> Iterator[SiteServer]:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def browser() -> AsyncIterator[Browser]:
-    if not Path(CHROMIUM).exists():
+    if not HAVE_CHROMIUM:
         pytest.skip(f"no Chromium at {CHROMIUM}")
     async with async_playwright() as pw:
         chromium = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
@@ -444,24 +452,34 @@ async def _testid_at(page: Page, x: int, y: int) -> dict[str, Any] | None:
 
 @pytest.mark.browser
 @pytest.mark.parametrize("fonts", ["default", "override"])
-@pytest.mark.parametrize(("key", "xy"), _element_params())
+@pytest.mark.parametrize(("path", "scrolls"), ELEMENT_PAGES)
 async def test_element_coordinates_hit_their_target(
-    site: SiteServer, context: BrowserContext, key: str, xy: tuple[int, int], fonts: str
+    site: SiteServer, context: BrowserContext, path: str, scrolls: int, fonts: str
 ) -> None:
-    testid, pages = ELEMENT_TARGETS[key]
+    """At every scripted point, elementFromPoint is the intended element (found by data-testid)."""
+    keys = [k for k, (_, pages) in ELEMENT_TARGETS.items() if (path, scrolls) in pages and k in SCRIPT_POINTS]
+    assert keys
     page = await context.new_page()
-    for path, scrolls in pages:
-        await page.goto(site.url + path)
-        if fonts == "override":
-            await page.add_style_tag(content=FONT_OVERRIDE)
-        for _ in range(scrolls):
-            await _scroll(page)
-        hit = await _testid_at(page, *xy)
-        assert hit is not None and hit["testid"] == testid, (key, path, hit)
-        # The scripted point is the element's centre, and the target is big.
-        assert abs(hit["x"] - xy[0]) <= 1 and abs(hit["y"] - xy[1]) <= 1, (key, path, hit)
-        assert hit["width"] >= 160 and hit["height"] >= 40, (key, path, hit)
+    await page.goto(site.url + path)
+    if fonts == "override":
+        await page.add_style_tag(content=FONT_OVERRIDE)
+    for _ in range(scrolls):
+        await _scroll(page)
+    for key in keys:
+        testid = ELEMENT_TARGETS[key][0]
+        for xy in sorted(SCRIPT_POINTS[key]):
+            hit = await _testid_at(page, *xy)
+            assert hit is not None and hit["testid"] == testid, (key, xy, path, hit)
+            # The scripted point is the element's centre, and the target is big.
+            assert abs(hit["x"] - xy[0]) <= 1 and abs(hit["y"] - xy[1]) <= 1, (key, xy, path, hit)
+            assert hit["width"] >= 160 and hit["height"] >= 40, (key, xy, path, hit)
     await page.close()
+
+
+def test_every_scripted_element_is_checked_in_the_browser() -> None:
+    assert set(SCRIPT_POINTS) <= set(ELEMENT_TARGETS)
+    for key in SCRIPT_POINTS:
+        assert ELEMENT_TARGETS[key][1], key
 
 
 # --------------------------------------------------------------------------- browser: playing the scripts
@@ -501,11 +519,26 @@ async def _play(context: BrowserContext, start_url: str, script: dict[str, Any],
     elements = _task_elements(script, task)
     validator = task["validator"]
     new_pages: list[Page] = []
+    navigations: list[Page | None] = []  # the page each navigation request is for (None: a new tab)
+
+    loads: list[Page] = []
+
+    def on_load(loaded_page: Page) -> None:
+        loads.append(loaded_page)
 
     def on_page(new_page: Page) -> None:
         new_pages.append(new_page)
+        new_page.on("load", on_load)
+
+    def on_request(request: Request) -> None:
+        if request.is_navigation_request():
+            try:
+                navigations.append(request.frame.page)
+            except PlaywrightError:  # issued before its frame exists: a new tab
+                navigations.append(None)
 
     context.on("page", on_page)
+    context.on("request", on_request)
     page = await context.new_page()
     new_pages.clear()
     await page.goto(start_url)
@@ -538,7 +571,7 @@ async def _play(context: BrowserContext, start_url: str, script: dict[str, Any],
                 hit = await _testid_at(page, x, y)
                 want = ELEMENT_TARGETS[key][0]
                 assert hit is not None and hit["testid"] == want, f"step {step}: {key} at {(x, y)} hit {hit}"
-            opened = len(new_pages)
+            opened, navigated, loaded = len(new_pages), len(navigations), len(loads)
             if kind == "click_element":
                 await page.mouse.click(x, y)
             elif kind == "write_element":
@@ -566,15 +599,25 @@ async def _play(context: BrowserContext, start_url: str, script: dict[str, Any],
                 await asyncio.sleep(float(action["seconds"]))
             else:
                 raise AssertionError(f"unknown action {kind!r}")
-            await asyncio.sleep(0.15)  # let a navigation or a new tab start
-            if len(new_pages) > opened:
-                page = new_pages[-1]  # the agent continues in the new tab
-            await page.wait_for_load_state("load")
+            # Let a navigation or a new tab start: up to 0.3 s for a navigation request; then wait
+            # for the current page's next load event, or for the new tab.
+            for tick in range(200):
+                fresh = navigations[navigated:]
+                if len(new_pages) > opened:
+                    page = new_pages[-1]  # the agent continues in the new tab
+                    await page.wait_for_load_state("load")
+                    break
+                if page in fresh and page in loads[loaded:]:
+                    break
+                if not fresh and tick >= 12:
+                    break
+                await asyncio.sleep(0.025)
             target = f' "{action["element"]}"' if "element" in action else ""
             last_action = f"- step {step}: {kind}{target} -> ok"
         return played
     finally:
         context.remove_listener("page", on_page)
+        context.remove_listener("request", on_request)
 
 
 EXPECTED_PLAYS: dict[str, tuple[list[str], str]] = {  # task id -> (answers, final URL suffix)
@@ -680,7 +723,7 @@ async def test_long_page_code_needs_five_scrolls(site: SiteServer, context: Brow
     top, bottom = await page.eval_on_selector(
         box, "e => { const r = e.getBoundingClientRect(); return [r.top, r.bottom]; }"
     )
-    assert 0 <= top and bottom <= VIEWPORT["height"]
+    assert top >= 0 and bottom <= VIEWPORT["height"]
     assert await page.evaluate(TEXT_IN_VIEWPORT, "4711-ZETA")
     await page.close()
 

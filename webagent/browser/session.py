@@ -42,6 +42,11 @@ __all__ = ["BrowserSession"]
 log = structlog.get_logger("webagent.browser")
 
 _TWO_FRAMES = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(0))))"
+# Scroll offsets (for the screenshot clip) and title, read in the same round trip as the settle wait.
+_VIEW_NOW = "() => [window.visualViewport ? visualViewport.pageLeft : scrollX, window.visualViewport ? visualViewport.pageTop : scrollY, document.title]"
+_VIEW_AFTER_FRAMES = (
+    f"() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(({_VIEW_NOW})()))))"
+)
 _TYPE_FAST_ABOVE = 64  # longer texts are inserted at once instead of key by key
 
 _FIND_SELECT = """([x, y, wanted]) => {
@@ -83,6 +88,8 @@ class BrowserSession:
         self._nav_requested = False
         self._nav_committed = asyncio.Event()
         self._popup_requested = False  # CDP Page.windowOpen: a new tab is on its way
+        self._settled_scroll: tuple[float, float] | None = None  # read by settle, used once by screenshot
+        self._title: str | None = None
         self._new_page_arrived = asyncio.Event()
         size = page.viewport_size or {"width": config.viewport.width, "height": config.viewport.height}
         self.viewport = (int(size["width"]), int(size["height"]))
@@ -162,10 +169,22 @@ class BrowserSession:
         return self.page.url
 
     async def title(self) -> str:
+        if self._title is None:
+            await self._read_view()
+        return self._title or ""
+
+    async def _read_view(self) -> tuple[float, float]:
+        """Scroll offsets now (one round trip, which also refreshes the title)."""
         try:
-            return await asyncio.wait_for(self.page.title(), timeout=2.0)
-        except (PlaywrightError, TimeoutError):
-            return ""
+            x, y, title = await asyncio.wait_for(self.page.evaluate(_VIEW_NOW), timeout=2.0)
+        except (PlaywrightError, TimeoutError, TypeError, ValueError):
+            return (0.0, 0.0)
+        self._title = str(title)
+        return (float(x), float(y))
+
+    def _invalidate_view(self) -> None:
+        self._settled_scroll = None
+        self._title = None
 
     async def screenshot(self, frame: Frame) -> Screenshot:
         """One screenshot, encoded by the browser at the frame's size."""
@@ -188,11 +207,13 @@ class BrowserSession:
     async def _capture(self, params: dict[str, Any], frame: Frame) -> dict[str, Any]:
         cdp = await self._cdp_session()
         if not frame.is_identity:
-            metrics = await cdp.send("Page.getLayoutMetrics")
-            viewport = metrics["cssVisualViewport"]
+            # The clip is in document coordinates. Right after settle() the offsets are known (read in
+            # the same round trip as its frame wait); otherwise they are read now.
+            scroll, self._settled_scroll = self._settled_scroll, None
+            x, y = scroll or await self._read_view()
             params["clip"] = {
-                "x": viewport["pageX"],
-                "y": viewport["pageY"],
+                "x": x,
+                "y": y,
                 "width": frame.css_width,
                 "height": frame.css_height,
                 "scale": frame.scale,
@@ -211,6 +232,7 @@ class BrowserSession:
     # -- navigation -----------------------------------------------------------------------
     async def goto(self, url: str, *, start: bool = False) -> None:
         """Open ``url``. At the start of a run a failure is a NavigationError, later an ActionError."""
+        self._invalidate_view()
         try:
             await self.page.goto(url, wait_until="load", timeout=self.config.navigation_timeout_s * 1000)
         except PlaywrightTimeoutError:
@@ -223,23 +245,37 @@ class BrowserSession:
         self._nav_requested = False
 
     async def go_back(self) -> None:
-        response = await self._guard(self.page.go_back(wait_until="load", timeout=self._settle_ms()))
-        if response is None and not self._nav_requested:
+        await self._before_action()
+        cdp = await self._cdp_session()
+        history = await self._guard(cdp.send("Page.getNavigationHistory"))
+        index = int(history["currentIndex"])
+        if index <= 0 or history["entries"][index - 1]["url"] in ("about:blank", ""):
             raise ActionError("there is no previous page in this tab's history")
-        await self.settle()
+        await self._navigate(self.page.go_back(wait_until="commit", timeout=self._settle_ms()))
 
     async def refresh(self) -> None:
-        await self._guard(self.page.reload(wait_until="load", timeout=self._settle_ms()))
+        await self._before_action()
+        await self._navigate(self.page.reload(wait_until="commit", timeout=self._settle_ms()))
+
+    async def _navigate(self, awaitable: Any) -> None:
+        """History navigation: wait for the commit, then settle (the load is capped there)."""
+        try:
+            await awaitable
+        except PlaywrightTimeoutError:
+            self._events.append(f"The page was still loading after {self.config.settle_timeout_s:g} s.")
+        except PlaywrightError as exc:
+            raise ActionError(_first_line(exc)) from None
+        self._nav_requested = True
         await self.settle()
 
     # -- input ----------------------------------------------------------------------------
     async def click(self, x: float, y: float) -> None:
-        self._before_action()
+        await self._before_action()
         await self._guard(self.page.mouse.click(x, y))
         await self.settle()
 
     async def write(self, x: float, y: float, text: str, *, press_enter: bool) -> None:
-        self._before_action()
+        await self._before_action()
         keyboard = self.page.keyboard
         await self._guard(self.page.mouse.click(x, y))
         await self._guard(keyboard.press("ControlOrMeta+A"))
@@ -254,7 +290,7 @@ class BrowserSession:
         await self.settle()
 
     async def scroll(self, direction: str) -> None:
-        self._before_action()
+        await self._before_action()
         w, h = self.viewport
         dx, dy = {"up": (0, -0.8 * h), "down": (0, 0.8 * h), "left": (-0.8 * w, 0), "right": (0.8 * w, 0)}[direction]
         await self._guard(self.page.mouse.move(w / 2, h / 2))
@@ -262,13 +298,13 @@ class BrowserSession:
         await self.settle()
 
     async def press(self, key: str) -> None:
-        self._before_action()
+        await self._before_action()
         await self._guard(self.page.keyboard.press(normalize_key(key)))
         await self.settle()
 
     async def select_option(self, x: float, y: float, option: str) -> str:
         """Choose ``option`` in the native select at (x, y); returns the chosen label."""
-        self._before_action()
+        await self._before_action()
         found = await self._guard(self.page.evaluate(_FIND_SELECT, [x, y, option]))
         if "error" in found:
             raise ActionError(str(found["error"]))
@@ -294,7 +330,10 @@ class BrowserSession:
         await self.settle()
 
     # -- settling -------------------------------------------------------------------------
-    def _before_action(self) -> None:
+    async def _before_action(self) -> None:
+        with contextlib.suppress(PlaywrightError):  # subscribe to Page.windowOpen before a tab can open
+            await self._cdp_session()
+        self._invalidate_view()
         self._nav_requested = False
         self._nav_committed.clear()
         self._popup_requested = False
@@ -307,8 +346,12 @@ class BrowserSession:
         """Wait until the page has reacted to the last action, at most ``settle_timeout_s``."""
         deadline = time.monotonic() + self.config.settle_timeout_s
         # A navigation may replace the document mid-wait, or the page may be busy: both are fine.
-        with contextlib.suppress(PlaywrightError, TimeoutError):
-            await asyncio.wait_for(self.page.evaluate(_TWO_FRAMES), timeout=min(0.5, self.config.settle_timeout_s))
+        self._invalidate_view()
+        with contextlib.suppress(PlaywrightError, TimeoutError, TypeError, ValueError):
+            x, y, title = await asyncio.wait_for(
+                self.page.evaluate(_VIEW_AFTER_FRAMES), timeout=min(0.5, self.config.settle_timeout_s)
+            )
+            self._settled_scroll, self._title = (float(x), float(y)), str(title)
         if self._popup_requested and not self._new_pages:
             # The page asked for a new tab (link with target=_blank, window.open): wait for it.
             with contextlib.suppress(TimeoutError):
@@ -318,6 +361,7 @@ class BrowserSession:
         elif self.page.is_closed():
             self._switch_to_open_page()
         if self._nav_requested:
+            self._invalidate_view()
             await self._wait_for_navigation(deadline)
 
     async def _wait_for_navigation(self, deadline: float) -> None:
@@ -340,6 +384,7 @@ class BrowserSession:
             return
         self.page = page
         self._cdp = None
+        self._invalidate_view()
         self._nav_committed.clear()
         self._popup_requested = False
         self._watch(page)
@@ -356,6 +401,7 @@ class BrowserSession:
         if pages:
             self.page = pages[-1]
             self._cdp = None
+            self._invalidate_view()
             self._watch(self.page)
             self._events.append(f"The tab was closed; the agent switched to {self.page.url}.")
 

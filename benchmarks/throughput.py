@@ -1,0 +1,321 @@
+"""Throughput benchmark: the real agent through ``batch`` vs. the bare-browser floor, side by side.
+
+For each N it runs, on the same local page (a counter button: every click costs the same):
+
+1. the floor: a plain Playwright loop over N contexts of one Chromium, each doing S x (screenshot at the
+   model's size + click on the button), timed from context creation to context close;
+2. the agent: ``BatchRunner`` with N concurrent sessions against the offline model server (a separate
+   process, not counted) answering after a fixed latency per call; each task is S steps (S-1 clicks + an
+   answer checked by the validator), timed the same way.
+
+It prints steps/s of both and their ratio, the ideal steps/s given the model latency, CPU per step,
+memory per session (PSS of Chromium + this Python process, divided by N), harness overhead per step
+(step wall time minus model wait), tasks lost, and the policy prompt tokens at step 3 and step 30.
+
+    python benchmarks/throughput.py --sessions 1,10,50,100,200 --steps 10 --latency 1.0
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from playwright.async_api import async_playwright
+
+from webagent.batch import BatchRunner, read_results
+from webagent.browser.launcher import launch_browser
+from webagent.config import PROFILES, BrowserConfig
+from webagent.demo import offline_config
+from webagent.images import frame_for
+from webagent.tasks import load_tasks
+from webagent.testing.sites import SiteServer
+
+BUTTON = (640, 400)
+TICK = os.sysconf("SC_CLK_TCK")
+IMAGE_TOKENS = (1260 // 28) * (784 // 28)  # one 1260x784 screenshot, 28x28 patches
+
+
+# -- process accounting (Linux /proc) -------------------------------------------------------------
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            tree.setdefault(ppid, []).append(int(entry))
+    return tree
+
+
+def process_tree(root: int, exclude: set[int]) -> list[int]:
+    tree, out, todo = _children(), [], [root]
+    while todo:
+        pid = todo.pop()
+        if pid in exclude:
+            continue
+        out.append(pid)
+        todo.extend(tree.get(pid, []))
+    return out
+
+
+def pss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def cpu_s(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+class Meter:
+    """Peak PSS and CPU seconds of this process and its children (minus excluded trees)."""
+
+    def __init__(self, exclude: set[int]) -> None:
+        self.exclude = exclude
+        self.peak_kib = 0
+        self._stop = threading.Event()
+        self._cpu: dict[int, float] = {}
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _pids(self) -> list[int]:
+        return process_tree(os.getpid(), self.exclude)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            pids = self._pids()
+            self.peak_kib = max(self.peak_kib, sum(pss_kib(p) for p in pids))
+            for pid in pids:  # remember CPU of processes that may exit before the end
+                self._cpu[pid] = max(self._cpu.get(pid, 0.0), cpu_s(pid))
+
+    def __enter__(self) -> Meter:
+        self._start = {pid: cpu_s(pid) for pid in self._pids()}
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for pid in self._pids():
+            self._cpu[pid] = max(self._cpu.get(pid, 0.0), cpu_s(pid))
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def cpu_s(self) -> float:
+        return sum(v - self._start.get(pid, 0.0) for pid, v in self._cpu.items())
+
+
+# -- the floor ------------------------------------------------------------------------------------
+async def floor(url: str, n: int, steps: int, exclude: set[int]) -> dict[str, float]:
+    config = BrowserConfig(contexts_per_browser=max(n, 1))
+    frame = frame_for(1280, 800, PROFILES["holo1.5"])
+    params = {
+        "format": "jpeg",
+        "quality": config.jpeg_quality,
+        "optimizeForSpeed": True,
+        "clip": {"x": 0, "y": 0, "width": frame.css_width, "height": frame.css_height, "scale": frame.scale},
+    }
+    async with async_playwright() as pw:
+
+        async def session() -> int:
+            context = await browser.new_context(viewport={"width": 1280, "height": 800}, device_scale_factor=1)
+            page = await context.new_page()
+            await page.goto(url)
+            cdp = await context.new_cdp_session(page)
+            for i in range(steps):
+                await cdp.send("Page.captureScreenshot", params)
+                if i < steps - 1:
+                    await page.mouse.click(*BUTTON)
+            await context.close()
+            return steps
+
+        with Meter(exclude) as meter:
+            start = time.perf_counter()  # like the agent's batch: launch, contexts, steps, close
+            browser = await launch_browser(pw, config)
+            done = sum(await asyncio.gather(*(session() for _ in range(n))))
+            await browser.close()
+            wall = time.perf_counter() - start
+    return {
+        "steps_per_s": done / wall,
+        "cpu_per_step_ms": meter.cpu_s / done * 1000,
+        "pss_mib": meter.peak_kib / 1024 / n,
+    }
+
+
+# -- the agent ------------------------------------------------------------------------------------
+def bench_script(steps: int, latency: float) -> dict[str, Any]:
+    return {
+        "latency_s": latency,
+        "elements": {"blue counter button": list(BUTTON)},
+        "tasks": [
+            {
+                "id": "bench",
+                "match": "Click the blue counter button",
+                "policy": [
+                    {"when": {"final": True}, "action": {"action": "answer", "content": "done"}},
+                    {"when": {"step": steps}, "action": {"action": "answer", "content": "done"}},
+                    {
+                        "note": "The counter goes up by one per click; keep clicking.",
+                        "thought": "Click the button again.",
+                        "action": {"action": "click_element", "element": "blue counter button"},
+                    },
+                ],
+                "validator": {"accept": ["done"]},
+            }
+        ],
+    }
+
+
+class OfflineServer:
+    """The offline model server in its own process, so its CPU is not the harness's."""
+
+    def __init__(self, script: dict[str, Any], workdir: Path) -> None:
+        path = workdir / "script.json"
+        path.write_text(json.dumps(script))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "webagent.testing.server", "--script", str(path)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        self.url = self.proc.stdout.readline().strip().rsplit(" ", 1)[-1]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+async def agent(url: str, n: int, steps: int, latency: float, workdir: Path) -> dict[str, Any]:
+    server = OfflineServer(bench_script(steps, latency), workdir)
+    try:
+        tasks_file = workdir / f"tasks-{n}.jsonl"
+        tasks_file.write_text(
+            "".join(
+                json.dumps(
+                    {"id": f"s{i}", "url": url, "goal": f"Click the blue counter button, then answer done ({i})"}
+                )
+                + "\n"
+                for i in range(n)
+            )
+        )
+        config = offline_config(server.url, "holo1.5", max_steps=steps + 2)
+        config.browser.contexts_per_browser = max(n, 1)
+        config.browser.recycle_after = 10_000
+        for role in ("policy", "localizer", "validator"):
+            config.role(role).timeout_s = 120
+        out = workdir / f"batch-{n}-{steps}-{latency}"
+        runner = BatchRunner(config, load_tasks(tasks_file), out, concurrency=n)
+        with Meter({server.proc.pid}) as meter:
+            start = time.perf_counter()
+            stats = await runner.run()
+            wall = time.perf_counter() - start
+    finally:
+        server.stop()
+    results = read_results(out)
+    overhead = [t - m for t, m in zip(stats.step_total_s, stats.step_model_s, strict=True)]
+    model = statistics.mean(stats.step_model_s) if stats.step_model_s else 0.0
+    return {
+        "steps": stats.steps,
+        "steps_per_s": stats.steps / wall,
+        "cpu_per_step_ms": meter.cpu_s / max(stats.steps, 1) * 1000,
+        "pss_mib": meter.peak_kib / 1024 / n,
+        "overhead_ms_p50": statistics.median(overhead) * 1000 if overhead else 0.0,
+        "model_s_per_step": model,
+        "lost": n - sum(1 for r in results if r.stop_reason != "error"),
+        "succeeded": sum(r.success for r in results),
+        "out": out,
+    }
+
+
+def prompt_tokens(out: Path) -> dict[int, int]:
+    """Policy prompt tokens per step of the first task's trajectory."""
+    tokens: dict[int, int] = {}
+    run = next(out.glob("runs/*/attempt-1"))
+    for line in (run / "trajectory.jsonl").read_text().splitlines():
+        step = json.loads(line)
+        for call in step["calls"]:
+            if call["role"] == "policy":
+                tokens[step["index"]] = call["usage"]["prompt_tokens"]
+    return tokens
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", default="1,10,50,100,200", help="comma-separated N values")
+    parser.add_argument("--steps", type=int, default=10, help="steps per task (S)")
+    parser.add_argument("--latency", type=float, default=1.0, help="model latency per call, seconds")
+    parser.add_argument("--token-steps", type=int, default=30, help="steps of the prompt-size run (0: skip)")
+    args = parser.parse_args()
+    sessions = [int(x) for x in args.sessions.split(",")]
+    rows = []
+    with SiteServer() as site, tempfile.TemporaryDirectory(prefix="webagent-bench-") as tmp:
+        url = site.url + "/bench/"
+        workdir = Path(tmp)
+        for n in sessions:
+            f = await floor(url, n, args.steps, set())
+            a = await agent(url, n, args.steps, args.latency, workdir)
+            ideal = n / a["model_s_per_step"] if a["model_s_per_step"] > 0 else float("inf")
+            target = min(ideal, f["steps_per_s"])
+            rows.append((n, f, a, ideal, target))
+            print(
+                f"N={n:<4} floor {f['steps_per_s']:6.1f} steps/s  agent {a['steps_per_s']:6.1f} steps/s  "
+                f"ratio {a['steps_per_s'] / f['steps_per_s']:.2f}  ideal {ideal:6.1f}  "
+                f"agent/min(ideal,floor) {a['steps_per_s'] / target:.2f}  "
+                f"cpu/step floor {f['cpu_per_step_ms']:.0f} ms agent {a['cpu_per_step_ms']:.0f} ms "
+                f"(x{a['cpu_per_step_ms'] / f['cpu_per_step_ms']:.2f})  "
+                f"PSS/session floor {f['pss_mib']:.0f} MiB agent {a['pss_mib']:.0f} MiB  "
+                f"overhead p50 {a['overhead_ms_p50']:.0f} ms  lost {a['lost']}",
+                flush=True,
+            )
+        tokens: dict[int, int] = {}
+        if args.token_steps:
+            t = await agent(url, 1, args.token_steps, 0.0, workdir)
+            tokens = prompt_tokens(t["out"])
+    print()
+    print(f"model latency {args.latency:g} s per call, {args.steps} steps per task, profile holo1.5 (1260x784 JPEG)")
+    print()
+    print(
+        "| N | floor steps/s | agent steps/s | agent/floor | ideal steps/s | agent/min(ideal,floor) "
+        "| CPU/step floor | CPU/step agent | agent/floor CPU | PSS/session floor | PSS/session agent "
+        "| overhead/step p50 | tasks lost |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for n, f, a, ideal, target in rows:
+        print(
+            f"| {n} | {f['steps_per_s']:.1f} | {a['steps_per_s']:.1f} | {a['steps_per_s'] / f['steps_per_s']:.2f} "
+            f"| {ideal:.1f} | {a['steps_per_s'] / target:.2f} | {f['cpu_per_step_ms']:.0f} ms "
+            f"| {a['cpu_per_step_ms']:.0f} ms | {a['cpu_per_step_ms'] / f['cpu_per_step_ms']:.2f} "
+            f"| {f['pss_mib']:.0f} MiB | {a['pss_mib']:.0f} MiB | {a['overhead_ms_p50']:.0f} ms | {a['lost']} |"
+        )
+    if tokens:
+        last = max(tokens)
+        image = {k: min(k, 3) * IMAGE_TOKENS for k in tokens}
+        print()
+        print(
+            f"policy prompt tokens: step 3 = {tokens[3]} ({tokens[3] - image[3]} text + {image[3]} image), "
+            f"step {last} = {tokens[last]} ({tokens[last] - image[last]} text + {image[last]} image), "
+            f"ratio {tokens[last] / tokens[3]:.3f}"
+        )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,117 @@
+"""Chromium flags and binary lookup."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import playwright
+import pytest
+
+from webagent.browser.launcher import CHROMIUM_ARGS, DISABLED_FEATURES, find_chromium
+from webagent.config import BrowserConfig
+from webagent.errors import BrowserError
+
+CORE_BUNDLE = Path(playwright.__file__).parent / "driver" / "package" / "lib" / "coreBundle.js"
+
+
+def playwright_disabled_features() -> list[str]:
+    """The ``disabledFeatures = [...]`` array of the installed Playwright driver, as strings."""
+    assert CORE_BUNDLE.is_file(), f"Playwright's driver bundle is missing: {CORE_BUNDLE}"
+    source = CORE_BUNDLE.read_text(encoding="utf-8")
+    start = re.search(r"\bdisabledFeatures\s*=\s*\[", source)
+    assert start, f"no `disabledFeatures = [` array in {CORE_BUNDLE}; has Playwright moved it?"
+    features: list[str] = []
+    for line in source[start.end() :].splitlines():
+        code = line.split("//", 1)[0].strip()  # entries are commented line by line
+        if code.startswith("]"):
+            break
+        features += [f for f in re.findall(r"""["']([^"']*)["']""", code) if f]
+    else:
+        pytest.fail(f"the disabledFeatures array in {CORE_BUNDLE} never ends")
+    assert len(features) >= 5, f"suspiciously few disabled features parsed from {CORE_BUNDLE}: {features}"
+    return features
+
+
+def test_disabled_features_include_all_of_playwrights_own() -> None:
+    # A later --disable-features flag replaces Playwright's, so its list must be repeated in ours.
+    ours = set(DISABLED_FEATURES)
+    missing = [f for f in playwright_disabled_features() if f not in ours]
+    assert missing == [], f"DISABLED_FEATURES lacks Playwright's {missing}"
+
+
+def test_playwright_feature_list_parser_reads_known_entries() -> None:
+    features = playwright_disabled_features()
+    # Long-standing entries of Playwright's list (chromiumSwitches.ts).
+    assert "DestroyProfileOnBrowserClose" in features
+    assert "MediaRouter" in features
+    assert all(re.fullmatch(r"[A-Za-z0-9_]+", f) for f in features), features
+
+
+def test_omnibox_webui_features_are_disabled() -> None:
+    for feature in ("WebUIOmniboxPopup", "WebUIOmniboxFullPopup", "WebUIOmniboxAimPopup", "PreloadTopChromeWebUI"):
+        assert feature in DISABLED_FEATURES
+
+
+def test_disabled_features_have_no_duplicates_or_blanks() -> None:
+    assert len(set(DISABLED_FEATURES)) == len(DISABLED_FEATURES)
+    assert all(f and f.strip() == f and "," not in f for f in DISABLED_FEATURES)
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ],
+)
+def test_chromium_args_contain_required_flag(flag: str) -> None:
+    assert flag in CHROMIUM_ARGS
+
+
+def test_chromium_args_have_exactly_one_disable_features_flag_with_our_list() -> None:
+    flags = [a for a in CHROMIUM_ARGS if a.startswith("--disable-features")]
+    assert len(flags) == 1, flags
+    name, _, value = flags[0].partition("=")
+    assert name == "--disable-features"
+    assert value.split(",") == list(DISABLED_FEATURES)
+
+
+def test_find_chromium_rejects_a_missing_executable_path(tmp_path: Path) -> None:
+    missing = tmp_path / "no" / "such" / "chromium"
+    with pytest.raises(BrowserError) as err:
+        find_chromium(BrowserConfig(executable_path=str(missing)))
+    assert str(missing) in str(err.value)
+
+
+def test_find_chromium_rejects_a_non_executable_file(tmp_path: Path) -> None:
+    plain = tmp_path / "chromium"
+    plain.write_text("#!/bin/sh\n")
+    plain.chmod(0o644)
+    with pytest.raises(BrowserError) as err:
+        find_chromium(BrowserConfig(executable_path=str(plain)))
+    assert str(plain) in str(err.value)
+
+
+def test_find_chromium_rejects_a_directory(tmp_path: Path) -> None:
+    with pytest.raises(BrowserError, match=re.escape(str(tmp_path))):
+        find_chromium(BrowserConfig(executable_path=str(tmp_path)))
+
+
+def test_find_chromium_returns_a_configured_executable(tmp_path: Path) -> None:
+    exe = tmp_path / "my-chromium"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    assert find_chromium(BrowserConfig(executable_path=str(exe))) == str(exe)
+
+
+@pytest.mark.skipif(not Path("/usr/bin/chromium").is_file(), reason="no /usr/bin/chromium on this machine")
+def test_find_chromium_defaults_to_the_system_chromium() -> None:
+    assert os.access("/usr/bin/chromium", os.X_OK)
+    assert find_chromium(BrowserConfig()) == "/usr/bin/chromium"
