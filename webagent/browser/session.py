@@ -44,9 +44,9 @@ log = structlog.get_logger("webagent.browser")
 _TWO_FRAMES = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(0))))"
 # Scroll offsets (for the screenshot clip) and title, read in the same round trip as the settle wait.
 _VIEW_NOW = "() => [window.visualViewport ? visualViewport.pageLeft : scrollX, window.visualViewport ? visualViewport.pageTop : scrollY, document.title]"
-_VIEW_AFTER_FRAMES = (
-    f"() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(({_VIEW_NOW})()))))"
-)
+# One animation frame lets the page run its input handlers' effects; the screenshot then waits for
+# the next composited frame by itself.
+_VIEW_AFTER_FRAME = f"() => new Promise(r => requestAnimationFrame(() => r(({_VIEW_NOW})())))"
 _TYPE_FAST_ABOVE = 64  # longer texts are inserted at once instead of key by key
 
 _FIND_SELECT = """([x, y, wanted]) => {
@@ -90,6 +90,7 @@ class BrowserSession:
         self._popup_requested = False  # CDP Page.windowOpen: a new tab is on its way
         self._settled_scroll: tuple[float, float] | None = None  # read by settle, used once by screenshot
         self._title: str | None = None
+        self._main_frame_id = ""
         self._new_page_arrived = asyncio.Event()
         size = page.viewport_size or {"width": config.viewport.width, "height": config.viewport.height}
         self.viewport = (int(size["width"]), int(size["height"]))
@@ -123,6 +124,11 @@ class BrowserSession:
 
     def _on_window_open(self, _: object) -> None:
         self._popup_requested = True
+
+    def _on_requested_navigation(self, params: dict[str, Any]) -> None:
+        # Fired by the renderer as soon as a link/form/script asks to navigate, before any request.
+        if params.get("disposition", "currentTab") == "currentTab" and params.get("frameId") == self._main_frame_id:
+            self._nav_requested = True
 
     async def _on_dialog(self, dialog: Dialog) -> None:
         kind = dialog.type
@@ -225,7 +231,10 @@ class BrowserSession:
         if self._cdp is None:
             cdp = await self.context.new_cdp_session(self.page)
             cdp.on("Page.windowOpen", self._on_window_open)
+            cdp.on("Page.frameRequestedNavigation", self._on_requested_navigation)
             await cdp.send("Page.enable")
+            tree = await cdp.send("Page.getFrameTree")
+            self._main_frame_id = str(tree["frameTree"]["frame"]["id"])
             self._cdp = cdp
         return self._cdp
 
@@ -349,7 +358,7 @@ class BrowserSession:
         self._invalidate_view()
         with contextlib.suppress(PlaywrightError, TimeoutError, TypeError, ValueError):
             x, y, title = await asyncio.wait_for(
-                self.page.evaluate(_VIEW_AFTER_FRAMES), timeout=min(0.5, self.config.settle_timeout_s)
+                self.page.evaluate(_VIEW_AFTER_FRAME), timeout=min(0.5, self.config.settle_timeout_s)
             )
             self._settled_scroll, self._title = (float(x), float(y)), str(title)
         if self._popup_requested and not self._new_pages:
