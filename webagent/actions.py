@@ -32,7 +32,8 @@ MAX_WAIT_S = 10.0
 
 
 class _Action(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Lenient on input (a model may add keys); the schema sent to the server is strict.
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
 
 class ClickElement(_Action):
@@ -122,10 +123,10 @@ ACTION_ADAPTER: TypeAdapter[Action] = TypeAdapter(Action)
 class PolicyReply(BaseModel):
     """The policy's structured reply."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
-    note: str = Field(description="Facts worth remembering for later steps (may be empty)")
-    thought: str = Field(description="Short reasoning about what to do next")
+    note: str = Field(default="", description="Facts worth remembering for later steps (may be empty)")
+    thought: str = Field(default="", description="Short reasoning about what to do next")
     action: Action
 
 

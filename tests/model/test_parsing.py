@@ -73,14 +73,14 @@ def test_parse_reply_valid() -> None:
 @pytest.mark.parametrize(
     ("data", "fragments"),
     [
-        ({"note": "", "action": {"action": "go_back"}}, ["thought", "Field required"]),
+        ({"note": "", "thought": ""}, ["action", "Field required"]),
         (
             {"note": "", "thought": "", "action": {"action": "scroll", "direction": "sideways"}},
             ["action.scroll.direction", "'up'"],
         ),
         ({"note": "", "thought": "", "action": {"action": "fly"}}, ["action", "fly"]),
         ({"note": "", "thought": "", "action": {"action": "wait", "seconds": -2}}, ["action.wait.seconds"]),
-        ({"note": "", "thought": "", "action": {"action": "go_back"}, "extra": 1}, ["extra"]),
+        ({"note": 3, "thought": "", "action": {"action": "go_back"}}, ["note", "string"]),
     ],
 )
 def test_parse_reply_schema_mismatch_names_the_field(data: dict[str, Any], fragments: list[str]) -> None:
