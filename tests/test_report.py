@@ -10,19 +10,10 @@ from typing import Any
 
 import pytest
 from PIL import Image, ImageDraw
+from playwright.async_api import Browser
 
 from webagent.report import load_run, render_report, render_report_html
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 XSS = "<script>alert(1)</script>"
 W, H = 400, 250
 CLICK = (300.0, 75.0)
@@ -179,41 +170,31 @@ def test_pure_core_handles_odd_input() -> None:
 
 
 @pytest.mark.browser
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium")
-async def test_report_in_real_chromium(tmp_path: Path) -> None:
-    from playwright.async_api import async_playwright
-
+async def test_report_in_real_chromium(tmp_path: Path, browser: Browser) -> None:
     run = _make_run(tmp_path)
     url = render_report(run).as_uri()
-    async with async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            for width in (1280, 520):  # the image is scaled up, then down; the marker must follow
-                page = await browser.new_page(viewport={"width": width, "height": 900})
-                requests: list[str] = []
-                page.on("request", lambda r, seen=requests: seen.append(r.url))
-                await page.goto(url)
-                assert requests == [url], "no request besides the page itself"
-                assert (await page.locator("#verdict").inner_text()).strip() == "PASS"
-                assert await page.locator(".step").count() == 3
-                loaded = await page.eval_on_selector_all(
-                    "img", "imgs => imgs.map(i => i.complete && i.naturalWidth > 0)"
-                )
-                assert loaded == [True, True, True]
-                marker = page.locator("#step-1 .click-marker")
-                img = await page.locator("#step-1 img").bounding_box()
-                box = await marker.bounding_box()
-                assert img is not None and box is not None
-                assert await marker.is_visible()
-                expected_x = img["x"] + CLICK[0] / W * img["width"]
-                expected_y = img["y"] + CLICK[1] / H * img["height"]
-                assert abs(box["x"] + box["width"] / 2 - expected_x) <= 3
-                assert abs(box["y"] + box["height"] / 2 - expected_y) <= 3
-                if width == 1280:
-                    assert img["width"] == pytest.approx(900, abs=1)
-                    shot = tmp_path / "report.png"
-                    await page.screenshot(path=str(shot), full_page=True)
-                    assert shot.stat().st_size > 1000
-                await page.close()
-        finally:
-            await browser.close()
+    for width in (1280, 520):  # the image is scaled up, then down; the marker must follow
+        page = await browser.new_page(viewport={"width": width, "height": 900})
+        requests: list[str] = []
+        page.on("request", lambda r, seen=requests: seen.append(r.url))
+        await page.goto(url)
+        assert requests == [url], "no request besides the page itself"
+        assert (await page.locator("#verdict").inner_text()).strip() == "PASS"
+        assert await page.locator(".step").count() == 3
+        loaded = await page.eval_on_selector_all("img", "imgs => imgs.map(i => i.complete && i.naturalWidth > 0)")
+        assert loaded == [True, True, True]
+        marker = page.locator("#step-1 .click-marker")
+        img = await page.locator("#step-1 img").bounding_box()
+        box = await marker.bounding_box()
+        assert img is not None and box is not None
+        assert await marker.is_visible()
+        expected_x = img["x"] + CLICK[0] / W * img["width"]
+        expected_y = img["y"] + CLICK[1] / H * img["height"]
+        assert abs(box["x"] + box["width"] / 2 - expected_x) <= 3
+        assert abs(box["y"] + box["height"] / 2 - expected_y) <= 3
+        if width == 1280:
+            assert img["width"] == pytest.approx(900, abs=1)
+            shot = tmp_path / "report.png"
+            await page.screenshot(path=str(shot), full_page=True)
+            assert shot.stat().st_size > 1000
+        await page.close()

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import html
-import importlib.resources
 import mimetypes
 import signal
 import socket
@@ -31,6 +30,8 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Self, cast
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from ..prompts import resource_dir
 
 __all__ = [
     "COUNTRIES",
@@ -86,13 +87,7 @@ COUNTRIES: dict[str, str] = {
 
 def tasks_dir() -> Path:
     """The ``tasks`` directory: ``webagent/tasks`` in an installed wheel, else ``<repo>/tasks``."""
-    try:
-        packaged = importlib.resources.files("webagent") / "tasks"
-    except (ModuleNotFoundError, TypeError):  # pragma: no cover - webagent is always importable here
-        packaged = None
-    if isinstance(packaged, Path) and (packaged / "sites").is_dir():
-        return packaged
-    return Path(__file__).resolve().parents[2] / "tasks"
+    return resource_dir("tasks")
 
 
 def sites_dir() -> Path:
