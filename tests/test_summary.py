@@ -119,8 +119,12 @@ def result(
 
 def hand_made() -> tuple[list[TaskResult], BatchStats]:
     results = [
-        result("t1", success=True, steps=4, reference_match=True, u=usage((1_000_000, 50_000), (200_000, 1_000), (0, 0))),
-        result("t2", success=False, steps=9, attempts=3, reference_match=False, u=usage((234_567, 39_000), (0, 0), (0, 0))),
+        result(
+            "t1", success=True, steps=4, reference_match=True, u=usage((1_000_000, 50_000), (200_000, 1_000), (0, 0))
+        ),
+        result(
+            "t2", success=False, steps=9, attempts=3, reference_match=False, u=usage((234_567, 39_000), (0, 0), (0, 0))
+        ),
         result("t3", success=True, steps=2, retried=True, u=usage((0, 0), (300_000, 1_000), (100_000, 10_000))),
         result("t4", success=False, steps=1, stop_reason="error", reference_match=True),
     ]
@@ -271,7 +275,10 @@ def test_server_report_missing_samples() -> None:
     some = MetricsSample(1.0, {GEN: 1})
     for before, after in [(None, some), (some, None), (None, None)]:
         report = server_report(before, after, "http://127.0.0.1:9/metrics")
-        assert report == {"url": "http://127.0.0.1:9/metrics", "error": "could not read metrics from http://127.0.0.1:9/metrics"}
+        assert report == {
+            "url": "http://127.0.0.1:9/metrics",
+            "error": "could not read metrics from http://127.0.0.1:9/metrics",
+        }
 
 
 async def test_sample_from_the_offline_server(model_server: ServerFactory) -> None:

@@ -98,7 +98,13 @@ def test_the_bundled_local_tasks_load(tmp_path: Path) -> None:
 
     text = (resource_dir("tasks") / "local.jsonl").read_text().replace("{base}", "http://127.0.0.1:1234")
     tasks = load_tasks(write(tmp_path / "local.jsonl", text.rstrip("\n")))
-    assert [t.id for t in tasks] == ["catalog-price", "catalog-feedback", "form-register", "longpage-code", "tabs-order"]
+    assert [t.id for t in tasks] == [
+        "catalog-price",
+        "catalog-feedback",
+        "form-register",
+        "longpage-code",
+        "tabs-order",
+    ]
     assert all(t.url.startswith("http://127.0.0.1:1234/") for t in tasks)
 
 
@@ -169,6 +175,17 @@ def test_unicode_line_separator_inside_a_goal(tmp_path: Path) -> None:
     assert load_tasks(path)[0].goal == goal
 
 
+def test_numeric_reference_answer(tmp_path: Path) -> None:
+    """A number as the answer (common in QA task sets) is a reference, or a clean InputError; never a crash."""
+    path = write(tmp_path / "t.jsonl", task_line(id="a", url="https://example.com", goal="How many?", answer=42))
+    try:
+        tasks = load_tasks(path)
+    except InputError as exc:
+        assert f"{path}:1:" in str(exc)
+    else:
+        assert tasks[0].reference == ["42"]
+
+
 # ---------------------------------------------------------------- property: JSONL round trip
 
 _ids = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=20).filter(
@@ -190,11 +207,15 @@ def test_generated_tasks_round_trip(
     path = tmp_path / "gen.jsonl"
     lines = []
     for task_id, url, goal in tasks:
-        obj = {"web_name": "W", "id": task_id, "ques": goal, "web": url} if webvoyager else {
-            "id": task_id,
-            "url": url,
-            "goal": goal,
-        }
+        obj = (
+            {"web_name": "W", "id": task_id, "ques": goal, "web": url}
+            if webvoyager
+            else {
+                "id": task_id,
+                "url": url,
+                "goal": goal,
+            }
+        )
         lines.append(json.dumps(obj, ensure_ascii=ensure_ascii))
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     loaded = load_tasks(path)

@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from .agent import Agent
 from .config import ROLES, AgentConfig
-from .errors import NavigationError, WebAgentError
+from .errors import InputError, NavigationError, WebAgentError
 from .records import RunResult, Usage
 from .tasks import TaskSpec, reference_matches
 
@@ -88,9 +88,14 @@ class ResultsFile:
     def finished(self) -> dict[str, TaskResult]:
         done: dict[str, TaskResult] = {}
         if self.path.exists():
-            for line in self.path.read_text(encoding="utf-8").splitlines():
+            for number, line in enumerate(self.path.read_text(encoding="utf-8").split("\n"), start=1):
                 if line.strip():
-                    result = TaskResult.model_validate_json(line)
+                    try:
+                        result = TaskResult.model_validate_json(line)
+                    except ValueError:
+                        raise InputError(
+                            f"{self.path}:{number} is not a webagent result line; use another --output directory"
+                        ) from None
                     done[result.id] = result
         return done
 
@@ -172,13 +177,17 @@ class BatchRunner:
         queue: asyncio.Queue[TaskSpec] = asyncio.Queue()
         for task in pending:
             queue.put_nowait(task)
+        try:
+            agent = Agent(self.config)
+        except BaseException:
+            self.results.close()
+            raise
         loop = asyncio.get_running_loop()
         handled = []
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(sig, self.stop)
                 handled.append(sig)
-        agent = Agent(self.config)
         try:
             self._workers = [asyncio.create_task(self._worker(agent, queue)) for _ in range(self.concurrency)]
             await asyncio.gather(*self._workers, return_exceptions=True)
@@ -199,6 +208,9 @@ class BatchRunner:
             self.stats.in_flight += 1
             try:
                 result = await self._run_task(agent, task)
+            except Exception as exc:  # a bug must not silently drop the task: record it
+                log.exception("task_crashed", task=task.id)
+                result = self._failed(task, f"internal error: {type(exc).__name__}: {exc}")
             finally:
                 self.stats.in_flight -= 1
             self.results.append(result)  # a task that finished is kept, even while stopping
@@ -263,6 +275,24 @@ class BatchRunner:
             reference_match=reference_matches(best.answer, refs) if refs else None,
         )
 
+    def _failed(self, task: TaskSpec, message: str) -> TaskResult:
+        return TaskResult(
+            id=task.id,
+            url=task.url,
+            goal=task.goal,
+            success=False,
+            answer=None,
+            stop_reason="error",
+            message=message,
+            attempts=0,
+            attempt_records=[],
+            steps=0,
+            usage=Usage(),
+            cost_usd=0.0,
+            duration_s=0.0,
+            retried=False,
+        )
+
     async def _attempt(self, agent: Agent, task: TaskSpec, directory: Path, usage: Usage) -> tuple[RunResult, bool]:
         """One attempt; returns its result and whether its browser crashed under it."""
         stream = agent.stream(task.url, task.goal, output_dir=directory)
@@ -308,4 +338,5 @@ def read_results(output: str | Path) -> list[TaskResult]:
     path = Path(output) / "results.jsonl"
     if not path.exists():
         return []
-    return [TaskResult.model_validate(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+    lines = path.read_text(encoding="utf-8").split("\n")  # not splitlines(): answers may hold U+2028
+    return [TaskResult.model_validate(json.loads(line)) for line in lines if line.strip()]

@@ -251,7 +251,7 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]]
         result = None
     steps: list[dict[str, Any]] = []
     try:
-        lines = (run_dir / "trajectory.jsonl").read_text(encoding="utf-8", errors="replace").splitlines()
+        lines = (run_dir / "trajectory.jsonl").read_text(encoding="utf-8", errors="replace").split("\n")
     except OSError:
         lines = []
     for line in lines:

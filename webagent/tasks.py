@@ -39,7 +39,8 @@ def load_tasks(path: str | Path) -> list[TaskSpec]:
         raise InputError(f"cannot read task file {path}: {exc}") from None
     tasks: list[TaskSpec] = []
     seen: set[str] = set()
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, raw in enumerate(text.split("\n"), start=1):  # not splitlines(): U+2028 may sit in a string
+        line = raw.removesuffix("\r")
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         where = f"{path}:{number}"
@@ -78,8 +79,15 @@ def _parse_task(data: dict[str, Any], where: str) -> TaskSpec:
         url = normalize_url(str(url))
     except InputError as exc:
         raise InputError(f"{where}: {exc}") from None
-    reference = data.get("reference") or data.get("answer") or []
-    refs = [reference] if isinstance(reference, str) else [str(r) for r in reference]
+    reference = data.get("reference", data.get("answer"))
+    if reference is None:
+        refs: list[str] = []
+    elif isinstance(reference, str | int | float):
+        refs = [str(reference)]
+    elif isinstance(reference, list):
+        refs = [str(r) for r in reference]
+    else:
+        raise InputError(f"{where}: the reference answer must be a string or a list of strings")
     return TaskSpec(id=str(task_id), url=url, goal=goal, web_name=web_name, reference=refs)
 
 

@@ -69,7 +69,7 @@ def read_trajectory(directory: str | Path) -> list[dict[str, object]]:
     path = Path(directory) / "trajectory.jsonl"
     if not path.exists():
         return records
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8").split("\n"):
         try:
             records.append(json.loads(line))
         except json.JSONDecodeError:

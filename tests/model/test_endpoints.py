@@ -63,7 +63,7 @@ def test_base_url_list_from_env_and_toml(tmp_path: Any) -> None:
     toml = tmp_path / "c.toml"
     toml.write_text('[localizer]\nbase_url = ["http://a:1/v1", "http://b:2/v1"]\n')
     assert load_config(toml, env={}).localizer.endpoints() == ["http://a:1/v1", "http://b:2/v1"]
-    with pytest.raises(ConfigError, match="policy.base_url"):
+    with pytest.raises(ConfigError, match=r"policy\.base_url"):
         load_config(env={"WEBAGENT_POLICY_BASE_URL": "http://a:1/v1,gopher://b"})
 
 
