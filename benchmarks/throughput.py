@@ -38,7 +38,6 @@ from webagent.config import PROFILES, BrowserConfig
 from webagent.demo import offline_config
 from webagent.images import frame_for
 from webagent.tasks import load_tasks
-from webagent.testing.sites import SiteServer
 
 BUTTON = (640, 400)
 TICK = os.sysconf("SC_CLK_TCK")
@@ -89,11 +88,12 @@ def cpu_s(pid: int) -> float:
 
 
 class Meter:
-    """Peak PSS and CPU seconds of this process and its children (minus excluded trees)."""
+    """Peak PSS and a time series of CPU seconds of this process and its children (minus excluded trees)."""
 
     def __init__(self, exclude: set[int]) -> None:
         self.exclude = exclude
         self.peak_kib = 0
+        self.samples: list[tuple[float, float]] = []  # (perf_counter, CPU seconds since start)
         self._stop = threading.Event()
         self._cpu: dict[int, float] = {}
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -101,27 +101,51 @@ class Meter:
     def _pids(self) -> list[int]:
         return process_tree(os.getpid(), self.exclude)
 
-    def _run(self) -> None:
-        while not self._stop.wait(0.5):
-            pids = self._pids()
+    def _sample(self, memory: bool) -> None:
+        pids = self._pids()
+        if memory:
             self.peak_kib = max(self.peak_kib, sum(pss_kib(p) for p in pids))
-            for pid in pids:  # remember CPU of processes that may exit before the end
-                self._cpu[pid] = max(self._cpu.get(pid, 0.0), cpu_s(pid))
+        for pid in pids:  # remember CPU of processes that may exit before the end
+            self._cpu[pid] = max(self._cpu.get(pid, 0.0), cpu_s(pid))
+        total = sum(v - self._start.get(pid, 0.0) for pid, v in self._cpu.items())
+        self.samples.append((time.perf_counter(), total))
+
+    def _run(self) -> None:
+        tick = 0
+        while not self._stop.wait(0.2):
+            tick += 1
+            self._sample(memory=tick % 5 == 0)
 
     def __enter__(self) -> Meter:
         self._start = {pid: cpu_s(pid) for pid in self._pids()}
+        self.samples.append((time.perf_counter(), 0.0))
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for pid in self._pids():
-            self._cpu[pid] = max(self._cpu.get(pid, 0.0), cpu_s(pid))
         self._stop.set()
         self._thread.join()
+        self._sample(memory=False)
 
-    @property
-    def cpu_s(self) -> float:
-        return sum(v - self._start.get(pid, 0.0) for pid, v in self._cpu.items())
+    def cpu_at(self, t: float) -> float:
+        """CPU seconds used up to time t (linear between samples)."""
+        prev = self.samples[0]
+        for cur in self.samples[1:]:
+            if cur[0] >= t:
+                span = cur[0] - prev[0]
+                return prev[1] + (cur[1] - prev[1]) * ((t - prev[0]) / span if span > 0 else 1.0)
+            prev = cur
+        return prev[1]
+
+
+def steady(times: list[float], meter: Meter) -> tuple[float, float]:
+    """Steps/s and CPU ms/step over the middle 80% of steps (launch, setup and teardown left out)."""
+    times = sorted(times)
+    lo, hi = times[len(times) // 10], times[(len(times) * 9) // 10]
+    steps = (len(times) * 9) // 10 - len(times) // 10
+    if hi <= lo or steps <= 0:
+        return float("nan"), float("nan")
+    return steps / (hi - lo), (meter.cpu_at(hi) - meter.cpu_at(lo)) / steps * 1000
 
 
 # -- the floor ------------------------------------------------------------------------------------
@@ -134,31 +158,27 @@ async def floor(url: str, n: int, steps: int, exclude: set[int]) -> dict[str, fl
         "optimizeForSpeed": True,
         "clip": {"x": 0, "y": 0, "width": frame.css_width, "height": frame.css_height, "scale": frame.scale},
     }
+    ends: list[float] = []
     async with async_playwright() as pw:
 
-        async def session() -> int:
+        async def session() -> None:
             context = await browser.new_context(viewport={"width": 1280, "height": 800}, device_scale_factor=1)
             page = await context.new_page()
-            await page.goto(url)
+            await page.goto(url, timeout=300_000)
             cdp = await context.new_cdp_session(page)
             for i in range(steps):
                 await cdp.send("Page.captureScreenshot", params)
                 if i < steps - 1:
                     await page.mouse.click(*BUTTON)
+                ends.append(time.perf_counter())
             await context.close()
-            return steps
 
-        with Meter(exclude) as meter:
-            start = time.perf_counter()  # like the agent's batch: launch, contexts, steps, close
+        with Meter(exclude) as meter:  # like the agent's batch: launch, contexts, steps, close
             browser = await launch_browser(pw, config)
-            done = sum(await asyncio.gather(*(session() for _ in range(n))))
+            await asyncio.gather(*(session() for _ in range(n)))
             await browser.close()
-            wall = time.perf_counter() - start
-    return {
-        "steps_per_s": done / wall,
-        "cpu_per_step_ms": meter.cpu_s / done * 1000,
-        "pss_mib": meter.peak_kib / 1024 / n,
-    }
+    rate, cpu = steady(ends, meter)
+    return {"steps_per_s": rate, "cpu_per_step_ms": cpu, "pss_mib": meter.peak_kib / 1024 / n}
 
 
 # -- the agent ------------------------------------------------------------------------------------
@@ -204,7 +224,7 @@ class OfflineServer:
         self.proc.wait(10)
 
 
-async def agent(url: str, n: int, steps: int, latency: float, workdir: Path) -> dict[str, Any]:
+async def agent(url: str, n: int, steps: int, latency: float, workdir: Path, exclude: set[int]) -> dict[str, Any]:
     server = OfflineServer(bench_script(steps, latency), workdir)
     try:
         tasks_file = workdir / f"tasks-{n}.jsonl"
@@ -223,24 +243,31 @@ async def agent(url: str, n: int, steps: int, latency: float, workdir: Path) -> 
         for role in ("policy", "localizer", "validator"):
             config.role(role).timeout_s = 120
         out = workdir / f"batch-{n}-{steps}-{latency}"
-        runner = BatchRunner(config, load_tasks(tasks_file), out, concurrency=n)
-        with Meter({server.proc.pid}) as meter:
-            start = time.perf_counter()
+        ends: list[float] = []
+        seen = [0]
+
+        def on_update(stats: Any) -> None:  # called after every step (and every finished task)
+            if stats.steps > seen[0]:
+                ends.extend([time.perf_counter()] * (stats.steps - seen[0]))
+                seen[0] = stats.steps
+
+        runner = BatchRunner(config, load_tasks(tasks_file), out, concurrency=n, on_update=on_update)
+        with Meter(exclude | {server.proc.pid}) as meter:
             stats = await runner.run()
-            wall = time.perf_counter() - start
     finally:
         server.stop()
     results = read_results(out)
     overhead = [t - m for t, m in zip(stats.step_total_s, stats.step_model_s, strict=True)]
     model = statistics.mean(stats.step_model_s) if stats.step_model_s else 0.0
+    rate, cpu = steady(ends, meter)
     return {
         "steps": stats.steps,
-        "steps_per_s": stats.steps / wall,
-        "cpu_per_step_ms": meter.cpu_s / max(stats.steps, 1) * 1000,
+        "steps_per_s": rate,
+        "cpu_per_step_ms": cpu,
         "pss_mib": meter.peak_kib / 1024 / n,
         "overhead_ms_p50": statistics.median(overhead) * 1000 if overhead else 0.0,
         "model_s_per_step": model,
-        "lost": n - sum(1 for r in results if r.stop_reason != "error"),
+        "lost": n - sum(1 for r in results if r.stop_reason != "error"),  # no line, or an error line
         "succeeded": sum(r.success for r in results),
         "out": out,
     }
@@ -258,7 +285,7 @@ def prompt_tokens(out: Path) -> dict[int, int]:
     return tokens
 
 
-async def main() -> None:
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", default="1,10,50,100,200", help="comma-separated N values")
     parser.add_argument("--steps", type=int, default=10, help="steps per task (S)")
@@ -267,29 +294,47 @@ async def main() -> None:
     args = parser.parse_args()
     sessions = [int(x) for x in args.sessions.split(",")]
     rows = []
-    with SiteServer() as site, tempfile.TemporaryDirectory(prefix="webagent-bench-") as tmp:
-        url = site.url + "/bench/"
-        workdir = Path(tmp)
-        for n in sessions:
-            f = await floor(url, n, args.steps, set())
-            a = await agent(url, n, args.steps, args.latency, workdir)
-            ideal = n / a["model_s_per_step"] if a["model_s_per_step"] > 0 else float("inf")
-            target = min(ideal, f["steps_per_s"])
-            rows.append((n, f, a, ideal, target))
-            print(
-                f"N={n:<4} floor {f['steps_per_s']:6.1f} steps/s  agent {a['steps_per_s']:6.1f} steps/s  "
-                f"ratio {a['steps_per_s'] / f['steps_per_s']:.2f}  ideal {ideal:6.1f}  "
-                f"agent/min(ideal,floor) {a['steps_per_s'] / target:.2f}  "
-                f"cpu/step floor {f['cpu_per_step_ms']:.0f} ms agent {a['cpu_per_step_ms']:.0f} ms "
-                f"(x{a['cpu_per_step_ms'] / f['cpu_per_step_ms']:.2f})  "
-                f"PSS/session floor {f['pss_mib']:.0f} MiB agent {a['pss_mib']:.0f} MiB  "
-                f"overhead p50 {a['overhead_ms_p50']:.0f} ms  lost {a['lost']}",
-                flush=True,
-            )
-        tokens: dict[int, int] = {}
-        if args.token_steps:
-            t = await agent(url, 1, args.token_steps, 0.0, workdir)
-            tokens = prompt_tokens(t["out"])
+    sites = subprocess.Popen([sys.executable, "-m", "webagent.testing.sites"], stdout=subprocess.PIPE, text=True)
+    assert sites.stdout is not None
+    url = sites.stdout.readline().strip().rsplit(" ", 1)[-1] + "/bench/"
+    exclude = {sites.pid}  # the site server is not the harness
+    try:
+        with tempfile.TemporaryDirectory(prefix="webagent-bench-") as tmp:
+            rows, tokens = asyncio.run(measure(args, sessions, url, Path(tmp), exclude))
+    finally:
+        sites.terminate()
+        sites.wait(10)
+    report(args, rows, tokens)
+
+
+async def measure(
+    args: argparse.Namespace, sessions: list[int], url: str, workdir: Path, exclude: set[int]
+) -> tuple[list[Any], dict[int, int]]:
+    rows = []
+    for n in sessions:
+        f = await floor(url, n, args.steps, exclude)
+        a = await agent(url, n, args.steps, args.latency, workdir, exclude)
+        ideal = n / a["model_s_per_step"] if a["model_s_per_step"] > 0 else float("inf")
+        target = min(ideal, f["steps_per_s"])
+        rows.append((n, f, a, ideal, target))
+        print(
+            f"N={n:<4} floor {f['steps_per_s']:6.1f} steps/s  agent {a['steps_per_s']:6.1f} steps/s  "
+            f"ratio {a['steps_per_s'] / f['steps_per_s']:.2f}  ideal {ideal:6.1f}  "
+            f"agent/min(ideal,floor) {a['steps_per_s'] / target:.2f}  "
+            f"cpu/step floor {f['cpu_per_step_ms']:.0f} ms agent {a['cpu_per_step_ms']:.0f} ms "
+            f"(x{a['cpu_per_step_ms'] / f['cpu_per_step_ms']:.2f})  "
+            f"PSS/session floor {f['pss_mib']:.0f} MiB agent {a['pss_mib']:.0f} MiB  "
+            f"overhead p50 {a['overhead_ms_p50']:.0f} ms  lost {a['lost']}",
+            flush=True,
+        )
+    tokens: dict[int, int] = {}
+    if args.token_steps:
+        t = await agent(url, 1, args.token_steps, 0.0, workdir, exclude)
+        tokens = prompt_tokens(t["out"])
+    return rows, tokens
+
+
+def report(args: argparse.Namespace, rows: list[Any], tokens: dict[int, int]) -> None:
     print()
     print(f"model latency {args.latency:g} s per call, {args.steps} steps per task, profile holo1.5 (1260x784 JPEG)")
     print()
@@ -318,4 +363,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()
