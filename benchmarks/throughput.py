@@ -25,7 +25,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -69,6 +68,16 @@ def process_tree(root: int, exclude: set[int]) -> list[int]:
     return out
 
 
+def _kind(pid: int, root: int) -> str:
+    if pid == root:
+        return "python"
+    try:
+        comm = Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "chromium"
+    return "driver" if comm.startswith("node") else "chromium"
+
+
 def pss_kib(pid: int) -> int:
     try:
         for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
@@ -88,44 +97,36 @@ def cpu_s(pid: int) -> float:
 
 
 class Meter:
-    """Peak PSS and a time series of CPU seconds of this process and its children (minus excluded trees)."""
+    """Peak PSS and a time series of CPU seconds of this process and its children (minus excluded trees).
+
+    The sampling runs in a separate monitor process (this script with ``--monitor``), so reading
+    /proc costs neither the measured process's CPU nor its event loop's time.
+    """
 
     def __init__(self, exclude: set[int]) -> None:
         self.exclude = exclude
         self.peak_kib = 0
-        self.samples: list[tuple[float, float]] = []  # (perf_counter, CPU seconds since start)
-        self._stop = threading.Event()
-        self._cpu: dict[int, float] = {}
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _pids(self) -> list[int]:
-        return process_tree(os.getpid(), self.exclude)
-
-    def _sample(self, memory: bool) -> None:
-        pids = self._pids()
-        if memory:
-            self.peak_kib = max(self.peak_kib, sum(pss_kib(p) for p in pids))
-        for pid in pids:  # remember CPU of processes that may exit before the end
-            self._cpu[pid] = max(self._cpu.get(pid, 0.0), cpu_s(pid))
-        total = sum(v - self._start.get(pid, 0.0) for pid, v in self._cpu.items())
-        self.samples.append((time.perf_counter(), total))
-
-    def _run(self) -> None:
-        tick = 0
-        while not self._stop.wait(0.2):
-            tick += 1
-            self._sample(memory=tick % 5 == 0)
+        self.samples: list[tuple[float, float]] = []  # (monotonic time, CPU seconds since start)
+        self._split: dict[str, float] = {}
 
     def __enter__(self) -> Meter:
-        self._start = {pid: cpu_s(pid) for pid in self._pids()}
-        self.samples.append((time.perf_counter(), 0.0))
-        self._thread.start()
+        args = [sys.executable, __file__, "--monitor", str(os.getpid()), *map(str, self.exclude)]
+        self._proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self._proc.stdout is not None
+        self._proc.stdout.readline()  # "ready": the baseline is taken
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sample(memory=False)
+        out, _ = self._proc.communicate(input="stop\n", timeout=60)
+        for line in out.splitlines():
+            record = json.loads(line)
+            self.samples.append((record["t"], record["cpu"]))
+            self.peak_kib = max(self.peak_kib, record["pss_kib"])
+            self._split = record["split"]
+
+    def split(self) -> dict[str, float]:
+        """CPU seconds over the whole run by process kind: python, driver (node), chromium."""
+        return self._split
 
     def cpu_at(self, t: float) -> float:
         """CPU seconds used up to time t (linear between samples)."""
@@ -136,6 +137,37 @@ class Meter:
                 return prev[1] + (cur[1] - prev[1]) * ((t - prev[0]) / span if span > 0 else 1.0)
             prev = cur
         return prev[1]
+
+
+def monitor(root: int, exclude: set[int]) -> None:
+    """The monitor process: sample until a line arrives on stdin, then print the samples."""
+    import select
+
+    exclude = exclude | {os.getpid()}
+    start: dict[int, float] = {pid: cpu_s(pid) for pid in process_tree(root, exclude)}
+    last: dict[int, float] = dict(start)
+    kinds: dict[int, str] = {}
+    print("ready", flush=True)
+    records = []
+    tick = 0
+    while True:
+        ready, _, _ = select.select([sys.stdin], [], [], 0.2)
+        pids = process_tree(root, exclude)
+        for pid in pids:
+            last[pid] = max(last.get(pid, 0.0), cpu_s(pid))
+            kinds.setdefault(pid, _kind(pid, root))
+        pss = sum(pss_kib(p) for p in pids) if tick % 5 == 0 else 0
+        tick += 1
+        split: dict[str, float] = {}
+        for pid, value in last.items():
+            kind = kinds.get(pid, "chromium")
+            split[kind] = split.get(kind, 0.0) + value - start.get(pid, 0.0)
+        cpu = sum(split.values())
+        records.append({"t": time.monotonic(), "cpu": cpu, "pss_kib": pss, "split": split})
+        if ready:
+            break
+    for record in records:
+        print(json.dumps(record))
 
 
 def steady(times: list[float], meter: Meter) -> tuple[float, float]:
@@ -170,7 +202,7 @@ async def floor(url: str, n: int, steps: int, exclude: set[int]) -> dict[str, fl
                 await cdp.send("Page.captureScreenshot", params)
                 if i < steps - 1:
                     await page.mouse.click(*BUTTON)
-                ends.append(time.perf_counter())
+                ends.append(time.monotonic())
             await context.close()
 
         with Meter(exclude) as meter:  # like the agent's batch: launch, contexts, steps, close
@@ -178,7 +210,8 @@ async def floor(url: str, n: int, steps: int, exclude: set[int]) -> dict[str, fl
             await asyncio.gather(*(session() for _ in range(n)))
             await browser.close()
     rate, cpu = steady(ends, meter)
-    return {"steps_per_s": rate, "cpu_per_step_ms": cpu, "pss_mib": meter.peak_kib / 1024 / n}
+    split = {k: round(v / len(ends) * 1000, 1) for k, v in meter.split().items()}
+    return {"steps_per_s": rate, "cpu_per_step_ms": cpu, "pss_mib": meter.peak_kib / 1024 / n, "split": split}
 
 
 # -- the agent ------------------------------------------------------------------------------------
@@ -248,7 +281,7 @@ async def agent(url: str, n: int, steps: int, latency: float, workdir: Path, exc
 
         def on_update(stats: Any) -> None:  # called after every step (and every finished task)
             if stats.steps > seen[0]:
-                ends.extend([time.perf_counter()] * (stats.steps - seen[0]))
+                ends.extend([time.monotonic()] * (stats.steps - seen[0]))
                 seen[0] = stats.steps
 
         runner = BatchRunner(config, load_tasks(tasks_file), out, concurrency=n, on_update=on_update)
@@ -261,6 +294,7 @@ async def agent(url: str, n: int, steps: int, latency: float, workdir: Path, exc
     model = statistics.mean(stats.step_model_s) if stats.step_model_s else 0.0
     rate, cpu = steady(ends, meter)
     return {
+        "split": {k: round(v / max(stats.steps, 1) * 1000, 1) for k, v in meter.split().items()},
         "steps": stats.steps,
         "steps_per_s": rate,
         "cpu_per_step_ms": cpu,
@@ -324,7 +358,8 @@ async def measure(
             f"cpu/step floor {f['cpu_per_step_ms']:.0f} ms agent {a['cpu_per_step_ms']:.0f} ms "
             f"(x{a['cpu_per_step_ms'] / f['cpu_per_step_ms']:.2f})  "
             f"PSS/session floor {f['pss_mib']:.0f} MiB agent {a['pss_mib']:.0f} MiB  "
-            f"overhead p50 {a['overhead_ms_p50']:.0f} ms  lost {a['lost']}",
+            f"overhead p50 {a['overhead_ms_p50']:.0f} ms  lost {a['lost']}\n"
+            f"       CPU ms/step by process over the whole run: floor {f['split']}  agent {a['split']}",
             flush=True,
         )
     tokens: dict[int, int] = {}
@@ -363,4 +398,7 @@ def report(args: argparse.Namespace, rows: list[Any], tokens: dict[int, int]) ->
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 2 and sys.argv[1] == "--monitor":
+        monitor(int(sys.argv[2]), {int(x) for x in sys.argv[3:]})
+    else:
+        main()
