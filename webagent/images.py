@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 __all__ = ["Frame", "ResizeRule", "Screenshot", "frame_for", "smart_resize"]
 
@@ -117,7 +118,7 @@ def frame_for(viewport_width: int, viewport_height: int, rule: ResizeRule | None
     return Frame(viewport_width, viewport_height, w, h)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Screenshot:
     """One encoded screenshot: base64 as the browser returned it (encoded once) and its frame."""
 
@@ -125,9 +126,12 @@ class Screenshot:
     mime: str
     frame: Frame
 
-    @property
+    @cached_property
     def data_url(self) -> str:
-        return f"data:{self.mime};base64,{self.b64}"
+        """The ``data:`` URL, built once; it goes into request bodies without re-encoding."""
+        from .model.wire import DataURL
+
+        return DataURL(f"data:{self.mime};base64,{self.b64}")
 
     @property
     def extension(self) -> str:

@@ -170,7 +170,11 @@ def _step_html(step: dict[str, Any], images: dict[str, bytes]) -> str:
         label = '<span class="ok">accepted</span>' if ok else '<span class="bad">rejected</span>'
         verdict_html = f"{label} — {_e(verdict.get('feedback', ''))}"
     point = _dict(step.get("point"))
-    pt = ", ".join(f"{k} ({_e(', '.join(map(str, v)))})" for k, v in point.items() if isinstance(v, list))
+    pt = ", ".join(
+        f"{k} ({_e(', '.join(f'{c:.1f}' if isinstance(c, float) else str(c) for c in v))})"
+        for k, v in point.items()
+        if isinstance(v, list)
+    )
     events = step.get("events") or []
     timings = _dict(step.get("timings"))
     timing_txt = " · ".join(f"{f.removesuffix('_s')} {_secs(timings[f])}" for f in TIMING_FIELDS if f in timings)

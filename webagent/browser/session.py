@@ -44,8 +44,10 @@ log = structlog.get_logger("webagent.browser")
 _TWO_FRAMES = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(0))))"
 # Scroll offsets (for the screenshot clip) and title, read in the same round trip as the settle wait.
 _VIEW_NOW = "() => [window.visualViewport ? visualViewport.pageLeft : scrollX, window.visualViewport ? visualViewport.pageTop : scrollY, document.title]"
-# One animation frame lets the page run its input handlers' effects; the screenshot then waits for
-# the next composited frame by itself.
+# settle() reads the view with a plain evaluate: a round trip through the page's main thread, so
+# every input handler has run and any navigation or new tab it asked for has been announced over
+# CDP. It requests no extra frame (the screenshot waits for the next composited frame by itself),
+# except after wheel and key scrolling, which the compositor applies on the next frame.
 _VIEW_AFTER_FRAME = f"() => new Promise(r => requestAnimationFrame(() => r(({_VIEW_NOW})())))"
 _TYPE_FAST_ABOVE = 64  # longer texts are inserted at once instead of key by key
 
@@ -304,12 +306,12 @@ class BrowserSession:
         dx, dy = {"up": (0, -0.8 * h), "down": (0, 0.8 * h), "left": (-0.8 * w, 0), "right": (0.8 * w, 0)}[direction]
         await self._guard(self.page.mouse.move(w / 2, h / 2))
         await self._guard(self.page.mouse.wheel(dx, dy))
-        await self.settle()
+        await self.settle(next_frame=True)
 
     async def press(self, key: str) -> None:
         await self._before_action()
         await self._guard(self.page.keyboard.press(normalize_key(key)))
-        await self.settle()
+        await self.settle(next_frame=True)
 
     async def select_option(self, x: float, y: float, option: str) -> str:
         """Choose ``option`` in the native select at (x, y); returns the chosen label."""
@@ -336,7 +338,7 @@ class BrowserSession:
 
     async def wait(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
-        await self.settle()
+        await self.settle(next_frame=True)
 
     # -- settling -------------------------------------------------------------------------
     async def _before_action(self) -> None:
@@ -351,14 +353,15 @@ class BrowserSession:
     def _settle_ms(self) -> float:
         return max(1.0, self.config.settle_timeout_s * 1000)
 
-    async def settle(self) -> None:
+    async def settle(self, *, next_frame: bool = False) -> None:
         """Wait until the page has reacted to the last action, at most ``settle_timeout_s``."""
         deadline = time.monotonic() + self.config.settle_timeout_s
         # A navigation may replace the document mid-wait, or the page may be busy: both are fine.
         self._invalidate_view()
         with contextlib.suppress(PlaywrightError, TimeoutError, TypeError, ValueError):
             x, y, title = await asyncio.wait_for(
-                self.page.evaluate(_VIEW_AFTER_FRAME), timeout=min(0.5, self.config.settle_timeout_s)
+                self.page.evaluate(_VIEW_AFTER_FRAME if next_frame else _VIEW_NOW),
+                timeout=min(0.5, self.config.settle_timeout_s),
             )
             self._settled_scroll, self._title = (float(x), float(y)), str(title)
         if self._popup_requested and not self._new_pages:

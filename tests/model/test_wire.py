@@ -1,0 +1,60 @@
+"""The pre-encoded request body is exactly the JSON of the body."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from webagent.images import Frame, Screenshot
+from webagent.model.wire import DataURL, encode_chat_body
+
+SHOT = Screenshot(base64.b64encode(b"\xff\xd8jpeg-bytes" * 50).decode(), "image/jpeg", Frame(1280, 800, 1260, 784))
+
+
+def test_screenshot_data_url_is_built_once_and_safe() -> None:
+    assert SHOT.data_url is SHOT.data_url
+    assert isinstance(SHOT.data_url, DataURL)
+    assert SHOT.image_part() == {"type": "image_url", "image_url": {"url": SHOT.data_url}}
+
+
+@pytest.mark.parametrize("bad", ['data:image/png;base64,ab"c', "http://x/y.png", "data:image/png;base64,a\\b"])
+def test_unsafe_strings_are_not_data_urls(bad: str) -> None:
+    with pytest.raises(ValueError):
+        DataURL(bad)
+
+
+def test_body_equals_plain_json() -> None:
+    body: dict[str, Any] = {
+        "model": "m",
+        "messages": [
+            {"role": "system", "content": 'guidelines "quoted" \\ and ünïcode \u2028'},
+            {"role": "user", "content": [{"type": "text", "text": "Task: x\nCurrent URL: y"}, SHOT.image_part()]},
+            {"role": "assistant", "content": "prev"},
+            {"role": "user", "content": [SHOT.image_part(), {"type": "text", "text": "el"}]},
+        ],
+        "temperature": 0.0,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {"a": [1, None]}}},
+        "chat_template_kwargs": {"thinking": False},
+    }
+    assert json.loads(encode_chat_body(body)) == json.loads(json.dumps(body))
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.builds(lambda t: {"type": "text", "text": t}, st.text()),
+            st.just(SHOT.image_part()),
+            st.builds(lambda u: {"type": "image_url", "image_url": {"url": u}}, st.text()),
+        ),
+        max_size=5,
+    ),
+    st.dictionaries(st.sampled_from(["model", "temperature", "max_tokens"]), st.integers() | st.text(), max_size=3),
+)
+def test_any_body_round_trips(parts: list[dict[str, Any]], rest: dict[str, Any]) -> None:
+    body = {"messages": [{"role": "user", "content": parts}, {"role": "system", "content": "s"}], **rest}
+    assert json.loads(encode_chat_body(body)) == json.loads(json.dumps(body))

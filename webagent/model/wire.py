@@ -1,0 +1,54 @@
+"""The request body on the wire: JSON built once per request, screenshots spliced in as they are.
+
+A screenshot's ``data:`` URL (base64 from the browser) needs no JSON escaping, so it goes into
+the body verbatim instead of being scanned by a JSON encoder for every request that carries it
+(the policy sends each screenshot up to K times). Everything else is encoded by ``json.dumps``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+__all__ = ["DataURL", "encode_chat_body"]
+
+_SAFE = re.compile(r"data:[a-z]+/[a-z0-9.+-]+;base64,[A-Za-z0-9+/=]*\Z")
+
+
+class DataURL(str):
+    """A ``data:`` URL whose characters need no JSON escaping (checked once, when made)."""
+
+    __slots__ = ()
+
+    def __new__(cls, value: str) -> DataURL:
+        if not _SAFE.match(value):
+            raise ValueError("not a base64 data: URL")
+        return super().__new__(cls, value)
+
+
+def encode_chat_body(body: dict[str, Any]) -> bytes:
+    """``json.dumps(body)`` as bytes, without re-scanning the screenshots."""
+    rest = {k: v for k, v in body.items() if k != "messages"}
+    messages = ",".join(_message(m) for m in body.get("messages", []))
+    tail = json.dumps(rest, ensure_ascii=False, separators=(",", ":"))[1:]
+    return ('{"messages":[' + messages + "]" + ("," + tail if tail != "}" else "}")).encode()
+
+
+def _message(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+    others = {k: v for k, v in message.items() if k != "content"}
+    parts = ",".join(_part(p) for p in content)
+    head = json.dumps(others, ensure_ascii=False, separators=(",", ":"))[:-1]
+    return head + ("," if others else "") + '"content":[' + parts + "]}"
+
+
+def _part(part: Any) -> str:
+    if isinstance(part, dict) and part.get("type") == "image_url":
+        image = part.get("image_url")
+        if isinstance(image, dict) and isinstance(image.get("url"), DataURL) and len(image) == 1 and len(part) == 2:
+            url: str = image["url"]
+            return '{"type":"image_url","image_url":{"url":"' + url + '"}}'
+    return json.dumps(part, ensure_ascii=False, separators=(",", ":"))
