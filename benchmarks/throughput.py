@@ -245,7 +245,7 @@ class OfflineServer:
         path = workdir / "script.json"
         path.write_text(json.dumps(script))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "webagent.testing.server", "--script", str(path)],
+            [sys.executable, "-m", "webagent.testing.server", "--script", str(path), "--no-record"],
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -285,8 +285,10 @@ async def agent(url: str, n: int, steps: int, latency: float, workdir: Path, exc
                 seen[0] = stats.steps
 
         runner = BatchRunner(config, load_tasks(tasks_file), out, concurrency=n, on_update=on_update)
+        server_cpu = cpu_s(server.proc.pid)
         with Meter(exclude | {server.proc.pid}) as meter:
             stats = await runner.run()
+        server_cpu = cpu_s(server.proc.pid) - server_cpu
     finally:
         server.stop()
     results = read_results(out)
@@ -294,7 +296,10 @@ async def agent(url: str, n: int, steps: int, latency: float, workdir: Path, exc
     model = statistics.mean(stats.step_model_s) if stats.step_model_s else 0.0
     rate, cpu = steady(ends, meter)
     return {
-        "split": {k: round(v / max(stats.steps, 1) * 1000, 1) for k, v in meter.split().items()},
+        "split": {
+            **{k: round(v / max(stats.steps, 1) * 1000, 1) for k, v in meter.split().items()},
+            "model server (not counted)": round(server_cpu / max(stats.steps, 1) * 1000, 1),
+        },
         "steps": stats.steps,
         "steps_per_s": rate,
         "cpu_per_step_ms": cpu,

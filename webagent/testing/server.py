@@ -501,8 +501,8 @@ class FakeModelServer:
 # ---------------------------------------------------------------- CLI
 
 
-async def _serve(script: Script, host: str, port: int) -> None:
-    server = FakeModelServer(script, host=host, port=port)
+async def _serve(script: Script, host: str, port: int, record: bool = True) -> None:
+    server = FakeModelServer(script, host=host, port=port, record=record)
     await server.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -521,6 +521,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--script", required=True, help="script JSON file")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--no-record", action="store_true", help="keep no request log (long benchmark runs)")
     args = parser.parse_args(argv)
     try:
         script = load_script(args.script)
@@ -528,7 +529,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        asyncio.run(_serve(script, args.host, args.port))
+        asyncio.run(_serve(script, args.host, args.port, record=not args.no_record))
     except OSError as exc:
         print(f"error: cannot serve on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1
