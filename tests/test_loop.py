@@ -109,7 +109,7 @@ def script(policy: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
 
 async def run_episode(config: AgentConfig, page: FakePage) -> tuple[RunResult, list[Step]]:
     agent = Agent(config)
-    episode = Episode(agent.roles, page, config.agent, url="http://127.0.0.1:1/start", goal=GOAL)
+    episode = Episode(agent.new_roles(), page, config.agent, url="http://127.0.0.1:1/start", goal=GOAL)
     steps = [step async for step in episode.steps()]
     await agent.aclose()
     assert episode.result is not None

@@ -57,11 +57,6 @@ class Agent:
             validator=Validator(client["validator"]),
         )
 
-    @property
-    def roles(self) -> Roles:
-        """Roles for a caller driving ``Episode`` directly (a new set each time)."""
-        return self.new_roles()
-
     def stream(
         self,
         url: str,

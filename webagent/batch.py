@@ -228,7 +228,6 @@ class BatchRunner:
         usage = Usage()
         started = time.monotonic()
         retried = False
-        last: RunResult | None = None
         for k in range(1, self.attempts + 1):
             result, crashed = await self._attempt(agent, task, task_dir / f"attempt-{k}", usage)
             if crashed and not retried:
@@ -237,7 +236,6 @@ class BatchRunner:
                 log.warning("task_retried_after_browser_crash", task=task.id, attempt=k)
                 shutil.rmtree(task_dir / f"attempt-{k}", ignore_errors=True)
                 result, _ = await self._attempt(agent, task, task_dir / f"attempt-{k}", usage)
-            last = result
             records.append(
                 AttemptRecord(
                     attempt=k,
@@ -253,7 +251,6 @@ class BatchRunner:
             )
             if result.success and not self.sample_all:
                 break
-        assert last is not None
         best = next((r for r in records if r.success), records[-1])
         refs = self.references.get(task.id) or list(task.reference)
         return TaskResult(

@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
+from .model.wire import DataURL
+
 __all__ = ["Frame", "ResizeRule", "Screenshot", "frame_for", "smart_resize"]
 
 
@@ -129,8 +131,6 @@ class Screenshot:
     @cached_property
     def data_url(self) -> str:
         """The ``data:`` URL, built once; it goes into request bodies without re-encoding."""
-        from .model.wire import DataURL
-
         return DataURL(f"data:{self.mime};base64,{self.b64}")
 
     @property
