@@ -38,6 +38,7 @@ class FakePage:
         self.events: list[str] = []
         self.fail: dict[str, str] = {}
         self._png: dict[tuple[int, int], str] = {}
+        self.text = "fake page text"
 
     @property
     def url(self) -> str:
@@ -45,6 +46,9 @@ class FakePage:
 
     async def title(self) -> str:
         return "Fake page"
+
+    async def page_text(self) -> str:
+        return self.text
 
     async def screenshot(self, frame: Frame) -> Screenshot:
         self.shots += 1

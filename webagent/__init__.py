@@ -19,10 +19,12 @@ from .actions import (
     WriteElement,
 )
 from .agent import Agent, RunStream
+from .budget import Budget, BudgetLimits
 from .config import AgentConfig, load_config
 from .errors import (
     ActionError,
     BrowserError,
+    BudgetExceeded,
     ConfigError,
     InputError,
     LocalizationError,
@@ -32,7 +34,8 @@ from .errors import (
     NavigationError,
     WebAgentError,
 )
-from .records import ModelCall, Point, RoleUsage, RunResult, Step, Timings, Usage, Verdict
+from .records import Fingerprint, ModelCall, Point, RoleUsage, RunResult, Step, Timings, Usage, Verdict
+from .replay import ReplayCache
 
 __version__ = "0.1.0"
 
@@ -43,8 +46,12 @@ __all__ = [
     "AgentConfig",
     "Answer",
     "BrowserError",
+    "Budget",
+    "BudgetExceeded",
+    "BudgetLimits",
     "ClickElement",
     "ConfigError",
+    "Fingerprint",
     "GoBack",
     "Goto",
     "InputError",
@@ -58,6 +65,7 @@ __all__ = [
     "PolicyReply",
     "PressKey",
     "Refresh",
+    "ReplayCache",
     "RoleUsage",
     "RunResult",
     "RunStream",

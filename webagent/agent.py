@@ -6,25 +6,29 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import structlog
 from playwright.async_api import Browser, BrowserContext, Page
 
 from .browser.pool import BrowserPool
 from .browser.session import BrowserSession
-from .config import ROLES, AgentConfig
+from .budget import Budget, BudgetLimits
+from .config import ROLES, AgentConfig, AgentSettings
 from .errors import InputError
 from .loop import Episode, Roles
 from .model.client import EndpointPool, ModelClient
-from .records import RunResult, Step
+from .records import ModelCall, RunResult, Step
+from .replay import ReplayCache
 from .roles.localizer import Localizer
 from .roles.policy import Policy
 from .roles.validator import Validator
 from .trajectory import TrajectoryWriter
 from .urls import normalize_url
 
-__all__ = ["Agent", "RunStream"]
+__all__ = ["Agent", "RunStream", "TraceMode"]
+
+TraceMode = Literal["off", "on-failure", "always"]
 
 log = structlog.get_logger("webagent")
 
@@ -48,6 +52,10 @@ class Agent:
             self._endpoints[role] = EndpointPool(role, self.config.role(role))
         return self._endpoints[role]
 
+    def price(self, call: ModelCall) -> float:
+        """Dollar cost of one model call at the configured per-role prices."""
+        return self.config.role(call.role).cost(call.usage.prompt_tokens, call.usage.completion_tokens)
+
     def new_roles(self) -> Roles:
         """Role objects for one session (each sticks to the endpoint it first uses)."""
         client = {name: ModelClient(name, self.config.role(name), self.endpoint_pool(name)) for name in ROLES}
@@ -65,16 +73,41 @@ class Agent:
         output_dir: str | Path | None = None,
         context: BrowserContext | None = None,
         page: Page | None = None,
+        expect: str | None = None,
+        settings: AgentSettings | None = None,
+        cache: ReplayCache | None = None,
+        cache_key: str | None = None,
+        budgets: list[Budget] | None = None,
+        trace: TraceMode = "off",
     ) -> RunStream:
         """Run a task step by step: ``async for step in agent.stream(url, goal)``.
 
         Pass ``context`` or ``page`` to drive your own Playwright objects (they are not closed).
         With ``output_dir`` the run directory (trajectory, screenshots, result, report) is written.
+        ``expect`` is a statement the validator must also confirm about the final state;
+        ``settings`` replaces the config's loop limits for this run; with ``cache`` recorded steps are
+        replayed without model calls while the page matches (``cache_key`` names the recording,
+        default the goal) and a successful re-planned run updates it; ``budgets`` are extra limits
+        shared with other runs (the config's per-run budget always applies); ``trace`` keeps a
+        Playwright trace (``trace.zip`` in ``output_dir``) always or only when the run fails.
         """
         url = normalize_url(url)
         if not goal or not goal.strip():
             raise InputError("no goal given: say what the agent should do, e.g. --goal 'Find the price of ...'")
-        return RunStream(self, url, goal, output_dir=output_dir, context=context, page=page)
+        return RunStream(
+            self,
+            url,
+            goal,
+            output_dir=output_dir,
+            context=context,
+            page=page,
+            expect=expect,
+            settings=settings or self.config.agent,
+            cache=cache,
+            cache_key=cache_key or goal,
+            budgets=budgets or [],
+            trace=trace if output_dir is not None else "off",
+        )
 
     async def run(self, url: str, goal: str, **kwargs: Any) -> RunResult:
         """Run a task to the end and return its result."""
@@ -120,6 +153,12 @@ class RunStream:
         output_dir: str | Path | None,
         context: BrowserContext | None,
         page: Page | None,
+        expect: str | None = None,
+        settings: AgentSettings,
+        cache: ReplayCache | None = None,
+        cache_key: str = "",
+        budgets: list[Budget],
+        trace: TraceMode = "off",
     ) -> None:
         self.agent = agent
         self.url = url
@@ -127,6 +166,15 @@ class RunStream:
         self.output_dir = Path(output_dir) if output_dir is not None else None
         self._context = context
         self._page = page
+        self.expect = expect
+        self.settings = settings
+        self.cache = cache
+        self.cache_key = cache_key
+        self.budgets = list(budgets)
+        limits = BudgetLimits(calls=settings.budget_calls, tokens=settings.budget_tokens, usd=settings.budget_usd)
+        if limits.active:
+            self.budgets.insert(0, Budget(limits, agent.price, scope="run"))
+        self.trace = trace
         self.result: RunResult | None = None
         self.session: BrowserSession | None = None
         self._gen: AsyncIterator[Step] | None = None
@@ -177,7 +225,22 @@ class RunStream:
 
     async def _steps(self, roles: Roles, session: BrowserSession) -> AsyncIterator[Step]:
         writer: TrajectoryWriter | None = None
-        episode = Episode(roles, session, self.agent.config.agent, url=self.url, goal=self.goal)
+        replay = None
+        if self.cache is not None:
+            replay = self.cache.replay_for(self.cache_key, goal=self.goal, expect=self.expect)
+        episode = Episode(
+            roles,
+            session,
+            self.settings,
+            url=self.url,
+            goal=self.goal,
+            expect=self.expect,
+            replay=replay,
+            budgets=self.budgets,
+        )
+        tracing = self.trace != "off" and self._page is None and self._context is None
+        if tracing:
+            await _start_tracing(session)
         steps = episode.steps()
         try:
             async for step in steps:
@@ -189,8 +252,35 @@ class RunStream:
         finally:
             await steps.aclose()  # type: ignore[attr-defined]
             self.result = episode.result
+            if self.result is not None and self.cache is not None and replay is not None and self.result.success:
+                self.cache.update(self.cache_key, replay, url=self.url, goal=self.goal, expect=self.expect)
+            if tracing and self.output_dir is not None:
+                keep = self.trace == "always" or not (self.result and self.result.success)
+                trace = await _stop_tracing(session, self.output_dir / "trace.zip" if keep else None)
+                if trace and self.result is not None:
+                    self.result.trace = str(trace)
             if writer is not None and self.result is not None:
                 self.result.output_dir = str(writer.directory)
                 writer.write_result(self.result)
                 writer.close()
                 writer.write_report()
+
+
+async def _start_tracing(session: BrowserSession) -> None:
+    try:
+        await session.page.context.tracing.start(screenshots=True, snapshots=True)
+    except Exception as exc:  # a trace is a debugging aid: never fail a run for it
+        log.warning("trace_start_failed", error=str(exc))
+
+
+async def _stop_tracing(session: BrowserSession, path: Path | None) -> Path | None:
+    try:
+        if path is None:
+            await session.page.context.tracing.stop()
+            return None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        await session.page.context.tracing.stop(path=path)
+        return path
+    except Exception as exc:
+        log.warning("trace_stop_failed", error=str(exc))
+        return None

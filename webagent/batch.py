@@ -22,7 +22,7 @@ from pathlib import Path
 import structlog
 from pydantic import BaseModel, Field
 
-from .agent import Agent
+from .agent import Agent, RunStream
 from .config import ROLES, AgentConfig
 from .errors import InputError, NavigationError, WebAgentError
 from .records import RunResult, Usage
@@ -43,6 +43,10 @@ class AttemptRecord(BaseModel):
     duration_s: float
     output_dir: str
     retried: bool = False
+    feedback: list[str] = []
+    replayed_steps: int = 0
+    calls_saved: int = 0
+    trace: str | None = None
 
 
 class TaskResult(BaseModel):
@@ -64,6 +68,8 @@ class TaskResult(BaseModel):
     retried: bool = Field(description="Re-run after its browser crashed")
     reference: list[str] = []
     reference_match: bool | None = None
+    replayed_steps: int = Field(default=0, description="Steps replayed from a replay cache")
+    calls_saved: int = Field(default=0, description="Model calls the replay cache saved")
 
 
 class ResultsFile:
@@ -247,6 +253,10 @@ class BatchRunner:
                     duration_s=result.duration_s,
                     output_dir=str((task_dir / f"attempt-{k}").relative_to(self.output)),
                     retried=crashed,
+                    feedback=result.feedback,
+                    replayed_steps=result.replayed_steps,
+                    calls_saved=result.calls_saved,
+                    trace=result.trace,
                 )
             )
             if result.success and not self.sample_all:
@@ -270,6 +280,8 @@ class BatchRunner:
             retried=retried,
             reference=refs,
             reference_match=reference_matches(best.answer, refs) if refs else None,
+            replayed_steps=sum(r.replayed_steps for r in records),
+            calls_saved=sum(r.calls_saved for r in records),
         )
 
     def _failed(self, task: TaskSpec, message: str) -> TaskResult:
@@ -292,7 +304,7 @@ class BatchRunner:
 
     async def _attempt(self, agent: Agent, task: TaskSpec, directory: Path, usage: Usage) -> tuple[RunResult, bool]:
         """One attempt; returns its result and whether its browser crashed under it."""
-        stream = agent.stream(task.url, task.goal, output_dir=directory)
+        stream = self._stream(agent, task, directory)
         try:
             async for step in stream:
                 t = step.timings
@@ -313,6 +325,10 @@ class BatchRunner:
             usage.role(role).add(stream.result.usage.role(role))
         crashed = bool(stream.session and stream.session.browser_crashed)
         return stream.result, crashed and stream.result.stop_reason == "error"
+
+    def _stream(self, agent: Agent, task: TaskSpec, directory: Path) -> RunStream:
+        """The run of one attempt (subclasses add per-task options)."""
+        return agent.stream(task.url, task.goal, output_dir=directory)
 
 
 def cost_of(usage: Usage, config: AgentConfig) -> float:

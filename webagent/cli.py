@@ -1,4 +1,4 @@
-"""The command line: ``webagent run``, ``webagent demo`` and the offline test servers.
+"""The command line: ``webagent run``, ``batch``, ``test``, ``demo`` and the offline test servers.
 
 Exit codes: 0 = validated success, 1 = task not accomplished, 2 = usage or configuration error.
 This is the only module that configures logging.
@@ -76,6 +76,9 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-attempts", type=int, help="answers the validator may judge (default 3)")
     g.add_argument("--max-time", type=float, metavar="SECONDS", help="time limit of the run (default 600)")
     g.add_argument("--screenshots", type=int, metavar="K", help="screenshots in each policy request (default 3)")
+    g.add_argument("--budget-calls", type=int, metavar="N", help="hard limit on model calls per run")
+    g.add_argument("--budget-tokens", type=int, metavar="N", help="hard limit on tokens (all roles) per run")
+    g.add_argument("--budget-usd", type=float, metavar="USD", help="hard limit on dollars per run (per-role prices)")
     g = p.add_argument_group("browser")
     g.add_argument("--headed", action="store_true", help="show the browser window (default headless)")
     g.add_argument("--executable-path", metavar="PATH", help="Chromium binary (default /usr/bin/chromium if present)")
@@ -99,7 +102,41 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--json", action="store_true", help="print the result (as in result.json) as one JSON object on stdout"
     )
+    run.add_argument(
+        "--cache", metavar="FILE", help="replay cache: replay recorded steps without models while the page matches"
+    )
     _add_config_options(run)
+
+    test = sub.add_parser(
+        "test",
+        help="run a suite of website checks (CI smoke tests)",
+        description="Run the checks of a suite file (YAML, or JSONL with one check per line: name, url, goal, "
+        "optional expect and limits). Each verdict comes from the validator. Writes DIR/results.jsonl, "
+        "DIR/junit.xml, DIR/report.html (the whole suite, self-contained), DIR/suite.json and a run directory "
+        "per check. Exit code 0 = every check passed, 1 = a check failed, 2 = bad input, 130 = interrupted.",
+    )
+    test.add_argument("suite", metavar="SUITE", help="suite file (.yaml/.yml, or .jsonl)")
+    test.add_argument("--junit", metavar="FILE", help="also write the JUnit XML here")
+    test.add_argument("--output", metavar="DIR", help="output directory (default: webagent-test/<suite name>)")
+    test.add_argument("--concurrency", type=int, default=4, metavar="N", help="checks at once (default 4)")
+    test.add_argument(
+        "--cache",
+        metavar="FILE",
+        help="replay cache (JSON, commit it next to the suite): replays recorded steps with no model calls "
+        "while pages match; re-plans and updates it when they do not",
+    )
+    test.add_argument(
+        "--trace",
+        choices=["on-failure", "always", "off"],
+        default="on-failure",
+        help="keep a Playwright trace per check (default on-failure; open with 'playwright show-trace')",
+    )
+    test.add_argument("--resume", action="store_true", help="continue an interrupted run in the same --output")
+    test.add_argument("--suite-budget-calls", type=int, metavar="N", help="hard limit on model calls for the suite")
+    test.add_argument("--suite-budget-tokens", type=int, metavar="N", help="hard limit on tokens for the suite")
+    test.add_argument("--suite-budget-usd", type=float, metavar="USD", help="hard limit on dollars for the suite")
+    test.add_argument("--json", action="store_true", help="print suite.json on stdout")
+    _add_config_options(test)
 
     batch = sub.add_parser(
         "batch",
@@ -186,6 +223,9 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
     overrides["agent.max_attempts"] = args.max_attempts
     overrides["agent.max_time_s"] = args.max_time
     overrides["agent.screenshots_in_context"] = args.screenshots
+    overrides["agent.budget_calls"] = args.budget_calls
+    overrides["agent.budget_tokens"] = args.budget_tokens
+    overrides["agent.budget_usd"] = args.budget_usd
     overrides["browser.headless"] = False if args.headed else None
     overrides["browser.executable_path"] = args.executable_path
     overrides["browser.viewport"] = args.viewport
@@ -208,11 +248,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "run":
             config = config_from_args(args)
             output = Path(args.output) if args.output else default_output(args.goal)
-            return _finish(asyncio.run(_run(config, args.url, args.goal, output, args.quiet)), args.json)
+            result = asyncio.run(_run(config, args.url, args.goal, output, args.quiet, args.cache))
+            return _finish(result, args.json)
         if args.command == "batch":
             from .batchcli import run_batch
 
             return run_batch(args, config_from_args(args))
+        if args.command == "test":
+            from .suitecli import run_test
+
+            return run_test(args, config_from_args(args))
         if args.command == "demo":
             from .demo import run_demo
 
@@ -238,13 +283,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.error(f"unknown command {args.command!r}")
 
 
-async def _run(config: AgentConfig, url: str, goal: str, output: Path, quiet: bool) -> RunResult:
+async def _run(config: AgentConfig, url: str, goal: str, output: Path, quiet: bool, cache: str | None) -> RunResult:
     from .agent import Agent
     from .display import StepPrinter
+    from .replay import ReplayCache
 
     printer = StepPrinter(quiet=quiet, max_steps=config.agent.max_steps)
+    replay_cache = ReplayCache(cache) if cache else None
     async with Agent(config) as agent:
-        stream = agent.stream(url, goal, output_dir=output)
+        stream = agent.stream(url, goal, output_dir=output, cache=replay_cache)
         async for step in stream:
             if step.index == 1:  # after the start page opened: bad input stays a one-line error
                 printer.start(url, goal, config)

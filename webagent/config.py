@@ -117,6 +117,9 @@ class AgentSettings(_Section):
     recent_actions: int = Field(default=8, ge=0, description="Recent actions shown to the policy")
     notes_max_chars: int = Field(default=1200, ge=0, description="Budget for notes shown to the policy")
     validator_screenshots: int = Field(default=2, ge=1, description="Final screenshots shown to the validator")
+    budget_calls: int | None = Field(default=None, ge=0, description="Hard limit on model calls per run")
+    budget_tokens: int | None = Field(default=None, ge=0, description="Hard limit on tokens (all roles) per run")
+    budget_usd: float | None = Field(default=None, ge=0, description="Hard limit on dollars per run")
 
 
 class Viewport(_Section):

@@ -60,6 +60,6 @@ def run_demo(*, task_id: str, profile: str, output: str | None, quiet: bool) -> 
         try:
             config = offline_config(server.url, profile, max_steps=12)
             out = Path(output) if output else Path("runs") / f"demo-{task_id}"
-            return asyncio.run(_run(config, task["url"], task["goal"], out, quiet))
+            return asyncio.run(_run(config, task["url"], task["goal"], out, quiet, None))
         finally:
             server.stop_thread()

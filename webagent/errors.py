@@ -11,7 +11,8 @@
     │   ├── ModelUnavailableError the endpoint kept failing after retries (5xx, 429, timeouts, refused)
     │   └── ModelReplyError       the reply could not be parsed, even after one repair request
     ├── LocalizationError         the localizer's point is outside the screenshot
-    └── ActionError               an action could not be carried out on the page
+    ├── ActionError               an action could not be carried out on the page
+    └── BudgetExceeded            a run's or a suite's limit on model calls, tokens or dollars is spent
 
 Errors that happen inside a step (ModelReplyError, LocalizationError, ActionError) never end a
 run: the loop records them and tells the policy in its next observation.
@@ -24,6 +25,7 @@ from typing import Any
 __all__ = [
     "ActionError",
     "BrowserError",
+    "BudgetExceeded",
     "ConfigError",
     "InputError",
     "LocalizationError",
@@ -83,3 +85,7 @@ class LocalizationError(WebAgentError):
 
 class ActionError(WebAgentError):
     """An action could not be carried out on the page."""
+
+
+class BudgetExceeded(WebAgentError):
+    """A hard limit on model calls, tokens or dollars was reached; the run stops with reason ``budget``."""

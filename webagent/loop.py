@@ -4,14 +4,18 @@ The policy's context is bounded: the last ``screenshots_in_context`` screenshots
 ``recent_actions`` actions and notes within ``notes_max_chars`` — so prompts do not grow with
 the step count. Failures inside a step (an unusable reply, a point off the image, an action the
 page refused) are recorded and told to the policy; only an unreachable model or a dead browser
-end the run early, with stop reason ``error``.
+end the run early, with stop reason ``error``; a spent budget ends it with ``budget``.
+
+With a ``StepReplay`` each observation is fingerprinted; while it matches the recording the step is
+replayed (recorded action, point and verdict; no model call), and from the first mismatch on the
+models plan as usual.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, assert_never
 
@@ -31,10 +35,12 @@ from .actions import (
     WriteElement,
     describe_action,
 )
+from .budget import Budget
 from .config import AgentSettings
-from .errors import ActionError, BrowserError, LocalizationError, ModelError, ModelReplyError
+from .errors import ActionError, BrowserError, BudgetExceeded, LocalizationError, ModelError, ModelReplyError
 from .images import Frame, Screenshot
-from .records import ModelCall, Point, RunResult, Step, StopReason, Usage
+from .records import ModelCall, Point, RunResult, Step, StopReason, Usage, Verdict
+from .replay import CachedStep, StepReplay, fingerprint
 from .roles.localizer import Localizer
 from .roles.policy import Policy, PolicyState
 from .roles.validator import Validator
@@ -54,6 +60,7 @@ class PageDriver(Protocol):
     @property
     def url(self) -> str: ...
     async def title(self) -> str: ...
+    async def page_text(self) -> str: ...
     async def screenshot(self, frame: Frame) -> Screenshot: ...
     def drain_events(self) -> list[str]: ...
     async def goto(self, url: str, *, start: bool = False) -> None: ...
@@ -83,12 +90,26 @@ class _Stop(Exception):
 class Episode:
     """One task on one page. Iterate ``steps()``; ``result`` is set when it ends."""
 
-    def __init__(self, roles: Roles, page: PageDriver, settings: AgentSettings, *, url: str, goal: str) -> None:
+    def __init__(
+        self,
+        roles: Roles,
+        page: PageDriver,
+        settings: AgentSettings,
+        *,
+        url: str,
+        goal: str,
+        expect: str | None = None,
+        replay: StepReplay | None = None,
+        budgets: Sequence[Budget] = (),
+    ) -> None:
         self.roles = roles
         self.page = page
         self.settings = settings
         self.url = url
         self.goal = goal
+        self.expect = expect
+        self.replay = replay
+        self.budgets = list(budgets)
         self.result: RunResult | None = None
         self.usage = Usage()
         self._frame = roles.localizer.frame(*page.viewport)
@@ -127,8 +148,13 @@ class Episode:
                     self._record_failed_call(step, exc)
                     fatal = exc
                     step.error = str(exc)
+                except BudgetExceeded as exc:
+                    fatal = _Stop("budget", str(exc))
+                    step.outcome = f"stopped: {exc}"
                 finally:
                     self._account(step)
+                    if self.replay is not None:
+                        self.replay.observe(step)
                 yield step
                 if fatal is not None:
                     raise fatal
@@ -160,6 +186,8 @@ class Episode:
                 model_s=round(self._model_s, 3),
                 browser_s=round(self._browser_s, 3),
                 started_at=started_at,
+                replayed_steps=self.replay.replayed if self.replay else 0,
+                calls_saved=self.replay.calls_saved if self.replay else 0,
             )
 
     def _verdict(self) -> str:
@@ -184,8 +212,19 @@ class Episode:
         step.image_size = (shot.frame.image_width, shot.frame.image_height)
         step.title = await self.page.title()
         step.events = self.page.drain_events()
+        if self.replay is not None:
+            step.fingerprint = fingerprint(step.url, step.title, await self.page.page_text(), shot, start_url=self.url)
+            cached = self.replay.lookup(step.fingerprint)
+            step.replayed = cached is not None
+            if cached is not None:
+                step.timings.observe_s = time.perf_counter() - t0
+                step.thought = "(replayed from the cache)"
+                await self._carry_out(step, cached.note, cached.action, final, cached)
+                step.timings.total_s = time.perf_counter() - t0
+                return
         t1 = time.perf_counter()
         step.timings.observe_s = t1 - t0
+        self._check_budget()
         state = PolicyState(
             goal=self.goal,
             url=step.url,
@@ -207,37 +246,47 @@ class Episode:
             return
         finally:
             step.timings.policy_s = time.perf_counter() - t1
-        step.calls.append(call)
-        step.note, step.thought, step.action = reply.note, reply.thought, reply.action
-        note = " ".join(reply.note.split())[:NOTE_MAX_CHARS]
+        self._add_call(step, call)
+        step.thought = reply.thought
+        await self._carry_out(step, reply.note, reply.action, final)
+        step.timings.total_s = time.perf_counter() - t0
+
+    async def _carry_out(
+        self, step: Step, note: str, action: Action, final: bool, cached: CachedStep | None = None
+    ) -> None:
+        """Keep the note and perform the action (with a cached step's point and verdict when replaying)."""
+        step.note, step.action = note, action
+        note = " ".join(note.split())[:NOTE_MAX_CHARS]
         if note and (not self._notes or self._notes[-1] != note):
             self._notes.append(note)
-        action = reply.action
         if final and not isinstance(action, Answer):
             step.outcome = "no answer given at the final step"
             return
         try:
-            step.outcome = await self._perform(step, action)
+            step.outcome = await self._perform(step, action, cached)
         except (ActionError, LocalizationError, ModelReplyError) as exc:
             if isinstance(exc, ModelReplyError | LocalizationError):
                 self._record_failed_call(step, exc)
             step.error = str(exc)
             step.outcome = f"failed: {exc}"
         self._recent.append(f"step {step.index}: {describe_action(action)} -> {step.outcome}")
-        step.timings.total_s = time.perf_counter() - t0
 
-    async def _perform(self, step: Step, action: Action) -> str:
+    async def _perform(self, step: Step, action: Action, cached: CachedStep | None = None) -> str:
         if isinstance(action, Answer):
-            return await self._validate(step, action)
+            return await self._validate(step, action, cached.verdict if cached else None)
         point: Point | None = None
         if isinstance(action, ClickElement | WriteElement | SelectOption):
             step.element = action.element
-            t = time.perf_counter()
-            try:
-                point, call = await self.roles.localizer.locate(action.element, self._shots[-1])
-                step.calls.append(call)
-            finally:
-                step.timings.localize_s = time.perf_counter() - t
+            if cached is not None and cached.point is not None:
+                point = cached.point
+            else:
+                self._check_budget()
+                t = time.perf_counter()
+                try:
+                    point, call = await self.roles.localizer.locate(action.element, self._shots[-1])
+                    self._add_call(step, call)
+                finally:
+                    step.timings.localize_s = time.perf_counter() - t
             step.point = point
         before = self.page.url
         t = time.perf_counter()
@@ -278,16 +327,23 @@ class Episode:
                 assert_never(action)
         return "ok"
 
-    async def _validate(self, step: Step, answer: Answer) -> str:
+    async def _validate(self, step: Step, answer: Answer, cached: Verdict | None = None) -> str:
+        if cached is None:
+            self._check_budget()
         self._attempts += 1
         self._answer = answer.content
-        images = list(self._shots)[-self.settings.validator_screenshots :]
-        t = time.perf_counter()
-        try:
-            verdict, call = await self.roles.validator.judge(self.goal, answer.content, self.page.url, images)
-        finally:
-            step.timings.validate_s = time.perf_counter() - t
-        step.calls.append(call)
+        if cached is not None:
+            verdict = cached
+        else:
+            images = list(self._shots)[-self.settings.validator_screenshots :]
+            t = time.perf_counter()
+            try:
+                verdict, call = await self.roles.validator.judge(
+                    self.goal, answer.content, self.page.url, images, expect=self.expect
+                )
+            finally:
+                step.timings.validate_s = time.perf_counter() - t
+            self._add_call(step, call)
         step.verdict = verdict
         self._feedbacks.append(verdict.feedback)
         if verdict.success:
@@ -309,8 +365,18 @@ class Episode:
 
     def _record_failed_call(self, step: Step, exc: Exception) -> None:
         call = getattr(exc, "call", None)
-        if isinstance(call, ModelCall):
-            step.calls.append(call)
+        if isinstance(call, ModelCall) and all(c is not call for c in step.calls):
+            self._add_call(step, call)
+
+    def _add_call(self, step: Step, call: ModelCall) -> None:
+        step.calls.append(call)
+        for budget in self.budgets:
+            budget.charge(call)
+
+    def _check_budget(self) -> None:
+        """Raise BudgetExceeded before a model call that no budget allows."""
+        for budget in self.budgets:
+            budget.check()
 
     def _account(self, step: Step) -> None:
         t = step.timings

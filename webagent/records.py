@@ -10,6 +10,7 @@ from .actions import Action
 from .images import Screenshot
 
 __all__ = [
+    "Fingerprint",
     "ModelCall",
     "Point",
     "RoleUsage",
@@ -21,7 +22,7 @@ __all__ = [
     "Verdict",
 ]
 
-StopReason = Literal["answered", "max_steps", "max_time", "error"]
+StopReason = Literal["answered", "max_steps", "max_time", "budget", "error"]
 Role = Literal["policy", "localizer", "validator"]
 
 
@@ -87,6 +88,15 @@ class Verdict(_Record):
     feedback: str
 
 
+class Fingerprint(_Record):
+    """What the agent saw at a step, compact enough to commit: the replay cache matches on it."""
+
+    url: str
+    title: str
+    text: str = Field(description="Hash of the page's visible text and form values")
+    image: str = Field(description="Perceptual hash (256-bit dHash, hex) of the screenshot")
+
+
 class Timings(_Record):
     observe_s: float = 0.0
     policy_s: float = 0.0
@@ -122,6 +132,10 @@ class Step(_Record):
     verdict: Verdict | None = None
     calls: list[ModelCall] = Field(default_factory=list)
     timings: Timings = Field(default_factory=Timings)
+    replayed: bool | None = Field(
+        default=None, description="With a replay cache: True if replayed without models, False if re-planned"
+    )
+    fingerprint: Fingerprint | None = None
     image: SkipValidation[Screenshot | None] = Field(default=None, exclude=True, repr=False)
     """The screenshot itself (not serialised); the trajectory writer saves it as a file."""
 
@@ -145,3 +159,6 @@ class RunResult(_Record):
     browser_s: float = 0.0
     output_dir: str | None = None
     started_at: str = ""
+    replayed_steps: int = Field(default=0, description="Steps replayed from the cache without model calls")
+    calls_saved: int = Field(default=0, description="Model calls the replayed steps did not need")
+    trace: str | None = Field(default=None, description="Playwright trace file, when one was kept")

@@ -47,6 +47,8 @@ pre{white-space:pre-wrap;background:#f6f8fa;padding:6px;margin:4px 0}
 .click-marker::after{content:"";position:absolute;left:50%;top:50%;width:6px;height:6px;
  transform:translate(-50%,-50%);border-radius:50%;background:#ff1f1f}
 .muted{color:#59636e}
+.tag{font-size:12px;font-weight:600;border-radius:10px;padding:1px 8px;vertical-align:middle}
+.tag.replayed{background:#ddf4ff;color:#0550ae}.tag.replanned{background:#fff1e5;color:#953800}
 """
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
@@ -193,8 +195,13 @@ def _step_html(step: dict[str, Any], images: dict[str, bytes]) -> str:
         ("Timings", _e(timing_txt)),
     ]
     cls = "step error-step" if err else "step"
+    replay = ""
+    if step.get("replayed") is True:
+        replay = ' <span class="tag replayed">replayed from cache</span>'
+    elif step.get("replayed") is False:
+        replay = ' <span class="tag replanned">re-planned by the models</span>'
     return (
-        f'<section class="{cls}" id="step-{idx}"><h2>Step {idx} · {_e(step.get("kind", "action"))}</h2>'
+        f'<section class="{cls}" id="step-{idx}"><h2>Step {idx} · {_e(step.get("kind", "action"))}{replay}</h2>'
         f"{_dl(rows)}{_shot_html(step, images)}{_calls_html(step.get('calls'))}</section>"
     )
 
@@ -227,6 +234,12 @@ def render_report_html(result: dict[str, Any] | None, steps: list[dict[str, Any]
             f"{_secs(res['model_s'])} / {_secs(res.get('browser_s'))}" if "model_s" in res else "",
         ),
         ("Started", _e(res.get("started_at", ""))),
+        (
+            "Replayed",
+            _e(f"{res['replayed_steps']} steps, {res.get('calls_saved', 0)} model calls saved")
+            if res.get("replayed_steps")
+            else "",
+        ),
     ]
     usage = _dict(res.get("usage")) or _usage_from_steps(steps)
     feedback = [f for f in res.get("feedback") or [] if f]

@@ -43,6 +43,13 @@ log = structlog.get_logger("webagent.browser")
 
 _TWO_FRAMES = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(0))))"
 # Scroll offsets (for the screenshot clip) and title, read in the same round trip as the settle wait.
+_PAGE_TEXT = """() => {
+  const body = document.body;
+  if (!body) return "";
+  const values = Array.from(document.querySelectorAll("input, textarea, select"), (e) =>
+    e.type === "password" ? "" : (e.type === "checkbox" || e.type === "radio") ? String(e.checked) : e.value);
+  return body.innerText + "\u0000" + values.join("\u0001");
+}"""
 _VIEW_NOW = "() => [window.visualViewport ? visualViewport.pageLeft : scrollX, window.visualViewport ? visualViewport.pageTop : scrollY, document.title]"
 # settle() reads the view with a plain evaluate: a round trip through the page's main thread, so
 # every input handler has run and any navigation or new tab it asked for has been announced over
@@ -180,6 +187,14 @@ class BrowserSession:
         if self._title is None:
             await self._read_view()
         return self._title or ""
+
+    async def page_text(self) -> str:
+        """The page's visible text and form values (for replay fingerprints; not on the hot path)."""
+        try:
+            text = await asyncio.wait_for(self.page.evaluate(_PAGE_TEXT), timeout=5.0)
+        except (PlaywrightError, TimeoutError):
+            return ""
+        return str(text)
 
     async def _read_view(self) -> tuple[float, float]:
         """Scroll offsets now (one round trip, which also refreshes the title)."""

@@ -38,16 +38,23 @@ class Validator:
     def system_prompt(self) -> str:
         return _system_prompt()
 
-    def messages(self, goal: str, answer: str, url: str, images: Sequence[Screenshot]) -> list[Message]:
-        text = render("validator_user.jinja", goal=goal, answer=answer, url=url)
+    def messages(
+        self, goal: str, answer: str, url: str, images: Sequence[Screenshot], expect: str | None = None
+    ) -> list[Message]:
+        text = render("validator_user.jinja", goal=goal, answer=answer, url=url, expect=expect or "")
         content: list[dict[str, object]] = [{"type": "text", "text": text}]
         content += [shot.image_part() for shot in images]
         return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": content}]
 
-    async def judge(self, goal: str, answer: str, url: str, images: Sequence[Screenshot]) -> tuple[Verdict, ModelCall]:
-        """Judge an answer. Raises ModelError (with ``.call``) on failure."""
+    async def judge(
+        self, goal: str, answer: str, url: str, images: Sequence[Screenshot], *, expect: str | None = None
+    ) -> tuple[Verdict, ModelCall]:
+        """Judge an answer (and ``expect``, a statement that must hold of the final state).
+
+        Raises ModelError (with ``.call``) on failure.
+        """
         reply, call = await self.client.call(
-            self.messages(goal, answer, url, images),
+            self.messages(goal, answer, url, images, expect),
             lambda text: parse_reply(text, ValidatorReply),
             response_format=_response_format(),
             repair_hint='Reply with a JSON object {"success": true|false, "feedback": "..."}.',

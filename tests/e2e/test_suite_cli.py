@@ -1,0 +1,172 @@
+"""``webagent test`` for real: suites, JUnit, the suite report in a browser, traces, the replay cache, budgets."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import xml.etree.ElementTree as ET
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.async_api import Browser
+
+from webagent.testing.server import FakeModelServer
+from webagent.testing.sites import SiteServer, sites_dir
+
+from ..conftest import TASKS
+from .test_cli import role_flags, webagent
+
+pytestmark = pytest.mark.e2e
+
+PRICE = "Find the price of the Blue Widget in the local product catalog and answer with the price."
+RED = "What does the Red Gadget cost? Give the price with its currency."
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeModelServer]:
+    server = FakeModelServer(TASKS / "scripts" / "local.json")
+    server.start_in_thread()
+    yield server
+    server.stop_thread()
+
+
+def suite_file(tmp_path: Path, *checks: str, name: str = "local smoke") -> Path:
+    path = tmp_path / "suite.yaml"
+    path.write_text(f"name: {name}\ndefaults: {{max_steps: 8}}\nchecks:\n" + "".join(checks))
+    return path
+
+
+def check(name: str, goal: str, *extra: str) -> str:
+    return f"  - name: {name}\n    url: ${{SITE}}/catalog/\n    goal: {goal}\n" + "".join(f"    {e}\n" for e in extra)
+
+
+def run_test(suite: Path, site: SiteServer, fake: FakeModelServer, *args: str) -> tuple[int, str, str]:
+    proc = webagent("test", str(suite), *args, *role_flags(fake), env={"SITE": site.url}, timeout=180)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def check_junit_trace_summary(out: Path, junit: Path) -> None:
+    root = ET.parse(junit).getroot()
+    assert junit.read_bytes() == (out / "junit.xml").read_bytes()
+    ts = root.find("testsuite")
+    assert ts is not None and ts.get("name") == "local smoke"
+    assert (ts.get("tests"), ts.get("failures"), ts.get("errors")) == ("2", "1", "0")
+    cases = {c.get("name"): c for c in ts.findall("testcase")}
+    assert cases["blue widget"].find("failure") is None
+    failure = cases["red gadget first answer"].find("failure")
+    assert failure is not None and "Include the currency symbol in the price." in (failure.get("message") or "")
+    attached = [
+        line.removeprefix("[[ATTACHMENT|").removesuffix("]]")
+        for line in (cases["red gadget first answer"].findtext("system-out") or "").split()
+    ]
+    assert {Path(p).name for p in attached} == {"report.html", "trace.zip"}
+    assert all(Path(p).is_file() for p in attached)
+    trace = next(Path(p) for p in attached if p.endswith("trace.zip"))
+    with zipfile.ZipFile(trace) as z:
+        assert any(n.endswith(".trace") for n in z.namelist())  # what `playwright show-trace` opens
+    assert not list((out / "runs").glob("blue*/attempt-1/trace.zip"))  # passing checks keep no trace
+
+    summary = json.loads((out / "suite.json").read_text())
+    assert (summary["checks"], summary["passed"], summary["failed"]) == (2, 1, 1)
+    assert summary["model_calls"] == 12 and summary["replayed_steps"] == 0
+
+
+async def test_suite_verdicts_junit_report_and_traces(
+    fake: FakeModelServer, site: SiteServer, browser: Browser, tmp_path: Path
+) -> None:
+    suite = suite_file(
+        tmp_path,
+        check("blue widget", PRICE, "expect: the Blue Widget product page is shown"),
+        check("red gadget first answer", RED, "max_attempts: 1"),
+    )
+    out, junit = tmp_path / "out", tmp_path / "reports" / "junit.xml"
+    code, stdout, stderr = run_test(suite, site, fake, "--output", str(out), "--junit", str(junit))
+    assert code == 1, stderr
+    lines = stdout.splitlines()
+    assert lines[0].startswith("PASS  blue widget") and lines[1].startswith("FAIL  red gadget first answer")
+    assert "Include the currency symbol" in lines[1] and "1/2 checks passed" in lines[2]
+
+    validator_texts = [r.text for r in fake.requests if r.role == "validator"]
+    assert any("the Blue Widget product page is shown" in t for t in validator_texts)  # expect reached it
+
+    check_junit_trace_summary(out, junit)
+
+    page = await browser.new_page()
+    try:
+        errors: list[str] = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        await page.goto((out / "report.html").as_uri())
+        assert await page.inner_text("#verdict") == "1/2 passed"
+        assert await page.locator("details.check").count() == 2
+        assert await page.locator("details.check[open]").count() == 1  # the failure is opened
+        assert await page.locator("details.check[open] > summary").inner_text() == "FAIL red gadget first answer"
+        await page.locator("details.check:not([open]) > summary").click()  # expand the passing one
+        sizes = await page.eval_on_selector_all("details.check img", "imgs => imgs.map(i => i.naturalWidth)")
+        assert len(sizes) == 6 and all(w > 0 for w in sizes)  # every step's screenshot decodes
+        assert await page.locator(".click-marker").count() == 4
+        assert not errors
+    finally:
+        await page.close()
+
+
+def test_replay_cache_zero_calls_on_an_unchanged_site_and_self_heals(fake: FakeModelServer, tmp_path: Path) -> None:
+    root = tmp_path / "sites"
+    shutil.copytree(sites_dir(), root)
+    suite = suite_file(tmp_path, check("blue widget", PRICE, "expect: the Blue Widget product page is shown"))
+    cache, out = tmp_path / "smoke.cache.json", tmp_path / "out"
+
+    def run(site: SiteServer) -> tuple[dict[str, object], int]:
+        before = len(fake.requests)
+        code, _, stderr = run_test(suite, site, fake, "--cache", str(cache), "--output", str(out), "-q")
+        assert code == 0, stderr
+        return json.loads((out / "suite.json").read_text()), len(fake.requests) - before
+
+    with SiteServer(root=root) as site:
+        recorded, calls = run(site)
+        assert calls == 6 and recorded["replayed_steps"] == 0 and cache.is_file()
+        text = cache.read_text()
+        replayed, calls = run(site)
+    assert calls == 0 and replayed["model_calls"] == 0  # the whole suite passes with zero model calls
+    assert replayed["replayed_steps"] == 3 and replayed["calls_saved"] == 6
+    assert cache.read_text() == text  # nothing changed, nothing rewritten
+
+    with SiteServer(root=root) as moved:  # another port: fingerprints hold same-origin paths
+        _, calls = run(moved)
+        assert calls == 0
+        index = root / "catalog" / "index.html"
+        index.write_text(index.read_text().replace("</body>", "<p>Spring sale: everything ships free</p></body>"))
+        healed, calls = run(moved)
+        assert calls == 6 and healed["replayed_steps"] == 0 and cache.read_text() != text  # re-planned, updated
+        steps = [json.loads(line) for line in next((out / "runs").glob("*/attempt-1/trajectory.jsonl")).open()]
+        assert [s["replayed"] for s in steps] == [False, False, False]
+        assert "re-planned by the models" in (out / "report.html").read_text()
+        _, calls = run(moved)
+        assert calls == 0  # the healed cache replays again
+
+
+def test_suite_budget_stops_checks(fake: FakeModelServer, site: SiteServer, tmp_path: Path) -> None:
+    suite = suite_file(tmp_path, check("blue widget", PRICE))
+    out = tmp_path / "out"
+    code, _, stderr = run_test(suite, site, fake, "--output", str(out), "--suite-budget-calls", "2", "-q")
+    assert code == 1, stderr
+    result = json.loads((out / "results.jsonl").read_text())
+    assert result["stop_reason"] == "budget" and "suite's budget of 2 model calls is spent" in result["message"]
+    failure = ET.parse(out / "junit.xml").getroot().find("testsuite/testcase/failure")
+    assert failure is not None and failure.get("type") == "budget"
+
+
+def test_bad_suite_and_rerun_rules(fake: FakeModelServer, site: SiteServer, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("checks:\n  - name: a\n    url: http://127.0.0.1/\n    gaol: typo\n")
+    out = tmp_path / "out"
+    code, stdout, stderr = run_test(bad, site, fake, "--output", str(out))
+    assert code == 2 and not stdout and not out.exists()
+    assert stderr.strip().count("\n") == 0 and "bad.yaml:2: check 'a': unknown key 'gaol'" in stderr
+
+    (out).mkdir()
+    (out / "results.jsonl").write_text("")  # someone else's results, not a finished suite run
+    suite = suite_file(tmp_path, check("blue widget", PRICE))
+    code, _, stderr = run_test(suite, site, fake, "--output", str(out))
+    assert code == 2 and "--resume" in stderr

@@ -1,0 +1,116 @@
+"""Replay-cache building blocks: fingerprints, matching tolerance, the cache file."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from pathlib import Path
+
+import pytest
+from PIL import Image, ImageDraw
+
+from webagent.actions import Answer, ClickElement
+from webagent.errors import InputError
+from webagent.images import Frame, Screenshot
+from webagent.records import Fingerprint, Point, Step, Verdict
+from webagent.replay import (
+    IMAGE_TOLERANCE_BITS,
+    ReplayCache,
+    StepReplay,
+    image_hash,
+    relative_url,
+    same_view,
+    text_hash,
+)
+
+
+def shot(draw: list[tuple[int, int, int, int]], size: tuple[int, int] = (640, 400)) -> Screenshot:
+    img = Image.new("RGB", size, "white")
+    pen = ImageDraw.Draw(img)
+    for box in draw:
+        pen.rectangle(box, fill="black")
+    buf = io.BytesIO()
+    img.save(buf, "JPEG", quality=85)
+    return Screenshot(
+        base64.b64encode(buf.getvalue()).decode(), "image/jpeg", Frame(size[0], size[1], size[0], size[1])
+    )
+
+
+def fp(text: str = "t", image: str = "0" * 64, url: str = "/a", title: str = "T") -> Fingerprint:
+    return Fingerprint(url=url, title=title, text=text_hash(text), image=image)
+
+
+def test_text_hash_ignores_whitespace_only() -> None:
+    assert text_hash("Buy  now\n$12") == text_hash(" Buy now $12 ")
+    assert text_hash("Buy now $12") != text_hash("Buy now $13")
+
+
+def test_image_hash_sees_a_moved_button_but_not_jpeg_noise() -> None:
+    button = image_hash(shot([(100, 100, 220, 140)]))
+    same = image_hash(shot([(100, 100, 220, 140)], size=(640, 400)))
+    moved = image_hash(shot([(400, 250, 520, 290)]))
+    assert len(button) == 64 and button == same
+    assert (int(button, 16) ^ int(moved, 16)).bit_count() > IMAGE_TOLERANCE_BITS
+
+
+def test_same_view_rules() -> None:
+    base = fp(image="f" * 64)
+    assert same_view(base, fp(image="f" * 63 + "e"))  # one bit off: a caret
+    assert not same_view(base, fp(image="0" * 64))
+    assert not same_view(base, fp(image="f" * 64, text="other"))
+    assert not same_view(base, fp(image="f" * 64, url="/b"))
+    assert not same_view(base, fp(image="zz"))
+
+
+def test_relative_url() -> None:
+    start = "http://127.0.0.1:8000/catalog/"
+    assert relative_url("http://127.0.0.1:8000/catalog/search?q=a", start) == "/catalog/search?q=a"
+    assert relative_url("http://127.0.0.1:9000/x", start) == "http://127.0.0.1:9000/x"
+    assert relative_url("about:blank", start) == "about:blank"
+
+
+def step(index: int, action: object, seen: Fingerprint, **kw: object) -> Step:
+    return Step.model_validate({"index": index, "url": "u", "action": action, "fingerprint": seen, **kw})
+
+
+def test_step_replay_matches_in_order_and_stops_at_the_first_mismatch() -> None:
+    a, b, c = fp("a"), fp("b"), fp("c")
+    click = ClickElement(element="x")
+    point = Point(image=(1, 2), viewport=(3, 4))
+    recorder = StepReplay()
+    recorder.observe(step(1, click, a, point=point))
+    recorder.observe(step(2, click, b, error="boom"))  # failed steps are not recorded
+    recorder.observe(step(3, Answer(content="no"), b, verdict=Verdict(success=False, feedback="f")))
+    recorder.observe(step(4, Answer(content="yes"), c, verdict=Verdict(success=True, feedback="ok")))
+    assert [s.fingerprint.text for s in recorder.steps] == [a.text, c.text] and recorder.changed
+
+    replay = StepReplay(recorder.steps)
+    first = replay.lookup(a)
+    assert first is not None and first.point == point and first.calls == 2
+    assert replay.lookup(b) is None and not replay.replaying
+    assert replay.lookup(c) is None  # no replay after a mismatch, even of a later recorded view
+
+
+def test_cache_file_is_stable_and_validated(tmp_path: Path) -> None:
+    path = tmp_path / "cache.json"
+    cache = ReplayCache(path)
+    replay = StepReplay()
+    replay.observe(step(1, Answer(content="42"), fp("a"), verdict=Verdict(success=True, feedback="ok")))
+    assert cache.update("k", replay, url="http://x.test/", goal="g", expect="e")
+    text = path.read_text()
+    data = json.loads(text)
+    assert data["version"] == 1 and list(data["checks"]) == ["k"] and text.endswith("}\n")
+    again = ReplayCache(path)
+    again.save()
+    assert path.read_text() == text  # byte-stable: no diff when nothing changed
+    assert again.replay_for("k", goal="g", expect="e").replaying
+    assert not again.replay_for("k", goal="g", expect="other").replaying
+    assert not again.replay_for("k", goal="other", expect="e").replaying
+
+    path.write_text('{"version": 1, "checks": {"k": {"goal": "g"}}}')
+    with pytest.raises(InputError, match=r"replay cache .* is not valid"):
+        ReplayCache(path)
+    path.write_text("not json")
+    with pytest.raises(InputError, match="delete it to record a new one"):
+        ReplayCache(path)

@@ -1,0 +1,236 @@
+"""The replay cache: re-run recorded steps without any model call while the page still matches.
+
+A recording is, per check (or run), the list of steps that worked: what the agent saw (a
+``Fingerprint``: URL, title, a hash of the visible text and form values, a perceptual hash of the
+screenshot), the action, the resolved click point and, for the final answer, the validator's
+verdict. A run with a cache replays recorded steps in order while each new observation matches
+the recorded one; at the first mismatch it hands over to the models for the rest of the run
+(re-planning) and, when the run then succeeds, its steps replace the recording (self-healing).
+
+The file is stable, human-diffable JSON (sorted keys, two-space indent, one check per key) meant to
+be committed next to a suite. It is rewritten atomically and only when a recording changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
+
+import structlog
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .actions import Action, Answer, ClickElement, SelectOption, WriteElement
+from .errors import InputError
+from .images import Screenshot
+from .records import Fingerprint, Point, Step, Verdict
+
+__all__ = [
+    "CachedStep",
+    "ReplayCache",
+    "StepReplay",
+    "fingerprint",
+    "image_hash",
+    "text_hash",
+]
+
+log = structlog.get_logger("webagent.replay")
+
+#: Differing bits (of 256) two screenshots' dHashes may have and still count as the same view:
+#: absorbs a blinking caret or JPEG noise, not a moved button or a changed line of text.
+IMAGE_TOLERANCE_BITS = 6
+_HASH_W, _HASH_H = 17, 16
+
+
+def text_hash(text: str) -> str:
+    """Hash of page text with whitespace normalised (16 hex digits)."""
+    return hashlib.sha256(" ".join(text.split()).encode()).hexdigest()[:16]
+
+
+def image_hash(shot: Screenshot) -> str:
+    """256-bit difference hash of a screenshot: grayscale 17x16, one bit per horizontal gradient."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(shot.data())) as img:
+        small = img.convert("L").resize((_HASH_W, _HASH_H), Image.Resampling.BILINEAR)
+        px = small.tobytes()
+    bits = 0
+    for row in range(_HASH_H):
+        base = row * _HASH_W
+        for col in range(_HASH_W - 1):
+            bits = (bits << 1) | (px[base + col] > px[base + col + 1])
+    return f"{bits:064x}"
+
+
+def fingerprint(url: str, title: str, page_text: str, shot: Screenshot, *, start_url: str = "") -> Fingerprint:
+    """The fingerprint of an observation; a URL on the start URL's origin is kept as its path."""
+    return Fingerprint(url=relative_url(url, start_url), title=title, text=text_hash(page_text), image=image_hash(shot))
+
+
+def relative_url(url: str, start_url: str) -> str:
+    """``url`` without scheme and host when it shares ``start_url``'s origin (so ports may change)."""
+    a, b = urlsplit(url), urlsplit(start_url)
+    if a.scheme in ("http", "https") and (a.scheme, a.netloc) == (b.scheme, b.netloc):
+        return urlunsplit(("", "", a.path or "/", a.query, a.fragment))
+    return url
+
+
+def same_view(a: Fingerprint, b: Fingerprint) -> bool:
+    """Whether two observations are the same page state."""
+    if (a.url, a.title, a.text) != (b.url, b.title, b.text):
+        return False
+    try:
+        return (int(a.image, 16) ^ int(b.image, 16)).bit_count() <= IMAGE_TOLERANCE_BITS
+    except ValueError:
+        return False
+
+
+class CachedStep(BaseModel):
+    """One recorded step."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    fingerprint: Fingerprint
+    action: Action
+    point: Point | None = None
+    note: str = ""
+    verdict: Verdict | None = None
+
+    @property
+    def calls(self) -> int:
+        """Model calls this step needed when it was planned."""
+        return 1 + isinstance(self.action, ClickElement | WriteElement | SelectOption) + isinstance(self.action, Answer)
+
+
+class _Recording(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: str
+    goal: str
+    expect: str | None = None
+    steps: list[CachedStep]
+
+
+class _CacheFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    version: Literal[1] = 1
+    checks: dict[str, _Recording] = Field(default_factory=dict)
+
+
+class StepReplay:
+    """The replay state of one run: matches recorded steps in order and records the new ones."""
+
+    def __init__(self, recorded: list[CachedStep] | None = None) -> None:
+        self.recorded = list(recorded or [])
+        self.replaying = bool(self.recorded)
+        self._pos = 0
+        self.replayed = 0
+        self.replanned = 0
+        self.calls_saved = 0
+        self._steps: list[CachedStep] = []
+
+    def lookup(self, seen: Fingerprint) -> CachedStep | None:
+        """The recorded step for this observation, or None (and no more replaying) on a mismatch."""
+        if not self.replaying:
+            return None
+        if self._pos < len(self.recorded) and same_view(self.recorded[self._pos].fingerprint, seen):
+            cached = self.recorded[self._pos]
+            self._pos += 1
+            return cached
+        self.replaying = False
+        log.info("replay_mismatch", position=self._pos, recorded=len(self.recorded), url=seen.url)
+        return None
+
+    def observe(self, step: Step) -> None:
+        """Account a finished step and keep it for the new recording if it worked."""
+        if step.replayed:
+            self.replayed += 1
+        else:
+            self.replanned += 1
+        action = step.action
+        if step.fingerprint is None or action is None or step.error is not None:
+            return
+        if isinstance(action, Answer) and not (step.verdict and step.verdict.success):
+            return
+        cached = CachedStep(
+            fingerprint=step.fingerprint, action=action, point=step.point, note=step.note, verdict=step.verdict
+        )
+        if step.replayed:
+            self.calls_saved += cached.calls
+        self._steps.append(cached)
+
+    @property
+    def changed(self) -> bool:
+        return self.replanned > 0
+
+    @property
+    def steps(self) -> list[CachedStep]:
+        return list(self._steps)
+
+
+class ReplayCache:
+    """A cache file of recordings keyed by check name. Missing file = empty cache (record mode)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._data = self._load()
+        self.updated: list[str] = []
+
+    def _load(self) -> _CacheFile:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return _CacheFile()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"cannot read the replay cache {self.path}: {exc}") from None
+        try:
+            return _CacheFile.model_validate_json(text)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"]) or "top level"
+            raise InputError(
+                f"the replay cache {self.path} is not valid ({where}: {err['msg']}); "
+                "fix it or delete it to record a new one"
+            ) from None
+
+    def replay_for(self, key: str, *, goal: str, expect: str | None = None) -> StepReplay:
+        """The replay of one check; a recording made for another goal or expectation is ignored.
+
+        The start URL is kept for information but not compared: the same suite may run against a
+        site on another host or port (fingerprints hold same-origin URLs as paths).
+        """
+        rec = self._data.checks.get(key)
+        if rec is None or (rec.goal, rec.expect) != (goal, expect):
+            return StepReplay()
+        return StepReplay(rec.steps)
+
+    def update(self, key: str, replay: StepReplay, *, url: str, goal: str, expect: str | None = None) -> bool:
+        """Store a successful run's steps if they differ from the recording; returns whether it did."""
+        if not replay.changed or not replay.steps:
+            return False
+        self._data.checks[key] = _Recording(url=url, goal=goal, expect=expect, steps=replay.steps)
+        self.updated.append(key)
+        self.save()
+        return True
+
+    def save(self) -> None:
+        data = self._data.model_dump(mode="json", exclude_defaults=False)
+        text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def keys(self) -> list[str]:
+        return sorted(self._data.checks)
