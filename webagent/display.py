@@ -44,7 +44,7 @@ class StepPrinter:
             where = f" at ({x:.0f}, {y:.0f})"
         ok = not step.error
         outcome = step.outcome or ""
-        seconds = f"{step.timings.total_s:.2f}s"
+        seconds = f"{step.timings.total_s:.2f}s" + (", replayed" if step.replayed else "")
         label = f"[{step.index}/{self.max_steps}]" if step.kind == "action" else f"[final {step.index}]"
         color = "green" if ok else "red"
         self._print(
@@ -66,6 +66,8 @@ class StepPrinter:
         tail = (
             f"{result.steps} steps, {result.attempts} attempt(s), {result.duration_s:.1f}s, stop: {result.stop_reason}"
         )
+        if result.replayed_steps:
+            tail += f", {result.replayed_steps} steps replayed ({result.calls_saved} model calls saved)"
         report = f"\nreport: {result.output_dir}/report.html" if result.output_dir else ""
         msg = f" ({result.message})" if not result.success and result.message else ""
         self._print(

@@ -170,3 +170,17 @@ def test_bad_suite_and_rerun_rules(fake: FakeModelServer, site: SiteServer, tmp_
     suite = suite_file(tmp_path, check("blue widget", PRICE))
     code, _, stderr = run_test(suite, site, fake, "--output", str(out))
     assert code == 2 and "--resume" in stderr
+
+
+def test_run_with_a_cache_replays(fake: FakeModelServer, site: SiteServer, tmp_path: Path) -> None:
+    cache = tmp_path / "run.cache.json"
+    args = ["run", "--url", site.url + "/catalog/", "--goal", PRICE, "--cache", str(cache), *role_flags(fake)]
+    first = webagent(*args, "--output", str(tmp_path / "a"))
+    assert first.returncode == 0, first.stderr
+    before = len(fake.requests)
+    second = webagent(*args, "--output", str(tmp_path / "b"), "--json")
+    assert second.returncode == 0, second.stderr
+    assert len(fake.requests) == before
+    result = json.loads(second.stdout)
+    assert result["replayed_steps"] == 3 and result["calls_saved"] == 6 and result["answer"] == "$12.50"
+    assert "3 steps replayed (6 model calls saved)" in second.stderr
