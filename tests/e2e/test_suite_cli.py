@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 import zipfile
 from collections.abc import Iterator
@@ -184,3 +187,49 @@ def test_run_with_a_cache_replays(fake: FakeModelServer, site: SiteServer, tmp_p
     result = json.loads(second.stdout)
     assert result["replayed_steps"] == 3 and result["calls_saved"] == 6 and result["answer"] == "$12.50"
     assert "3 steps replayed (6 model calls saved)" in second.stderr
+
+
+def test_sigterm_mid_suite_then_resume(site: SiteServer, tmp_path: Path) -> None:
+    from .test_batch_cli import complete_lines, env, result_lines, start_server, wait_until
+
+    gen = start_server({**json.loads((TASKS / "scripts" / "local.json").read_text()), "latency_s": {"policy": 0.1}})
+    slow = next(gen)
+    try:
+        checks = [check(f"price {i}", PRICE) for i in range(4)]
+        suite = suite_file(tmp_path, *checks)
+        out = tmp_path / "out"
+        args = [sys.executable, "-m", "webagent", "test", str(suite), "--output", str(out), "--concurrency", "1"]
+        proc = subprocess.Popen(
+            [*args, *role_flags(slow)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**env(), "SITE": site.url},
+        )
+        try:
+            wait_until(lambda: complete_lines(out) >= 1, 60, "a finished check", proc)
+            proc.send_signal(signal.SIGTERM)
+            _, stderr = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 130, stderr
+        assert "Traceback" not in stderr and "--resume" in stderr
+        first = result_lines(out)
+        assert 1 <= len(first) < 4
+        skipped = ET.parse(out / "junit.xml").getroot().findall("testsuite/testcase/skipped")
+        assert len(skipped) == 4 - len(first)  # the JUnit file is consistent: not-run checks are skipped
+
+        done = subprocess.run(
+            [*args, "--resume", "-q", *role_flags(slow)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**env(), "SITE": site.url},
+        )
+        assert done.returncode == 0, done.stderr
+        rows = result_lines(out)
+        assert len(rows) == 4 and rows[: len(first)] == first
+        assert json.loads((out / "suite.json").read_text())["passed"] == 4
+    finally:
+        gen.close()
