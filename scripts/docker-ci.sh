@@ -36,6 +36,7 @@ die() {
 # --- cleanup: only what this script started ---------------------------------------------------
 PIDS=()
 CONTAINERS=()
+CLIENT= # the running `docker/podman run`, if any
 ENGINE=
 cleanup() {
   local rc=$?
@@ -43,7 +44,7 @@ cleanup() {
   for name in "${CONTAINERS[@]}"; do
     "$ENGINE" rm -f "$name" >/dev/null 2>&1 || true
   done
-  for pid in "${PIDS[@]}"; do
+  for pid in $CLIENT "${PIDS[@]}"; do
     kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   done
@@ -123,16 +124,20 @@ run_container() { # run_container LABEL DIR ARGS...: runs the image with DIR mou
   mkdir -p "$dir"
   chmod 0777 "$dir"
   CONTAINERS+=("$name")
-  set +e
+  # In the background so that a signal interrupts the wait and the trap removes the container.
   "$ENGINE" run --rm --name "$name" --network=host --init --shm-size=1g "${USER_ARGS[@]}" \
     -e WEBAGENT_POLICY_BASE_URL="$MODEL/policy/v1" -e WEBAGENT_POLICY_MODEL=fake-policy \
     -e WEBAGENT_LOCALIZER_BASE_URL="$MODEL/localizer/v1" -e WEBAGENT_LOCALIZER_MODEL=fake-Holo1.5 \
     -e WEBAGENT_VALIDATOR_BASE_URL="$MODEL/validator/v1" -e WEBAGENT_VALIDATOR_MODEL=fake-validator \
     -e SITE_URL="$SITES" \
     -v "$SUITES:/suite:ro" -v "$dir:/out" \
-    "$IMAGE" "$@"
+    "$IMAGE" "$@" &
+  CLIENT=$!
+  set +e
+  wait "$CLIENT"
   RC=$?
   set -e
+  CLIENT=
   log "$label: exit code $RC"
 }
 
