@@ -188,6 +188,13 @@ class BatchRunner:
         except BaseException:
             self.results.close()
             raise
+        if pending:
+            try:
+                await agent.browsers.start()  # a browser that cannot launch is a usage error, not N failures
+            except BaseException:
+                await agent.aclose()
+                self.results.close()
+                raise
         loop = asyncio.get_running_loop()
         handled = []
         for sig in (signal.SIGINT, signal.SIGTERM):

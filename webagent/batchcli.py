@@ -17,10 +17,10 @@ from rich.text import Text
 from .batch import BatchRunner, BatchStats, read_results
 from .config import AgentConfig
 from .errors import InputError
+from .files import write_atomic
 from .servermetrics import sample, server_report
 from .summary import print_summary, summarize
 from .tasks import load_references, load_tasks
-from .trajectory import write_atomic
 
 __all__ = ["BatchProgress", "run_batch"]
 

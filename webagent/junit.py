@@ -7,11 +7,12 @@ reporters read them: ``[[ATTACHMENT|path]]`` lines in ``system-out`` and ``prope
 
 from __future__ import annotations
 
-import os
-import tempfile
+import io
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from .files import write_atomic
 
 if TYPE_CHECKING:
     from .suite import Suite
@@ -87,15 +88,7 @@ def junit_tree(suite: Suite, items: list[CheckOutcome], output: Path) -> ET.Elem
 
 def write_junit(target: Path, suite: Suite, items: list[CheckOutcome], output: Path) -> Path:
     """Write the JUnit file atomically."""
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
     tree = junit_tree(suite, items, output)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".junit-", suffix=".xml.tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            tree.write(fh, encoding="utf-8", xml_declaration=True)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    buf = io.BytesIO()
+    tree.write(buf, encoding="utf-8", xml_declaration=True)
+    return write_atomic(target, buf.getvalue())

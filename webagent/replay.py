@@ -16,8 +16,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
@@ -27,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .actions import Action, Answer, ClickElement, SelectOption, WriteElement
 from .errors import InputError
+from .files import write_atomic
 from .images import Screenshot
 from .records import Fingerprint, Point, Step, Verdict
 
@@ -222,15 +221,7 @@ class ReplayCache:
     def save(self) -> None:
         data = self._data.model_dump(mode="json", exclude_defaults=False)
         text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(self.path, text)
 
     def keys(self) -> list[str]:
         return sorted(self._data.checks)

@@ -12,10 +12,10 @@ from __future__ import annotations
 import base64
 import html
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from .files import write_atomic
 
 __all__ = ["load_run", "render_report", "render_report_html"]
 
@@ -292,13 +292,4 @@ def render_report(run_dir: Path) -> Path:
     """Write ``run_dir/report.html`` atomically and return its path."""
     run_dir = Path(run_dir)
     page = render_report_html(*load_run(run_dir))
-    target = run_dir / "report.html"
-    fd, tmp = tempfile.mkstemp(dir=run_dir, prefix=".report-", suffix=".html.tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(page)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    return write_atomic(run_dir / "report.html", page)

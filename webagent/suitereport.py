@@ -6,11 +6,10 @@ CSS inline, every text escaped); each check is a ``<details>`` section, open whe
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .files import write_atomic
 from .report import CSP, CSS, _e, _step_html, load_run
 
 if TYPE_CHECKING:
@@ -86,13 +85,4 @@ def write_suite_report(
     target: Path, suite: Suite, items: list[CheckOutcome], output: Path, summary: dict[str, Any]
 ) -> Path:
     page = render_suite_report(suite, items, output, summary)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".report-", suffix=".html.tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(page)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    return write_atomic(target, page)

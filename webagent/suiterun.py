@@ -21,12 +21,12 @@ from .batch import BatchRunner, BatchStats, TaskResult, read_results
 from .budget import Budget
 from .config import ROLES, AgentConfig
 from .errors import InputError
+from .files import write_atomic
 from .junit import write_junit
 from .replay import ReplayCache
 from .suite import Check, Suite
 from .suitereport import write_suite_report
 from .tasks import TaskSpec
-from .trajectory import write_atomic
 
 __all__ = ["CheckOutcome", "SuiteRunner", "run_suite"]
 

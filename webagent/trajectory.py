@@ -3,29 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import structlog
 
+from .files import write_atomic
 from .records import RunResult, Step
 
-__all__ = ["TrajectoryWriter", "write_atomic"]
+__all__ = ["TrajectoryWriter"]
 
 log = structlog.get_logger("webagent.trajectory")
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers never see a partial file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class TrajectoryWriter:

@@ -337,3 +337,17 @@ def test_webvoyager_task_file_and_references(fast: FakeModelServer, site: SiteSe
     assert summary["success_rate"] == 1.0
     assert summary["reference"] == {"scored": 2, "matched": 1, "match_rate": 0.5}
     assert "matches reference answer" in proc.stderr and "1/2 (50.0%)" in proc.stderr
+
+
+def test_a_browser_that_cannot_launch_is_one_usage_error(
+    fast: FakeModelServer, site: SiteServer, tmp_path: Path
+) -> None:
+    tasks = local_task_file(site, tmp_path / "local.jsonl")
+    bad = tmp_path / "not-chromium"
+    bad.write_text("#!/bin/sh\nexit 1\n")
+    bad.chmod(0o755)
+    proc = webagent_batch(tasks, tmp_path / "out", fast, "--executable-path", str(bad))
+    assert proc.returncode == 2, proc.stderr
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("webagent: error:"), proc.stderr
+    assert result_lines(tmp_path / "out") == []  # no task was run, so none is recorded as failed

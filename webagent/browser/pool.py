@@ -94,6 +94,12 @@ class BrowserPool:
             with contextlib.suppress(Exception):
                 await slot.browser.close()
 
+    async def start(self) -> None:
+        """Launch the first browser now, so a bad executable is one error up front, not one per task."""
+        slot = await self._acquire()
+        slot.served -= 1  # warming up is not serving a context
+        await self._release(slot)
+
     @contextlib.asynccontextmanager
     async def session(self) -> AsyncIterator[BrowserSession]:
         """A new context on a pooled browser, closed on exit."""

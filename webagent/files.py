@@ -1,0 +1,39 @@
+"""Atomic file writes: readers (and a killed run) never see a partial file."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+__all__ = ["write_atomic"]
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_MODE = 0o666 & ~_umask()
+
+
+def write_atomic(path: str | Path, data: bytes | str) -> Path:
+    """Write ``data`` to ``path`` through a temporary file and a rename.
+
+    The file gets the usual permissions (0666 less the umask), not the temporary file's 0600, so a
+    CI job can read what a container running as another user wrote.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = data.encode() if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+        os.chmod(tmp, _MODE)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
