@@ -11,16 +11,20 @@ from typing import Any
 import structlog
 from playwright.async_api import Browser, BrowserContext, Page
 
+from .browser.guard import NavigationGuard
 from .browser.pool import BrowserPool
+from .browser.secretpage import SecretPage
 from .browser.session import BrowserSession
 from .config import ROLES, AgentConfig
 from .errors import InputError
-from .loop import Episode, Roles
+from .loop import Episode, PageDriver, Roles
 from .model.client import EndpointPool, ModelClient
 from .records import RunResult, Step
 from .roles.localizer import Localizer
 from .roles.policy import Policy
 from .roles.validator import Validator
+from .safety import NavigationPolicy
+from .secrets import Secrets
 from .trajectory import TrajectoryWriter
 from .urls import normalize_url
 
@@ -40,6 +44,7 @@ class Agent:
         self.config = config or AgentConfig()
         self.config.require_endpoints()
         self.browsers = BrowserPool(self.config.browser, browser=browser)
+        self.secrets = Secrets(self.config.secrets)
         self._endpoints: dict[str, EndpointPool] = {}
 
     def endpoint_pool(self, role: str) -> EndpointPool:
@@ -48,11 +53,25 @@ class Agent:
             self._endpoints[role] = EndpointPool(role, self.config.role(role))
         return self._endpoints[role]
 
-    def new_roles(self) -> Roles:
+    def navigation_policy(self, start_url: str) -> NavigationPolicy:
+        """The allowed/blocked hosts and private-network rule of a run starting at ``start_url``."""
+        browser = self.config.browser
+        return NavigationPolicy.build(
+            allowed=browser.allowed_domains,
+            blocked=browser.blocked_domains,
+            private_network=browser.private_network,
+            start_url=start_url,
+        )
+
+    def new_roles(self, policy: NavigationPolicy | None = None) -> Roles:
         """Role objects for one session (each sticks to the endpoint it first uses)."""
         client = {name: ModelClient(name, self.config.role(name), self.endpoint_pool(name)) for name in ROLES}
+        if self.secrets:
+            for c in client.values():
+                c.secrets = self.secrets
+        restrictions = policy.describe() if policy is not None else ""
         return Roles(
-            policy=Policy(client["policy"]),
+            policy=Policy(client["policy"], secret_names=self.secrets.names, restrictions=restrictions),
             localizer=Localizer(client["localizer"], self.config.localizer),
             validator=Validator(client["validator"]),
         )
@@ -129,6 +148,7 @@ class RunStream:
         self._page = page
         self.result: RunResult | None = None
         self.session: BrowserSession | None = None
+        self.policy = agent.navigation_policy(url)
         self._gen: AsyncIterator[Step] | None = None
 
     def __aiter__(self) -> RunStream:
@@ -152,20 +172,28 @@ class RunStream:
     @contextlib.asynccontextmanager
     async def _session(self) -> AsyncIterator[BrowserSession]:
         config = self.agent.config.browser
+        guard = NavigationGuard(self.policy)
         if self._page is not None:
-            yield BrowserSession(self._page, config)
-        elif self._context is not None:
-            session = BrowserSession(await self._context.new_page(), config, owns_page=True)
+            session = BrowserSession(self._page, config)
+            await session.set_guard(guard)
             try:
                 yield session
             finally:
                 await session.close()
+        elif self._context is not None:
+            session = BrowserSession(await self._context.new_page(), config, owns_page=True)
+            try:
+                await session.set_guard(guard)
+                yield session
+            finally:
+                await session.close()
         else:
-            async with self.agent.browsers.session() as session:
+            async with self.agent.browsers.session(block_service_workers=guard.active) as session:
+                await session.set_guard(guard)
                 yield session
 
     async def _run(self) -> AsyncIterator[Step]:
-        roles = self.agent.new_roles()
+        roles = self.agent.new_roles(self.policy)
         try:
             async with self._session() as session:
                 self.session = session
@@ -177,10 +205,13 @@ class RunStream:
 
     async def _steps(self, roles: Roles, session: BrowserSession) -> AsyncIterator[Step]:
         writer: TrajectoryWriter | None = None
-        episode = Episode(roles, session, self.agent.config.agent, url=self.url, goal=self.goal)
+        secrets = self.agent.secrets
+        page: PageDriver = SecretPage(session, secrets) if secrets else session
+        episode = Episode(roles, page, self.agent.config.agent, url=self.url, goal=self.goal)
         steps = episode.steps()
         try:
             async for step in steps:
+                step = secrets.redact_model(step)  # what the model echoed of a secret it saw on a page
                 if writer is None and self.output_dir is not None:
                     writer = TrajectoryWriter(self.output_dir)
                 if writer is not None:
@@ -188,7 +219,7 @@ class RunStream:
                 yield step
         finally:
             await steps.aclose()  # type: ignore[attr-defined]
-            self.result = episode.result
+            self.result = secrets.redact_model(episode.result) if episode.result is not None else None
             if writer is not None and self.result is not None:
                 self.result.output_dir = str(writer.directory)
                 writer.write_result(self.result)
