@@ -153,12 +153,14 @@ class BrowserConfig(_Section):
     @field_validator("allowed_domains", "blocked_domains", mode="before")
     @classmethod
     def _domains(cls, v: Any) -> Any:
-        items = v.replace(",", " ").split() if isinstance(v, str) else v
-        if isinstance(items, list):
+        if isinstance(v, str):
+            v = [v]
+        if isinstance(v, list):  # entries may also be comma-separated
+            items = [part for item in v for part in str(item).replace(",", " ").split()]
             for item in items:
-                parse_rule(str(item))  # ValueError names the bad entry
-            return [str(item).strip() for item in items]
-        return items
+                parse_rule(item)  # ValueError names the bad entry
+            return items
+        return v
 
     @field_validator("viewport", mode="before")
     @classmethod

@@ -2,8 +2,8 @@
 
 The policy writes ``{{PASSWORD}}`` inside a ``write_element`` content; the agent types the value.
 Everything that leaves the agent -- model requests, steps, results, trajectory files, reports,
-error messages -- goes through :meth:`Secrets.redact`, which replaces each value (and its
-URL-encoded, HTML-escaped and JSON-escaped forms) by its ``{{NAME}}`` placeholder.
+error messages -- goes through :meth:`Secrets.redact`, which replaces each value (also when
+percent-encoded, wholly or in part, HTML-escaped or JSON-escaped) by its ``{{NAME}}`` placeholder.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
-from urllib.parse import quote, quote_plus
 
 from pydantic import BaseModel, SecretStr
 
@@ -40,25 +39,22 @@ def check_secret(name: str, value: str) -> None:
         raise ValueError(f"secret {name} contains a line break; secrets are typed as one line")
 
 
-def _forms(value: str) -> list[str]:
-    """Forms in which a typed value may show up in a URL, a title, HTML or JSON text."""
-    forms = {
-        value,
-        quote(value, safe=""),
-        quote(value),
-        quote_plus(value),
-        _lower_hex(quote(value, safe="")),
-        _lower_hex(quote_plus(value)),
-        html.escape(value),
-        html.escape(value, quote=False),
-        json.dumps(value)[1:-1],
-        json.dumps(value, ensure_ascii=False)[1:-1],
-    }
-    return sorted(forms, key=len, reverse=True)
+def _char_pattern(char: str) -> str:
+    """A character, or its percent-encoding in either case (``+`` too for a space)."""
+    encoded = "".join(
+        "%" + "".join(f"[{d}{d.lower()}]" if d.isalpha() else d for d in f"{byte:02X}") for byte in char.encode()
+    )
+    options = [re.escape(char), encoded] + (["\\+"] if char == " " else [])
+    return "(?:" + "|".join(options) + ")"
 
 
-def _lower_hex(text: str) -> str:
-    return re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), text)
+def _value_pattern(value: str) -> str:
+    """The value as typed, URL-encoded to any degree, HTML-escaped or JSON-escaped."""
+    url_forms = "".join(_char_pattern(c) for c in value)
+    literal = {html.escape(value), html.escape(value, quote=False), json.dumps(value)[1:-1]}
+    literal |= {json.dumps(value, ensure_ascii=False)[1:-1]}
+    literal.discard(value)
+    return "|".join([url_forms, *(re.escape(f) for f in sorted(literal, key=len, reverse=True))])
 
 
 class Secrets:
@@ -70,10 +66,11 @@ class Secrets:
             raw = value.get_secret_value() if isinstance(value, SecretStr) else value
             check_secret(name, raw)
             self._values[name] = raw
-        pairs = [(form, name) for name, raw in self._values.items() for form in _forms(raw)]
-        pairs.sort(key=lambda p: len(p[0]), reverse=True)  # the longest form first
-        self._pattern = re.compile("|".join(re.escape(form) for form, _ in pairs)) if pairs else None
-        self._names_by_form = {form: name for form, name in pairs}
+        # One alternation, the longest value first, each in its own named group.
+        ordered = sorted(self._values.items(), key=lambda item: len(item[1]), reverse=True)
+        self._group_names = {f"s{i}": name for i, (name, _) in enumerate(ordered)}
+        groups = [f"(?P<s{i}>{_value_pattern(raw)})" for i, (_, raw) in enumerate(ordered)]
+        self._pattern = re.compile("|".join(groups)) if groups else None
 
     def __bool__(self) -> bool:
         return bool(self._values)
@@ -107,7 +104,7 @@ class Secrets:
         """``text`` with every form of every value replaced by ``{{NAME}}``."""
         if self._pattern is None or not text:
             return text
-        return self._pattern.sub(lambda m: "{{" + self._names_by_form[m.group(0)] + "}}", text)
+        return self._pattern.sub(lambda m: "{{" + self._group_names[str(m.lastgroup)] + "}}", text)
 
     def contains(self, text: str) -> bool:
         return self._pattern is not None and self._pattern.search(text) is not None
