@@ -11,18 +11,22 @@ from typing import Any, Literal
 import structlog
 from playwright.async_api import Browser, BrowserContext, Page
 
+from .browser.guard import NavigationGuard
 from .browser.pool import BrowserPool
+from .browser.secretpage import SecretPage
 from .browser.session import BrowserSession
 from .budget import Budget, BudgetLimits
 from .config import ROLES, AgentConfig, AgentSettings
 from .errors import InputError
-from .loop import Episode, Roles
+from .loop import Episode, PageDriver, Roles
 from .model.client import EndpointPool, ModelClient
 from .records import ModelCall, RunResult, Step
 from .replay import ReplayCache
 from .roles.localizer import Localizer
 from .roles.policy import Policy
 from .roles.validator import Validator
+from .safety import NavigationPolicy
+from .secrets import Secrets
 from .trajectory import TrajectoryWriter
 from .urls import normalize_url
 
@@ -44,6 +48,7 @@ class Agent:
         self.config = config or AgentConfig()
         self.config.require_endpoints()
         self.browsers = BrowserPool(self.config.browser, browser=browser)
+        self.secrets = Secrets(self.config.secrets)
         self._endpoints: dict[str, EndpointPool] = {}
 
     def endpoint_pool(self, role: str) -> EndpointPool:
@@ -56,11 +61,25 @@ class Agent:
         """Dollar cost of one model call at the configured per-role prices."""
         return self.config.role(call.role).cost(call.usage.prompt_tokens, call.usage.completion_tokens)
 
-    def new_roles(self) -> Roles:
+    def navigation_policy(self, start_url: str) -> NavigationPolicy:
+        """The allowed/blocked hosts and private-network rule of a run starting at ``start_url``."""
+        browser = self.config.browser
+        return NavigationPolicy.build(
+            allowed=browser.allowed_domains,
+            blocked=browser.blocked_domains,
+            private_network=browser.private_network,
+            start_url=start_url,
+        )
+
+    def new_roles(self, policy: NavigationPolicy | None = None) -> Roles:
         """Role objects for one session (each sticks to the endpoint it first uses)."""
         client = {name: ModelClient(name, self.config.role(name), self.endpoint_pool(name)) for name in ROLES}
+        if self.secrets:
+            for c in client.values():
+                c.secrets = self.secrets
+        restrictions = policy.describe() if policy is not None else ""
         return Roles(
-            policy=Policy(client["policy"]),
+            policy=Policy(client["policy"], secret_names=self.secrets.names, restrictions=restrictions),
             localizer=Localizer(client["localizer"], self.config.localizer),
             validator=Validator(client["validator"]),
         )
@@ -177,6 +196,7 @@ class RunStream:
         self.trace = trace
         self.result: RunResult | None = None
         self.session: BrowserSession | None = None
+        self.policy = agent.navigation_policy(url)
         self._gen: AsyncIterator[Step] | None = None
 
     def __aiter__(self) -> RunStream:
@@ -200,20 +220,28 @@ class RunStream:
     @contextlib.asynccontextmanager
     async def _session(self) -> AsyncIterator[BrowserSession]:
         config = self.agent.config.browser
+        guard = NavigationGuard(self.policy)
         if self._page is not None:
-            yield BrowserSession(self._page, config)
-        elif self._context is not None:
-            session = BrowserSession(await self._context.new_page(), config, owns_page=True)
+            session = BrowserSession(self._page, config)
+            await session.set_guard(guard)
             try:
                 yield session
             finally:
                 await session.close()
+        elif self._context is not None:
+            session = BrowserSession(await self._context.new_page(), config, owns_page=True)
+            try:
+                await session.set_guard(guard)
+                yield session
+            finally:
+                await session.close()
         else:
-            async with self.agent.browsers.session() as session:
+            async with self.agent.browsers.session(block_service_workers=guard.active) as session:
+                await session.set_guard(guard)
                 yield session
 
     async def _run(self) -> AsyncIterator[Step]:
-        roles = self.agent.new_roles()
+        roles = self.agent.new_roles(self.policy)
         try:
             async with self._session() as session:
                 self.session = session
@@ -225,12 +253,14 @@ class RunStream:
 
     async def _steps(self, roles: Roles, session: BrowserSession) -> AsyncIterator[Step]:
         writer: TrajectoryWriter | None = None
+        secrets = self.agent.secrets
+        page: PageDriver = SecretPage(session, secrets) if secrets else session
         replay = None
         if self.cache is not None:
             replay = self.cache.replay_for(self.cache_key, goal=self.goal, expect=self.expect)
         episode = Episode(
             roles,
-            session,
+            page,
             self.settings,
             url=self.url,
             goal=self.goal,
@@ -238,12 +268,14 @@ class RunStream:
             replay=replay,
             budgets=self.budgets,
         )
-        tracing = self.trace != "off" and self._page is None and self._context is None
+        # No trace when secrets are set: a trace's DOM snapshots would hold the typed values.
+        tracing = self.trace != "off" and self._page is None and self._context is None and not secrets
         if tracing:
             await _start_tracing(session)
         steps = episode.steps()
         try:
             async for step in steps:
+                step = secrets.redact_model(step)  # what the model echoed of a secret it saw on a page
                 if writer is None and self.output_dir is not None:
                     writer = TrajectoryWriter(self.output_dir)
                 if writer is not None:
@@ -251,7 +283,7 @@ class RunStream:
                 yield step
         finally:
             await steps.aclose()  # type: ignore[attr-defined]
-            self.result = episode.result
+            self.result = secrets.redact_model(episode.result) if episode.result is not None else None
             if self.result is not None and self.cache is not None and replay is not None and self.result.success:
                 self.cache.update(self.cache_key, replay, url=self.url, goal=self.goal, expect=self.expect)
             if tracing and self.output_dir is not None:

@@ -83,6 +83,26 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--headed", action="store_true", help="show the browser window (default headless)")
     g.add_argument("--executable-path", metavar="PATH", help="Chromium binary (default /usr/bin/chromium if present)")
     g.add_argument("--viewport", metavar="WxH", help="viewport size in CSS pixels (default 1280x800)")
+    g = p.add_argument_group("safety (see the SECURITY section of the README)")
+    g.add_argument(
+        "--allow-domain",
+        action="append",
+        metavar="HOST",
+        help="only open/request these hosts (host, host:port or *.example.com); repeatable",
+    )
+    g.add_argument("--block-domain", action="append", metavar="HOST", help="never open/request these hosts; repeatable")
+    g.add_argument(
+        "--private-network",
+        choices=["auto", "allow", "block"],
+        help="private/loopback addresses: auto (default) = blocked unless the start URL is local",
+    )
+    g.add_argument(
+        "--secret",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a secret the policy types as {{NAME}} without seeing it; repeatable "
+        "(prefer WEBAGENT_SECRET_<NAME>: command lines are visible to other users)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -229,6 +249,14 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
     overrides["browser.headless"] = False if args.headed else None
     overrides["browser.executable_path"] = args.executable_path
     overrides["browser.viewport"] = args.viewport
+    overrides["browser.allowed_domains"] = args.allow_domain
+    overrides["browser.blocked_domains"] = args.block_domain
+    overrides["browser.private_network"] = args.private_network
+    for item in args.secret or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():  # the argument is not echoed: it may be the value itself
+            raise ConfigError("--secret expects NAME=VALUE, e.g. --secret PASSWORD=...; one argument had no NAME=")
+        overrides[f"secrets.{name.strip()}"] = value
     return load_config(args.config, overrides=overrides)
 
 

@@ -12,10 +12,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from .errors import ConfigError
 from .images import ResizeRule
+from .safety import parse_rule
+from .secrets import check_secret
 
 __all__ = [
     "PROFILES",
@@ -30,7 +32,8 @@ __all__ = [
 
 Profile = Literal["holo1", "holo1.5", "holo2"]
 ROLES = ("policy", "localizer", "validator")
-SECTIONS = (*ROLES, "agent", "browser")
+SECTIONS = (*ROLES, "agent", "browser", "secrets")
+SECRET_ENV_PREFIX = "WEBAGENT_SECRET_"
 
 #: Resize rule of each localizer profile (the model's image processor).
 PROFILES: dict[str, ResizeRule] = {
@@ -140,6 +143,27 @@ class BrowserConfig(_Section):
     contexts_per_browser: int = Field(default=100, ge=1, description="Sessions sharing one Chromium process")
     recycle_after: int = Field(default=500, ge=1, description="Contexts a Chromium serves before it is relaunched")
     args: list[str] = Field(default_factory=list, description="Extra Chromium command-line flags")
+    allowed_domains: list[str] = Field(
+        default_factory=list,
+        description="Only these hosts may be opened or requested (host, host:port or *.example.com); empty: any",
+    )
+    blocked_domains: list[str] = Field(default_factory=list, description="Hosts that may never be opened or requested")
+    private_network: Literal["auto", "allow", "block"] = Field(
+        default="auto",
+        description="Private/loopback addresses: auto = blocked unless the start URL is local; allow; block",
+    )
+
+    @field_validator("allowed_domains", "blocked_domains", mode="before")
+    @classmethod
+    def _domains(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            v = [v]
+        if isinstance(v, list):  # entries may also be comma-separated
+            items = [part for item in v for part in str(item).replace(",", " ").split()]
+            for item in items:
+                parse_rule(item)  # ValueError names the bad entry
+            return items
+        return v
 
     @field_validator("viewport", mode="before")
     @classmethod
@@ -160,6 +184,21 @@ class AgentConfig(_Section):
     validator: ValidatorConfig = Field(default_factory=ValidatorConfig)
     agent: AgentSettings = Field(default_factory=AgentSettings)
     browser: BrowserConfig = Field(default_factory=BrowserConfig)
+    secrets: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        description="Values the policy types as {{NAME}} without ever seeing them ([secrets] or WEBAGENT_SECRET_<NAME>)",
+    )
+
+    @field_validator("secrets", mode="before")
+    @classmethod
+    def _secrets(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            for name, value in v.items():
+                raw = value.get_secret_value() if isinstance(value, SecretStr) else value
+                if not isinstance(raw, str):
+                    raise ValueError(f"secret {name} must be a string")
+                check_secret(str(name), raw)
+        return v
 
     def role(self, name: str) -> RoleConfig:
         if name not in ROLES:
@@ -251,8 +290,11 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, tuple[str, Any]]:
     for name, value in env.items():
         if not name.startswith("WEBAGENT_"):
             continue
+        if name.startswith(SECRET_ENV_PREFIX):
+            out[f"secrets.{name[len(SECRET_ENV_PREFIX) :]}"] = (name, value)
+            continue
         rest = name[len("WEBAGENT_") :].lower()
-        section = next((s for s in SECTIONS if rest.startswith(s + "_")), None)
+        section = next((s for s in SECTIONS if s != "secrets" and rest.startswith(s + "_")), None)
         if section is None:
             continue  # other WEBAGENT_* variables belong to other features
         field = rest[len(section) + 1 :]
@@ -282,5 +324,7 @@ def _describe_validation(exc: ValidationError, sources: Mapping[str, str], file_
     if err["type"] == "extra_forbidden":
         return f"unknown config key {loc!r}{where}"
     msg = err["msg"].removeprefix("Value error, ")
+    if err["loc"][0] == "secrets":  # never quote a secret's value
+        return f"invalid secret{where}: {msg}"
     got = f" (got {err.get('input')!r})" if "got" not in msg else ""
     return f"invalid value for {loc}{where}: {msg}{got}"

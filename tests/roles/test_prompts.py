@@ -209,6 +209,8 @@ def test_missing_variable_is_an_error() -> None:
         "feedback": None,
         "final": False,
         "n_images": 1,
+        "secrets": [],
+        "restrictions": "",
     }
     assert render("policy_user.jinja", goal="g", **context).startswith("Task: g\n")
     with pytest.raises(jinja2.UndefinedError, match="goal"):

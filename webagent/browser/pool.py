@@ -101,19 +101,23 @@ class BrowserPool:
         await self._release(slot)
 
     @contextlib.asynccontextmanager
-    async def session(self) -> AsyncIterator[BrowserSession]:
+    async def session(self, *, block_service_workers: bool = False) -> AsyncIterator[BrowserSession]:
         """A new context on a pooled browser, closed on exit."""
         slot = await self._acquire()
         try:
             try:
-                session = await BrowserSession.create(slot.browser, self.config)
+                session = await BrowserSession.create(
+                    slot.browser, self.config, block_service_workers=block_service_workers
+                )
             except BrowserError:
                 if not slot.retiring:
                     raise
                 slot.dead = True  # it died between acquire and use: try a fresh one once
                 await self._release(slot)
                 slot = await self._acquire()
-                session = await BrowserSession.create(slot.browser, self.config)
+                session = await BrowserSession.create(
+                    slot.browser, self.config, block_service_workers=block_service_workers
+                )
             try:
                 yield session
             finally:

@@ -36,6 +36,7 @@ from ..actions import normalize_key
 from ..config import BrowserConfig
 from ..errors import ActionError, BrowserError, NavigationError
 from ..images import Frame, Screenshot
+from .guard import NavigationGuard
 
 __all__ = ["BrowserSession"]
 
@@ -80,6 +81,16 @@ _FIND_SELECT = """([x, y, wanted]) => {
 }"""
 
 
+# Renders the focused field's text as discs (like a password field) in every later screenshot.
+_MASK_FOCUSED = """() => {
+  let el = document.activeElement;
+  while (el && el.shadowRoot && el.shadowRoot.activeElement) el = el.shadowRoot.activeElement;
+  if (!el || el === document.body || el.tagName === "IFRAME") return false;
+  el.style.setProperty("-webkit-text-security", "disc", "important");
+  return true;
+}"""
+
+
 class BrowserSession:
     """A page the agent drives. Create with ``BrowserSession.create`` or wrap an existing page."""
 
@@ -101,24 +112,43 @@ class BrowserSession:
         self._title: str | None = None
         self._main_frame_id = ""
         self._new_page_arrived = asyncio.Event()
+        self.guard: NavigationGuard | None = None
         size = page.viewport_size or {"width": config.viewport.width, "height": config.viewport.height}
         self.viewport = (int(size["width"]), int(size["height"]))
         self.context.on("page", self._on_new_page)
         self._watch(page)
 
     @classmethod
-    async def create(cls, browser: Browser, config: BrowserConfig) -> BrowserSession:
+    async def create(
+        cls, browser: Browser, config: BrowserConfig, *, block_service_workers: bool = False
+    ) -> BrowserSession:
         """A fresh context and page on a shared browser."""
         try:
             context = await browser.new_context(
                 viewport={"width": config.viewport.width, "height": config.viewport.height},
                 device_scale_factor=1,
                 accept_downloads=False,
+                # Requests of service workers bypass routing: a guarded context has none.
+                service_workers="block" if block_service_workers else "allow",
             )
             page = await context.new_page()
         except PlaywrightError as exc:
             raise BrowserError(f"cannot open a browser context: {_first_line(exc)}") from None
         return cls(page, config, owns_context=True)
+
+    async def set_guard(self, guard: NavigationGuard) -> None:
+        """Enforce a navigation policy on this session's context (before its first navigation)."""
+        self.guard = guard
+        guard.on_event = self._on_guard_event
+        await guard.install(self.context)
+        if guard.active:
+            with contextlib.suppress(PlaywrightError):
+                await self._cdp_session()  # its Fetch interception watches navigations from now on
+
+    def _on_guard_event(self, text: str, main_frame: bool) -> None:
+        self._events.append(text)
+        if main_frame:  # the navigation will not commit: settle() need not wait for it
+            self._nav_committed.set()
 
     # -- events ---------------------------------------------------------------------------
     def _watch(self, page: Page) -> None:
@@ -252,6 +282,8 @@ class BrowserSession:
             await cdp.send("Page.enable")
             tree = await cdp.send("Page.getFrameTree")
             self._main_frame_id = str(tree["frameTree"]["frame"]["id"])
+            if self.guard is not None:
+                await self.guard.attach(cdp, self._main_frame_id)
             self._cdp = cdp
         return self._cdp
 
@@ -259,6 +291,16 @@ class BrowserSession:
     async def goto(self, url: str, *, start: bool = False) -> None:
         """Open ``url``. At the start of a run a failure is a NavigationError, later an ActionError."""
         self._invalidate_view()
+        if self.guard is not None and self.guard.active:
+            reason = await self.guard.refuse(url)
+            if reason is not None:
+                if start:
+                    raise NavigationError(
+                        f"cannot open {url}: {reason}; check allowed_domains/blocked_domains/private_network"
+                    )
+                raise ActionError(f"{url} was not opened: {reason}")
+            with contextlib.suppress(PlaywrightError):
+                await self._cdp_session()  # watches redirects from the first request on
         try:
             await self.page.goto(url, wait_until="load", timeout=self.config.navigation_timeout_s * 1000)
         except PlaywrightTimeoutError:
@@ -300,10 +342,13 @@ class BrowserSession:
         await self._guard(self.page.mouse.click(x, y))
         await self.settle()
 
-    async def write(self, x: float, y: float, text: str, *, press_enter: bool) -> None:
+    async def write(self, x: float, y: float, text: str, *, press_enter: bool, mask: bool = False) -> None:
+        """Type into the field at (x, y). ``mask``: the field shows discs from now on (a secret)."""
         await self._before_action()
         keyboard = self.page.keyboard
         await self._guard(self.page.mouse.click(x, y))
+        if mask and not await self._guard(self.page.evaluate(_MASK_FOCUSED)):
+            raise ActionError("the secret was not typed: no text field has the focus there (or it is in a frame)")
         await self._guard(keyboard.press("ControlOrMeta+A"))
         if not text:
             await self._guard(keyboard.press("Backspace"))
@@ -409,6 +454,19 @@ class BrowserSession:
         self._new_pages.clear()
         if page.is_closed():
             return
+        if self.guard is not None and self.guard.active:
+            blocked = await self._popup_was_blocked(page, deadline)
+            if not blocked and not self.guard.every_request and page.url not in ("about:blank", ""):
+                # Navigation-only mode has no route to stop a new tab's first request: check where it went.
+                reason = await self.guard.refuse(page.url)
+                if reason is not None:
+                    blocked = True
+                    self._events.append(f"Blocked a new tab that opened {page.url}: {reason}.")
+            if blocked:
+                with contextlib.suppress(PlaywrightError):
+                    await page.close()
+                self._events.append("The blocked tab was closed; the agent stayed on this page.")
+                return
         self.page = page
         self._cdp = None
         self._invalidate_view()
@@ -422,6 +480,22 @@ class BrowserSession:
         except PlaywrightError:
             pass
         self._events.append(f"A new tab opened ({page.url}); the agent switched to it.")
+
+    async def _popup_was_blocked(self, page: Page, deadline: float) -> bool:
+        """Whether a new tab's first navigation was refused (it then stays on about:blank)."""
+        assert self.guard is not None
+        blocked = self.guard.popup_blocked
+        if not blocked.is_set() and page.url in ("about:blank", ""):
+            remaining = max(0.05, deadline - time.monotonic())
+            load = asyncio.ensure_future(page.wait_for_load_state("domcontentloaded", timeout=remaining * 1000))
+            refused = asyncio.ensure_future(blocked.wait())
+            await asyncio.wait({load, refused}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            for task in (load, refused):
+                task.cancel()
+            await asyncio.gather(load, refused, return_exceptions=True)
+        was_blocked = blocked.is_set() and (page.url in ("about:blank", "") or page.url.startswith("chrome-error:"))
+        blocked.clear()
+        return was_blocked
 
     def _switch_to_open_page(self) -> None:
         pages = [p for p in self.context.pages if not p.is_closed()]
@@ -444,6 +518,8 @@ class BrowserSession:
             raise ActionError(_first_line(exc)) from None
 
     async def close(self) -> None:
+        if self.guard is not None and not self._owns_context:
+            await self.guard.uninstall()
         if self._owns_page and not self._owns_context:
             with contextlib.suppress(PlaywrightError):
                 await self.page.close()

@@ -21,6 +21,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from ..config import RoleConfig
 from ..errors import ModelError, ModelReplyError, ModelUnavailableError
 from ..records import ModelCall, RoleUsage
+from ..secrets import Secrets
 from .parsing import ReplyParseError
 from .wire import encode_chat_body
 
@@ -134,6 +135,8 @@ class ModelClient:
         self._owns_pool = pool is None
         self.model: str = config.model or ""
         self.endpoint: Endpoint | None = None
+        #: When set, every request's text is redacted (secret values -> {{NAME}}) before it is sent.
+        self.secrets: Secrets | None = None
 
     async def aclose(self) -> None:
         self.release()
@@ -185,7 +188,7 @@ class ModelClient:
     ) -> Completion:
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": list(messages),
+            "messages": self.secrets.redact_messages(messages) if self.secrets else list(messages),
             "temperature": self.config.temperature,
             "max_tokens": self.config.max_tokens,
         }

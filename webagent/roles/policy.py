@@ -39,8 +39,11 @@ class PolicyState:
 class Policy:
     """Renders the policy prompt, calls the model and parses its action."""
 
-    def __init__(self, client: ModelClient) -> None:
+    def __init__(self, client: ModelClient, *, secret_names: Sequence[str] = (), restrictions: str = "") -> None:
         self.client = client
+        self.secret_names = list(secret_names)
+        #: What the navigation policy refuses, in words ("" when nothing is).
+        self.restrictions = restrictions
 
     @property
     def system_prompt(self) -> str:
@@ -59,6 +62,8 @@ class Policy:
             feedback=state.feedback,
             final=state.final,
             n_images=len(images),
+            secrets=self.secret_names,
+            restrictions=self.restrictions,
         )
         content: list[dict[str, object]] = [{"type": "text", "text": text}]
         content += [shot.image_part() for shot in images]

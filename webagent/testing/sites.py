@@ -9,6 +9,8 @@ dynamic routes:
 * ``/form/submit`` (GET or POST) -- validates and records a registration in
   :attr:`SiteServer.submissions` and renders a confirmation page with a reference code
   ``REF-<initials>-<country code>``.
+* ``/safety/...`` -- pages for the navigation-policy and secrets tests (see
+  :mod:`webagent.testing.safetysites`).
 
 Run ``python -m webagent.testing.sites [--port N]`` to serve them by hand.
 """
@@ -32,6 +34,7 @@ from typing import Self, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ..prompts import resource_dir
+from . import safetysites
 
 __all__ = [
     "COUNTRIES",
@@ -309,6 +312,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         route = path.rstrip("/") or "/"
 
+        if path.startswith("/safety/"):
+            self._safety(method, route, parts.query)
+            return
         if route == "/catalog/search":
             if method == "POST":
                 self._send_error_page(HTTPStatus.METHOD_NOT_ALLOWED)
@@ -344,6 +350,25 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error_page(HTTPStatus.METHOD_NOT_ALLOWED)
             return
         self._serve_static(path, parts.query)
+
+    def _safety(self, method: str, route: str, query: str) -> None:
+        host = self.headers.get("Host", "")
+        self.site.record_safety_hit(host, route + (f"?{query}" if query else ""))
+        fields = _first_values(query)
+        if route == "/safety":
+            other = f"http://localhost:{self.site.port}"
+            self._send_html(HTTPStatus.OK, safetysites.render_safety_index(other))
+        elif route == "/safety/target":
+            self._send_html(HTTPStatus.OK, safetysites.render_target(fields.get("via", "")))
+        elif route == "/safety/redirect":
+            self._send(HTTPStatus.FOUND, b"", headers={"Location": fields.get("to", "/safety/")})
+        elif route == "/safety/login" and "user" in fields:
+            self.site.record_login({"user": fields["user"], "code": fields.get("code", "")})
+            self._send_html(HTTPStatus.OK, safetysites.render_signed_in(fields["user"]))
+        elif route == "/safety/login":
+            self._send_html(HTTPStatus.OK, safetysites.render_login())
+        else:
+            self._send_error_page(HTTPStatus.NOT_FOUND)
 
     def _serve_static(self, path: str, query: str) -> None:
         root = self.site.root
@@ -401,6 +426,8 @@ class SiteServer:
         self.host = host
         self._requested_port = port
         self.submissions: list[dict[str, str]] = []
+        self.safety_hits: list[tuple[str, str]] = []
+        self.logins: list[dict[str, str]] = []
         self._lock = threading.Lock()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -431,6 +458,14 @@ class SiteServer:
     def record_submission(self, values: dict[str, str]) -> None:
         with self._lock:
             self.submissions.append(dict(values))
+
+    def record_safety_hit(self, host: str, path: str) -> None:
+        with self._lock:
+            self.safety_hits.append((host, path))
+
+    def record_login(self, values: dict[str, str]) -> None:
+        with self._lock:
+            self.logins.append(dict(values))
 
     def clear_submissions(self) -> None:
         with self._lock:

@@ -1,0 +1,126 @@
+"""A secret through the real CLI: typed into the page, never written, logged, printed or sent to a model.
+
+The sign-in page is a GET form, so after submitting the secret also sits in the page URL -- which
+the policy prompt, the steps, the outcome strings and the result all carry unless redacted. The
+test scans every byte the run wrote, printed (with debug logging) and every byte of every request
+the offline model server received.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, quote_plus
+
+import pytest
+
+from webagent.demo import PROFILE_MODELS
+from webagent.testing.server import FakeModelServer
+from webagent.testing.sites import SiteServer
+
+pytestmark = pytest.mark.e2e
+
+VALUE = "s3cr3t-Pa55!#x"
+FORMS = {VALUE, quote(VALUE, safe=""), quote_plus(VALUE), quote(VALUE)}
+GOAL = "Sign in to the test site as ada with the access code, then confirm you are signed in."
+
+SCRIPT: dict[str, Any] = {
+    "tasks": [
+        {
+            "id": "secret-login",
+            "match": "Sign in to the test site",
+            "elements": {"user field": [560, 164], "access code field": [560, 244]},
+            "policy": [
+                {"when": {"url": "/safety/login?user="}, "action": {"action": "answer", "content": "signed in"}},
+                {
+                    "when": {"step": 1},
+                    "action": {"action": "write_element", "element": "user field", "content": "ada"},
+                },
+                {
+                    "when": {"step": 2},
+                    "note": "code typed as {{CODE}}",
+                    "action": {
+                        "action": "write_element",
+                        "element": "access code field",
+                        "content": "{{CODE}}",
+                        "press_enter": True,
+                    },
+                },
+                {"when": {"final": True}, "action": {"action": "answer", "content": "not signed in"}},
+            ],
+            "validator": {"accept": ["signed in"], "url": "/safety/login?user=ada"},
+        }
+    ]
+}
+
+
+class RecordingServer(FakeModelServer):
+    """The offline model server, keeping the raw method, path and body of every request."""
+
+    def __init__(self, script: dict[str, Any]) -> None:
+        super().__init__(script)
+        self.raw: list[bytes] = []
+
+    async def _route(self, req: Any) -> Any:
+        self.raw.append(f"{req.method} {req.path}\n".encode() + req.body)
+        return await super()._route(req)
+
+
+@pytest.fixture
+def recording() -> Iterator[RecordingServer]:
+    server = RecordingServer(SCRIPT)
+    server.start_in_thread()
+    yield server
+    server.stop_thread()
+
+
+def _occurrences(data: bytes) -> int:
+    return sum(data.count(form.encode()) for form in FORMS)
+
+
+def test_secret_is_typed_but_never_leaves_the_agent(
+    recording: RecordingServer, site: SiteServer, tmp_path: Path
+) -> None:
+    out = tmp_path / "run"
+    flags = ["--localizer-profile", "holo1.5", "--model", PROFILE_MODELS["holo1.5"], "--api-key", "offline"]
+    for role in ("policy", "localizer", "validator"):
+        flags += [f"--{role}-base-url", recording.base_url(role)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WEBAGENT_")}
+    env["WEBAGENT_SECRET_CODE"] = VALUE
+    site.logins.clear()
+    command = [sys.executable, "-m", "webagent", "run", "--url", site.url + "/safety/login", "--goal", GOAL]
+    proc = subprocess.run(
+        [*command, "--output", str(out), "--json", "-vv", *flags],
+        capture_output=True,
+        timeout=120,
+        env=env,
+    )
+    result = json.loads(proc.stdout)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert result["success"] is True
+
+    # The value was typed into the page and submitted...
+    assert site.logins == [{"user": "ada", "code": VALUE}]
+    # ... the policy was told the name, and its placeholder is what the records keep.
+    policy_texts = [r.text for r in recording.requests if r.role == "policy"]
+    assert all("Secrets you can type" in t and "CODE" in t for t in policy_texts)
+    assert any("code={{CODE}}" in t for t in policy_texts)  # the page URL after the GET form, redacted
+    steps = [json.loads(line) for line in (out / "trajectory.jsonl").read_text().splitlines()]
+    assert steps[1]["action"]["content"] == "{{CODE}}"
+    assert "code={{CODE}}" in result["final_url"]
+
+    # Not one byte anywhere holds the value, in any encoding.
+    written = sorted(p for p in out.rglob("*") if p.is_file())
+    assert {p.name for p in written} >= {"trajectory.jsonl", "result.json", "report.html", "step_001.jpg"}
+    for path in written:
+        assert _occurrences(path.read_bytes()) == 0, path
+    assert _occurrences(proc.stdout) == 0 and _occurrences(proc.stderr) == 0
+    assert len(recording.raw) >= 5
+    for raw in recording.raw:
+        assert _occurrences(raw) == 0
+    assert b"{{CODE}}" in b"".join(recording.raw)  # the scan looks at the real request bodies
