@@ -151,6 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
     fake.add_argument("--script", required=True, metavar="FILE", help="JSON script (see docs/offline-server.md)")
     fake.add_argument("--port", type=int, default=0, help="port (default: a free one)")
 
+    from .exportcli import add_export_parser
+
+    add_export_parser(sub)
+
     sites = sub.add_parser(
         "sites",
         help="serve the bundled local task sites on 127.0.0.1",
@@ -213,6 +217,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .batchcli import run_batch
 
             return run_batch(args, config_from_args(args))
+        if args.command == "export":
+            from .exportcli import run_export
+
+            return run_export(args)
         if args.command == "demo":
             from .demo import run_demo
 

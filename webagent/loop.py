@@ -34,7 +34,7 @@ from .actions import (
 from .config import AgentSettings
 from .errors import ActionError, BrowserError, LocalizationError, ModelError, ModelReplyError
 from .images import Frame, Screenshot
-from .records import ModelCall, Point, RunResult, Step, StopReason, Usage
+from .records import ModelCall, Point, PromptContext, RunResult, Step, StopReason, Usage
 from .roles.localizer import Localizer
 from .roles.policy import Policy, PolicyState
 from .roles.validator import Validator
@@ -197,6 +197,14 @@ class Episode:
             feedback=self._feedback,
             final=final,
         )
+        step.context = PromptContext(
+            max_steps=state.max_steps,
+            notes=state.notes,
+            recent=state.recent,
+            feedback=state.feedback,
+            screenshots=len(self._shots),
+            localizer_profile=self.roles.localizer.profile.name,
+        )
         try:
             reply, call = await self.roles.policy.decide(state, list(self._shots))
         except ModelReplyError as exc:
@@ -282,9 +290,12 @@ class Episode:
         self._attempts += 1
         self._answer = answer.content
         images = list(self._shots)[-self.settings.validator_screenshots :]
+        url = self.page.url
+        if step.context is not None:
+            step.context.validator_url, step.context.validator_screenshots = url, len(images)
         t = time.perf_counter()
         try:
-            verdict, call = await self.roles.validator.judge(self.goal, answer.content, self.page.url, images)
+            verdict, call = await self.roles.validator.judge(self.goal, answer.content, url, images)
         finally:
             step.timings.validate_s = time.perf_counter() - t
         step.calls.append(call)

@@ -12,6 +12,7 @@ from .images import Screenshot
 __all__ = [
     "ModelCall",
     "Point",
+    "PromptContext",
     "RoleUsage",
     "RunResult",
     "Step",
@@ -87,6 +88,23 @@ class Verdict(_Record):
     feedback: str
 
 
+class PromptContext(_Record):
+    """The model inputs of a step that its other fields do not hold.
+
+    With the step's own fields (url, index, events, kind, element, action), the run's goal and the
+    screenshot files, an export rebuilds the exact prompts sent (the prompt text is not stored).
+    """
+
+    max_steps: int
+    notes: list[str] = Field(default_factory=list, description="Notes shown to the policy")
+    recent: list[str] = Field(default_factory=list, description="Recent-action lines shown to the policy")
+    feedback: str | None = Field(default=None, description="Validator feedback shown to the policy")
+    screenshots: int = Field(default=1, description="Screenshots in the policy request: those of the last N steps")
+    localizer_profile: str | None = None
+    validator_url: str | None = Field(default=None, description="URL the validator was told")
+    validator_screenshots: int = Field(default=0, description="Screenshots the validator saw: the last N steps'")
+
+
 class Timings(_Record):
     observe_s: float = 0.0
     policy_s: float = 0.0
@@ -121,6 +139,7 @@ class Step(_Record):
     error: str | None = None
     verdict: Verdict | None = None
     calls: list[ModelCall] = Field(default_factory=list)
+    context: PromptContext | None = None
     timings: Timings = Field(default_factory=Timings)
     image: SkipValidation[Screenshot | None] = Field(default=None, exclude=True, repr=False)
     """The screenshot itself (not serialised); the trajectory writer saves it as a file."""
