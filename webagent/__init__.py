@@ -20,6 +20,7 @@ from .actions import (
 )
 from .agent import Agent, RunStream
 from .config import AgentConfig, load_config
+from .env import Observation, WebEnv
 from .errors import (
     ActionError,
     BrowserError,
@@ -54,6 +55,7 @@ __all__ = [
     "ModelReplyError",
     "ModelUnavailableError",
     "NavigationError",
+    "Observation",
     "Point",
     "PolicyReply",
     "PressKey",
@@ -69,6 +71,7 @@ __all__ = [
     "Verdict",
     "Wait",
     "WebAgentError",
+    "WebEnv",
     "WriteElement",
     "__version__",
     "load_config",

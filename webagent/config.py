@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -164,9 +164,9 @@ class AgentConfig(_Section):
         role: RoleConfig = getattr(self, name)
         return role
 
-    def require_endpoints(self) -> None:
-        """Raise ConfigError naming the first role without a base_url or model."""
-        for name in ROLES:
+    def require_endpoints(self, roles: Sequence[str] = ROLES) -> None:
+        """Raise ConfigError naming the first of ``roles`` without a base_url or model."""
+        for name in roles:
             role = self.role(name)
             for field in ("base_url", "model"):
                 if not getattr(role, field):

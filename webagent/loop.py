@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol, assert_never
 
@@ -23,6 +23,7 @@ from .actions import (
     ClickElement,
     GoBack,
     Goto,
+    PolicyReply,
     PressKey,
     Refresh,
     Scroll,
@@ -34,13 +35,13 @@ from .actions import (
 from .config import AgentSettings
 from .errors import ActionError, BrowserError, LocalizationError, ModelError, ModelReplyError
 from .images import Frame, Screenshot
-from .records import ModelCall, Point, PromptContext, RunResult, Step, StopReason, Usage
+from .records import ModelCall, Point, PromptContext, RunResult, Step, StopReason, Usage, Verdict
 from .roles.localizer import Localizer
 from .roles.policy import Policy, PolicyState
 from .roles.validator import Validator
 from .urls import normalize_url
 
-__all__ = ["Episode", "PageDriver", "Roles"]
+__all__ = ["Episode", "Judge", "PageDriver", "Roles"]
 
 log = structlog.get_logger("webagent.loop")
 NOTE_MAX_CHARS = 400
@@ -74,6 +75,10 @@ class Roles:
     validator: Validator
 
 
+#: A judge other than the validator model: (answer, url, screenshots) -> (verdict, model call or None).
+Judge = Callable[[str, str, list[Screenshot]], Awaitable[tuple[Verdict, ModelCall | None]]]
+
+
 class _Stop(Exception):
     def __init__(self, reason: StopReason, message: str) -> None:
         self.reason = reason
@@ -83,8 +88,18 @@ class _Stop(Exception):
 class Episode:
     """One task on one page. Iterate ``steps()``; ``result`` is set when it ends."""
 
-    def __init__(self, roles: Roles, page: PageDriver, settings: AgentSettings, *, url: str, goal: str) -> None:
+    def __init__(
+        self,
+        roles: Roles,
+        page: PageDriver,
+        settings: AgentSettings,
+        *,
+        url: str,
+        goal: str,
+        judge: Judge | None = None,
+    ) -> None:
         self.roles = roles
+        self.judge = judge
         self.page = page
         self.settings = settings
         self.url = url
@@ -102,21 +117,41 @@ class Episode:
         self._success = False
         self._model_s = 0.0
         self._browser_s = 0.0
+        self._started = time.monotonic()
+        self._started_at = ""
+        self._t0 = 0.0
 
-    async def steps(self) -> AsyncIterator[Step]:
-        """Run the task. The start URL is opened first (NavigationError if it cannot be)."""
-        started = time.monotonic()
-        started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    @property
+    def success(self) -> bool:
+        """Whether an answer was accepted."""
+        return self._success
+
+    @property
+    def attempts(self) -> int:
+        """Answers judged so far."""
+        return self._attempts
+
+    async def start(self) -> None:
+        """Open the start URL (NavigationError if it cannot be)."""
+        self._started = time.monotonic()
+        self._started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         t = time.perf_counter()
         await self.page.goto(self.url, start=True)
         self._browser_s += time.perf_counter() - t
+
+    def out_of_budget(self, steps_done: int) -> tuple[bool, bool]:
+        """(out of steps, out of time) before the next step."""
+        return steps_done >= self.settings.max_steps, time.monotonic() - self._started >= self.settings.max_time_s
+
+    async def steps(self) -> AsyncIterator[Step]:
+        """Run the task. The start URL is opened first (NavigationError if it cannot be)."""
+        await self.start()
         reason: StopReason = "error"
         message = ""
         index = 0
         try:
             while True:
-                out_of_steps = index >= self.settings.max_steps
-                out_of_time = time.monotonic() - started >= self.settings.max_time_s
+                out_of_steps, out_of_time = self.out_of_budget(index)
                 final = out_of_steps or out_of_time
                 index += 1
                 step = Step(index=index, kind="final" if final else "action", url=self.page.url)
@@ -128,7 +163,7 @@ class Episode:
                     fatal = exc
                     step.error = str(exc)
                 finally:
-                    self._account(step)
+                    self.account(step)
                 yield step
                 if fatal is not None:
                     raise fatal
@@ -144,23 +179,31 @@ class Episode:
             reason, message = "error", str(exc)
             log.warning("run_error", error=message)
         finally:
-            self.result = RunResult(
-                success=self._success,
-                answer=self._answer,
-                stop_reason=reason,
-                message=message or "the run was interrupted",
-                url=self.url,
-                final_url=self._safe_url(),
-                goal=self.goal,
-                steps=index,
-                attempts=self._attempts,
-                feedback=self._feedbacks,
-                usage=self.usage,
-                duration_s=round(time.monotonic() - started, 3),
-                model_s=round(self._model_s, 3),
-                browser_s=round(self._browser_s, 3),
-                started_at=started_at,
-            )
+            self.finish(reason, message, index)
+
+    def finish(self, reason: StopReason, message: str, steps: int) -> RunResult:
+        """Set and return ``result``."""
+        self.result = RunResult(
+            success=self._success,
+            answer=self._answer,
+            stop_reason=reason,
+            message=message or "the run was interrupted",
+            url=self.url,
+            final_url=self._safe_url(),
+            goal=self.goal,
+            steps=steps,
+            attempts=self._attempts,
+            feedback=self._feedbacks,
+            usage=self.usage,
+            duration_s=round(time.monotonic() - self._started, 3),
+            model_s=round(self._model_s, 3),
+            browser_s=round(self._browser_s, 3),
+            started_at=self._started_at,
+        )
+        return self.result
+
+    def verdict_text(self) -> str:
+        return self._verdict()
 
     def _verdict(self) -> str:
         if self._success:
@@ -177,15 +220,29 @@ class Episode:
 
     async def _turn(self, step: Step, final: bool) -> None:
         """One step; raises _Stop-worthy errors (ModelError other than bad replies, BrowserError)."""
-        t0 = time.perf_counter()
+        state = await self.observe(step, final)
+        t1 = time.perf_counter()
+        try:
+            reply, call = await self.roles.policy.decide(state, list(self._shots))
+        except ModelReplyError as exc:
+            self._record_failed_call(step, exc)
+            self.unusable_reply(step, str(exc))
+            return
+        finally:
+            step.timings.policy_s = time.perf_counter() - t1
+        step.calls.append(call)
+        await self.apply(step, reply, final)
+
+    async def observe(self, step: Step, final: bool) -> PolicyState:
+        """Screenshot, title and events into ``step``; the policy's inputs for it."""
+        self._t0 = t0 = time.perf_counter()
         shot = await self.page.screenshot(self._frame)
         self._shots.append(shot)
         step.image = shot
         step.image_size = (shot.frame.image_width, shot.frame.image_height)
         step.title = await self.page.title()
         step.events = self.page.drain_events()
-        t1 = time.perf_counter()
-        step.timings.observe_s = t1 - t0
+        step.timings.observe_s = time.perf_counter() - t0
         state = PolicyState(
             goal=self.goal,
             url=step.url,
@@ -205,17 +262,21 @@ class Episode:
             screenshots=len(self._shots),
             localizer_profile=self.roles.localizer.profile.name,
         )
-        try:
-            reply, call = await self.roles.policy.decide(state, list(self._shots))
-        except ModelReplyError as exc:
-            self._record_failed_call(step, exc)
-            step.error = str(exc)
-            step.outcome = "failed: the policy's reply was unusable"
-            self._recent.append(f"step {step.index}: (no valid action) -> {step.outcome}")
-            return
-        finally:
-            step.timings.policy_s = time.perf_counter() - t1
-        step.calls.append(call)
+        return state
+
+    @property
+    def screenshots(self) -> list[Screenshot]:
+        """The screenshots the policy is shown (oldest first, the current one last)."""
+        return list(self._shots)
+
+    def unusable_reply(self, step: Step, error: str) -> None:
+        """Record a policy reply that could not be used; the policy is told at the next step."""
+        step.error = error
+        step.outcome = "failed: the policy's reply was unusable"
+        self._recent.append(f"step {step.index}: (no valid action) -> {step.outcome}")
+
+    async def apply(self, step: Step, reply: PolicyReply, final: bool, *, point: Point | None = None) -> None:
+        """Carry out the policy's reply (``point``: skip the localizer and click there)."""
         step.note, step.thought, step.action = reply.note, reply.thought, reply.action
         note = " ".join(reply.note.split())[:NOTE_MAX_CHARS]
         if note and (not self._notes or self._notes[-1] != note):
@@ -225,21 +286,23 @@ class Episode:
             step.outcome = "no answer given at the final step"
             return
         try:
-            step.outcome = await self._perform(step, action)
+            step.outcome = await self._perform(step, action, point)
         except (ActionError, LocalizationError, ModelReplyError) as exc:
             if isinstance(exc, ModelReplyError | LocalizationError):
                 self._record_failed_call(step, exc)
             step.error = str(exc)
             step.outcome = f"failed: {exc}"
         self._recent.append(f"step {step.index}: {describe_action(action)} -> {step.outcome}")
-        step.timings.total_s = time.perf_counter() - t0
+        step.timings.total_s = time.perf_counter() - self._t0
 
-    async def _perform(self, step: Step, action: Action) -> str:
+    async def _perform(self, step: Step, action: Action, point: Point | None = None) -> str:
         if isinstance(action, Answer):
             return await self._validate(step, action)
-        point: Point | None = None
         if isinstance(action, ClickElement | WriteElement | SelectOption):
             step.element = action.element
+        if point is not None:
+            step.point = point
+        elif isinstance(action, ClickElement | WriteElement | SelectOption):
             t = time.perf_counter()
             try:
                 point, call = await self.roles.localizer.locate(action.element, self._shots[-1])
@@ -295,10 +358,14 @@ class Episode:
             step.context.validator_url, step.context.validator_screenshots = url, len(images)
         t = time.perf_counter()
         try:
-            verdict, call = await self.roles.validator.judge(self.goal, answer.content, url, images)
+            if self.judge is not None:
+                verdict, judged = await self.judge(answer.content, url, images)
+            else:
+                verdict, judged = await self.roles.validator.judge(self.goal, answer.content, url, images)
         finally:
             step.timings.validate_s = time.perf_counter() - t
-        step.calls.append(call)
+        if judged is not None:
+            step.calls.append(judged)
         step.verdict = verdict
         self._feedbacks.append(verdict.feedback)
         if verdict.success:
@@ -323,7 +390,8 @@ class Episode:
         if isinstance(call, ModelCall):
             step.calls.append(call)
 
-    def _account(self, step: Step) -> None:
+    def account(self, step: Step) -> None:
+        """Add the step's calls and timings to the run's usage."""
         t = step.timings
         if not t.total_s:
             t.total_s = t.observe_s + t.policy_s + t.localize_s + t.act_s + t.validate_s
