@@ -80,6 +80,8 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--headed", action="store_true", help="show the browser window (default headless)")
     g.add_argument("--executable-path", metavar="PATH", help="Chromium binary (default /usr/bin/chromium if present)")
     g.add_argument("--viewport", metavar="WxH", help="viewport size in CSS pixels (default 1280x800)")
+    g.add_argument("--ws-endpoint", metavar="URL", help="use a Playwright browser server (playwright run-server)")
+    g.add_argument("--cdp-endpoint", metavar="URL", help="use a running Chromium's remote-debugging endpoint")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -193,6 +195,8 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
     overrides["browser.headless"] = False if args.headed else None
     overrides["browser.executable_path"] = args.executable_path
     overrides["browser.viewport"] = args.viewport
+    overrides["browser.ws_endpoint"] = args.ws_endpoint
+    overrides["browser.cdp_endpoint"] = args.cdp_endpoint
     return load_config(args.config, overrides=overrides)
 
 

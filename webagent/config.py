@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
 from .images import ResizeRule
@@ -137,6 +137,37 @@ class BrowserConfig(_Section):
     contexts_per_browser: int = Field(default=100, ge=1, description="Sessions sharing one Chromium process")
     recycle_after: int = Field(default=500, ge=1, description="Contexts a Chromium serves before it is relaunched")
     args: list[str] = Field(default_factory=list, description="Extra Chromium command-line flags")
+    ws_endpoint: str | None = Field(
+        default=None,
+        description="Connect to a Playwright browser server (playwright run-server) at this ws:// URL instead of "
+        "launching Chromium; headless, args and executable_path are sent as its launch options",
+    )
+    cdp_endpoint: str | None = Field(
+        default=None,
+        description="Connect to a running Chromium over CDP (its --remote-debugging-port: http://host:port or the "
+        "ws:// URL it printed) instead of launching one",
+    )
+
+    @field_validator("ws_endpoint", "cdp_endpoint")
+    @classmethod
+    def _endpoint(cls, v: str | None) -> str | None:
+        if v is None or not v.strip():
+            return None
+        v = v.strip()
+        if not v.startswith(("ws://", "wss://", "http://", "https://")):
+            raise ValueError(f"must be a ws://, wss://, http:// or https:// URL, got {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _one_endpoint(self) -> BrowserConfig:
+        if self.ws_endpoint and self.cdp_endpoint:
+            raise ValueError("set either ws_endpoint or cdp_endpoint, not both")
+        return self
+
+    @property
+    def remote(self) -> str | None:
+        """The remote browser's endpoint, if the browser is not launched here."""
+        return self.ws_endpoint or self.cdp_endpoint
 
     @field_validator("viewport", mode="before")
     @classmethod
