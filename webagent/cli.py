@@ -124,6 +124,21 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument(
         "--server-metrics", metavar="URL", help="vLLM /metrics URL: report server tokens/s and prefix-cache hits"
     )
+    batch.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help="fan the tasks out to Ray actors: a new local Ray instance, or the cluster at ADDRESS "
+        "('auto': the one `ray start` made here); put it after TASKS.jsonl",
+    )
+    batch.add_argument(
+        "--ray-actors",
+        type=int,
+        default=2,
+        metavar="N",
+        help="Ray actors, each running --concurrency sessions (default 2)",
+    )
     batch.add_argument("--json", action="store_true", help="print summary.json on stdout")
     _add_config_options(batch)
 
