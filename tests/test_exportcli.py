@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from webagent.batch import BatchRunner
 from webagent.cli import main
@@ -15,6 +18,15 @@ from webagent.tasks import TaskSpec
 from .conftest import ServerFactory, load_task_script, make_config
 
 pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    """``main`` configures structlog and logging for the process: undo it for the tests after these."""
+    saved, handlers = structlog.get_config(), list(logging.getLogger().handlers)
+    yield
+    structlog.configure(**saved)
+    logging.getLogger().handlers[:] = handlers
 
 
 async def test_export_of_a_batch_directory(
