@@ -21,6 +21,7 @@ from .actions import (
 from .agent import Agent, RunStream
 from .budget import Budget, BudgetLimits
 from .config import AgentConfig, load_config
+from .env import Observation, WebEnv
 from .errors import (
     ActionError,
     BrowserError,
@@ -61,6 +62,7 @@ __all__ = [
     "ModelReplyError",
     "ModelUnavailableError",
     "NavigationError",
+    "Observation",
     "Point",
     "PolicyReply",
     "PressKey",
@@ -77,6 +79,7 @@ __all__ = [
     "Verdict",
     "Wait",
     "WebAgentError",
+    "WebEnv",
     "WriteElement",
     "__version__",
     "load_config",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -44,9 +44,12 @@ class Agent:
     endpoints' connection pools and a few Chromium processes, each task in its own context.
     """
 
-    def __init__(self, config: AgentConfig | None = None, *, browser: Browser | None = None) -> None:
+    def __init__(
+        self, config: AgentConfig | None = None, *, browser: Browser | None = None, require: Sequence[str] = ROLES
+    ) -> None:
+        """``require``: the roles whose endpoints must be configured (a ConfigError names the first missing)."""
         self.config = config or AgentConfig()
-        self.config.require_endpoints()
+        self.config.require_endpoints(require)
         self.browsers = BrowserPool(self.config.browser, browser=browser)
         self.secrets = Secrets(self.config.secrets)
         self._endpoints: dict[str, EndpointPool] = {}

@@ -164,9 +164,15 @@ class BatchRunner:
         self.sample_all = sample_all
         self.references = references or {}
         self.on_update = on_update or (lambda _: None)
-        self.results = ResultsFile(self.output / "results.jsonl")
+        self._results: ResultsFile | None = None  # opened by run(): the runner also serves Ray actors
         self.stopping = False
         self.stats = BatchStats(len(tasks), 0)
+
+    @property
+    def results(self) -> ResultsFile:
+        if self._results is None:
+            self._results = ResultsFile(self.output / "results.jsonl")
+        return self._results
 
     def stop(self) -> None:
         """Stop taking new tasks and abandon the ones in flight (they rerun on resume)."""

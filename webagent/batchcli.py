@@ -80,6 +80,31 @@ def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:
     config.require_endpoints()
     output = Path(args.output)
     progress = BatchProgress(quiet=args.quiet)
+    if getattr(args, "ray", None) is not None:
+        from .raybatch import RayBatchRunner
+
+        if args.ray_actors < 1:
+            raise InputError("--ray-actors must be at least 1")
+        ray_runner = RayBatchRunner(
+            config,
+            tasks,
+            output,
+            address=None if args.ray == "local" else args.ray,
+            actors=args.ray_actors,
+            concurrency=args.concurrency,
+            attempts=args.attempts,
+            sample_all=args.sample_all,
+            references=references,
+            on_update=progress.update,
+        )
+        before = asyncio.run(sample(args.server_metrics)) if args.server_metrics else None
+        with progress:
+            stats = ray_runner.run()
+            progress.update(stats, force=True)
+        server = None
+        if args.server_metrics:
+            server = server_report(before, asyncio.run(sample(args.server_metrics)), args.server_metrics)
+        return _finish(args, output, stats, server, config, interrupted=ray_runner.stopping)
     runner = BatchRunner(
         config,
         tasks,
@@ -102,11 +127,23 @@ def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:
         return stats, server
 
     stats, server = asyncio.run(main())
+    return _finish(args, output, stats, server, config, interrupted=runner.stopping)
+
+
+def _finish(
+    args: argparse.Namespace,
+    output: Path,
+    stats: BatchStats,
+    server: dict[str, Any] | None,
+    config: AgentConfig,
+    *,
+    interrupted: bool,
+) -> int:
     results = read_results(output)
-    summary = summarize(results, stats, config, attempts=args.attempts, server=server, interrupted=runner.stopping)
+    summary = summarize(results, stats, config, attempts=args.attempts, server=server, interrupted=interrupted)
     write_atomic(output / "summary.json", (json.dumps(summary, indent=2) + "\n").encode())
     if not args.quiet:
         print_summary(summary)
     if args.json:
         print(json.dumps(summary))
-    return EXIT_INTERRUPTED if runner.stopping else EXIT_DONE
+    return EXIT_INTERRUPTED if interrupted else EXIT_DONE

@@ -103,6 +103,8 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
         help="a secret the policy types as {{NAME}} without seeing it; repeatable "
         "(prefer WEBAGENT_SECRET_<NAME>: command lines are visible to other users)",
     )
+    g.add_argument("--ws-endpoint", metavar="URL", help="use a Playwright browser server (playwright run-server)")
+    g.add_argument("--cdp-endpoint", metavar="URL", help="use a running Chromium's remote-debugging endpoint")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -179,6 +181,21 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument(
         "--server-metrics", metavar="URL", help="vLLM /metrics URL: report server tokens/s and prefix-cache hits"
     )
+    batch.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help="fan the tasks out to Ray actors: a new local Ray instance, or the cluster at ADDRESS "
+        "('auto': the one `ray start` made here); put it after TASKS.jsonl",
+    )
+    batch.add_argument(
+        "--ray-actors",
+        type=int,
+        default=2,
+        metavar="N",
+        help="Ray actors, each running --concurrency sessions (default 2)",
+    )
     batch.add_argument("--json", action="store_true", help="print summary.json on stdout")
     _add_config_options(batch)
 
@@ -207,6 +224,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fake.add_argument("--script", required=True, metavar="FILE", help="JSON script (see docs/offline-server.md)")
     fake.add_argument("--port", type=int, default=0, help="port (default: a free one)")
+
+    from .exportcli import add_export_parser
+
+    add_export_parser(sub)
 
     sites = sub.add_parser(
         "sites",
@@ -257,6 +278,8 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
         if not sep or not name.strip():  # the argument is not echoed: it may be the value itself
             raise ConfigError("--secret expects NAME=VALUE, e.g. --secret PASSWORD=...; one argument had no NAME=")
         overrides[f"secrets.{name.strip()}"] = value
+    overrides["browser.ws_endpoint"] = args.ws_endpoint
+    overrides["browser.cdp_endpoint"] = args.cdp_endpoint
     return load_config(args.config, overrides=overrides)
 
 
@@ -286,6 +309,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .suitecli import run_test
 
             return run_test(args, config_from_args(args))
+        if args.command == "export":
+            from .exportcli import run_export
+
+            return run_export(args)
         if args.command == "demo":
             from .demo import run_demo
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
 from .images import ResizeRule
@@ -165,6 +165,38 @@ class BrowserConfig(_Section):
             return items
         return v
 
+    ws_endpoint: str | None = Field(
+        default=None,
+        description="Connect to a Playwright browser server (playwright run-server) at this ws:// URL instead of "
+        "launching Chromium; headless, args and executable_path are sent as its launch options",
+    )
+    cdp_endpoint: str | None = Field(
+        default=None,
+        description="Connect to a running Chromium over CDP (its --remote-debugging-port: http://host:port or the "
+        "ws:// URL it printed) instead of launching one",
+    )
+
+    @field_validator("ws_endpoint", "cdp_endpoint")
+    @classmethod
+    def _endpoint(cls, v: str | None) -> str | None:
+        if v is None or not v.strip():
+            return None
+        v = v.strip()
+        if not v.startswith(("ws://", "wss://", "http://", "https://")):
+            raise ValueError(f"must be a ws://, wss://, http:// or https:// URL, got {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _one_endpoint(self) -> BrowserConfig:
+        if self.ws_endpoint and self.cdp_endpoint:
+            raise ValueError("set either ws_endpoint or cdp_endpoint, not both")
+        return self
+
+    @property
+    def remote(self) -> str | None:
+        """The remote browser's endpoint, if the browser is not launched here."""
+        return self.ws_endpoint or self.cdp_endpoint
+
     @field_validator("viewport", mode="before")
     @classmethod
     def _viewport(cls, v: Any) -> Any:
@@ -206,9 +238,9 @@ class AgentConfig(_Section):
         role: RoleConfig = getattr(self, name)
         return role
 
-    def require_endpoints(self) -> None:
-        """Raise ConfigError naming the first role without a base_url or model."""
-        for name in ROLES:
+    def require_endpoints(self, roles: Sequence[str] = ROLES) -> None:
+        """Raise ConfigError naming the first of ``roles`` without a base_url or model."""
+        for name in roles:
             role = self.role(name)
             for field in ("base_url", "model"):
                 if not getattr(role, field):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, assert_never
 
@@ -27,6 +27,7 @@ from .actions import (
     ClickElement,
     GoBack,
     Goto,
+    PolicyReply,
     PressKey,
     Refresh,
     Scroll,
@@ -39,14 +40,14 @@ from .budget import Budget
 from .config import AgentSettings
 from .errors import ActionError, BrowserError, BudgetExceeded, LocalizationError, ModelError, ModelReplyError
 from .images import Frame, Screenshot
-from .records import ModelCall, Point, RunResult, Step, StopReason, Usage, Verdict
+from .records import ModelCall, Point, PromptContext, RunResult, Step, StopReason, Usage, Verdict
 from .replay import CachedStep, StepReplay, fingerprint
 from .roles.localizer import Localizer
 from .roles.policy import Policy, PolicyState
 from .roles.validator import Validator
 from .urls import normalize_url
 
-__all__ = ["Episode", "PageDriver", "Roles"]
+__all__ = ["Episode", "Judge", "PageDriver", "Roles"]
 
 log = structlog.get_logger("webagent.loop")
 NOTE_MAX_CHARS = 400
@@ -81,6 +82,10 @@ class Roles:
     validator: Validator
 
 
+#: A judge other than the validator model: (answer, url, screenshots) -> (verdict, model call or None).
+Judge = Callable[[str, str, list[Screenshot]], Awaitable[tuple[Verdict, ModelCall | None]]]
+
+
 class _Stop(Exception):
     def __init__(self, reason: StopReason, message: str) -> None:
         self.reason = reason
@@ -98,18 +103,20 @@ class Episode:
         *,
         url: str,
         goal: str,
+        judge: Judge | None = None,
         expect: str | None = None,
         replay: StepReplay | None = None,
         budgets: Sequence[Budget] = (),
     ) -> None:
         self.roles = roles
+        self.judge = judge
+        self.expect = expect
+        self.replay = replay
+        self.budgets = list(budgets)
         self.page = page
         self.settings = settings
         self.url = url
         self.goal = goal
-        self.expect = expect
-        self.replay = replay
-        self.budgets = list(budgets)
         self.result: RunResult | None = None
         self.usage = Usage()
         self._frame = roles.localizer.frame(*page.viewport)
@@ -123,21 +130,41 @@ class Episode:
         self._success = False
         self._model_s = 0.0
         self._browser_s = 0.0
+        self._started = time.monotonic()
+        self._started_at = ""
+        self._t0 = 0.0
 
-    async def steps(self) -> AsyncIterator[Step]:
-        """Run the task. The start URL is opened first (NavigationError if it cannot be)."""
-        started = time.monotonic()
-        started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    @property
+    def success(self) -> bool:
+        """Whether an answer was accepted."""
+        return self._success
+
+    @property
+    def attempts(self) -> int:
+        """Answers judged so far."""
+        return self._attempts
+
+    async def start(self) -> None:
+        """Open the start URL (NavigationError if it cannot be)."""
+        self._started = time.monotonic()
+        self._started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         t = time.perf_counter()
         await self.page.goto(self.url, start=True)
         self._browser_s += time.perf_counter() - t
+
+    def out_of_budget(self, steps_done: int) -> tuple[bool, bool]:
+        """(out of steps, out of time) before the next step."""
+        return steps_done >= self.settings.max_steps, time.monotonic() - self._started >= self.settings.max_time_s
+
+    async def steps(self) -> AsyncIterator[Step]:
+        """Run the task. The start URL is opened first (NavigationError if it cannot be)."""
+        await self.start()
         reason: StopReason = "error"
         message = ""
         index = 0
         try:
             while True:
-                out_of_steps = index >= self.settings.max_steps
-                out_of_time = time.monotonic() - started >= self.settings.max_time_s
+                out_of_steps, out_of_time = self.out_of_budget(index)
                 final = out_of_steps or out_of_time
                 index += 1
                 step = Step(index=index, kind="final" if final else "action", url=self.page.url)
@@ -152,7 +179,7 @@ class Episode:
                     fatal = _Stop("budget", str(exc))
                     step.outcome = f"stopped: {exc}"
                 finally:
-                    self._account(step)
+                    self.account(step)
                     if self.replay is not None:
                         self.replay.observe(step)
                 yield step
@@ -170,25 +197,33 @@ class Episode:
             reason, message = "error", str(exc)
             log.warning("run_error", error=message)
         finally:
-            self.result = RunResult(
-                success=self._success,
-                answer=self._answer,
-                stop_reason=reason,
-                message=message or "the run was interrupted",
-                url=self.url,
-                final_url=self._safe_url(),
-                goal=self.goal,
-                steps=index,
-                attempts=self._attempts,
-                feedback=self._feedbacks,
-                usage=self.usage,
-                duration_s=round(time.monotonic() - started, 3),
-                model_s=round(self._model_s, 3),
-                browser_s=round(self._browser_s, 3),
-                started_at=started_at,
-                replayed_steps=self.replay.replayed if self.replay else 0,
-                calls_saved=self.replay.calls_saved if self.replay else 0,
-            )
+            self.finish(reason, message, index)
+
+    def finish(self, reason: StopReason, message: str, steps: int) -> RunResult:
+        """Set and return ``result``."""
+        self.result = RunResult(
+            success=self._success,
+            answer=self._answer,
+            stop_reason=reason,
+            message=message or "the run was interrupted",
+            url=self.url,
+            final_url=self._safe_url(),
+            goal=self.goal,
+            steps=steps,
+            attempts=self._attempts,
+            feedback=self._feedbacks,
+            usage=self.usage,
+            duration_s=round(time.monotonic() - self._started, 3),
+            model_s=round(self._model_s, 3),
+            browser_s=round(self._browser_s, 3),
+            started_at=self._started_at,
+            replayed_steps=self.replay.replayed if self.replay else 0,
+            calls_saved=self.replay.calls_saved if self.replay else 0,
+        )
+        return self.result
+
+    def verdict_text(self) -> str:
+        return self._verdict()
 
     def _verdict(self) -> str:
         if self._success:
@@ -205,26 +240,45 @@ class Episode:
 
     async def _turn(self, step: Step, final: bool) -> None:
         """One step; raises _Stop-worthy errors (ModelError other than bad replies, BrowserError)."""
-        t0 = time.perf_counter()
+        state = await self.observe(step, final)
+        if self.replay is not None:
+            cached = await self._replayable(step)
+            if cached is not None:
+                reply = PolicyReply(note=cached.note, thought="(replayed from the cache)", action=cached.action)
+                await self.apply(step, reply, final, point=cached.point, verdict=cached.verdict)
+                return
+        self.check_budget()
+        t1 = time.perf_counter()
+        try:
+            reply, call = await self.roles.policy.decide(state, list(self._shots))
+        except ModelReplyError as exc:
+            self._record_failed_call(step, exc)
+            self.unusable_reply(step, str(exc))
+            return
+        finally:
+            step.timings.policy_s = time.perf_counter() - t1
+        self._add_call(step, call)
+        await self.apply(step, reply, final)
+
+    async def _replayable(self, step: Step) -> CachedStep | None:
+        """Fingerprint the observation; the recorded step to replay if it matches."""
+        assert self.replay is not None and step.image is not None
+        text = await self.page.page_text()
+        step.fingerprint = fingerprint(step.url, step.title, text, step.image, start_url=self.url)
+        cached = self.replay.lookup(step.fingerprint)
+        step.replayed = cached is not None
+        return cached
+
+    async def observe(self, step: Step, final: bool) -> PolicyState:
+        """Screenshot, title and events into ``step``; the policy's inputs for it."""
+        self._t0 = t0 = time.perf_counter()
         shot = await self.page.screenshot(self._frame)
         self._shots.append(shot)
         step.image = shot
         step.image_size = (shot.frame.image_width, shot.frame.image_height)
         step.title = await self.page.title()
         step.events = self.page.drain_events()
-        if self.replay is not None:
-            step.fingerprint = fingerprint(step.url, step.title, await self.page.page_text(), shot, start_url=self.url)
-            cached = self.replay.lookup(step.fingerprint)
-            step.replayed = cached is not None
-            if cached is not None:
-                step.timings.observe_s = time.perf_counter() - t0
-                step.thought = "(replayed from the cache)"
-                await self._carry_out(step, cached.note, cached.action, final, cached)
-                step.timings.total_s = time.perf_counter() - t0
-                return
-        t1 = time.perf_counter()
-        step.timings.observe_s = t1 - t0
-        self._check_budget()
+        step.timings.observe_s = time.perf_counter() - t0
         state = PolicyState(
             goal=self.goal,
             url=step.url,
@@ -236,57 +290,69 @@ class Episode:
             feedback=self._feedback,
             final=final,
         )
-        try:
-            reply, call = await self.roles.policy.decide(state, list(self._shots))
-        except ModelReplyError as exc:
-            self._record_failed_call(step, exc)
-            step.error = str(exc)
-            step.outcome = "failed: the policy's reply was unusable"
-            self._recent.append(f"step {step.index}: (no valid action) -> {step.outcome}")
-            return
-        finally:
-            step.timings.policy_s = time.perf_counter() - t1
-        self._add_call(step, call)
-        step.thought = reply.thought
-        await self._carry_out(step, reply.note, reply.action, final)
-        step.timings.total_s = time.perf_counter() - t0
+        step.context = PromptContext(
+            max_steps=state.max_steps,
+            notes=state.notes,
+            recent=state.recent,
+            feedback=state.feedback,
+            screenshots=len(self._shots),
+            localizer_profile=self.roles.localizer.profile.name,
+            secrets=list(self.roles.policy.secret_names),
+            restrictions=self.roles.policy.restrictions,
+            expect=self.expect,
+        )
+        return state
 
-    async def _carry_out(
-        self, step: Step, note: str, action: Action, final: bool, cached: CachedStep | None = None
+    @property
+    def screenshots(self) -> list[Screenshot]:
+        """The screenshots the policy is shown (oldest first, the current one last)."""
+        return list(self._shots)
+
+    def unusable_reply(self, step: Step, error: str) -> None:
+        """Record a policy reply that could not be used; the policy is told at the next step."""
+        step.error = error
+        step.outcome = "failed: the policy's reply was unusable"
+        self._recent.append(f"step {step.index}: (no valid action) -> {step.outcome}")
+
+    async def apply(
+        self, step: Step, reply: PolicyReply, final: bool, *, point: Point | None = None, verdict: Verdict | None = None
     ) -> None:
-        """Keep the note and perform the action (with a cached step's point and verdict when replaying)."""
-        step.note, step.action = note, action
-        note = " ".join(note.split())[:NOTE_MAX_CHARS]
+        """Carry out the policy's reply (``point``: skip the localizer; ``verdict``: skip the validator)."""
+        step.note, step.thought, step.action = reply.note, reply.thought, reply.action
+        note = " ".join(reply.note.split())[:NOTE_MAX_CHARS]
         if note and (not self._notes or self._notes[-1] != note):
             self._notes.append(note)
+        action = reply.action
         if final and not isinstance(action, Answer):
             step.outcome = "no answer given at the final step"
             return
         try:
-            step.outcome = await self._perform(step, action, cached)
+            step.outcome = await self._perform(step, action, point, verdict)
         except (ActionError, LocalizationError, ModelReplyError) as exc:
             if isinstance(exc, ModelReplyError | LocalizationError):
                 self._record_failed_call(step, exc)
             step.error = str(exc)
             step.outcome = f"failed: {exc}"
         self._recent.append(f"step {step.index}: {describe_action(action)} -> {step.outcome}")
+        step.timings.total_s = time.perf_counter() - self._t0
 
-    async def _perform(self, step: Step, action: Action, cached: CachedStep | None = None) -> str:
+    async def _perform(
+        self, step: Step, action: Action, point: Point | None = None, verdict: Verdict | None = None
+    ) -> str:
         if isinstance(action, Answer):
-            return await self._validate(step, action, cached.verdict if cached else None)
-        point: Point | None = None
+            return await self._validate(step, action, verdict)
         if isinstance(action, ClickElement | WriteElement | SelectOption):
             step.element = action.element
-            if cached is not None and cached.point is not None:
-                point = cached.point
-            else:
-                self._check_budget()
-                t = time.perf_counter()
-                try:
-                    point, call = await self.roles.localizer.locate(action.element, self._shots[-1])
-                    self._add_call(step, call)
-                finally:
-                    step.timings.localize_s = time.perf_counter() - t
+        if point is not None:
+            step.point = point
+        elif isinstance(action, ClickElement | WriteElement | SelectOption):
+            self.check_budget()
+            t = time.perf_counter()
+            try:
+                point, call = await self.roles.localizer.locate(action.element, self._shots[-1])
+                self._add_call(step, call)
+            finally:
+                step.timings.localize_s = time.perf_counter() - t
             step.point = point
         before = self.page.url
         t = time.perf_counter()
@@ -328,22 +394,29 @@ class Episode:
         return "ok"
 
     async def _validate(self, step: Step, answer: Answer, cached: Verdict | None = None) -> str:
-        if cached is None:
-            self._check_budget()
+        if cached is None and self.judge is None:
+            self.check_budget()
         self._attempts += 1
         self._answer = answer.content
+        images = list(self._shots)[-self.settings.validator_screenshots :]
+        url = self.page.url
+        if step.context is not None:
+            step.context.validator_url, step.context.validator_screenshots = url, len(images)
         if cached is not None:
             verdict = cached
         else:
-            images = list(self._shots)[-self.settings.validator_screenshots :]
             t = time.perf_counter()
             try:
-                verdict, call = await self.roles.validator.judge(
-                    self.goal, answer.content, self.page.url, images, expect=self.expect
-                )
+                if self.judge is not None:
+                    verdict, judged = await self.judge(answer.content, url, images)
+                else:
+                    verdict, judged = await self.roles.validator.judge(
+                        self.goal, answer.content, url, images, expect=self.expect
+                    )
             finally:
                 step.timings.validate_s = time.perf_counter() - t
-            self._add_call(step, call)
+            if judged is not None:
+                self._add_call(step, judged)
         step.verdict = verdict
         self._feedbacks.append(verdict.feedback)
         if verdict.success:
@@ -373,12 +446,13 @@ class Episode:
         for budget in self.budgets:
             budget.charge(call)
 
-    def _check_budget(self) -> None:
+    def check_budget(self) -> None:
         """Raise BudgetExceeded before a model call that no budget allows."""
         for budget in self.budgets:
             budget.check()
 
-    def _account(self, step: Step) -> None:
+    def account(self, step: Step) -> None:
+        """Add the step's calls and timings to the run's usage."""
         t = step.timings
         if not t.total_s:
             t.total_s = t.observe_s + t.policy_s + t.localize_s + t.act_s + t.validate_s

@@ -13,6 +13,7 @@ __all__ = [
     "Fingerprint",
     "ModelCall",
     "Point",
+    "PromptContext",
     "RoleUsage",
     "RunResult",
     "Step",
@@ -97,6 +98,26 @@ class Fingerprint(_Record):
     image: str = Field(description="Perceptual hash (256-bit dHash, hex) of the screenshot")
 
 
+class PromptContext(_Record):
+    """The model inputs of a step that its other fields do not hold.
+
+    With the step's own fields (url, index, events, kind, element, action), the run's goal and the
+    screenshot files, an export rebuilds the exact prompts sent (the prompt text is not stored).
+    """
+
+    max_steps: int
+    notes: list[str] = Field(default_factory=list, description="Notes shown to the policy")
+    recent: list[str] = Field(default_factory=list, description="Recent-action lines shown to the policy")
+    feedback: str | None = Field(default=None, description="Validator feedback shown to the policy")
+    screenshots: int = Field(default=1, description="Screenshots in the policy request: those of the last N steps")
+    localizer_profile: str | None = None
+    validator_url: str | None = Field(default=None, description="URL the validator was told")
+    validator_screenshots: int = Field(default=0, description="Screenshots the validator saw: the last N steps'")
+    secrets: list[str] = Field(default_factory=list, description="Names of the secrets the policy was told of")
+    restrictions: str = Field(default="", description="Navigation rules the policy was told")
+    expect: str | None = Field(default=None, description="Expected final state the validator was told")
+
+
 class Timings(_Record):
     observe_s: float = 0.0
     policy_s: float = 0.0
@@ -131,6 +152,7 @@ class Step(_Record):
     error: str | None = None
     verdict: Verdict | None = None
     calls: list[ModelCall] = Field(default_factory=list)
+    context: PromptContext | None = None
     timings: Timings = Field(default_factory=Timings)
     replayed: bool | None = Field(
         default=None, description="With a replay cache: True if replayed without models, False if re-planned"

@@ -213,7 +213,7 @@ async def test_a_secret_is_not_typed_where_no_field_has_the_focus(browser: Brows
         ),
         ('<a href="{t}popup" target="_blank" style="font-size:80px">x</a>', "Blocked a new tab that opened {t}popup"),
         (
-            "<button onclick=\"window.open('{t}open')\" style=\"font-size:80px\">x</button>",
+            '<button onclick="window.open(\'{t}open\')" style="font-size:80px">x</button>',
             "Blocked a new tab that opened {t}open",
         ),
         (

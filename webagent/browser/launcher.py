@@ -1,7 +1,10 @@
-"""Launching Chromium: system Chromium when present, Playwright's bundled build otherwise."""
+"""Launching Chromium (system Chromium when present, Playwright's bundled build otherwise), or
+connecting to a remote one: a Playwright browser server (``browser.ws_endpoint``) or a Chromium
+with a remote-debugging port (``browser.cdp_endpoint``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -13,7 +16,7 @@ from playwright.async_api import Error as PlaywrightError
 from ..config import BrowserConfig
 from ..errors import BrowserError
 
-__all__ = ["CHROMIUM_ARGS", "DISABLED_FEATURES", "find_chromium", "launch_browser"]
+__all__ = ["CHROMIUM_ARGS", "DISABLED_FEATURES", "connect_browser", "find_chromium", "launch_browser", "open_browser"]
 
 log = structlog.get_logger("webagent.browser")
 
@@ -96,3 +99,41 @@ async def launch_browser(playwright: Playwright, config: BrowserConfig) -> Brows
         ) from None
     log.debug("browser_launched", executable=executable or "bundled", version=browser.version)
     return browser
+
+
+async def connect_browser(playwright: Playwright, config: BrowserConfig) -> Browser:
+    """Connect to the remote browser of ``config`` (``ws_endpoint`` or ``cdp_endpoint``).
+
+    A Playwright browser server launches a browser for each connection, with the launch options
+    sent in the ``x-playwright-launch-options`` header (a server started without ``--unsafe``
+    ignores ``args`` and ``executablePath``). Over CDP the browser is shared: closing the
+    connection leaves it running.
+    """
+    timeout_ms = config.navigation_timeout_s * 1000
+    try:
+        if config.ws_endpoint:
+            options: dict[str, object] = {"headless": config.headless, "args": [*CHROMIUM_ARGS, *config.args]}
+            if config.executable_path:  # a path on the server's machine
+                options["executablePath"] = config.executable_path
+            headers = {"x-playwright-launch-options": json.dumps(options)}
+            browser = await playwright.chromium.connect(config.ws_endpoint, timeout=timeout_ms, headers=headers)
+        elif config.cdp_endpoint:
+            browser = await playwright.chromium.connect_over_cdp(config.cdp_endpoint, timeout=timeout_ms)
+        else:
+            raise BrowserError("no remote browser configured (browser.ws_endpoint or browser.cdp_endpoint)")
+    except PlaywrightError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        kind = "browser.ws_endpoint" if config.ws_endpoint else "browser.cdp_endpoint"
+        raise BrowserError(
+            f"cannot connect to the remote browser at {config.remote} ({kind}): {first}; "
+            "check that it is running and reachable from here"
+        ) from None
+    log.debug("browser_connected", endpoint=config.remote, version=browser.version)
+    return browser
+
+
+async def open_browser(playwright: Playwright, config: BrowserConfig) -> Browser:
+    """Connect to the configured remote browser, or launch one here."""
+    if config.remote:
+        return await connect_browser(playwright, config)
+    return await launch_browser(playwright, config)

@@ -4,6 +4,11 @@ Each browser serves at most ``contexts_per_browser`` sessions at once and ``recy
 sessions in its life; then it is retired and closed once its last session ends, so leaks in a
 long-running Chromium do not accumulate. A browser that dies is dropped; new sessions get a fresh
 one, and ``BrowserSession.browser_crashed`` tells the sessions it carried.
+
+With a remote browser (``browser.ws_endpoint`` / ``cdp_endpoint``) each pooled "browser" is a
+connection: recycling closes the connection and opens a new one (a Playwright server launches a
+fresh browser for it; over CDP the same browser is reached again), and a lost connection is
+replaced by reconnecting for the next session.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from playwright.async_api import Browser, Playwright, async_playwright
 
 from ..config import BrowserConfig
 from ..errors import BrowserError
-from .launcher import launch_browser
+from .launcher import open_browser
 from .session import BrowserSession
 
 __all__ = ["BrowserPool"]
@@ -72,7 +77,7 @@ class BrowserPool:
     async def _launch(self) -> _Slot:
         if self._playwright is None:
             self._playwright = await async_playwright().start()
-        browser = await launch_browser(self._playwright, self.config)
+        browser = await open_browser(self._playwright, self.config)
         slot = _Slot(browser, owned=True)
         browser.on("disconnected", lambda _: self._on_disconnected(slot))
         self._slots.append(slot)

@@ -93,9 +93,7 @@ class EndpointPool:
     """The servers of one role, shared by every session (one HTTP connection pool each)."""
 
     def __init__(self, role: str, config: RoleConfig) -> None:
-        urls = config.endpoints()
-        if not urls or not config.model:
-            raise ModelError(f"the {role} model has no base_url/model configured", role=role)
+        urls = config.endpoints() if config.model else []
         self.role = role
         self.config = config
         self.endpoints = [
@@ -113,6 +111,8 @@ class EndpointPool:
 
     def pick(self, exclude: Endpoint | None = None) -> Endpoint:
         """The least-loaded endpoint (healthy first, then fewest requests in flight, then sessions)."""
+        if not self.endpoints:
+            raise ModelError(f"the {self.role} model has no base_url/model configured", role=self.role)
         candidates = [e for e in self.endpoints if e is not exclude] or self.endpoints
         return min(candidates, key=Endpoint.load)
 

@@ -32,7 +32,7 @@ from ..model.schema import response_format
 from ..prompts import render
 from ..records import ModelCall, Point
 
-__all__ = ["LOCALIZER_PROFILES", "Localizer", "LocalizerProfile", "parse_click"]
+__all__ = ["LOCALIZER_PROFILES", "Localizer", "LocalizerProfile", "localizer_messages", "parse_click"]
 
 NORMALISED_MAX = 1000
 _CLICK = re.compile(r"Click\(\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*\)", re.IGNORECASE)
@@ -111,6 +111,17 @@ def parse_click(text: str, profile: LocalizerProfile, frame: Frame) -> tuple[flo
             return norm.x * frame.image_width / NORMALISED_MAX, norm.y * frame.image_height / NORMALISED_MAX
 
 
+def localizer_messages(profile: LocalizerProfile, element: str, shot: Screenshot) -> list[Message]:
+    """The localizer request's messages (also rebuilt from run directories by ``webagent.export``)."""
+    text = render(
+        profile.template,
+        element=element,
+        width=shot.frame.image_width,
+        height=shot.frame.image_height,
+    )
+    return [{"role": "user", "content": [shot.image_part(), {"type": "text", "text": text}]}]
+
+
 class Localizer:
     """Resolves element descriptions to viewport points with one model call each."""
 
@@ -124,13 +135,7 @@ class Localizer:
         return frame_for(viewport_width, viewport_height, self.rule)
 
     def messages(self, element: str, shot: Screenshot) -> list[Message]:
-        text = render(
-            self.profile.template,
-            element=element,
-            width=shot.frame.image_width,
-            height=shot.frame.image_height,
-        )
-        return [{"role": "user", "content": [shot.image_part(), {"type": "text", "text": text}]}]
+        return localizer_messages(self.profile, element, shot)
 
     async def locate(self, element: str, shot: Screenshot) -> tuple[Point, ModelCall]:
         """Locate ``element`` on ``shot``.

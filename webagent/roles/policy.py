@@ -16,7 +16,7 @@ from ..model.schema import response_format, strict_schema
 from ..prompts import render
 from ..records import ModelCall
 
-__all__ = ["Policy", "PolicyState"]
+__all__ = ["Policy", "PolicyState", "policy_messages"]
 
 SCHEMA_NAME = "policy_reply"
 
@@ -50,24 +50,7 @@ class Policy:
         return _system_prompt()
 
     def messages(self, state: PolicyState, images: Sequence[Screenshot]) -> list[Message]:
-        text = render(
-            "policy_user.jinja",
-            goal=state.goal,
-            url=state.url,
-            step=state.step,
-            max_steps=state.max_steps,
-            notes=state.notes,
-            recent=state.recent,
-            events=state.events,
-            feedback=state.feedback,
-            final=state.final,
-            n_images=len(images),
-            secrets=self.secret_names,
-            restrictions=self.restrictions,
-        )
-        content: list[dict[str, object]] = [{"type": "text", "text": text}]
-        content += [shot.image_part() for shot in images]
-        return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": content}]
+        return policy_messages(state, images, secrets=self.secret_names, restrictions=self.restrictions)
 
     async def decide(self, state: PolicyState, images: Sequence[Screenshot]) -> tuple[PolicyReply, ModelCall]:
         """Ask for the next action. Raises ModelError (with ``.call``) on failure."""
@@ -78,6 +61,30 @@ class Policy:
             repair_hint='Reply with a JSON object {"note": ..., "thought": ..., "action": {"action": ..., ...}} '
             "following the schema in the system message.",
         )
+
+
+def policy_messages(
+    state: PolicyState, images: Sequence[Screenshot], *, secrets: Sequence[str] = (), restrictions: str = ""
+) -> list[Message]:
+    """The policy request's messages (also rebuilt from run directories by ``webagent.export``)."""
+    text = render(
+        "policy_user.jinja",
+        goal=state.goal,
+        url=state.url,
+        step=state.step,
+        max_steps=state.max_steps,
+        notes=state.notes,
+        recent=state.recent,
+        events=state.events,
+        feedback=state.feedback,
+        final=state.final,
+        n_images=len(images),
+        secrets=list(secrets),
+        restrictions=restrictions,
+    )
+    content: list[dict[str, object]] = [{"type": "text", "text": text}]
+    content += [shot.image_part() for shot in images]
+    return [{"role": "system", "content": _system_prompt()}, {"role": "user", "content": content}]
 
 
 @cache

@@ -16,7 +16,7 @@ from ..model.schema import response_format, strict_schema
 from ..prompts import render
 from ..records import ModelCall, Verdict
 
-__all__ = ["Validator", "ValidatorReply"]
+__all__ = ["Validator", "ValidatorReply", "validator_messages"]
 
 SCHEMA_NAME = "validator_verdict"
 
@@ -41,10 +41,7 @@ class Validator:
     def messages(
         self, goal: str, answer: str, url: str, images: Sequence[Screenshot], expect: str | None = None
     ) -> list[Message]:
-        text = render("validator_user.jinja", goal=goal, answer=answer, url=url, expect=expect or "")
-        content: list[dict[str, object]] = [{"type": "text", "text": text}]
-        content += [shot.image_part() for shot in images]
-        return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": content}]
+        return validator_messages(goal, answer, url, images, expect)
 
     async def judge(
         self, goal: str, answer: str, url: str, images: Sequence[Screenshot], *, expect: str | None = None
@@ -60,6 +57,16 @@ class Validator:
             repair_hint='Reply with a JSON object {"success": true|false, "feedback": "..."}.',
         )
         return Verdict(success=reply.success, feedback=reply.feedback), call
+
+
+def validator_messages(
+    goal: str, answer: str, url: str, images: Sequence[Screenshot], expect: str | None = None
+) -> list[Message]:
+    """The validator request's messages (also rebuilt from run directories by ``webagent.export``)."""
+    text = render("validator_user.jinja", goal=goal, answer=answer, url=url, expect=expect or "")
+    content: list[dict[str, object]] = [{"type": "text", "text": text}]
+    content += [shot.image_part() for shot in images]
+    return [{"role": "system", "content": _system_prompt()}, {"role": "user", "content": content}]
 
 
 @cache

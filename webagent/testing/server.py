@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import hashlib
 import json
 import math
 import random
@@ -73,6 +74,8 @@ class RecordedRequest(BaseModel):
     image_sizes: list[list[int]] = []
     messages_count: int = 0
     extra: dict[str, Any] = {}
+    messages: list[dict[str, Any]] = []
+    """The messages as received, each image URL replaced by ``sha256:<digest of the image bytes>``."""
 
 
 # ---------------------------------------------------------------- message helpers
@@ -95,6 +98,28 @@ def _image_urls(content: Any) -> list[str]:
             img = p.get("image_url")
             urls.append(str(img.get("url", "")) if isinstance(img, dict) else str(img or ""))
     return urls
+
+
+def _digest_images(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            content = [_digest_part(p) for p in content]
+        out.append({**message, "content": content})
+    return out
+
+
+def _digest_part(part: Any) -> Any:
+    if not (isinstance(part, dict) and part.get("type") == "image_url" and isinstance(part.get("image_url"), dict)):
+        return part
+    url = str(part["image_url"].get("url", ""))
+    payload = url.partition(",")[2] if url.startswith("data:") else ""
+    try:
+        digest = "sha256:" + hashlib.sha256(base64.b64decode(payload, validate=True)).hexdigest()
+    except ValueError:
+        digest = url
+    return {**part, "image_url": {**part["image_url"], "url": digest}}
 
 
 def image_size(url: str) -> tuple[int, int] | None:
@@ -427,6 +452,7 @@ class FakeModelServer:
         if fault:
             self.fault_counts[fault] += 1
         if self.record:
+            rec.messages = _digest_images(messages)
             self.requests.append(rec)
         await asyncio.sleep(self.script.latency(role) + (self.script.slow_s if fault == "slow" else 0.0))
         if fault == "disconnect":
