@@ -9,6 +9,8 @@ dynamic routes:
 * ``/form/submit`` (GET or POST) -- validates and records a registration in
   :attr:`SiteServer.submissions` and renders a confirmation page with a reference code
   ``REF-<initials>-<country code>``.
+* ``/trouble/...`` -- pages that misbehave (a download, a file chooser, a redirect loop, a page
+  that never finishes loading, a ``beforeunload`` guard); see :mod:`webagent.testing.trouble`.
 
 Run ``python -m webagent.testing.sites [--port N]`` to serve them by hand.
 """
@@ -32,6 +34,7 @@ from typing import Self, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ..prompts import resource_dir
+from .trouble import serve_trouble
 
 __all__ = [
     "COUNTRIES",
@@ -343,6 +346,8 @@ class _Handler(BaseHTTPRequestHandler):
         if method == "POST":
             self._send_error_page(HTTPStatus.METHOD_NOT_ALLOWED)
             return
+        if route.startswith("/trouble") and serve_trouble(self, route, self.site.stopping):
+            return
         self._serve_static(path, parts.query)
 
     def _serve_static(self, path: str, query: str) -> None:
@@ -401,6 +406,7 @@ class SiteServer:
         self.host = host
         self._requested_port = port
         self.submissions: list[dict[str, str]] = []
+        self.stopping = threading.Event()  # releases handlers that hold a response open
         self._lock = threading.Lock()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -440,6 +446,7 @@ class SiteServer:
         if self._httpd is not None:
             raise RuntimeError("SiteServer is already started")
         httpd = _HTTPServer((self.host, self._requested_port), self)
+        self.stopping.clear()
         thread = threading.Thread(
             target=httpd.serve_forever,
             kwargs={"poll_interval": 0.05},
@@ -455,6 +462,7 @@ class SiteServer:
         if httpd is None:
             return
         self._httpd = self._thread = None
+        self.stopping.set()
         httpd.shutdown()
         httpd.server_close()
         if thread is not None:
