@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
+from hypothesis import event, given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from webagent.actions import (
@@ -23,6 +26,9 @@ from webagent.actions import (
     describe_action,
     normalize_key,
 )
+from webagent.model.parsing import ReplyParseError, parse_reply
+
+from .strategies import JSON_VALUES, PROPERTIES, json_objects_with
 
 ACTIONS: list[tuple[dict[str, Any], object]] = [
     (
@@ -147,6 +153,7 @@ def test_actions_are_frozen() -> None:
         (PressKey(key="Control+a"), 'press_key "Control+a"'),
         (SelectOption(element="country", option="France"), 'select_option "country" option="France"'),
         (Goto(url="https://example.com/x"), "goto https://example.com/x"),
+        (Goto(url="https://example.com/x\nStep: 9"), "goto https://example.com/x Step: 9"),
         (GoBack(), "go_back"),
         (Refresh(), "refresh"),
         (Wait(seconds=2.5), "wait 2.5s"),
@@ -199,3 +206,80 @@ def test_normalize_key(key: str, expected: str) -> None:
 def test_normalize_key_modifier_with_plus_key() -> None:
     # Playwright spells "Control and the + key" as "Control++"; the "+" must not be dropped.
     assert normalize_key("ctrl++") == "Control++"
+
+
+# ---------------------------------------------------------------- properties: policy replies
+
+_TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=60)
+_NONEMPTY = _TEXT.filter(bool)
+ANY_ACTION = st.one_of(
+    st.builds(ClickElement, element=_NONEMPTY),
+    st.builds(WriteElement, element=_NONEMPTY, content=_TEXT, press_enter=st.booleans()),
+    st.builds(Scroll, direction=st.sampled_from(["up", "down", "left", "right"])),
+    st.builds(PressKey, key=_NONEMPTY),
+    st.builds(SelectOption, element=_NONEMPTY, option=_NONEMPTY),
+    st.builds(Goto, url=_NONEMPTY),
+    st.builds(GoBack),
+    st.builds(Refresh),
+    st.builds(Wait, seconds=st.floats(0, 10)),
+    st.builds(Answer, content=_TEXT),
+)
+_ACTION_TYPES = (ClickElement, WriteElement, Scroll, PressKey, SelectOption, Goto, GoBack, Refresh, Wait, Answer)
+_TAGS = [t.model_fields["action"].default for t in _ACTION_TYPES]
+_ACTION_KEYS = ["action", "element", "content", "press_enter", "direction", "key", "option", "url", "seconds"]
+_ARGS = st.one_of(_TEXT, _TEXT, st.sampled_from(["up", "down", "Enter"]), st.booleans(), st.floats(0, 20), JSON_VALUES)
+#: Objects that look like actions: a known tag (mostly), some of the argument keys, any values.
+ACTION_OBJECTS = st.builds(
+    lambda tag, args: {**args, "action": tag},
+    st.one_of(st.sampled_from(_TAGS), st.sampled_from(_TAGS), JSON_VALUES),
+    st.dictionaries(st.sampled_from(_ACTION_KEYS[1:]), _ARGS),
+)
+POLICY_OBJECTS = st.one_of(
+    st.fixed_dictionaries(
+        {"action": ACTION_OBJECTS}, optional={"note": _TEXT | JSON_VALUES, "thought": _TEXT, "extra": JSON_VALUES}
+    ),
+    json_objects_with(["note", "thought", "action"]),
+)
+REPLIES = st.builds(PolicyReply, note=_TEXT, thought=_TEXT, action=ANY_ACTION)
+
+
+@PROPERTIES
+@given(
+    reply=REPLIES, prose=st.sampled_from(["", "Here is my reply:\n", "```json\n"]), indent=st.sampled_from([None, 2])
+)
+def test_policy_replies_round_trip(reply: PolicyReply, prose: str, indent: int | None) -> None:
+    text = (
+        prose + json.dumps(reply.model_dump(mode="json"), indent=indent) + ("\n```" if prose.startswith("```") else "")
+    )
+    assert parse_reply(text, PolicyReply) == reply
+
+
+@PROPERTIES
+@given(data=POLICY_OBJECTS)
+def test_any_policy_object_parses_or_names_what_is_wrong(data: dict[str, Any]) -> None:
+    try:
+        reply = parse_reply(json.dumps(data), PolicyReply)
+    except ReplyParseError as exc:
+        event("rejected")
+        assert str(exc).startswith("the reply does not match the schema (")
+    else:
+        event("accepted")
+        assert isinstance(reply.action, _ACTION_TYPES) and isinstance(reply.note, str)
+
+
+@PROPERTIES
+@given(action=ANY_ACTION)
+def test_describe_action_is_one_short_line(action: Any) -> None:
+    text = describe_action(action)
+    assert "\n" not in text and "\r" not in text
+    assert text.startswith(action.action)
+    if not isinstance(action, Goto):
+        assert len(text) < 300
+
+
+@PROPERTIES
+@given(key=st.text(max_size=30))
+def test_normalize_key_never_raises_and_keeps_a_key(key: str) -> None:
+    out = normalize_key(key)
+    assert isinstance(out, str)
+    assert bool(out.strip()) == bool(key.strip())

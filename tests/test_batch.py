@@ -453,7 +453,7 @@ async def test_stop_abandons_in_flight_tasks_and_resume_finishes(site: SiteServe
             await wait_for(lambda: results.exists() and results.stat().st_size > 0, 30, "a finished task")
             await asyncio.sleep(0.2)
             requests_at_stop.append(server.request_counts["policy"])
-            runner.stop()
+            os.kill(os.getpid(), signal.SIGINT)  # as Ctrl-C does: the runner's handler stops it
 
         stopper = asyncio.create_task(stop_soon())
         stats = await asyncio.wait_for(runner.run(), 30)

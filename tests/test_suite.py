@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from webagent.config import AgentSettings
 from webagent.errors import InputError
 from webagent.suite import load_suite
+
+from .strategies import JSON_VALUES, MESSY_TEXT, PROPERTIES, json_objects_with
 
 ENV = {"SITE": "http://127.0.0.1:8080"}
 
@@ -97,3 +105,71 @@ def test_bad_jsonl_line_and_missing_file(tmp_path: Path) -> None:
         load_suite(path, env={})
     with pytest.raises(InputError, match="does not exist"):
         load_suite(tmp_path / "missing.yaml")
+
+
+# ---------------------------------------------------------------- properties: any suite file at all
+
+CHECK_KEYS = ["name", "url", "goal", "expect", "max_steps", "max_time_s", "max_attempts", "budget_calls"]
+_URLS = st.sampled_from(["http://127.0.0.1:8000/a", "example.com", "${SITE}/x", "${NOPE}", "ftp://x", ""])
+_SAFE = st.text(st.characters(exclude_categories=("Cs", "Cc")), min_size=1, max_size=30).filter(str.strip)
+_CHECKS = json_objects_with(CHECK_KEYS, st.one_of(_URLS, _SAFE, st.integers(-2, 50), JSON_VALUES))
+_VALID = st.builds(
+    lambda n, u, g: {"name": n, "url": u, "goal": g},
+    _SAFE,
+    _URLS.filter(lambda u: "NOPE" not in u and "ftp" not in u and u),
+    _SAFE,
+)
+
+
+def _expect_line_error_or_none(message: str, path: Path) -> None:
+    assert "\n" not in message and str(path) in message
+
+
+@settings(parent=PROPERTIES, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(items=st.lists(st.one_of(_CHECKS, _VALID, JSON_VALUES), max_size=6), wrapped=st.booleans())
+def test_any_yaml_suite_loads_or_is_a_one_line_error(tmp_path: Path, items: list[Any], wrapped: bool) -> None:
+    path = write(tmp_path, yaml.safe_dump({"checks": items} if wrapped else items, allow_unicode=True))
+    try:
+        suite = load_suite(path, env=ENV)
+    except InputError as exc:
+        _expect_line_error_or_none(str(exc), path)
+    else:
+        assert [c.name for c in suite.checks] == [str(i["name"]) for i in items]
+
+
+@settings(parent=PROPERTIES, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(st.one_of(_CHECKS.map(json.dumps), MESSY_TEXT.map(lambda t: " ".join(t.split()))), max_size=6))
+def test_any_jsonl_suite_loads_or_names_the_line(tmp_path: Path, lines: list[str]) -> None:
+    path = write(tmp_path, "\n".join(lines), "any.jsonl")
+    try:
+        load_suite(path, env=ENV)
+    except InputError as exc:
+        message = str(exc)
+        _expect_line_error_or_none(message, path)
+        where = re.match(rf"{re.escape(str(path))}:(\d+): ", message)
+        if where:
+            assert lines[int(where.group(1)) - 1].strip()
+
+
+@settings(parent=PROPERTIES, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    checks=st.lists(_VALID, min_size=1, max_size=5, unique_by=lambda c: c["name"]),
+    blank=st.lists(st.booleans(), min_size=5, max_size=5),
+)
+def test_generated_suites_keep_their_line_numbers(
+    tmp_path: Path, checks: list[dict[str, Any]], blank: list[bool]
+) -> None:
+    lines: list[str] = []
+    expected: list[int] = []
+    for check, gap in zip(checks, blank, strict=False):
+        if gap:
+            lines.append("# a comment")
+        expected.append(len(lines) + 1)
+        lines.append(json.dumps(check))
+    jsonl = load_suite(write(tmp_path, "\n".join(lines), "gen.jsonl"), env=ENV)
+    assert [c.line for c in jsonl.checks] == expected
+    text = yaml.safe_dump({"name": "gen", "checks": checks}, allow_unicode=True, width=10_000)
+    starts = [n for n, line in enumerate(text.splitlines(), start=1) if line.startswith("- ")]
+    suite = load_suite(write(tmp_path, text), env=ENV)
+    assert [c.line for c in suite.checks] == starts
+    assert [(c.name, c.goal) for c in suite.checks] == [(c["name"], c["goal"]) for c in checks]

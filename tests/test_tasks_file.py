@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 from webagent.errors import InputError
 from webagent.tasks import TaskSpec, load_references, load_tasks, reference_matches
 
+from .strategies import JSON_VALUES, MESSY_TEXT, PROPERTIES, json_objects_with
+
 
 def write(path: Path, *lines: str) -> Path:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -135,6 +137,8 @@ GOOD = task_line(id="ok", url="https://example.com", goal="g")
         (task_line(id="x", url="not a url", goal="g"), "invalid URL"),
         (task_line(id="x", url="", goal="g"), "no URL given"),
         (task_line(id="x", url="http://example.com:99999/", goal="g"), "port is not a number"),
+        (task_line(id="x", url="http://example.com[", goal="g"), "Invalid IPv6 URL"),
+        (task_line(id="x", url="https://example.com", goal="g", web_name=[]), "web_name must be a string"),
     ],
 )
 def test_bad_line_is_input_error_naming_file_and_line(tmp_path: Path, bad: str, message: str) -> None:
@@ -291,3 +295,45 @@ def test_bad_reference_files(tmp_path: Path, content: str, message: str) -> None
 )
 def test_reference_matches(answer: str | None, refs: list[str], expected: bool) -> None:
     assert reference_matches(answer, refs) is expected
+
+
+# ---------------------------------------------------------------- property: any file at all
+
+TASK_KEYS = ["id", "url", "goal", "ques", "web", "web_name", "reference", "answer"]
+_URLISH = st.sampled_from(
+    ["http://127.0.0.1:8000/", "example.com", "ftp://x", "", "not a url", "localhost:80/a", "http://a.test["]
+)
+_FIELD_VALUES = st.one_of(_URLISH, _ids, JSON_VALUES)
+_LINES = st.one_of(
+    st.sampled_from(["", "   ", "# a comment", "  # indented comment", "\r"]),
+    MESSY_TEXT.map(lambda t: t.replace("\n", " ").replace("\r", " ")),
+    json_objects_with(TASK_KEYS, _FIELD_VALUES).map(json.dumps),
+    st.tuples(_ids, _urls | _URLISH, _goals).map(lambda t: json.dumps({"id": t[0], "url": t[1], "goal": t[2]})),
+)
+
+
+@settings(parent=PROPERTIES, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(_LINES, max_size=8))
+def test_any_task_file_loads_or_names_its_first_bad_line(tmp_path: Path, lines: list[str]) -> None:
+    path = tmp_path / "any.jsonl"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    try:
+        tasks = load_tasks(path)
+    except InputError as exc:
+        message = str(exc)
+        assert "\n" not in message
+        where = re.match(rf"{re.escape(str(path))}:(\d+): ", message)
+        if where is None:
+            assert message == f"task file {path} has no tasks"
+            return
+        number = int(where.group(1))
+        assert lines[number - 1].strip() and not lines[number - 1].lstrip().startswith("#")
+        path.write_text("\n".join(lines[: number - 1]), encoding="utf-8")  # the lines before it are fine
+        try:
+            load_tasks(path)
+        except InputError as before:
+            assert str(before) == f"task file {path} has no tasks"
+    else:
+        assert len({t.id for t in tasks}) == len(tasks)
+        assert all(t.id.strip() and t.goal.strip() for t in tasks)
+        assert all(t.url.startswith(("http://", "https://", "file:", "about:")) for t in tasks)

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from webagent.errors import ActionError, InputError, WebAgentError
 from webagent.urls import normalize_url
+
+from .strategies import PROPERTIES
 
 
 @pytest.mark.parametrize(
@@ -52,6 +56,8 @@ def test_bare_ipv6_loopback_gets_http() -> None:
         ("example.com:99999", "port"),
         ("http://", "no host name"),
         ("https:///path", "no host name"),
+        ("http://example.com[", "invalid URL 'http://example.com[': Invalid IPv6 URL"),
+        ("http://[not-an-ip]/", "does not appear to be an IPv4 or IPv6 address"),
     ],
 )
 def test_invalid_urls_raise_input_error(url: str, fragment: str) -> None:
@@ -71,3 +77,26 @@ def test_error_class_is_configurable(url: str) -> None:
         normalize_url(url, error=ActionError)
     assert not isinstance(info.value, InputError)
     assert isinstance(info.value, WebAgentError)
+
+
+# ---------------------------------------------------------------- properties
+
+_URLISH = st.builds(
+    lambda scheme, host, port, path: scheme + host + port + path,
+    st.sampled_from(["", "http://", "https://", "HTTP://", "file://", "ftp://", "about:", "javascript:", "//"]),
+    st.sampled_from(["example.com", "localhost", "127.0.0.1", "[::1]", "a", "", "ex ample.com", "xn--d1a.test"]),
+    st.sampled_from(["", ":80", ":65535", ":70000", ":x", ":"]),
+    st.text(st.sampled_from("/?#%&= a.é:@[]"), max_size=12),
+)
+
+
+@PROPERTIES
+@given(text=_URLISH | st.text(max_size=40))
+def test_any_text_is_a_url_or_an_input_error_and_normalising_is_idempotent(text: str) -> None:
+    try:
+        url = normalize_url(text)
+    except InputError as exc:
+        assert str(exc) and "\n" not in str(exc)
+        return
+    assert url == "about:blank" or url.split(":", 1)[0].lower() in ("http", "https", "file")
+    assert normalize_url(url) == url

@@ -204,7 +204,7 @@ def describe_action(action: Action) -> str:
         case SelectOption(element=e, option=o):
             return f"select_option {_q(e)} option={_q(o)}"
         case Goto(url=u):
-            return f"goto {u}"
+            return "goto " + " ".join(u.split())  # one line, whatever the model put in the URL
         case GoBack():
             return "go_back"
         case Refresh():

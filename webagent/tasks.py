@@ -88,6 +88,8 @@ def _parse_task(data: dict[str, Any], where: str) -> TaskSpec:
         refs = [str(r) for r in reference]
     else:
         raise InputError(f"{where}: the reference answer must be a string or a list of strings")
+    if web_name is not None and not isinstance(web_name, str):
+        raise InputError(f"{where}: web_name must be a string")
     return TaskSpec(id=str(task_id), url=url, goal=goal, web_name=web_name, reference=refs)
 
 

@@ -30,7 +30,10 @@ def normalize_url(url: str, *, error: type[WebAgentError] = InputError) -> str:
         text = ("http://" if local else "https://") + text
     if text == "about:blank":
         return text
-    parts = urlsplit(text)
+    try:
+        parts = urlsplit(text)
+    except ValueError as exc:  # e.g. a stray "[" (an unclosed IPv6 literal)
+        raise error(f"invalid URL {url!r}: {exc}") from None
     if parts.scheme not in _SCHEMES:
         raise error(f"invalid URL {url!r}: the scheme must be http, https or file")
     if parts.scheme != "file" and not parts.hostname:

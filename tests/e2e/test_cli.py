@@ -100,6 +100,8 @@ def test_run_not_accomplished_exits_1(fake: FakeModelServer, site: SiteServer, t
         (["--url", "not a url", "--goal", "x"], "invalid URL"),
         (["--url", "ftp://example.com", "--goal", "x"], "scheme must be http"),
         (["--url", DEAD, "--goal", "x"], f"cannot open {DEAD}: net::ERR_CONNECTION_REFUSED"),
+        (["--url", "http://no-such-host.invalid/", "--goal", "x"], "net::ERR_NAME_NOT_RESOLVED"),
+        (["--url", "http://example.com[", "--goal", "x"], "invalid URL 'http://example.com['"),
         (["--url", DEAD, "--goal", "x", "--localizer-profile", "holo3"], "invalid choice"),
         (["--goal", "x"], "the following arguments are required: --url"),
     ],
@@ -137,6 +139,35 @@ def test_bad_config_file(toml: str, message: str, tmp_path: Path) -> None:
     proc = webagent("run", "--url", DEAD, "--goal", "x", "--config", str(path))
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and message in proc.stderr, proc.stderr
+
+
+BAD_CONFIGS = {
+    "malformed TOML": ("[policy\nmodel = 'x'", "is not valid TOML"),
+    "unknown key": ("[agent]\nmax_step = 3\n", "unknown config key 'agent.max_step'"),
+    "bad value": ("[browser]\nsettle_timeout_s = -1\n", "browser.settle_timeout_s"),
+}
+
+
+@pytest.mark.parametrize("command", ["batch", "test"])
+@pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
+def test_bad_config_stops_batch_and_test_before_anything_is_written(
+    fake: FakeModelServer, tmp_path: Path, command: str, case: str
+) -> None:
+    toml, message = BAD_CONFIGS[case]
+    config = tmp_path / "webagent.toml"
+    config.write_text(toml)
+    if command == "batch":
+        inputs = tmp_path / "tasks.jsonl"
+        inputs.write_text(json.dumps({"id": "a", "url": DEAD, "goal": "g"}) + "\n")
+    else:
+        inputs = tmp_path / "suite.yaml"
+        inputs.write_text(f"- {{name: a, url: '{DEAD}', goal: g}}\n")
+    out = tmp_path / "out"
+    proc = webagent(command, str(inputs), "--config", str(config), "--output", str(out), *role_flags(fake))
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and lines[0].startswith("webagent: error:"), proc.stderr
+    assert not out.exists()
 
 
 def test_unreadable_config_file(tmp_path: Path) -> None:

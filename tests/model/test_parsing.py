@@ -11,6 +11,10 @@ from hypothesis import strategies as st
 
 from webagent.actions import PolicyReply, Scroll
 from webagent.model.parsing import ReplyParseError, extract_json, parse_reply
+from webagent.roles.validator import ValidatorReply
+
+from ..strategies import JSON_VALUES as FENCE_SAFE_VALUES
+from ..strategies import MESSY_TEXT, PROPERTIES
 
 
 @pytest.mark.parametrize(
@@ -131,3 +135,29 @@ def test_dict_wrapped_in_prose_round_trips(
 ) -> None:
     text = before + json.dumps(data, indent=indent, ensure_ascii=ascii_only) + after
     assert extract_json(text) == data
+
+
+# ---------------------------------------------------------------- properties: any reply at all
+
+
+@PROPERTIES
+@given(text=MESSY_TEXT)
+def test_any_reply_parses_or_raises_a_reply_parse_error(text: str) -> None:
+    try:
+        value = extract_json(text)
+    except ReplyParseError as exc:
+        assert str(exc)  # quoted back to the model in the repair request
+    else:
+        json.dumps(value)  # a plain JSON value
+    for model in (PolicyReply, ValidatorReply):
+        try:
+            parse_reply(text, model)
+        except ReplyParseError as exc:
+            assert str(exc)
+
+
+@PROPERTIES
+@given(value=FENCE_SAFE_VALUES, before=PROSE, after=PROSE, lang=st.sampled_from(["", "json", "JSON"]))
+def test_a_fenced_value_round_trips(value: Any, before: str, after: str, lang: str) -> None:
+    text = f"{before}```{lang}\n{json.dumps(value, indent=2)}\n```{after}"
+    assert extract_json(text) == value

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from webagent.config import PROFILES
-from webagent.images import Frame, frame_for
+from webagent.config import PROFILES, LocalizerConfig
+from webagent.errors import LocalizationError
+from webagent.images import Frame, Screenshot, frame_for
 from webagent.model.parsing import ReplyParseError
-from webagent.roles.localizer import LOCALIZER_PROFILES, parse_click
+from webagent.records import ModelCall
+from webagent.roles.localizer import LOCALIZER_PROFILES, Localizer, parse_click
+
+from ..strategies import JSON_VALUES, MESSY_TEXT, PROPERTIES
 
 HOLO1 = LOCALIZER_PROFILES["holo1"]
 HOLO15 = LOCALIZER_PROFILES["holo1.5"]
@@ -125,3 +131,68 @@ def test_formatted_points_parse_back(frame: Frame, data: st.DataObject) -> None:
     px, py = parse_click(prose + json.dumps({"x": nx, "y": ny}), HOLO2, frame)
     assert abs(px - x) <= frame.image_width / 1000 / 2 + 1e-9
     assert abs(py - y) <= frame.image_height / 1000 / 2 + 1e-9
+
+
+# ---------------------------------------------------------------- properties: any reply, any point
+
+
+class _OneReply:
+    """A localizer client that answers ``text`` once (the real one repairs, then raises)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    async def call(self, messages: Any, parse: Callable[[str], Any], **_: Any) -> tuple[Any, ModelCall]:
+        return parse(self.text), ModelCall(role="localizer", model="m")
+
+
+def _now(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Run a coroutine that never suspends (the fake client answers at once)."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    raise AssertionError("the coroutine suspended")  # pragma: no cover
+
+
+ON_IMAGE = st.integers(0, 1500) | st.floats(0, 1500)
+NUMBERS = ON_IMAGE | st.integers(-5000, 5000) | st.floats(allow_nan=True, allow_infinity=True)
+COORDS = st.one_of(ON_IMAGE, ON_IMAGE, NUMBERS, JSON_VALUES)
+
+
+def _replies(profile: str) -> st.SearchStrategy[str]:
+    match profile:
+        case "holo1":
+            formed = st.builds(lambda x, y: f"Click({x}, {y})", ON_IMAGE, NUMBERS)
+        case "holo1.5":
+            formed = st.builds(lambda x, y: json.dumps({"action": "click_absolute", "x": x, "y": y}), COORDS, COORDS)
+        case _:
+            formed = st.builds(lambda x, y: json.dumps({"x": x, "y": y}), COORDS, COORDS)
+    prose = st.sampled_from(["", "Sure. ", "```json\n", "The point is "])
+    replies = st.builds(lambda p, f: p + f, prose, formed)
+    return st.one_of(replies, replies, replies, MESSY_TEXT)
+
+
+VIEWPORTS = st.sampled_from([(1280, 800), (1920, 1080), (390, 844), (800, 600)])
+
+
+@PROPERTIES
+@given(profile=st.sampled_from(["holo1", "holo1.5", "holo2"]), viewport=VIEWPORTS, data=st.data())
+def test_a_located_point_is_on_the_image_and_in_the_viewport(
+    profile: str, viewport: tuple[int, int], data: st.DataObject
+) -> None:
+    text = data.draw(_replies(profile), label="reply")
+    localizer = Localizer(_OneReply(text), LocalizerConfig(profile=profile))  # type: ignore[arg-type]
+    frame = localizer.frame(*viewport)
+    shot = Screenshot("", "image/jpeg", frame)
+    try:
+        point, _ = _now(localizer.locate("the button", shot))
+    except (ReplyParseError, LocalizationError) as exc:
+        event(type(exc).__name__)
+        assert str(exc)
+        return
+    event("located")
+    x, y = point.image
+    assert 0 <= x < frame.image_width and 0 <= y < frame.image_height
+    cx, cy = point.viewport
+    assert 0 <= cx < viewport[0] and 0 <= cy < viewport[1]

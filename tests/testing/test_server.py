@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import http.client
 import json
 import os
@@ -470,6 +471,22 @@ async def test_repair_after_malformed_uses_first_user_message() -> None:
     assert srv.requests[-1].messages_count == 4 and srv.requests[-1].step == 2
 
 
+@pytest.mark.parametrize("fault_repairs", [True, False])
+async def test_drawn_reply_faults_spare_repairs_when_asked(fault_repairs: bool) -> None:
+    script = with_(fault_rates={"malformed": 1.0, "500": 0.0}, fault_repairs=fault_repairs)
+    async with FakeModelServer(script) as srv:
+        msgs = policy_messages(policy_text("http://shop.test/search", 2))
+        bad = await ask(srv, "policy", msgs)
+        repair = [*msgs, {"role": "assistant", "content": bad}, {"role": "user", "content": "Reply again."}]
+        again = await ask(srv, "policy", repair)
+    assert bad == "Sure! I think the answer is {broken"
+    if fault_repairs:
+        assert again == bad and srv.fault_counts["malformed"] == 2
+    else:
+        assert json.loads(again)["action"]["action"] == "click_element"
+        assert srv.fault_counts["malformed"] == 1 and [r.fault for r in srv.requests] == ["malformed", None]
+
+
 async def test_fault_slow_times_out_client() -> None:
     faults = [{"role": "policy", "nth": 1, "kind": "slow"}]
     async with FakeModelServer(with_(faults=faults, slow_s=2.0)) as srv:
@@ -522,6 +539,23 @@ async def test_fault_rates_are_seeded() -> None:
     assert 0 < sum(first) < 20 and srv.fault_counts["500"] == sum(first)
     async with FakeModelServer(with_(fault_rates={"malformed": 1.0})) as srv:
         assert await ask(srv, "policy", policy_messages("x")) == "Sure! I think the answer is {broken"
+
+
+async def test_even_fault_schedule_gives_every_run_of_requests_its_share() -> None:
+    rates: dict[str, float] = {"500": 0.1, "429": 0.05, "malformed": 0.05, "offtarget": 0.02}
+    runs: dict[int, list[str | None]] = {}
+    for seed in (0, 1):
+        async with FakeModelServer(with_(fault_rates=rates, fault_schedule="even", seed=seed)) as srv:
+            async with client(srv, "validator") as c:
+                for _ in range(200):
+                    with contextlib.suppress(openai.APIStatusError):
+                        await c.chat.completions.create(model="m", messages=validator_messages("a", "u"))
+            runs[seed] = [r.fault for r in srv.requests]
+        for kind in ("500", "429", "malformed"):
+            for n in range(1, 201):
+                assert abs(runs[seed][:n].count(kind) - n * rates[kind]) < 2, (seed, kind, n)
+        assert "offtarget" not in runs[seed]  # owed, but only a localizer request can take it
+    assert runs[0] != runs[1]  # the seed sets each kind's phase
 
 
 # ---------------------------------------------------------------- script loading

@@ -4,6 +4,10 @@ The session captures screenshots through CDP, scaled by the browser to the size 
 (``clip.scale`` costs nothing; decoding and resizing in Python would), and waits after each
 action only as long as the page needs: two animation frames, plus the load of a navigation the
 action started, capped by ``settle_timeout_s``.
+
+Pages that misbehave never hang a run: dialogs (``beforeunload`` included) are accepted, loads
+are capped, and downloads, file choosers, failed navigations and renderer crashes are handled
+by ``webagent.browser.faults`` (each reported as an event for the policy).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from ..actions import normalize_key
 from ..config import BrowserConfig
 from ..errors import ActionError, BrowserError, NavigationError
 from ..images import Frame, Screenshot
+from .faults import PageFaults, first_line
 from .guard import NavigationGuard
 
 __all__ = ["BrowserSession"]
@@ -58,6 +63,7 @@ _VIEW_NOW = "() => [window.visualViewport ? visualViewport.pageLeft : scrollX, w
 # except after wheel and key scrolling, which the compositor applies on the next frame.
 _VIEW_AFTER_FRAME = f"() => new Promise(r => requestAnimationFrame(() => r(({_VIEW_NOW})())))"
 _TYPE_FAST_ABOVE = 64  # longer texts are inserted at once instead of key by key
+_CDP_ATTACH_TIMEOUT_S = 10.0  # Page.enable never answers on a crashed page
 
 _FIND_SELECT = """([x, y, wanted]) => {
   let el = document.elementFromPoint(x, y);
@@ -91,7 +97,7 @@ _MASK_FOCUSED = """() => {
 }"""
 
 
-class BrowserSession:
+class BrowserSession(PageFaults):
     """A page the agent drives. Create with ``BrowserSession.create`` or wrap an existing page."""
 
     def __init__(
@@ -111,8 +117,12 @@ class BrowserSession:
         self._settled_scroll: tuple[float, float] | None = None  # read by settle, used once by screenshot
         self._title: str | None = None
         self._main_frame_id = ""
+        self._crashed = False  # the renderer of self.page died; reopened before the next screenshot
+        self._crashes = 0
+        self._nav_failure: str | None = None  # the network error of the last failed navigation
         self._new_page_arrived = asyncio.Event()
         self.guard: NavigationGuard | None = None
+        self._error_page_committed = asyncio.Event()  # Chromium's page for a failed navigation
         size = page.viewport_size or {"width": config.viewport.width, "height": config.viewport.height}
         self.viewport = (int(size["width"]), int(size["height"]))
         self.context.on("page", self._on_new_page)
@@ -133,7 +143,7 @@ class BrowserSession:
             )
             page = await context.new_page()
         except PlaywrightError as exc:
-            raise BrowserError(f"cannot open a browser context: {_first_line(exc)}") from None
+            raise BrowserError(f"cannot open a browser context: {first_line(exc)}") from None
         return cls(page, config, owns_context=True)
 
     async def set_guard(self, guard: NavigationGuard) -> None:
@@ -155,7 +165,7 @@ class BrowserSession:
         page.on("dialog", self._on_dialog)
         page.on("request", self._on_request)
         page.on("framenavigated", self._on_frame_navigated)
-        page.on("crash", lambda _: self._events.append("The page crashed."))
+        self._watch_faults(page)
 
     def _on_new_page(self, page: Page) -> None:
         self._new_pages.append(page)
@@ -196,6 +206,8 @@ class BrowserSession:
     def _on_frame_navigated(self, frame: PlaywrightFrame) -> None:
         if frame == self.page.main_frame:
             self._nav_committed.set()
+            if frame.url.startswith("chrome-error:"):
+                self._error_page_committed.set()
 
     def drain_events(self) -> list[str]:
         """Page events since the last call (dialogs, new tabs, crashes, slow loads)."""
@@ -246,13 +258,17 @@ class BrowserSession:
         if fmt == "jpeg":
             params["quality"] = self.config.jpeg_quality
         for attempt in range(3):
+            if self._crashed:
+                await self._reopen_after_crash()
             try:
                 result = await self._capture(params, frame)
                 break
             except PlaywrightError as exc:
                 # Right after a navigation the new document may have no frame to capture yet.
+                if self._crashed:
+                    continue
                 if attempt == 2 or self.page.is_closed():
-                    raise BrowserError(f"cannot take a screenshot: {_first_line(exc)}") from None
+                    raise BrowserError(f"cannot take a screenshot: {first_line(exc)}") from None
                 with contextlib.suppress(PlaywrightError, TimeoutError):
                     await asyncio.wait_for(self.page.evaluate(_TWO_FRAMES), timeout=0.5)
         return Screenshot(b64=result["data"], mime=f"image/{fmt}", frame=frame)
@@ -279,7 +295,10 @@ class BrowserSession:
             cdp = await self.context.new_cdp_session(self.page)
             cdp.on("Page.windowOpen", self._on_window_open)
             cdp.on("Page.frameRequestedNavigation", self._on_requested_navigation)
-            await cdp.send("Page.enable")
+            try:
+                await asyncio.wait_for(cdp.send("Page.enable"), timeout=_CDP_ATTACH_TIMEOUT_S)
+            except TimeoutError:
+                raise BrowserError("the page does not answer DevTools requests") from None
             tree = await cdp.send("Page.getFrameTree")
             self._main_frame_id = str(tree["frameTree"]["frame"]["id"])
             if self.guard is not None:
@@ -290,6 +309,8 @@ class BrowserSession:
     # -- navigation -----------------------------------------------------------------------
     async def goto(self, url: str, *, start: bool = False) -> None:
         """Open ``url``. At the start of a run a failure is a NavigationError, later an ActionError."""
+        if self._crashed:
+            await self._replace_page()
         self._invalidate_view()
         if self.guard is not None and self.guard.active:
             reason = await self.guard.refuse(url)
@@ -302,15 +323,27 @@ class BrowserSession:
             with contextlib.suppress(PlaywrightError):
                 await self._cdp_session()  # watches redirects from the first request on
         try:
-            await self.page.goto(url, wait_until="load", timeout=self.config.navigation_timeout_s * 1000)
+            await self._goto(url)
         except PlaywrightTimeoutError:
             self._events.append(f"The page was still loading after {self.config.navigation_timeout_s:g} s.")
         except PlaywrightError as exc:
-            reason = _first_line(exc).removeprefix("Page.goto: ")
+            reason = first_line(exc).removeprefix("Page.goto: ")
             if start:
                 raise NavigationError(f"cannot open {url}: {reason}; check the URL and that the site is up") from None
             raise ActionError(f"cannot open {url}: {reason}") from None
-        self._nav_requested = False
+        finally:
+            self._nav_requested = False
+            self._nav_failure = None  # a goto reports its own failure
+
+    async def _goto(self, url: str) -> None:
+        self._error_page_committed.clear()
+        try:
+            await self.page.goto(url, wait_until="load", timeout=self.config.navigation_timeout_s * 1000)
+        except PlaywrightTimeoutError:
+            raise
+        except PlaywrightError as exc:
+            await self._after_failed_goto(exc)
+            raise
 
     async def go_back(self) -> None:
         await self._before_action()
@@ -332,7 +365,7 @@ class BrowserSession:
         except PlaywrightTimeoutError:
             self._events.append(f"The page was still loading after {self.config.settle_timeout_s:g} s.")
         except PlaywrightError as exc:
-            raise ActionError(_first_line(exc)) from None
+            raise ActionError(first_line(exc)) from None
         self._nav_requested = True
         await self.settle()
 
@@ -402,13 +435,16 @@ class BrowserSession:
 
     # -- settling -------------------------------------------------------------------------
     async def _before_action(self) -> None:
-        with contextlib.suppress(PlaywrightError):  # subscribe to Page.windowOpen before a tab can open
+        if self._crashed:
+            raise ActionError("the page crashed before the action (its renderer process died); it will be reopened")
+        with contextlib.suppress(PlaywrightError, BrowserError):  # subscribe to Page.windowOpen before a tab can open
             await self._cdp_session()
         self._invalidate_view()
         self._nav_requested = False
         self._nav_committed.clear()
         self._popup_requested = False
         self._new_page_arrived.clear()
+        self._nav_failure = None
 
     def _settle_ms(self) -> float:
         return max(1.0, self.config.settle_timeout_s * 1000)
@@ -448,11 +484,14 @@ class BrowserSession:
             pass
         finally:
             self._nav_requested = False
+            if self._nav_failure is not None:
+                self._events.append(self._nav_failure)
+                self._nav_failure = None
 
     async def _switch_to_new_page(self, deadline: float) -> None:
         page = self._new_pages[-1]
         self._new_pages.clear()
-        if page.is_closed():
+        if page.is_closed() or page is self.page:
             return
         if self.guard is not None and self.guard.active:
             blocked = await self._popup_was_blocked(page, deadline)
@@ -513,9 +552,11 @@ class BrowserSession:
         except PlaywrightTimeoutError:
             raise ActionError(f"the page did not respond within {self.config.settle_timeout_s:g} s") from None
         except PlaywrightError as exc:
+            if self._crashed:
+                raise ActionError("the page crashed during the action (its renderer process died)") from None
             if self.page.is_closed() and not self.context.pages:
-                raise BrowserError(f"the browser page is gone: {_first_line(exc)}") from None
-            raise ActionError(_first_line(exc)) from None
+                raise BrowserError(f"the browser page is gone: {first_line(exc)}") from None
+            raise ActionError(first_line(exc)) from None
 
     async def close(self) -> None:
         if self.guard is not None and not self._owns_context:
@@ -526,8 +567,3 @@ class BrowserSession:
         if self._owns_context:
             with contextlib.suppress(PlaywrightError):
                 await self.context.close()
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

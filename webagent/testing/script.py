@@ -18,6 +18,8 @@ FaultKind = Literal["500", "429", "malformed", "schema", "slow", "offtarget", "d
 ROLES: tuple[Role, ...] = ("policy", "localizer", "validator")
 #: Fixed order in which probabilistic faults are drawn.
 FAULT_KINDS: tuple[FaultKind, ...] = ("500", "429", "malformed", "schema", "slow", "offtarget", "disconnect")
+#: Faults that spoil the reply's content (the others fail the HTTP exchange).
+REPLY_FAULTS: frozenset[FaultKind] = frozenset({"malformed", "schema", "offtarget"})
 
 FEEDBACK_HEADER = "Validator feedback on your last answer:"
 
@@ -138,6 +140,11 @@ class Script(_Model):
     seed: int = 0
     retry_after_s: Annotated[int, Field(ge=0)] | NonNegative = 1
     slow_s: NonNegative = 30.0
+    #: "random": each rate is drawn per request; "even": faults come at exactly those rates, spread
+    #: evenly (each kind at a seeded phase), so that any run of requests gets its share.
+    fault_schedule: Literal["random", "even"] = "random"
+    #: Whether reply faults from ``fault_rates`` (malformed, schema, offtarget) may hit repair requests.
+    fault_repairs: bool = True
     models: dict[Role, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")

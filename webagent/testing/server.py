@@ -29,6 +29,7 @@ from pydantic import BaseModel
 
 from webagent.testing.script import (
     FAULT_KINDS,
+    REPLY_FAULTS,
     ROLES,
     FaultKind,
     Role,
@@ -292,6 +293,8 @@ class FakeModelServer:
         self.request_counts.update(dict.fromkeys(ROLES, 0))
         self.fault_counts.update(dict.fromkeys(FAULT_KINDS, 0))
         self._rng.seed(self.script.seed)
+        even = self.script.fault_schedule == "even"
+        self._owed: dict[str, float] = {k: self._rng.random() for k in self.script.fault_rates} if even else {}
 
     async def start(self) -> None:
         """Bind and start serving."""
@@ -410,14 +413,22 @@ class FakeModelServer:
 
     # ---- chat completions
 
-    def _pick_fault(self, role: Role, nth: int) -> FaultKind | None:
-        # Always draw every rate so the random stream does not depend on deterministic faults.
-        drawn = [
-            k for k in FAULT_KINDS if k in self.script.fault_rates and self._rng.random() < self.script.fault_rates[k]
-        ]
+    def _pick_fault(self, role: Role, nth: int, *, repair: bool = False) -> FaultKind | None:
+        rates = self.script.fault_rates
+        if self.script.fault_schedule == "even":
+            for kind in rates:
+                self._owed[kind] += rates[kind]
+            drawn = sorted((k for k in FAULT_KINDS if self._owed.get(k, 0.0) >= 1.0), key=lambda k: -self._owed[k])
+        else:  # always draw every rate so the random stream does not depend on deterministic faults
+            drawn = [k for k in FAULT_KINDS if k in rates and self._rng.random() < rates[k]]
+        if repair and not self.script.fault_repairs:
+            drawn = [k for k in drawn if k not in REPLY_FAULTS]
         scripted = next((f.kind for f in self.script.faults if f.role == role and f.nth == nth), None)
         candidates = [scripted] if scripted else drawn
-        return next((k for k in candidates if k != "offtarget" or role == "localizer"), None)
+        fault = next((k for k in candidates if k != "offtarget" or role == "localizer"), None)
+        if fault is not None and not scripted and fault in self._owed:
+            self._owed[fault] -= 1.0  # an even fault that could not land here stays owed
+        return fault
 
     async def _chat(self, path: str, role: Role | None, raw: bytes) -> _Response | None:
         try:
@@ -430,7 +441,8 @@ class FakeModelServer:
         messages = [m for m in body["messages"] if isinstance(m, dict)]
         model = str(body.get("model") or self.script.model_name(role))
         self.request_counts[role] += 1
-        fault = self._pick_fault(role, self.request_counts[role])
+        repair = any(m.get("role") == "assistant" for m in messages)  # a reply quoted back for repair
+        fault = self._pick_fault(role, self.request_counts[role], repair=repair)
         user = _first_user(messages)
         rec = RecordedRequest(
             role=role,

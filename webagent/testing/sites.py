@@ -11,6 +11,8 @@ dynamic routes:
   ``REF-<initials>-<country code>``.
 * ``/safety/...`` -- pages for the navigation-policy and secrets tests (see
   :mod:`webagent.testing.safetysites`).
+* ``/trouble/...`` -- pages that misbehave (a download, a file chooser, a redirect loop, a page
+  that never finishes loading, a ``beforeunload`` guard); see :mod:`webagent.testing.trouble`.
 
 Run ``python -m webagent.testing.sites [--port N]`` to serve them by hand.
 """
@@ -35,6 +37,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from ..prompts import resource_dir
 from . import safetysites
+from .trouble import serve_trouble
 
 __all__ = [
     "COUNTRIES",
@@ -349,6 +352,8 @@ class _Handler(BaseHTTPRequestHandler):
         if method == "POST":
             self._send_error_page(HTTPStatus.METHOD_NOT_ALLOWED)
             return
+        if route.startswith("/trouble") and serve_trouble(self, route, self.site.stopping):
+            return
         self._serve_static(path, parts.query)
 
     def _safety(self, method: str, route: str, query: str) -> None:
@@ -428,6 +433,7 @@ class SiteServer:
         self.submissions: list[dict[str, str]] = []
         self.safety_hits: list[tuple[str, str]] = []
         self.logins: list[dict[str, str]] = []
+        self.stopping = threading.Event()  # releases handlers that hold a response open
         self._lock = threading.Lock()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -475,6 +481,7 @@ class SiteServer:
         if self._httpd is not None:
             raise RuntimeError("SiteServer is already started")
         httpd = _HTTPServer((self.host, self._requested_port), self)
+        self.stopping.clear()
         thread = threading.Thread(
             target=httpd.serve_forever,
             kwargs={"poll_interval": 0.05},
@@ -490,6 +497,7 @@ class SiteServer:
         if httpd is None:
             return
         self._httpd = self._thread = None
+        self.stopping.set()
         httpd.shutdown()
         httpd.server_close()
         if thread is not None:

@@ -1,0 +1,237 @@
+"""Pages that misbehave, against a real Chromium: none hangs the session, each is reported.
+
+The traps are the local site's ``/trouble/`` pages (``webagent.testing.trouble``). Every action
+below would otherwise cost the whole settle cap (3 s) or hang: the elapsed-time bounds are loose
+guards against that, not performance goals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+from playwright.async_api import Browser, async_playwright
+
+from webagent.browser.faults import MAX_PAGE_CRASHES
+from webagent.browser.launcher import launch_browser
+from webagent.browser.session import BrowserSession
+from webagent.config import BrowserConfig
+from webagent.errors import ActionError, BrowserError, NavigationError
+from webagent.images import frame_for
+from webagent.testing.sites import SiteServer
+from webagent.testing.trouble import DOWNLOAD_NAME, TRAPS
+
+pytestmark = pytest.mark.browser
+
+FRAME = frame_for(1280, 800, None)
+SessionFactory = Callable[..., Awaitable[BrowserSession]]
+
+
+def _factory(browser: Browser, sessions: list[BrowserSession]) -> SessionFactory:
+    async def factory(**config: Any) -> BrowserSession:
+        session = await BrowserSession.create(browser, BrowserConfig(**config))
+        sessions.append(session)
+        return session
+
+    return factory
+
+
+@pytest.fixture
+async def make_session(browser: Browser) -> AsyncIterator[SessionFactory]:
+    sessions: list[BrowserSession] = []
+    yield _factory(browser, sessions)
+    for session in sessions:
+        await session.close()
+
+
+@pytest.fixture
+async def own_browser() -> AsyncIterator[Browser]:
+    """A Chromium of its own: crashing renderers must not risk the shared one."""
+    async with async_playwright() as playwright:
+        browser = await launch_browser(playwright, BrowserConfig())
+        yield browser
+        await browser.close()
+
+
+async def click(session: BrowserSession, trap: str) -> float:
+    """Click a trap; the seconds it took."""
+    started = time.monotonic()
+    await session.click(*TRAPS[trap])
+    return time.monotonic() - started
+
+
+async def test_a_download_is_cancelled_and_reported_without_waiting(
+    make_session: SessionFactory, site: SiteServer
+) -> None:
+    session = await make_session()
+    await session.goto(site.url + "/trouble/")
+    elapsed = await click(session, "download link")
+    assert elapsed < 1.5  # not the 3 s settle cap: the navigation it asked for never commits
+    assert session.url == site.url + "/trouble/"
+    events = session.drain_events()
+    assert events == [
+        f"The page started a download of {DOWNLOAD_NAME!r} ({site.url}/trouble/download.bin); "
+        "downloads are not kept, so it was cancelled."
+    ]
+    await session.screenshot(FRAME)
+
+
+async def test_a_file_chooser_is_dismissed_and_reported(make_session: SessionFactory, site: SiteServer) -> None:
+    session = await make_session()
+    await session.goto(site.url + "/trouble/")
+    assert await click(session, "file input") < 1.5
+    await session.screenshot(FRAME)  # the next observation, where the loop reads the events
+    assert session.drain_events() == ["A file chooser opened; the agent cannot upload files, so it was dismissed."]
+    await session.click(*TRAPS["guarded page link"])  # the page still takes input
+    assert session.url == site.url + "/trouble/guarded"
+
+
+async def test_a_redirect_loop_behind_a_link_is_a_reported_failure(
+    make_session: SessionFactory, site: SiteServer
+) -> None:
+    session = await make_session()
+    await session.goto(site.url + "/trouble/")
+    assert await click(session, "redirect loop link") < 2.5
+    assert session.drain_events() == [f"Opening {site.url}/trouble/loop failed: net::ERR_TOO_MANY_REDIRECTS."]
+    assert session.url == "chrome-error://chromewebdata/"  # settled on Chromium's error page
+    await session.screenshot(FRAME)
+    await session.go_back()  # the error page is a history entry like any other
+    assert session.url == site.url + "/trouble/"
+
+
+async def test_goto_a_redirect_loop_then_elsewhere(make_session: SessionFactory, site: SiteServer) -> None:
+    session = await make_session()
+    with pytest.raises(NavigationError, match="ERR_TOO_MANY_REDIRECTS"):
+        await session.goto(site.url + "/trouble/loop", start=True)
+    # The failed navigation's error page commits a moment later; the next goto must still work.
+    await session.goto(site.url + "/trouble/")
+    assert session.url == site.url + "/trouble/"
+    with pytest.raises(ActionError, match="ERR_TOO_MANY_REDIRECTS"):
+        await session.goto(site.url + "/trouble/loop")
+    await session.goto(site.url + "/catalog/")
+    assert session.url == site.url + "/catalog/"
+    assert session.drain_events() == []  # a goto reports its failure as its error, not again as an event
+
+
+async def test_a_page_that_never_finishes_loading(make_session: SessionFactory, site: SiteServer) -> None:
+    session = await make_session(settle_timeout_s=0.5, navigation_timeout_s=0.5)
+    await session.goto(site.url + "/trouble/")
+    elapsed = await click(session, "never loading link")
+    assert elapsed < 2.0
+    assert session.url == site.url + "/trouble/never-loads"
+    assert session.drain_events() == ["The page was still loading after 0.5 s."]
+    await session.screenshot(FRAME)
+    assert await session.title() == "Still loading"
+
+    started = time.monotonic()
+    await session.goto(site.url + "/trouble/never-loads")
+    assert time.monotonic() - started < 2.0
+    assert session.drain_events() == ["The page was still loading after 0.5 s."]
+    await session.goto(site.url + "/trouble/")
+    assert session.url == site.url + "/trouble/"
+
+
+async def test_beforeunload_is_accepted(make_session: SessionFactory, site: SiteServer) -> None:
+    session = await make_session()
+    await session.goto(site.url + "/trouble/guarded")
+    await session.click(900, 600)  # a user gesture: Chromium only asks pages that had one
+    await session.click(*TRAPS["download link"])  # row 0 on this page: back to /trouble/
+    assert session.url == site.url + "/trouble/"
+    assert session.drain_events() == ["A JavaScript beforeunload dialog appeared (it was accepted)."]
+
+    await session.goto(site.url + "/trouble/guarded")
+    await session.click(900, 600)
+    await session.goto(site.url + "/catalog/")
+    assert session.url == site.url + "/catalog/"
+
+
+# -- renderer crashes -----------------------------------------------------------------------------
+
+
+async def crash(session: BrowserSession) -> None:
+    """Crash the page's renderer through DevTools (Page.crash never answers)."""
+    page = session.page
+    cdp = await session.context.new_cdp_session(page)
+    crashed = asyncio.ensure_future(page.wait_for_event("crash", timeout=10_000))
+    sent = asyncio.ensure_future(cdp.send("Page.crash"))
+    await crashed
+    sent.cancel()
+    await asyncio.gather(sent, return_exceptions=True)
+
+
+async def test_a_crashed_page_is_reopened_at_its_url(own_browser: Browser, site: SiteServer) -> None:
+    session = await BrowserSession.create(own_browser, BrowserConfig())
+    try:
+        await session.goto(site.url + "/catalog/")
+        await session.screenshot(FRAME)  # the DevTools session exists before the crash
+        crashed_page = session.page
+        await crash(session)
+
+        with pytest.raises(ActionError, match="crashed"):
+            await session.click(10, 10)
+        started = time.monotonic()
+        shot = await session.screenshot(FRAME)
+        assert time.monotonic() - started < 5.0 and shot.b64
+        assert session.page is not crashed_page and crashed_page.is_closed()
+        assert session.context.pages == [session.page]
+        assert session.url == site.url + "/catalog/"
+        assert session.drain_events() == [
+            f"The page crashed (its renderer process died); the agent reopened {site.url}/catalog/ in a new tab."
+        ]
+        await session.click(560, 128)  # the fresh page takes input
+        await session.goto(site.url + "/form/")
+        assert await session.title()
+    finally:
+        await session.close()
+
+
+async def test_a_crash_before_the_first_screenshot_and_goto_after_a_crash(
+    own_browser: Browser, site: SiteServer
+) -> None:
+    session = await BrowserSession.create(own_browser, BrowserConfig())
+    try:
+        await session.goto(site.url + "/catalog/")
+        await crash(session)
+        await session.screenshot(FRAME)  # no DevTools session yet: Page.enable would never answer
+        assert session.url == site.url + "/catalog/"
+        session.drain_events()
+        await crash(session)
+        await session.goto(site.url + "/form/")  # a goto replaces the crashed page and goes on
+        assert session.url == site.url + "/form/"
+        await session.screenshot(FRAME)
+        assert session.drain_events() == []
+    finally:
+        await session.close()
+
+
+async def test_repeated_crashes_end_the_run(own_browser: Browser, site: SiteServer) -> None:
+    session = await BrowserSession.create(own_browser, BrowserConfig())
+    try:
+        await session.goto(site.url + "/catalog/")
+        for _ in range(MAX_PAGE_CRASHES):
+            await crash(session)
+            await session.screenshot(FRAME)
+        assert len(session.drain_events()) == MAX_PAGE_CRASHES
+        await crash(session)
+        with pytest.raises(BrowserError, match=f"crashed {MAX_PAGE_CRASHES + 1} times"):
+            await session.screenshot(FRAME)
+        assert own_browser.is_connected()
+    finally:
+        await session.close()
+
+
+async def test_a_crash_of_a_callers_page_ends_the_run(own_browser: Browser, site: SiteServer) -> None:
+    context = await own_browser.new_context()
+    try:
+        page = await context.new_page()
+        session = BrowserSession(page, BrowserConfig())
+        await session.goto(site.url + "/catalog/")
+        await crash(session)
+        with pytest.raises(BrowserError, match="the page crashed"):
+            await session.screenshot(FRAME)
+        assert context.pages == [page]  # not replaced behind the caller's back
+    finally:
+        await context.close()

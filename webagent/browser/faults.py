@@ -1,0 +1,156 @@
+"""How a browser session copes with pages that misbehave (mixed into ``BrowserSession``).
+
+None of these hangs a run or costs a round trip on the normal path; each becomes an event the
+policy reads in its next observation:
+
+* **download** — the context does not accept downloads, so Chromium cancels it; reported, and a
+  settle waiting for the navigation the download link asked for stops waiting at once;
+* **file chooser** — intercepted (no native dialog ever opens) and left unanswered, which
+  dismisses it; reported (the agent cannot pick files);
+* **failed navigation** (a redirect loop, a refused connection) started by an action — Chromium
+  shows its error page; reported with the network error. A failed ``goto`` is an ActionError
+  instead, and waits for that error page so that the next navigation is not cancelled by it;
+* **renderer crash** — the page is replaced by a fresh tab in the same context, reopened at the
+  URL it had (reported), before the next screenshot; an action attempted on the crashed page is
+  an ActionError. After ``MAX_PAGE_CRASHES`` reopenings — or at the first crash of a page the
+  session does not own (a caller's page) — the run ends with a BrowserError.
+
+Dialogs (``beforeunload`` included) are accepted and pages that never finish loading are capped
+by the session itself (``BrowserSession._on_dialog`` and ``settle``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import structlog
+from playwright.async_api import BrowserContext, CDPSession, Download, FileChooser, Page, Request
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
+
+from ..config import BrowserConfig
+from ..errors import BrowserError
+
+__all__ = ["MAX_PAGE_CRASHES", "PageFaults", "first_line"]
+
+log = structlog.get_logger("webagent.browser")
+
+MAX_PAGE_CRASHES = 3  # renderer crashes a session recovers from by reopening the page
+ERROR_PAGE_WAIT_S = 1.0  # how long a failed goto waits for Chromium's error page to commit
+
+
+class PageFaults:
+    """Handlers for downloads, file choosers, failed navigations and renderer crashes."""
+
+    # Provided by BrowserSession.
+    page: Page
+    context: BrowserContext
+    config: BrowserConfig
+    _events: list[str]
+    _new_pages: list[Page]
+    _cdp: CDPSession | None
+    _nav_committed: asyncio.Event
+    _error_page_committed: asyncio.Event
+    _owns_context: bool
+    _owns_page: bool
+    _crashed: bool
+    _crashes: int
+    _nav_failure: str | None
+
+    def _watch(self, page: Page) -> None:
+        raise NotImplementedError
+
+    def _invalidate_view(self) -> None:
+        raise NotImplementedError
+
+    def _watch_faults(self, page: Page) -> None:
+        page.on("crash", self._on_crash)
+        page.on("download", self._on_download)
+        page.on("filechooser", self._on_file_chooser)  # intercepts: no native dialog
+        page.on("requestfailed", self._on_request_failed)
+
+    # -- events ---------------------------------------------------------------------------
+    def _on_crash(self, page: Page) -> None:
+        if page is self.page:
+            self._crashed = True
+            self._nav_committed.set()  # a settle waiting for a navigation stops waiting
+            log.warning("page_crashed", url=page.url)
+
+    def _on_download(self, download: Download) -> None:
+        # A link to a file asked for a navigation that will never commit: end the wait for it.
+        self._nav_committed.set()
+        name = download.suggested_filename or "a file"
+        self._events.append(
+            f"The page started a download of {name!r} ({download.url}); downloads are not kept, so it was cancelled."
+        )
+
+    def _on_file_chooser(self, chooser: FileChooser) -> None:
+        several = " (several files)" if chooser.is_multiple() else ""
+        self._events.append(f"A file chooser opened{several}; the agent cannot upload files, so it was dismissed.")
+
+    def _on_request_failed(self, request: Request) -> None:
+        try:
+            if not (request.is_navigation_request() and request.frame == self.page.main_frame):
+                return
+        except PlaywrightError:
+            return
+        failure = request.failure or "unknown error"
+        if "ERR_ABORTED" in failure:  # replaced by another navigation, or a download: nothing commits
+            self._nav_committed.set()
+        else:  # Chromium's error page commits next (and ends a settle's wait)
+            self._nav_failure = f"Opening {request.url} failed: {failure}."
+
+    async def _after_failed_goto(self, exc: PlaywrightError) -> None:
+        """Let the error page of a failed goto commit, so that it cannot cancel the next navigation."""
+        text = str(exc)
+        if "net::ERR_" in text and "ERR_ABORTED" not in text:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._error_page_committed.wait(), timeout=ERROR_PAGE_WAIT_S)
+
+    # -- crashes --------------------------------------------------------------------------
+    async def _reopen_after_crash(self) -> None:
+        """Replace the crashed page by a fresh tab at the same URL (BrowserError past the limit)."""
+        url = self.page.url
+        self._crashes += 1
+        if not (self._owns_context or self._owns_page):
+            raise BrowserError(f"the page crashed (its renderer process died) at {url}")
+        if self._crashes > MAX_PAGE_CRASHES:
+            raise BrowserError(
+                f"the page crashed {self._crashes} times (its renderer process died) at {url}; giving up"
+            )
+        await self._replace_page()
+        note = ""
+        if url.startswith(("http:", "https:")):
+            try:
+                await self.page.goto(url, wait_until="load", timeout=self.config.navigation_timeout_s * 1000)
+            except PlaywrightTimeoutError:
+                note = f"; it was still loading after {self.config.navigation_timeout_s:g} s"
+            except PlaywrightError as exc:
+                note = f"; reopening it failed: {first_line(exc).removeprefix('Page.goto: ')}"
+        self._events.append(
+            f"The page crashed (its renderer process died); the agent reopened {url} in a new tab{note}."
+        )
+
+    async def _replace_page(self) -> None:
+        """Swap the crashed page for a fresh blank one in the same context."""
+        crashed = self.page
+        try:
+            page = await self.context.new_page()
+        except PlaywrightError as exc:
+            raise BrowserError(f"cannot open a new tab after the page crashed: {first_line(exc)}") from None
+        self._new_pages = [p for p in self._new_pages if p is not page]  # not a tab the page opened
+        with contextlib.suppress(PlaywrightError):
+            await crashed.close()
+        self.page = page
+        self._cdp = None
+        self._crashed = False
+        self._invalidate_view()
+        self._nav_committed.clear()
+        self._watch(page)
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (Playwright appends call logs)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
