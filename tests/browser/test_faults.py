@@ -66,10 +66,10 @@ async def click(session: BrowserSession, trap: str) -> float:
 async def test_a_download_is_cancelled_and_reported_without_waiting(
     make_session: SessionFactory, site: SiteServer
 ) -> None:
-    session = await make_session()
+    session = await make_session(settle_timeout_s=20.0)
     await session.goto(site.url + "/trouble/")
     elapsed = await click(session, "download link")
-    assert elapsed < 1.5  # not the 3 s settle cap: the navigation it asked for never commits
+    assert elapsed < 10.0  # not the 20 s settle cap: the navigation it asked for never commits
     assert session.url == site.url + "/trouble/"
     events = session.drain_events()
     assert events == [
@@ -120,7 +120,7 @@ async def test_a_page_that_never_finishes_loading(make_session: SessionFactory, 
     session = await make_session(settle_timeout_s=0.5, navigation_timeout_s=0.5)
     await session.goto(site.url + "/trouble/")
     elapsed = await click(session, "never loading link")
-    assert elapsed < 2.0
+    assert elapsed < 10.0  # it never loads: only the 0.5 s cap ends the wait (a wide margin for loaded CI)
     assert session.url == site.url + "/trouble/never-loads"
     assert session.drain_events() == ["The page was still loading after 0.5 s."]
     await session.screenshot(FRAME)

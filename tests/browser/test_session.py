@@ -663,7 +663,7 @@ async def test_settle_is_capped_on_a_page_that_never_loads(
     started = time.monotonic()
     await session.click(200, 120)
     elapsed = time.monotonic() - started
-    assert elapsed < 2.0
+    assert elapsed < 10.0  # the page never loads: only the cap ends the wait (a wide margin for loaded CI)
     events = session.drain_events()
     assert any("still loading" in e for e in events), events
 
