@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from playwright.async_api import Browser
+from pydantic import SecretStr
 
 from webagent import Agent, ConfigError, InputError, WebEnv
 from webagent.env import shared_agent
@@ -151,3 +152,26 @@ async def test_many_environments_share_one_browser_pool(
             for env in envs:
                 await env.aclose()
             await agent.aclose()
+
+
+async def test_env_runs_guarded_and_types_secrets_without_writing_them(
+    browser: Browser, model_server: ServerFactory, local_tasks: dict[str, Any], tmp_path: Path
+) -> None:
+    task = local_tasks["catalog-price"]
+    value = "widget-s3cr3t-value"
+    async with model_server(load_task_script("catalog-price")) as server:
+        config = make_config(server)
+        config.secrets = {"QUERY": SecretStr(value)}
+        async with Agent(config, browser=browser) as agent, WebEnv(agent=agent) as env:
+            obs = await env.reset(task, output_dir=tmp_path / "run")
+            assert "{{QUERY}}" in obs.messages[1]["content"][0]["text"]  # the policy is told the name only
+            obs, *_ = await env.step({**WRITE, "content": "{{QUERY}}"})
+            assert obs.url.endswith("/catalog/search?q={{QUERY}}")  # what the policy sees
+            assert env._session is not None and env._session.url.endswith(f"?q={value}")  # what was typed
+        blocked = config.model_copy(deep=True)
+        blocked.browser.allowed_domains = ["example.com"]
+        async with Agent(blocked, browser=browser) as agent, WebEnv(agent=agent) as env:
+            with pytest.raises(Exception, match="not in allowed_domains"):
+                await env.reset(task)
+    written = b"".join(p.read_bytes() for p in (tmp_path / "run").rglob("*") if p.is_file())
+    assert b"{{QUERY}}" in written and value.encode() not in written

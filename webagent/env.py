@@ -28,11 +28,13 @@ from pydantic import ValidationError
 
 from .actions import Answer, ClickElement, PolicyReply, SelectOption, WriteElement
 from .agent import Agent
+from .browser.guard import NavigationGuard
+from .browser.secretpage import SecretPage
 from .browser.session import BrowserSession
 from .config import AgentConfig
 from .errors import BrowserError, ConfigError, InputError, LocalizationError, ModelError
 from .images import Screenshot
-from .loop import Episode, Judge
+from .loop import Episode, Judge, PageDriver
 from .model.client import Message
 from .model.parsing import ReplyParseError, parse_reply
 from .records import ModelCall, Point, RunResult, Step, StopReason, Verdict
@@ -152,12 +154,17 @@ class WebEnv:
         self.task, self.result = spec, None
         stack = contextlib.AsyncExitStack()
         try:
-            session = await stack.enter_async_context(self.agent.browsers.session())
-            roles = self.agent.new_roles()
+            # The same protections as Agent runs: the navigation guard and secrets typed from placeholders.
+            policy = self.agent.navigation_policy(url)
+            guard = NavigationGuard(policy)
+            session = await stack.enter_async_context(self.agent.browsers.session(block_service_workers=guard.active))
+            await session.set_guard(guard)
+            page: PageDriver = SecretPage(session, self.agent.secrets) if self.agent.secrets else session
+            roles = self.agent.new_roles(policy)
             for client in (roles.policy.client, roles.localizer.client, roles.validator.client):
                 stack.callback(client.release)
             judge = self._reference_judge(list(spec.reference)) if self.reward_mode == "reference" else None
-            episode = Episode(roles, session, self.agent.config.agent, url=url, goal=spec.goal, judge=judge)
+            episode = Episode(roles, page, self.agent.config.agent, url=url, goal=spec.goal, judge=judge)
             await episode.start()
         except BaseException:
             await stack.aclose()
@@ -196,7 +203,7 @@ class WebEnv:
                 step.error, fatal = str(exc), exc
         episode.account(step)
         if self._writer is not None:
-            self._writer.write_step(step)
+            self._writer.write_step(self.agent.secrets.redact_model(step))
         reference_match = self._reference_match(step)
         needs_match = self.reward_mode == "both"
         reward = 1.0 if episode.success and (reference_match or not needs_match) else 0.0
@@ -261,7 +268,7 @@ class WebEnv:
         out_of_steps, out_of_time = episode.out_of_budget(self._index)
         final = out_of_steps or out_of_time
         self._index += 1
-        step = Step(index=self._index, kind="final" if final else "action", url=session.url)
+        step = Step(index=self._index, kind="final" if final else "action", url=episode.page.url)
         try:
             state = await episode.observe(step, final)
         except BrowserError:
@@ -287,7 +294,7 @@ class WebEnv:
         if self._writer is not None:
             if self.result is not None:
                 self.result.output_dir = str(self._writer.directory)
-                self._writer.write_result(self.result)
+                self._writer.write_result(self.agent.secrets.redact_model(self.result))
             self._writer.close()
             self._writer = None
         if stack is not None:
