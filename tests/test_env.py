@@ -175,3 +175,17 @@ async def test_env_runs_guarded_and_types_secrets_without_writing_them(
                 await env.reset(task)
     written = b"".join(p.read_bytes() for p in (tmp_path / "run").rglob("*") if p.is_file())
     assert b"{{QUERY}}" in written and value.encode() not in written
+
+
+async def test_the_run_budget_ends_an_episode(
+    browser: Browser, model_server: ServerFactory, local_tasks: dict[str, Any]
+) -> None:
+    async with model_server(load_task_script("catalog-price")) as server:
+        async with agent_for(server, browser, budget_calls=1) as agent, WebEnv(agent=agent) as env:
+            await env.reset(local_tasks["catalog-price"])
+            _, _, done, _ = await env.step(WRITE)  # one localizer call: the budget's only one
+            assert not done
+            _, reward, done, info = await env.step(CLICK)
+        assert server.request_counts["localizer"] == 1
+    assert done and reward == 0.0 and info["result"].stop_reason == "budget"
+    assert "budget of 1 model calls is spent" in info["result"].message

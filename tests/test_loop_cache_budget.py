@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -169,3 +170,13 @@ async def test_a_failed_run_does_not_touch_the_cache(model_server: ServerFactory
     assert not result.success
     assert not replay.steps  # a rejected answer is never recorded
     assert not cache.update("check", replay, url="u", goal=GOAL) and not path.exists()
+
+
+async def test_a_shared_call_budget_is_exact_under_concurrency(model_server: ServerFactory) -> None:
+    async with model_server(script(CLICK_FOREVER, latency_s={"policy": 0.2, "localizer": 0.2})) as server:
+        config = make_config(server, max_steps=20)
+        shared = budget(config, scope="suite", calls=7)
+        results = await asyncio.gather(*(episode(config, FakePage(), budgets=[shared]) for _ in range(4)))
+        sent = len(server.requests)
+    assert sent == 7 and shared.calls == 7 and shared.in_flight == 0  # never a call past the limit
+    assert all(r.stop_reason == "budget" for r, _ in results)

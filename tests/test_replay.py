@@ -61,6 +61,7 @@ def test_same_view_rules() -> None:
     assert not same_view(base, fp(image="f" * 64, text="other"))
     assert not same_view(base, fp(image="f" * 64, url="/b"))
     assert not same_view(base, fp(image="zz"))
+    assert not same_view(base, base.model_copy(update={"size": (640, 400)}))  # another viewport or profile
 
 
 def test_relative_url() -> None:

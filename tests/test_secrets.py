@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from webagent.cli import build_parser, config_from_args
 from webagent.config import load_config
 from webagent.errors import ActionError, ConfigError
 from webagent.records import RunResult, Step
-from webagent.secrets import Secrets
+from webagent.secrets import Secrets, redact_log_event
 
 VALUE = "s3cr3t-Pa55!#x"
 
@@ -119,3 +120,12 @@ def test_redact_messages_text_only() -> None:
     assert VALUE not in json.dumps(out)
     assert out[1]["content"][1] is image and out[2] == messages[2]
     assert VALUE in json.dumps(messages)  # the input is left alone
+
+
+def test_log_events_are_redacted_while_the_secrets_live() -> None:
+    secrets = Secrets({"PW": "hunter22"})
+    event = redact_log_event(None, "warning", {"event": "page_crashed", "url": "http://a.test/?pw=hunter22", "n": 3})
+    assert event == {"event": "page_crashed", "url": "http://a.test/?pw={{PW}}", "n": 3}
+    del secrets
+    gc.collect()
+    assert redact_log_event(None, "info", {"url": "hunter22"}) == {"url": "hunter22"}  # none live: untouched

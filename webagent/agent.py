@@ -288,7 +288,14 @@ class RunStream:
             await steps.aclose()  # type: ignore[attr-defined]
             self.result = secrets.redact_model(episode.result) if episode.result is not None else None
             if self.result is not None and self.cache is not None and replay is not None and self.result.success:
-                self.cache.update(self.cache_key, replay, url=self.url, goal=self.goal, expect=self.expect)
+                self.cache.update(
+                    self.cache_key,
+                    replay,
+                    url=self.url,
+                    goal=self.goal,
+                    expect=self.expect,
+                    redact=secrets.redact_model,
+                )
             if tracing and self.output_dir is not None:
                 keep = self.trace == "always" or not (self.result and self.result.success)
                 trace = await _stop_tracing(session, self.output_dir / "trace.zip" if keep else None)

@@ -1,9 +1,10 @@
 """Hard limits on model calls, tokens and dollars, for one run or shared by a whole suite.
 
-A ``Budget`` is checked before every model call and charged after it: a call is never sent once a
-limit is reached, so the call limit is exact; tokens and dollars are known only after a call, so a
-run stops at the first call that reaches them. The loop turns ``BudgetExceeded`` into stop reason
-``budget``.
+A ``Budget`` is checked before every model call, which reserves the call, and charged after it:
+a call is never sent once the calls made and in flight reach the limit, so the call limit is exact
+even for a suite budget shared by concurrent runs. Tokens and dollars are known only after a
+call, so runs stop at the first call that reaches them (calls already in flight still finish).
+The loop turns ``BudgetExceeded`` into stop reason ``budget``.
 """
 
 from __future__ import annotations
@@ -42,18 +43,26 @@ class Budget:
         self.calls = 0
         self.tokens = 0
         self.usd = 0.0
+        self.in_flight = 0
 
     def check(self) -> None:
-        """Raise BudgetExceeded if any limit is reached (so no further call may be sent)."""
+        """Reserve one call, or raise BudgetExceeded if any limit is reached (no further call may be sent)."""
         limits = self.limits
-        if limits.calls is not None and self.calls >= limits.calls:
-            self._exceeded(f"{limits.calls} model calls", f"{self.calls} made", "calls")
+        if limits.calls is not None and self.calls + self.in_flight >= limits.calls:
+            self._exceeded(f"{limits.calls} model calls", f"{self.calls} made, {self.in_flight} in flight", "calls")
         if limits.tokens is not None and self.tokens >= limits.tokens:
             self._exceeded(f"{limits.tokens} tokens", f"{self.tokens} used", "tokens")
         if limits.usd is not None and self.usd >= limits.usd:
             self._exceeded(f"${limits.usd:g}", f"${self.usd:.4f} spent", "usd")
+        self.in_flight += 1
+
+    def release(self, reserved: int = 1) -> None:
+        """Give back reservations whose calls were never made (or never recorded)."""
+        self.in_flight = max(0, self.in_flight - reserved)
 
     def charge(self, call: ModelCall) -> None:
+        """Count a call made (and drop its reservation)."""
+        self.release()
         self.calls += 1
         self.tokens += call.usage.prompt_tokens + call.usage.completion_tokens
         self.usd += self.price(call)

@@ -23,6 +23,7 @@ from . import __version__
 from .config import ROLES, AgentConfig, load_config
 from .errors import BrowserError, ConfigError, InputError, NavigationError, WebAgentError
 from .records import RunResult
+from .secrets import redact_log_event
 
 __all__ = ["build_parser", "main"]
 
@@ -243,6 +244,7 @@ def configure_logging(verbosity: int) -> None:
     logging.basicConfig(level=level, stream=sys.stderr, format="%(message)s")
     structlog.configure(
         processors=[
+            redact_log_event,  # no secret value in any log line
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="%H:%M:%S"),
             structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()),
@@ -296,6 +298,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     configure_logging(getattr(args, "verbose", 0))
     try:
+        output = getattr(args, "output", None)
+        if output and Path(output).exists() and not Path(output).is_dir():
+            raise InputError(f"--output {output} is a file; give a directory (it is created if missing)")
         if args.command == "run":
             config = config_from_args(args)
             output = Path(args.output) if args.output else default_output(args.goal)

@@ -31,8 +31,9 @@ from .agent import Agent
 from .browser.guard import NavigationGuard
 from .browser.secretpage import SecretPage
 from .browser.session import BrowserSession
+from .budget import Budget, BudgetLimits
 from .config import AgentConfig
-from .errors import BrowserError, ConfigError, InputError, LocalizationError, ModelError
+from .errors import BrowserError, BudgetExceeded, ConfigError, InputError, LocalizationError, ModelError
 from .images import Screenshot
 from .loop import Episode, Judge, PageDriver
 from .model.client import Message
@@ -164,7 +165,10 @@ class WebEnv:
             for client in (roles.policy.client, roles.localizer.client, roles.validator.client):
                 stack.callback(client.release)
             judge = self._reference_judge(list(spec.reference)) if self.reward_mode == "reference" else None
-            episode = Episode(roles, page, self.agent.config.agent, url=url, goal=spec.goal, judge=judge)
+            settings = self.agent.config.agent
+            limits = BudgetLimits(calls=settings.budget_calls, tokens=settings.budget_tokens, usd=settings.budget_usd)
+            budgets = [Budget(limits, self.agent.price, scope="run")] if limits.active else []
+            episode = Episode(roles, page, settings, url=url, goal=spec.goal, judge=judge, budgets=budgets)
             await episode.start()
         except BaseException:
             await stack.aclose()
@@ -188,6 +192,7 @@ class WebEnv:
             raise InputError("the environment has no running episode: call reset(task) first")
         final = step.kind == "final"
         fatal: Exception | None = None
+        spent: BudgetExceeded | None = None
         try:
             reply = _reply(action)
             where = self._point(reply, obs, point)
@@ -197,10 +202,10 @@ class WebEnv:
             try:
                 await episode.apply(step, reply, final, point=where)
             except (ModelError, BrowserError) as exc:
-                call = getattr(exc, "call", None)
-                if isinstance(call, ModelCall):
-                    step.calls.append(call)
+                episode.record_failed_call(step, exc)
                 step.error, fatal = str(exc), exc
+            except BudgetExceeded as exc:  # the config's per-run budget: the episode ends, like an Agent run
+                step.outcome, spent = f"stopped: {exc}", exc
         episode.account(step)
         if self._writer is not None:
             self._writer.write_step(self.agent.secrets.redact_model(step))
@@ -208,7 +213,9 @@ class WebEnv:
         needs_match = self.reward_mode == "both"
         reward = 1.0 if episode.success and (reference_match or not needs_match) else 0.0
         reason: StopReason | None = None
-        if fatal is not None:
+        if spent is not None:
+            reason = "budget"
+        elif fatal is not None:
             reason = "error"
         elif episode.success or episode.attempts >= episode.settings.max_attempts:
             reason = "answered"
@@ -223,7 +230,7 @@ class WebEnv:
         }
         if reason is None:
             return await self._observe(), 0.0, False, info
-        message = str(fatal) if fatal is not None else episode.verdict_text()
+        message = str(fatal or spent) if (fatal or spent) is not None else episode.verdict_text()
         self.result = info["result"] = episode.finish(reason, message, self._index)
         await self._end_session()
         return obs, reward if reason == "answered" else 0.0, True, info

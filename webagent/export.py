@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,8 +131,7 @@ class _Images:
             name = f"{hashlib.sha256(data).hexdigest()}{source.suffix}"
             target = self.directory / name
             if not target.exists():
-                self.directory.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(source, target)
+                write_atomic(target, data)  # a killed export never leaves a truncated image behind
                 self.written += 1
             self._done[source] = f"images/{name}"
         return self._done[source]

@@ -113,6 +113,7 @@ class Episode:
         self.expect = expect
         self.replay = replay
         self.budgets = list(budgets)
+        self._reserved = 0
         self.page = page
         self.settings = settings
         self.url = url
@@ -172,7 +173,7 @@ class Episode:
                 try:
                     await self._turn(step, final)
                 except (ModelError, BrowserError) as exc:
-                    self._record_failed_call(step, exc)
+                    self.record_failed_call(step, exc)
                     fatal = exc
                     step.error = str(exc)
                 except BudgetExceeded as exc:
@@ -252,7 +253,7 @@ class Episode:
         try:
             reply, call = await self.roles.policy.decide(state, list(self._shots))
         except ModelReplyError as exc:
-            self._record_failed_call(step, exc)
+            self.record_failed_call(step, exc)
             self.unusable_reply(step, str(exc))
             return
         finally:
@@ -330,7 +331,7 @@ class Episode:
             step.outcome = await self._perform(step, action, point, verdict)
         except (ActionError, LocalizationError, ModelReplyError) as exc:
             if isinstance(exc, ModelReplyError | LocalizationError):
-                self._record_failed_call(step, exc)
+                self.record_failed_call(step, exc)
             step.error = str(exc)
             step.outcome = f"failed: {exc}"
         self._recent.append(f"step {step.index}: {describe_action(action)} -> {step.outcome}")
@@ -436,23 +437,41 @@ class Episode:
             kept.append(note)
         return kept[::-1]
 
-    def _record_failed_call(self, step: Step, exc: Exception) -> None:
+    def record_failed_call(self, step: Step, exc: Exception) -> None:
         call = getattr(exc, "call", None)
         if isinstance(call, ModelCall) and all(c is not call for c in step.calls):
             self._add_call(step, call)
 
     def _add_call(self, step: Step, call: ModelCall) -> None:
         step.calls.append(call)
+        self._reserved = max(0, self._reserved - 1)
         for budget in self.budgets:
             budget.charge(call)
 
     def check_budget(self) -> None:
-        """Raise BudgetExceeded before a model call that no budget allows."""
-        for budget in self.budgets:
-            budget.check()
+        """Reserve a model call in every budget; BudgetExceeded if one does not allow it."""
+        checked: list[Budget] = []
+        try:
+            for budget in self.budgets:
+                budget.check()
+                checked.append(budget)
+        except BudgetExceeded:
+            for budget in checked:
+                budget.release()
+            raise
+        if self.budgets:
+            self._reserved += 1
+
+    def _release_reservations(self) -> None:
+        """A call that failed without a record leaves its reservation: give it back at the step's end."""
+        if self._reserved:
+            for budget in self.budgets:
+                budget.release(self._reserved)
+            self._reserved = 0
 
     def account(self, step: Step) -> None:
         """Add the step's calls and timings to the run's usage."""
+        self._release_reservations()
         t = step.timings
         if not t.total_s:
             t.total_s = t.observe_s + t.policy_s + t.localize_s + t.act_s + t.validate_s

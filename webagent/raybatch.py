@@ -150,7 +150,14 @@ class RayBatchRunner:
         ray = import_ray()
         started_ray = not ray.is_initialized()
         if started_ray:
-            ray.init(address=self.address, log_to_driver=False, **self.init_options)
+            try:
+                ray.init(address=self.address, log_to_driver=False, **self.init_options)
+            except (ConnectionError, ValueError, RuntimeError) as exc:
+                where = self.address or "a new local instance"
+                raise ConfigError(
+                    f"cannot connect to Ray at {where}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}; "
+                    "start a cluster (ray start --head) or pass its address to --ray"
+                ) from None
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
         for sig in previous:
             with contextlib.suppress(ValueError):  # not the main thread
@@ -174,7 +181,7 @@ class RayBatchRunner:
             # One CPU each, spread over the nodes; a restarted actor would lose its tasks anyway.
             self._remote = ray.remote(num_cpus=1, max_restarts=0, scheduling_strategy="SPREAD")(TaskActor)
         handle = self._remote.options(max_concurrency=self.concurrency).remote(
-            self.config.model_dump(mode="json"),
+            _config_payload(self.config),
             str(self.output.resolve()),
             self.attempts,
             self.sample_all,
@@ -254,3 +261,10 @@ def _failed(task: TaskSpec, message: str) -> TaskResult:
         duration_s=0.0,
         retried=False,
     )
+
+
+def _config_payload(config: AgentConfig) -> dict[str, Any]:
+    """The config as JSON for the actors, with secret values (a JSON dump masks them as ******)."""
+    data: dict[str, Any] = config.model_dump(mode="json")
+    data["secrets"] = {name: value.get_secret_value() for name, value in config.secrets.items()}
+    return data

@@ -96,6 +96,7 @@ class Fingerprint(_Record):
     title: str
     text: str = Field(description="Hash of the page's visible text and form values")
     image: str = Field(description="Perceptual hash (256-bit dHash, hex) of the screenshot")
+    size: tuple[int, int] = Field(default=(0, 0), description="Screenshot size: a recording replays at the same one")
 
 
 class PromptContext(_Record):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
@@ -68,7 +69,13 @@ def image_hash(shot: Screenshot) -> str:
 
 def fingerprint(url: str, title: str, page_text: str, shot: Screenshot, *, start_url: str = "") -> Fingerprint:
     """The fingerprint of an observation; a URL on the start URL's origin is kept as its path."""
-    return Fingerprint(url=relative_url(url, start_url), title=title, text=text_hash(page_text), image=image_hash(shot))
+    return Fingerprint(
+        url=relative_url(url, start_url),
+        title=title,
+        text=text_hash(page_text),
+        image=image_hash(shot),
+        size=(shot.frame.image_width, shot.frame.image_height),
+    )
 
 
 def relative_url(url: str, start_url: str) -> str:
@@ -81,7 +88,7 @@ def relative_url(url: str, start_url: str) -> str:
 
 def same_view(a: Fingerprint, b: Fingerprint) -> bool:
     """Whether two observations are the same page state."""
-    if (a.url, a.title, a.text) != (b.url, b.title, b.text):
+    if (a.url, a.title, a.text, a.size) != (b.url, b.title, b.text, b.size):  # another viewport: other points
         return False
     try:
         return (int(a.image, 16) ^ int(b.image, 16)).bit_count() <= IMAGE_TOLERANCE_BITS
@@ -209,11 +216,24 @@ class ReplayCache:
             return StepReplay()
         return StepReplay(rec.steps)
 
-    def update(self, key: str, replay: StepReplay, *, url: str, goal: str, expect: str | None = None) -> bool:
-        """Store a successful run's steps if they differ from the recording; returns whether it did."""
+    def update(
+        self,
+        key: str,
+        replay: StepReplay,
+        *,
+        url: str,
+        goal: str,
+        expect: str | None = None,
+        redact: Callable[[CachedStep], CachedStep] | None = None,
+    ) -> bool:
+        """Store a successful run's steps if they differ from the recording; returns whether it did.
+
+        ``redact`` cleans each step first (a secret a model echoed in a note must not be committed).
+        """
         if not replay.changed or not replay.steps:
             return False
-        self._data.checks[key] = _Recording(url=url, goal=goal, expect=expect, steps=replay.steps)
+        steps = [redact(s) for s in replay.steps] if redact is not None else replay.steps
+        self._data.checks[key] = _Recording(url=url, goal=goal, expect=expect, steps=steps)
         self.updated.append(key)
         self.save()
         return True

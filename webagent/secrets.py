@@ -11,14 +11,15 @@ from __future__ import annotations
 import html
 import json
 import re
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, SecretStr
 
 from .errors import ActionError
 
-__all__ = ["MIN_SECRET_CHARS", "SECRET_NAME", "Secrets", "check_secret"]
+__all__ = ["MIN_SECRET_CHARS", "SECRET_NAME", "Secrets", "check_secret", "redact_log_event"]
 
 SECRET_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 #: Shorter values would turn redaction into noise (every "ab" in every log line replaced).
@@ -71,6 +72,8 @@ class Secrets:
         self._group_names = {f"s{i}": name for i, (name, _) in enumerate(ordered)}
         groups = [f"(?P<s{i}>{_value_pattern(raw)})" for i, (_, raw) in enumerate(ordered)]
         self._pattern = re.compile("|".join(groups)) if groups else None
+        if self._values:
+            _LIVE.add(self)
 
     def __bool__(self) -> bool:
         return bool(self._values)
@@ -140,3 +143,22 @@ class Secrets:
             ]
             return {**message, "content": parts}
         return message
+
+
+_LIVE: weakref.WeakSet[Secrets] = weakref.WeakSet()
+
+
+def redact_log_event(logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """A structlog processor: every secret of every live ``Secrets`` redacted from a log event.
+
+    The CLI installs it; a library user who configures structlog adds it before the renderer.
+    """
+    live = list(_LIVE)
+    if not live:
+        return event
+    for key, value in event.items():
+        if isinstance(value, str):
+            for secrets in live:
+                value = secrets.redact(value)
+            event[key] = value
+    return event

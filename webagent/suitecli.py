@@ -13,6 +13,7 @@ from .budget import BudgetLimits
 from .config import AgentConfig
 from .errors import InputError
 from .replay import ReplayCache
+from .secrets import Secrets
 from .suite import load_suite
 from .suiterun import CheckOutcome, prepare_output, run_suite
 
@@ -51,6 +52,13 @@ def run_test(args: argparse.Namespace, config: AgentConfig) -> int:
     suite = suite.model_copy(update={"budget": _suite_budget(args, suite.budget)})
     if args.concurrency < 1:
         raise InputError("--concurrency must be at least 1")
+    secrets = Secrets(config.secrets)
+    for check in suite.checks:  # a ${VAR} may hold a secret: it would be written to every output file
+        if secrets and any(secrets.contains(t or "") for t in (check.url, check.goal, check.expect)):
+            raise InputError(
+                f"{suite.path}:{check.line}: check {check.name!r} holds the value of a secret in its url, goal or "
+                "expect; write {{NAME}} in a write_element instead (the value is never written or shown to models)"
+            )
     config.require_endpoints()
     output = Path(args.output) if args.output else Path("webagent-test") / _slug(suite.name)
     prepare_output(output, resume=args.resume)

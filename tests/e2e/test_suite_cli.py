@@ -233,3 +233,19 @@ def test_sigterm_mid_suite_then_resume(site: SiteServer, tmp_path: Path) -> None
         assert json.loads((out / "suite.json").read_text())["passed"] == 4
     finally:
         gen.close()
+
+
+def test_a_secret_value_in_a_suite_and_an_output_file_are_refused(
+    fake: FakeModelServer, site: SiteServer, tmp_path: Path
+) -> None:
+    suite = tmp_path / "suite.yaml"
+    suite.write_text("checks:\n  - name: login\n    url: ${SITE}/form/\n    goal: Log in with password ${PW}\n")
+    proc = webagent(
+        "test", str(suite), "--output", str(tmp_path / "out"), *role_flags(fake),
+        env={"SITE": site.url, "PW": "hunter2-value", "WEBAGENT_SECRET_PW": "hunter2-value"},
+    )  # fmt: skip
+    assert proc.returncode == 2 and "holds the value of a secret" in proc.stderr
+    assert "hunter2-value" not in proc.stderr and not (tmp_path / "out").exists()
+    (tmp_path / "file").write_text("")
+    proc = webagent("test", str(suite), "--output", str(tmp_path / "file"), *role_flags(fake), env={"SITE": site.url})
+    assert proc.returncode == 2 and "is a file" in proc.stderr and proc.stderr.count("\n") == 1

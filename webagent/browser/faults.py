@@ -64,6 +64,10 @@ class PageFaults:
     def _invalidate_view(self) -> None:
         raise NotImplementedError
 
+    async def _watch_navigations(self) -> None:
+        """Attach the navigation guard's interception to the current page (no-op without a guard)."""
+        raise NotImplementedError
+
     def _watch_faults(self, page: Page) -> None:
         page.on("crash", self._on_crash)
         page.on("download", self._on_download)
@@ -120,6 +124,7 @@ class PageFaults:
                 f"the page crashed {self._crashes} times (its renderer process died) at {url}; giving up"
             )
         await self._replace_page()
+        await self._watch_navigations()
         note = ""
         if url.startswith(("http:", "https:")):
             try:

@@ -146,14 +146,17 @@ class BrowserSession(PageFaults):
             raise BrowserError(f"cannot open a browser context: {first_line(exc)}") from None
         return cls(page, config, owns_context=True)
 
+    async def _watch_navigations(self) -> None:
+        if self.guard is not None and self.guard.active:
+            with contextlib.suppress(PlaywrightError):
+                await self._cdp_session()  # its Fetch interception watches navigations from now on
+
     async def set_guard(self, guard: NavigationGuard) -> None:
         """Enforce a navigation policy on this session's context (before its first navigation)."""
         self.guard = guard
         guard.on_event = self._on_guard_event
         await guard.install(self.context)
-        if guard.active:
-            with contextlib.suppress(PlaywrightError):
-                await self._cdp_session()  # its Fetch interception watches navigations from now on
+        await self._watch_navigations()
 
     def _on_guard_event(self, text: str, main_frame: bool) -> None:
         self._events.append(text)
@@ -561,6 +564,10 @@ class BrowserSession(PageFaults):
     async def close(self) -> None:
         if self.guard is not None and not self._owns_context:
             await self.guard.uninstall()
+        if self._cdp is not None and not self._owns_context:  # a caller's page: no Fetch interception left
+            with contextlib.suppress(PlaywrightError):
+                await self._cdp.detach()
+            self._cdp = None
         if self._owns_page and not self._owns_context:
             with contextlib.suppress(PlaywrightError):
                 await self.page.close()
