@@ -84,6 +84,8 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--headed", action="store_true", help="show the browser window (default headless)")
     g.add_argument("--executable-path", metavar="PATH", help="Chromium binary (default /usr/bin/chromium if present)")
     g.add_argument("--viewport", metavar="WxH", help="viewport size in CSS pixels (default 1280x800)")
+    g.add_argument("--ws-endpoint", metavar="URL", help="use a Playwright browser server (playwright run-server)")
+    g.add_argument("--cdp-endpoint", metavar="URL", help="use a running Chromium's remote-debugging endpoint")
     g = p.add_argument_group("safety (see the SECURITY section of the README)")
     g.add_argument(
         "--allow-domain",
@@ -104,8 +106,6 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
         help="a secret the policy types as {{NAME}} without seeing it; repeatable "
         "(prefer WEBAGENT_SECRET_<NAME>: command lines are visible to other users)",
     )
-    g.add_argument("--ws-endpoint", metavar="URL", help="use a Playwright browser server (playwright run-server)")
-    g.add_argument("--cdp-endpoint", metavar="URL", help="use a running Chromium's remote-debugging endpoint")
 
 
 def build_parser() -> argparse.ArgumentParser:
