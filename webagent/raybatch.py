@@ -26,7 +26,7 @@ import structlog
 from .agent import Agent
 from .batch import BatchRunner, BatchStats, ResultsFile, TaskResult
 from .config import AgentConfig
-from .errors import ConfigError
+from .errors import BrowserError, ConfigError, WebAgentError
 from .records import Usage
 from .tasks import TaskSpec
 
@@ -36,6 +36,7 @@ log = structlog.get_logger("webagent.ray")
 
 ACTOR_RETRIES = 2
 WAIT_S = 0.5
+CLOSE_S = 10.0  # seconds the actors get to close their browsers at the end
 
 
 class TaskActor:
@@ -69,6 +70,16 @@ class TaskActor:
 
     async def pid(self) -> int:
         return os.getpid()
+
+    async def start(self) -> str | None:
+        """Launch this actor's first browser; the error text if it cannot (a usage error for the driver)."""
+        if self.agent is None:
+            self.agent = Agent(self.config)
+        try:
+            await self.agent.browsers.start()
+        except WebAgentError as exc:
+            return str(exc)
+        return None
 
     async def aclose(self) -> None:
         if self.agent is not None:
@@ -164,11 +175,16 @@ class RayBatchRunner:
                 signal.signal(sig, lambda *_: self.stop())
         try:
             self.actors = [self._new_actor(ray) for _ in range(self.n_actors)]
+            errors = [e for e in ray.get([slot.handle.start.remote() for slot in self.actors]) if e]
+            if errors:  # as in a local batch: a browser that cannot launch is one usage error, not N failures
+                raise BrowserError(errors[0])
             self._loop(ray, results, pending)
         finally:
             for sig, handler in previous.items():
                 with contextlib.suppress(ValueError, TypeError):
                     signal.signal(sig, handler)
+            with contextlib.suppress(Exception):  # close browsers cleanly, then make sure
+                ray.get([slot.handle.aclose.remote() for slot in self.actors], timeout=CLOSE_S)
             for slot in self.actors:
                 with contextlib.suppress(Exception):
                     ray.kill(slot.handle)
