@@ -4,6 +4,7 @@ from webagent import Agent, AgentConfig
 result = await Agent(AgentConfig.load("webagent.toml")).run(url, goal)
 """
 
+from ._version import __version__
 from .actions import (
     Action,
     Answer,
@@ -37,8 +38,6 @@ from .errors import (
 )
 from .records import Fingerprint, ModelCall, Point, RoleUsage, RunResult, Step, Timings, Usage, Verdict
 from .replay import ReplayCache
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Action",

@@ -40,6 +40,7 @@ def _env() -> jinja2.Environment:
         keep_trailing_newline=False,
         trim_blocks=True,
         lstrip_blocks=True,
+        auto_reload=False,  # templates ship with the package: no stat() per render
     )
 
 

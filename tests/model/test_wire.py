@@ -58,3 +58,20 @@ def test_body_equals_plain_json() -> None:
 def test_any_body_round_trips(parts: list[dict[str, Any]], rest: dict[str, Any]) -> None:
     body = {"messages": [{"role": "user", "content": parts}, {"role": "system", "content": "s"}], **rest}
     assert json.loads(encode_chat_body(body)) == json.loads(json.dumps(body))
+
+
+@given(st.text(max_size=40))
+def test_accepted_data_urls_need_no_json_escaping(payload: str) -> None:
+    value = "data:image/jpeg;base64," + payload
+    try:
+        DataURL(value)
+    except ValueError:
+        return
+    assert json.dumps(value, ensure_ascii=False) == '"' + value + '"'
+    assert json.dumps(value) == '"' + value + '"'
+
+
+def test_a_bad_header_is_refused() -> None:
+    for bad in ("data:image/jpeg;base64", "DATA:image/jpeg;base64,abc", "data:image/jpeg;utf8,abc", ""):
+        with pytest.raises(ValueError):
+            DataURL(bad)

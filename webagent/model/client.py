@@ -8,21 +8,22 @@ the error. Every call is accounted in a ``ModelCall`` record (tokens, latency, r
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import openai
 import structlog
-from openai import AsyncOpenAI
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
+from .._version import __version__
 from ..config import RoleConfig
 from ..errors import ModelError, ModelReplyError, ModelUnavailableError
 from ..records import ModelCall, RoleUsage
 from ..secrets import Secrets
 from .parsing import ReplyParseError
+from .transport import AiohttpTransport, HTTPReply, Transport, TransportError
 from .wire import encode_chat_body
 
 __all__ = ["Completion", "Message", "ModelClient"]
@@ -43,29 +44,30 @@ class Completion:
     latency_s: float
 
 
+class HTTPStatusError(Exception):
+    """A reply with an error status (inside the client; callers get a ModelError)."""
+
+    def __init__(self, reply: HTTPReply) -> None:
+        self.status = reply.status
+        self.retry_after_s = reply.retry_after_s
+        super().__init__(f"HTTP {reply.status}: {_error_detail(reply.body)}")
+
+    @property
+    def detail(self) -> str:
+        return str(self).partition(": ")[2]
+
+
 def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
+    if isinstance(exc, TransportError):  # refused, dropped or timed out
         return True
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code == 429 or exc.status_code >= 500 or exc.status_code == 408
+    if isinstance(exc, HTTPStatusError):
+        return exc.status in (408, 409, 429) or exc.status >= 500
     return False
-
-
-def _retry_after(exc: BaseException | None) -> float | None:
-    if not isinstance(exc, openai.APIStatusError):
-        return None
-    value = exc.response.headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None
 
 
 def _wait(state: RetryCallState) -> float:
     exc = state.outcome.exception() if state.outcome else None
-    hinted = _retry_after(exc)
+    hinted = exc.retry_after_s if isinstance(exc, HTTPStatusError) else None
     if hinted is not None:
         return min(hinted, RETRY_MAX_WAIT_S)
     backoff: float = RETRY_BASE_S * 2.0 ** (state.attempt_number - 1)
@@ -78,9 +80,9 @@ ENDPOINT_COOLDOWN_S = 30.0
 class Endpoint:
     """One server of a role, with its load: requests in flight and sessions stuck to it."""
 
-    def __init__(self, base_url: str, client: AsyncOpenAI) -> None:
+    def __init__(self, base_url: str) -> None:
         self.base_url = base_url
-        self.client = client
+        self.url = base_url.rstrip("/") + "/chat/completions"
         self.in_flight = 0
         self.sessions = 0
         self.down_until = 0.0
@@ -90,24 +92,20 @@ class Endpoint:
 
 
 class EndpointPool:
-    """The servers of one role, shared by every session (one HTTP connection pool each)."""
+    """The servers of one role, shared by every session, over one pool of HTTP connections."""
 
-    def __init__(self, role: str, config: RoleConfig) -> None:
+    def __init__(self, role: str, config: RoleConfig, transport: Transport | None = None) -> None:
         urls = config.endpoints() if config.model else []
         self.role = role
         self.config = config
-        self.endpoints = [
-            Endpoint(
-                url,
-                AsyncOpenAI(
-                    base_url=url,
-                    api_key=config.api_key or _default_api_key(),
-                    max_retries=0,
-                    timeout=config.timeout_s,
-                ),
-            )
-            for url in urls
-        ]
+        self.transport: Transport = transport or AiohttpTransport()
+        self.headers = {
+            "Authorization": f"Bearer {config.api_key or _default_api_key()}",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "User-Agent": f"webagent/{__version__}",
+        }
+        self.endpoints = [Endpoint(url) for url in urls]
 
     def pick(self, exclude: Endpoint | None = None) -> Endpoint:
         """The least-loaded endpoint (healthy first, then fewest requests in flight, then sessions)."""
@@ -117,8 +115,7 @@ class EndpointPool:
         return min(candidates, key=Endpoint.load)
 
     async def aclose(self) -> None:
-        for endpoint in self.endpoints:
-            await endpoint.client.close()
+        await self.transport.aclose()
 
 
 class ModelClient:
@@ -204,23 +201,23 @@ class ModelClient:
             reraise=True,
             before_sleep=lambda st: self._on_retry(st, usage),
         )
+        transport, headers, timeout_s = self.pool.transport, self.pool.headers, self.config.timeout_s
         start = time.perf_counter()
         endpoint.in_flight += 1
         try:
             async for attempt in retrying:
                 with attempt:
-                    # POST /chat/completions through the client's own request machinery (transport,
-                    # auth, errors as chat.completions.create), with a body encoded once by us: the
-                    # SDK's params walk and JSON pass over image-heavy bodies cost ~5 ms a call.
-                    raw = await endpoint.client.post("/chat/completions", cast_to=bytes, content=encoded)
-        except openai.APIStatusError as exc:
+                    reply = await transport.post(endpoint.url, encoded, headers, timeout_s)
+                    if reply.status >= 300:
+                        raise HTTPStatusError(reply)
+        except HTTPStatusError as exc:
             usage.failures += 1
             usage.latency_s += time.perf_counter() - start
             raise self._status_error(exc, endpoint.base_url) from None
-        except openai.APIConnectionError as exc:
+        except TransportError as exc:
             usage.failures += 1
             usage.latency_s += time.perf_counter() - start
-            what = "timed out" if isinstance(exc, openai.APITimeoutError) else "could not be reached"
+            what = "timed out" if exc.timeout else f"could not be reached ({_short(exc, 120)})"
             raise ModelUnavailableError(
                 f"the {self.role} model at {endpoint.base_url} {what} after "
                 f"{self.config.max_retries + 1} attempts; check the server and --{self.role}-base-url",
@@ -229,7 +226,7 @@ class ModelClient:
         finally:
             endpoint.in_flight -= 1
         latency = time.perf_counter() - start
-        text, prompt_tokens, completion_tokens = _read_completion(raw)
+        text, prompt_tokens, completion_tokens = _read_completion(reply.body)
         usage.calls += 1
         usage.prompt_tokens += prompt_tokens
         usage.completion_tokens += completion_tokens
@@ -241,20 +238,20 @@ class ModelClient:
         exc = state.outcome.exception() if state.outcome else None
         log.info("model_retry", role=self.role, attempt=state.attempt_number, error=_short(exc))
 
-    def _status_error(self, exc: openai.APIStatusError, base_url: str) -> ModelError:
-        detail = _short(exc)
+    def _status_error(self, exc: HTTPStatusError, base_url: str) -> ModelError:
+        detail = _short(exc.detail)
         where = f"the {self.role} model {self.model!r} at {base_url}"
-        if exc.status_code == 429 or exc.status_code >= 500:
+        if _retryable(exc):
             return ModelUnavailableError(
-                f"{where} kept failing (HTTP {exc.status_code}: {detail}) after {self.config.max_retries + 1} attempts",
+                f"{where} kept failing (HTTP {exc.status}: {detail}) after {self.config.max_retries + 1} attempts",
                 role=self.role,
             )
         hint = {
             401: "check the API key",
             403: "check the API key",
             404: "check the model name and base URL",
-        }.get(exc.status_code, "check the request settings")
-        return ModelError(f"{where} refused the request (HTTP {exc.status_code}: {detail}); {hint}", role=self.role)
+        }.get(exc.status, "check the request settings")
+        return ModelError(f"{where} refused the request (HTTP {exc.status}: {detail}); {hint}", role=self.role)
 
     async def call(
         self,
@@ -331,13 +328,26 @@ def _repair_text(error: str, hint: str) -> str:
     return render("repair.jinja", error=error, hint=hint)
 
 
-def _default_api_key() -> str:
-    import os
+def _error_detail(body: bytes) -> str:
+    """The message of an error reply (OpenAI's ``{"error": {"message": ...}}`` and common variants)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        error = data.get("error", data)
+        for value in (error.get("message"), error.get("detail")) if isinstance(error, dict) else (error,):
+            if isinstance(value, str) and value.strip():
+                return value
+    text = body.decode("utf-8", "replace").strip()
+    return text or "no details in the reply"
 
+
+def _default_api_key() -> str:
     return os.environ.get("OPENAI_API_KEY") or "EMPTY"
 
 
-def _short(exc: BaseException | None, limit: int = 200) -> str:
+def _short(exc: BaseException | str | None, limit: int = 200) -> str:
     if exc is None:
         return ""
     text = " ".join(str(exc).split())
