@@ -15,7 +15,7 @@ import pytest
 from webagent.config import RoleConfig
 from webagent.errors import ModelError, ModelUnavailableError
 from webagent.model.client import EndpointPool, ModelClient
-from webagent.model.transport import AiohttpTransport, HTTPReply, TransportError, parse_retry_after
+from webagent.model.transport import AiohttpTransport, HTTPReply, TransportError, parse_retry_after, proxy_for
 from webagent.records import RoleUsage
 
 from ..conftest import ServerFactory
@@ -124,6 +124,17 @@ def test_retry_after_parsing() -> None:
     assert parse_retry_after(email.utils.formatdate(now + 10, usegmt=True), now=now) == 10.0
     assert parse_retry_after(email.utils.formatdate(now - 10, usegmt=True), now=now) == 0.0
     assert parse_retry_after(None) is None and parse_retry_after("soon") is None and parse_retry_after("") is None
+
+
+def test_proxies_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("http_proxy", "https_proxy", "no_proxy", "all_proxy", "HTTP_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.corp:3128")
+    monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1,.internal")
+    assert proxy_for("https://api.example.com/v1/chat/completions") == "http://proxy.corp:3128"
+    assert proxy_for("https://gpu.internal/v1/chat/completions") is None
+    assert proxy_for("http://127.0.0.1:8000/v1/chat/completions") is None
+    assert proxy_for("http://plain.example/v1/chat/completions") is None  # no HTTP_PROXY set
 
 
 async def test_aiohttp_against_the_offline_server(model_server: ServerFactory) -> None:

@@ -18,13 +18,15 @@ import email.utils
 import os
 import socket
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 import aiohttp
 
-__all__ = ["AiohttpTransport", "HTTPReply", "Transport", "TransportError", "parse_retry_after"]
+__all__ = ["AiohttpTransport", "HTTPReply", "Transport", "TransportError", "parse_retry_after", "proxy_for"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,19 +79,24 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
 class AiohttpTransport:
     """Pooled HTTP/1.1 keep-alive connections through aiohttp (proxies from the environment)."""
 
+    # The model client posts to a handful of URLs, so the per-URL proxy cache stays tiny.
+
     def __init__(self) -> None:
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
+        self._proxies: dict[str, str | None] = {}
 
     def _client(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
         if self._session is None or self._session.closed or self._loop is not loop:
             # A session belongs to the loop it was made in; a new loop (another asyncio.run) gets
             # its own. The old one's connections died with its loop.
+            # No trust_env: aiohttp would then read ~/.netrc and the proxy variables in worker
+            # threads on every request; the proxy is looked up once per URL instead (_proxy).
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
-                trust_env=True,  # HTTP(S)_PROXY / NO_PROXY, as other HTTP clients do
+                cookie_jar=aiohttp.DummyCookieJar(),
                 skip_auto_headers=("User-Agent",),
             )
             self._loop = loop
@@ -101,10 +108,22 @@ class AiohttpTransport:
             timeout = self._timeouts[seconds] = aiohttp.ClientTimeout(total=seconds)
         return timeout
 
+    def _proxy(self, url: str) -> str | None:
+        try:
+            return self._proxies[url]
+        except KeyError:
+            proxy = self._proxies[url] = proxy_for(url)
+            return proxy
+
     async def post(self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: float) -> HTTPReply:
         try:
             async with self._client().post(
-                url, data=body, headers=dict(headers), timeout=self._timeout(timeout_s), allow_redirects=False
+                url,
+                data=body,
+                headers=dict(headers),
+                timeout=self._timeout(timeout_s),
+                allow_redirects=False,
+                proxy=self._proxy(url),
             ) as response:
                 data = await response.read()
                 return HTTPReply(response.status, data, parse_retry_after(response.headers.get("Retry-After")))
@@ -125,6 +144,15 @@ class AiohttpTransport:
             if running is self._loop:
                 await session.close()
         self._loop = None
+
+
+def proxy_for(url: str) -> str | None:
+    """The proxy for ``url`` from HTTP(S)_PROXY / NO_PROXY, as other HTTP clients find it."""
+    parts = urllib.parse.urlsplit(url)
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if not proxy or (parts.hostname and urllib.request.proxy_bypass(parts.netloc)):
+        return None
+    return proxy
 
 
 def _describe(exc: aiohttp.ClientError) -> str:
