@@ -75,3 +75,17 @@ def test_a_bad_header_is_refused() -> None:
     for bad in ("data:image/jpeg;base64", "DATA:image/jpeg;base64,abc", "data:image/jpeg;utf8,abc", ""):
         with pytest.raises(ValueError):
             DataURL(bad)
+
+
+def test_constant_parts_are_encoded_once_and_stay_exact() -> None:
+    response_format = {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "object"}}}
+    system = {"role": "system", "content": "guidelines " * 300}
+    first = encode_chat_body({"messages": [system], "response_format": response_format, "max_tokens": 5})
+    second = encode_chat_body({"messages": [dict(system)], "response_format": response_format, "max_tokens": 7})
+    assert json.loads(first)["max_tokens"] == 5 and json.loads(second)["max_tokens"] == 7
+    assert json.loads(second)["response_format"] == response_format
+    other = {"type": "json_object"}  # another dict: its own encoding, never a stale one
+    assert json.loads(encode_chat_body({"messages": [], "response_format": other}))["response_format"] == other
+    for n in range(200):  # the caches stay bounded
+        encode_chat_body({"messages": [{"role": "system", "content": f"s{n}"}], "x": {"n": n}})
+    assert json.loads(encode_chat_body({"messages": [system], "x": {"n": 1}})) == {"messages": [system], "x": {"n": 1}}

@@ -37,21 +37,59 @@ class DataURL(str):
         return super().__new__(cls, value)
 
 
+# Values sent unchanged with every request of a role, encoded once: the system prompt (a few kB of
+# guidelines and schema) and nested settings such as ``response_format`` (its JSON schema). Both
+# are built once per role and never mutated; dict values are keyed by identity, strings by value.
+_CACHE_LIMIT = 64
+_texts: dict[str, str] = {}
+_values: dict[int, tuple[object, str]] = {}
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _constant_text(text: str) -> str:
+    encoded = _texts.get(text)
+    if encoded is None:
+        if len(_texts) >= _CACHE_LIMIT:
+            _texts.clear()
+        encoded = _texts[text] = _dumps(text)
+    return encoded
+
+
+def _constant_value(value: Any) -> str:
+    if not isinstance(value, dict):
+        return _dumps(value)
+    hit = _values.get(id(value))
+    if hit is not None and hit[0] is value:
+        return hit[1]
+    if len(_values) >= _CACHE_LIMIT:
+        _values.clear()
+    encoded = _dumps(value)
+    _values[id(value)] = (value, encoded)  # holding the value keeps its id from being reused
+    return encoded
+
+
 def encode_chat_body(body: dict[str, Any]) -> bytes:
     """``json.dumps(body)`` as bytes, without re-scanning the screenshots."""
-    rest = {k: v for k, v in body.items() if k != "messages"}
-    messages = ",".join(_message(m) for m in body.get("messages", []))
-    tail = json.dumps(rest, ensure_ascii=False, separators=(",", ":"))[1:]
-    return ('{"messages":[' + messages + "]" + ("," + tail if tail != "}" else "}")).encode()
+    parts = ['{"messages":[', ",".join(_message(m) for m in body.get("messages", [])), "]"]
+    for key, value in body.items():
+        if key != "messages":
+            parts += [",", _dumps(key), ":", _constant_value(value)]
+    parts.append("}")
+    return "".join(parts).encode()
 
 
 def _message(message: dict[str, Any]) -> str:
     content = message.get("content")
+    if isinstance(content, str) and message.get("role") == "system" and len(message) == 2:
+        return '{"role":"system","content":' + _constant_text(content) + "}"
     if not isinstance(content, list):
-        return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+        return _dumps(message)
     others = {k: v for k, v in message.items() if k != "content"}
     parts = ",".join(_part(p) for p in content)
-    head = json.dumps(others, ensure_ascii=False, separators=(",", ":"))[:-1]
+    head = _dumps(others)[:-1]
     return head + ("," if others else "") + '"content":[' + parts + "]}"
 
 
@@ -61,4 +99,4 @@ def _part(part: Any) -> str:
         if isinstance(image, dict) and isinstance(image.get("url"), DataURL) and len(image) == 1 and len(part) == 2:
             url: str = image["url"]
             return '{"type":"image_url","image_url":{"url":"' + url + '"}}'
-    return json.dumps(part, ensure_ascii=False, separators=(",", ":"))
+    return _dumps(part)
