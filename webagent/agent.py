@@ -62,7 +62,7 @@ class Agent:
 
     def price(self, call: ModelCall) -> float:
         """Dollar cost of one model call at the configured per-role prices."""
-        return self.config.role(call.role).cost(call.usage.prompt_tokens, call.usage.completion_tokens)
+        return self.config.price(call)
 
     def navigation_policy(self, start_url: str) -> NavigationPolicy:
         """The allowed/blocked hosts and private-network rule of a run starting at ``start_url``."""

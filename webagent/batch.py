@@ -71,6 +71,26 @@ class TaskResult(BaseModel):
     replayed_steps: int = Field(default=0, description="Steps replayed from a replay cache")
     calls_saved: int = Field(default=0, description="Model calls the replay cache saved")
 
+    @classmethod
+    def failed(cls, task: TaskSpec, message: str) -> TaskResult:
+        """The line of a task that could not run at all (stop reason ``error``)."""
+        return cls(
+            id=task.id,
+            url=task.url,
+            goal=task.goal,
+            success=False,
+            answer=None,
+            stop_reason="error",
+            message=message,
+            attempts=0,
+            attempt_records=[],
+            steps=0,
+            usage=Usage(),
+            cost_usd=0.0,
+            duration_s=0.0,
+            retried=False,
+        )
+
 
 class ResultsFile:
     """Append-only results.jsonl with atomic lines."""
@@ -229,7 +249,7 @@ class BatchRunner:
                 result = await self._run_task(agent, task)
             except Exception as exc:  # a bug must not silently drop the task: record it
                 log.exception("task_crashed", task=task.id)
-                result = self._failed(task, f"internal error: {type(exc).__name__}: {exc}")
+                result = TaskResult.failed(task, f"internal error: {type(exc).__name__}: {exc}")
             finally:
                 self.stats.in_flight -= 1
             self.results.append(result)  # a task that finished is kept, even while stopping
@@ -295,24 +315,6 @@ class BatchRunner:
             reference_match=reference_matches(best.answer, refs) if refs else None,
             replayed_steps=sum(r.replayed_steps for r in records),
             calls_saved=sum(r.calls_saved for r in records),
-        )
-
-    def _failed(self, task: TaskSpec, message: str) -> TaskResult:
-        return TaskResult(
-            id=task.id,
-            url=task.url,
-            goal=task.goal,
-            success=False,
-            answer=None,
-            stop_reason="error",
-            message=message,
-            attempts=0,
-            attempt_records=[],
-            steps=0,
-            usage=Usage(),
-            cost_usd=0.0,
-            duration_s=0.0,
-            retried=False,
         )
 
     async def _attempt(self, agent: Agent, task: TaskSpec, directory: Path, usage: Usage) -> tuple[RunResult, bool]:

@@ -10,13 +10,16 @@ import os
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
 from .images import ResizeRule
 from .safety import parse_rule
+
+if TYPE_CHECKING:
+    from .records import ModelCall
 from .secrets import check_secret
 
 __all__ = [
@@ -237,6 +240,10 @@ class AgentConfig(_Section):
             raise KeyError(name)
         role: RoleConfig = getattr(self, name)
         return role
+
+    def price(self, call: ModelCall) -> float:
+        """Dollar cost of one model call at the configured per-role prices."""
+        return self.role(call.role).cost(call.usage.prompt_tokens, call.usage.completion_tokens)
 
     def require_endpoints(self, roles: Sequence[str] = ROLES) -> None:
         """Raise ConfigError naming the first of ``roles`` without a base_url or model."""

@@ -27,7 +27,6 @@ from .agent import Agent
 from .batch import BatchRunner, BatchStats, ResultsFile, TaskResult
 from .config import AgentConfig
 from .errors import BrowserError, ConfigError, WebAgentError
-from .records import Usage
 from .tasks import TaskSpec
 
 __all__ = ["ACTOR_RETRIES", "RayBatchRunner", "TaskActor"]
@@ -65,7 +64,7 @@ class TaskActor:
             result = await self.runner._run_task(self.agent, spec)
         except Exception as exc:
             log.exception("task_crashed", task=spec.id)
-            result = self.runner._failed(spec, f"internal error: {type(exc).__name__}: {exc}")
+            result = TaskResult.failed(spec, f"internal error: {type(exc).__name__}: {exc}")
         return result.model_dump_json()
 
     async def pid(self) -> int:
@@ -239,12 +238,12 @@ class RayBatchRunner:
                 log.warning("ray_actor_died", task=task.id, error=str(exc).splitlines()[0] if str(exc) else "")
                 self.actors[self.actors.index(slot)] = self._new_actor(ray)
             if deaths[task.id] > ACTOR_RETRIES:
-                return _failed(task, f"internal error: the Ray actor running it died {deaths[task.id]} times")
+                return TaskResult.failed(task, f"internal error: the Ray actor running it died {deaths[task.id]} times")
             self.stats.retried += 1
             pending.appendleft(task)
             return None
         except ray.exceptions.RayError as exc:
-            return _failed(task, f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+            return TaskResult.failed(task, f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0]}")
 
     def _count(self, result: TaskResult) -> None:
         s = self.stats
@@ -258,25 +257,6 @@ class RayBatchRunner:
             u.prompt_tokens + u.completion_tokens
             for u in (result.usage.policy, result.usage.localizer, result.usage.validator)
         )
-
-
-def _failed(task: TaskSpec, message: str) -> TaskResult:
-    return TaskResult(
-        id=task.id,
-        url=task.url,
-        goal=task.goal,
-        success=False,
-        answer=None,
-        stop_reason="error",
-        message=message,
-        attempts=0,
-        attempt_records=[],
-        steps=0,
-        usage=Usage(),
-        cost_usd=0.0,
-        duration_s=0.0,
-        retried=False,
-    )
 
 
 def _config_payload(config: AgentConfig) -> dict[str, Any]:

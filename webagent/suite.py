@@ -34,35 +34,12 @@ from .urls import normalize_url
 
 __all__ = ["CHECK_LIMITS", "Check", "Suite", "load_suite"]
 
-#: Per-check keys that override the config's ``[agent]`` settings.
-CHECK_LIMITS = ("max_steps", "max_time_s", "max_attempts", "budget_calls", "budget_tokens", "budget_usd")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-class Check(BaseModel):
-    """One check: a task whose verdict comes from the validator (and ``expect``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str = Field(min_length=1)
-    url: str
-    goal: str = Field(min_length=1)
-    expect: str | None = None
-    max_steps: int | None = Field(default=None, gt=0)
-    max_time_s: float | None = Field(default=None, gt=0)
-    max_attempts: int | None = Field(default=None, gt=0)
-    budget_calls: int | None = Field(default=None, ge=0)
-    budget_tokens: int | None = Field(default=None, ge=0)
-    budget_usd: float | None = Field(default=None, ge=0)
-    line: int = Field(default=0, exclude=True, description="Line of the suite file it starts on")
-
-    def settings(self, base: AgentSettings) -> AgentSettings:
-        """The config's loop settings with this check's limits applied."""
-        update = {k: getattr(self, k) for k in CHECK_LIMITS if getattr(self, k) is not None}
-        return base.model_copy(update=update) if update else base
-
-
 class _Limits(BaseModel):
+    """The limits a check may set; also the shape of a suite's ``defaults``."""
+
     model_config = ConfigDict(extra="forbid")
 
     max_steps: int | None = Field(default=None, gt=0)
@@ -71,6 +48,27 @@ class _Limits(BaseModel):
     budget_calls: int | None = Field(default=None, ge=0)
     budget_tokens: int | None = Field(default=None, ge=0)
     budget_usd: float | None = Field(default=None, ge=0)
+
+
+#: Per-check keys that override the config's ``[agent]`` settings.
+CHECK_LIMITS = tuple(_Limits.model_fields)
+
+
+class Check(_Limits):
+    """One check: a task whose verdict comes from the validator (and ``expect``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    url: str
+    goal: str = Field(min_length=1)
+    expect: str | None = None
+    line: int = Field(default=0, exclude=True, description="Line of the suite file it starts on")
+
+    def settings(self, base: AgentSettings) -> AgentSettings:
+        """The config's loop settings with this check's limits applied."""
+        update = {k: getattr(self, k) for k in CHECK_LIMITS if getattr(self, k) is not None}
+        return base.model_copy(update=update) if update else base
 
 
 class Suite(BaseModel):

@@ -77,10 +77,7 @@ class SuiteRunner(BatchRunner):
         self.trace = trace
         self.budget: Budget | None = None
         if suite.budget.active:
-            self.budget = Budget(suite.budget, self._price, scope="suite")
-
-    def _price(self, call: Any) -> float:
-        return self.config.role(call.role).cost(call.usage.prompt_tokens, call.usage.completion_tokens)
+            self.budget = Budget(suite.budget, config.price, scope="suite")
 
     def _stream(self, agent: Agent, task: TaskSpec, directory: Path) -> RunStream:
         check = self.checks[task.id]

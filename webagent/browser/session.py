@@ -42,62 +42,18 @@ from ..errors import ActionError, BrowserError, NavigationError
 from ..images import Frame, Screenshot
 from .faults import PageFaults, first_line
 from .guard import NavigationGuard
+from .scripts import FIND_SELECT, MASK_FOCUSED, PAGE_TEXT, TWO_FRAMES, VIEW_AFTER_FRAME, VIEW_NOW
+from .tabs import TabFollowing
 
 __all__ = ["BrowserSession"]
 
 log = structlog.get_logger("webagent.browser")
 
-_TWO_FRAMES = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(0))))"
-# Scroll offsets (for the screenshot clip) and title, read in the same round trip as the settle wait.
-_PAGE_TEXT = """() => {
-  const body = document.body;
-  if (!body) return "";
-  const values = Array.from(document.querySelectorAll("input, textarea, select"), (e) =>
-    e.type === "password" ? "" : (e.type === "checkbox" || e.type === "radio") ? String(e.checked) : e.value);
-  return body.innerText + "\u0000" + values.join("\u0001");
-}"""
-_VIEW_NOW = "() => [window.visualViewport ? visualViewport.pageLeft : scrollX, window.visualViewport ? visualViewport.pageTop : scrollY, document.title]"
-# settle() reads the view with a plain evaluate: a round trip through the page's main thread, so
-# every input handler has run and any navigation or new tab it asked for has been announced over
-# CDP. It requests no extra frame (the screenshot waits for the next composited frame by itself),
-# except after wheel and key scrolling, which the compositor applies on the next frame.
-_VIEW_AFTER_FRAME = f"() => new Promise(r => requestAnimationFrame(() => r(({_VIEW_NOW})())))"
 _TYPE_FAST_ABOVE = 64  # longer texts are inserted at once instead of key by key
 _CDP_ATTACH_TIMEOUT_S = 10.0  # Page.enable never answers on a crashed page
 
-_FIND_SELECT = """([x, y, wanted]) => {
-  let el = document.elementFromPoint(x, y);
-  if (!el) return {error: "there is no element at that point"};
-  if (el.tagName === "LABEL" && el.control) el = el.control;
-  let select = el.closest("select");
-  if (!select && el.tagName !== "SELECT") {
-    const inner = el.querySelectorAll ? el.querySelectorAll("select") : [];
-    if (inner.length === 1) select = inner[0];
-  }
-  if (!select) return {error: "the element there is a <" + el.tagName.toLowerCase() + ">, not a dropdown (select)"};
-  const opts = Array.from(select.options);
-  const norm = s => (s || "").trim().replace(/\\s+/g, " ").toLowerCase();
-  const w = norm(wanted);
-  const pick = opts.find(o => o.label.trim() === wanted.trim()) || opts.find(o => o.value === wanted)
-    || opts.find(o => norm(o.label) === w) || opts.find(o => norm(o.value) === w)
-    || opts.find(o => norm(o.label).includes(w));
-  if (!pick) return {error: "no option matches " + JSON.stringify(wanted) + "; options are: "
-    + opts.slice(0, 15).map(o => JSON.stringify(o.label.trim())).join(", ")};
-  return {index: opts.indexOf(pick), label: pick.label.trim()};
-}"""
 
-
-# Renders the focused field's text as discs (like a password field) in every later screenshot.
-_MASK_FOCUSED = """() => {
-  let el = document.activeElement;
-  while (el && el.shadowRoot && el.shadowRoot.activeElement) el = el.shadowRoot.activeElement;
-  if (!el || el === document.body || el.tagName === "IFRAME") return false;
-  el.style.setProperty("-webkit-text-security", "disc", "important");
-  return true;
-}"""
-
-
-class BrowserSession(PageFaults):
+class BrowserSession(TabFollowing, PageFaults):
     """A page the agent drives. Create with ``BrowserSession.create`` or wrap an existing page."""
 
     def __init__(
@@ -170,13 +126,6 @@ class BrowserSession(PageFaults):
         page.on("framenavigated", self._on_frame_navigated)
         self._watch_faults(page)
 
-    def _on_new_page(self, page: Page) -> None:
-        self._new_pages.append(page)
-        self._new_page_arrived.set()
-
-    def _on_window_open(self, _: object) -> None:
-        self._popup_requested = True
-
     def _on_requested_navigation(self, params: dict[str, Any]) -> None:
         # Fired by the renderer as soon as a link/form/script asks to navigate, before any request.
         if params.get("disposition", "currentTab") == "currentTab" and params.get("frameId") == self._main_frame_id:
@@ -236,7 +185,7 @@ class BrowserSession(PageFaults):
     async def page_text(self) -> str:
         """The page's visible text and form values (for replay fingerprints; not on the hot path)."""
         try:
-            text = await asyncio.wait_for(self.page.evaluate(_PAGE_TEXT), timeout=5.0)
+            text = await asyncio.wait_for(self.page.evaluate(PAGE_TEXT), timeout=5.0)
         except (PlaywrightError, TimeoutError):
             return ""
         return str(text)
@@ -244,7 +193,7 @@ class BrowserSession(PageFaults):
     async def _read_view(self) -> tuple[float, float]:
         """Scroll offsets now (one round trip, which also refreshes the title)."""
         try:
-            x, y, title = await asyncio.wait_for(self.page.evaluate(_VIEW_NOW), timeout=2.0)
+            x, y, title = await asyncio.wait_for(self.page.evaluate(VIEW_NOW), timeout=2.0)
         except (PlaywrightError, TimeoutError, TypeError, ValueError):
             return (0.0, 0.0)
         self._title = str(title)
@@ -273,7 +222,7 @@ class BrowserSession(PageFaults):
                 if attempt == 2 or self.page.is_closed():
                     raise BrowserError(f"cannot take a screenshot: {first_line(exc)}") from None
                 with contextlib.suppress(PlaywrightError, TimeoutError):
-                    await asyncio.wait_for(self.page.evaluate(_TWO_FRAMES), timeout=0.5)
+                    await asyncio.wait_for(self.page.evaluate(TWO_FRAMES), timeout=0.5)
         return Screenshot(b64=result["data"], mime=f"image/{fmt}", frame=frame)
 
     async def _capture(self, params: dict[str, Any], frame: Frame) -> dict[str, Any]:
@@ -383,7 +332,7 @@ class BrowserSession(PageFaults):
         await self._before_action()
         keyboard = self.page.keyboard
         await self._guard(self.page.mouse.click(x, y))
-        if mask and not await self._guard(self.page.evaluate(_MASK_FOCUSED)):
+        if mask and not await self._guard(self.page.evaluate(MASK_FOCUSED)):
             raise ActionError("the secret was not typed: no text field has the focus there (or it is in a frame)")
         await self._guard(keyboard.press("ControlOrMeta+A"))
         if not text:
@@ -412,7 +361,7 @@ class BrowserSession(PageFaults):
     async def select_option(self, x: float, y: float, option: str) -> str:
         """Choose ``option`` in the native select at (x, y); returns the chosen label."""
         await self._before_action()
-        found = await self._guard(self.page.evaluate(_FIND_SELECT, [x, y, option]))
+        found = await self._guard(self.page.evaluate(FIND_SELECT, [x, y, option]))
         if "error" in found:
             raise ActionError(str(found["error"]))
         handle = await self._guard(self.page.evaluate_handle(f"document.elementFromPoint({x}, {y})"))
@@ -459,7 +408,7 @@ class BrowserSession(PageFaults):
         self._invalidate_view()
         with contextlib.suppress(PlaywrightError, TimeoutError, TypeError, ValueError):
             x, y, title = await asyncio.wait_for(
-                self.page.evaluate(_VIEW_AFTER_FRAME if next_frame else _VIEW_NOW),
+                self.page.evaluate(VIEW_AFTER_FRAME if next_frame else VIEW_NOW),
                 timeout=min(0.5, self.config.settle_timeout_s),
             )
             self._settled_scroll, self._title = (float(x), float(y)), str(title)
@@ -490,63 +439,6 @@ class BrowserSession(PageFaults):
             if self._nav_failure is not None:
                 self._events.append(self._nav_failure)
                 self._nav_failure = None
-
-    async def _switch_to_new_page(self, deadline: float) -> None:
-        page = self._new_pages[-1]
-        self._new_pages.clear()
-        if page.is_closed() or page is self.page:
-            return
-        if self.guard is not None and self.guard.active:
-            blocked = await self._popup_was_blocked(page, deadline)
-            if not blocked and not self.guard.every_request and page.url not in ("about:blank", ""):
-                # Navigation-only mode has no route to stop a new tab's first request: check where it went.
-                reason = await self.guard.refuse(page.url)
-                if reason is not None:
-                    blocked = True
-                    self._events.append(f"Blocked a new tab that opened {page.url}: {reason}.")
-            if blocked:
-                with contextlib.suppress(PlaywrightError):
-                    await page.close()
-                self._events.append("The blocked tab was closed; the agent stayed on this page.")
-                return
-        self.page = page
-        self._cdp = None
-        self._invalidate_view()
-        self._nav_committed.clear()
-        self._popup_requested = False
-        self._watch(page)
-        try:
-            remaining = max(1.0, (deadline - time.monotonic()) * 1000)
-            await page.wait_for_load_state("load", timeout=remaining)
-            await page.bring_to_front()
-        except PlaywrightError:
-            pass
-        self._events.append(f"A new tab opened ({page.url}); the agent switched to it.")
-
-    async def _popup_was_blocked(self, page: Page, deadline: float) -> bool:
-        """Whether a new tab's first navigation was refused (it then stays on about:blank)."""
-        assert self.guard is not None
-        blocked = self.guard.popup_blocked
-        if not blocked.is_set() and page.url in ("about:blank", ""):
-            remaining = max(0.05, deadline - time.monotonic())
-            load = asyncio.ensure_future(page.wait_for_load_state("domcontentloaded", timeout=remaining * 1000))
-            refused = asyncio.ensure_future(blocked.wait())
-            await asyncio.wait({load, refused}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-            for task in (load, refused):
-                task.cancel()
-            await asyncio.gather(load, refused, return_exceptions=True)
-        was_blocked = blocked.is_set() and (page.url in ("about:blank", "") or page.url.startswith("chrome-error:"))
-        blocked.clear()
-        return was_blocked
-
-    def _switch_to_open_page(self) -> None:
-        pages = [p for p in self.context.pages if not p.is_closed()]
-        if pages:
-            self.page = pages[-1]
-            self._cdp = None
-            self._invalidate_view()
-            self._watch(self.page)
-            self._events.append(f"The tab was closed; the agent switched to {self.page.url}.")
 
     async def _guard(self, awaitable: Any) -> Any:
         """Turn Playwright failures during an action into ActionError (or BrowserError if gone)."""

@@ -1,0 +1,51 @@
+"""JavaScript the browser session evaluates in pages (each a function expression)."""
+
+__all__ = ["FIND_SELECT", "MASK_FOCUSED", "PAGE_TEXT", "TWO_FRAMES", "VIEW_AFTER_FRAME", "VIEW_NOW"]
+
+TWO_FRAMES = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(0))))"
+# The visible text and form values (password fields left out), for replay fingerprints.
+PAGE_TEXT = """() => {
+  const body = document.body;
+  if (!body) return "";
+  const values = Array.from(document.querySelectorAll("input, textarea, select"), (e) =>
+    e.type === "password" ? "" : (e.type === "checkbox" || e.type === "radio") ? String(e.checked) : e.value);
+  return body.innerText + "\u0000" + values.join("\u0001");
+}"""
+# Scroll offsets (for the screenshot clip) and title, read in the same round trip as the settle wait.
+VIEW_NOW = "() => [window.visualViewport ? visualViewport.pageLeft : scrollX, window.visualViewport ? visualViewport.pageTop : scrollY, document.title]"
+# settle() reads the view with a plain evaluate: a round trip through the page's main thread, so
+# every input handler has run and any navigation or new tab it asked for has been announced over
+# CDP. It requests no extra frame (the screenshot waits for the next composited frame by itself),
+# except after wheel and key scrolling, which the compositor applies on the next frame.
+VIEW_AFTER_FRAME = f"() => new Promise(r => requestAnimationFrame(() => r(({VIEW_NOW})())))"
+
+FIND_SELECT = """([x, y, wanted]) => {
+  let el = document.elementFromPoint(x, y);
+  if (!el) return {error: "there is no element at that point"};
+  if (el.tagName === "LABEL" && el.control) el = el.control;
+  let select = el.closest("select");
+  if (!select && el.tagName !== "SELECT") {
+    const inner = el.querySelectorAll ? el.querySelectorAll("select") : [];
+    if (inner.length === 1) select = inner[0];
+  }
+  if (!select) return {error: "the element there is a <" + el.tagName.toLowerCase() + ">, not a dropdown (select)"};
+  const opts = Array.from(select.options);
+  const norm = s => (s || "").trim().replace(/\\s+/g, " ").toLowerCase();
+  const w = norm(wanted);
+  const pick = opts.find(o => o.label.trim() === wanted.trim()) || opts.find(o => o.value === wanted)
+    || opts.find(o => norm(o.label) === w) || opts.find(o => norm(o.value) === w)
+    || opts.find(o => norm(o.label).includes(w));
+  if (!pick) return {error: "no option matches " + JSON.stringify(wanted) + "; options are: "
+    + opts.slice(0, 15).map(o => JSON.stringify(o.label.trim())).join(", ")};
+  return {index: opts.indexOf(pick), label: pick.label.trim()};
+}"""
+
+
+# Renders the focused field's text as discs (like a password field) in every later screenshot.
+MASK_FOCUSED = """() => {
+  let el = document.activeElement;
+  while (el && el.shadowRoot && el.shadowRoot.activeElement) el = el.shadowRoot.activeElement;
+  if (!el || el === document.body || el.tagName === "IFRAME") return false;
+  el.style.setProperty("-webkit-text-security", "disc", "important");
+  return true;
+}"""
