@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import html
 import json
 import os
@@ -148,7 +149,8 @@ class Killer:
         """End helpers of the killed browser still running (the same processes, by command line)."""
         for pid, args in self.helpers:
             if _cmdline(pid) == args:
-                os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):  # it may exit between the check and the kill
+                    os.kill(pid, signal.SIGKILL)
 
 
 # -- one batch --------------------------------------------------------------------------------------------

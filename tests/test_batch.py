@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -378,6 +379,58 @@ async def test_pass_at_k_and_references(site: SiteServer, tmp_path: Path) -> Non
 
 
 # ---------------------------------------------------------------- a browser crash mid-task
+
+
+async def test_a_browser_killed_while_the_first_page_opens_is_a_crash(tmp_path: Path) -> None:
+    """Not a NavigationError blamed on the site: the batch must see the crash and re-run the task."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from playwright.async_api import async_playwright
+
+    from webagent.browser.launcher import launch_browser
+    from webagent.browser.session import BrowserSession
+    from webagent.config import BrowserConfig
+    from webagent.errors import BrowserError, NavigationError
+
+    arrived = threading.Event()
+
+    class Slow(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            arrived.set()
+            time.sleep(3)
+            with contextlib.suppress(OSError):
+                self.send_response(200)
+                self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    me = os.getpid()
+    before = chromium_mains(me)
+    config = BrowserConfig()
+    try:
+        async with async_playwright() as pw:
+            browser = await launch_browser(pw, config)
+            session = await BrowserSession.create(browser, config)
+            (pid,) = chromium_mains(me) - before
+            helpers = [(p, cmdline(p)) for p in descendants(pid)]
+            opening = asyncio.create_task(session.goto(f"http://127.0.0.1:{server.server_port}/", start=True))
+            assert await asyncio.to_thread(arrived.wait, 10)
+            os.kill(pid, signal.SIGKILL)
+            with pytest.raises(BrowserError) as info:
+                await opening
+            assert not isinstance(info.value, NavigationError)
+            assert await session.confirm_browser_crash()
+    finally:
+        server.shutdown()
+        server.server_close()
+        await asyncio.sleep(0.5)
+        for p, args in helpers:
+            if alive(p) and cmdline(p) == args:
+                os.kill(p, signal.SIGKILL)
 
 
 async def test_browser_crash_is_retried(site: SiteServer, tmp_path: Path) -> None:

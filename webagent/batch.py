@@ -329,17 +329,18 @@ class BatchRunner:
                 self.stats.step_model_s.append(t.model_s)
                 self.stats.step_browser_s.append(t.observe_s + t.act_s)
                 self.on_update(self.stats)
-        except NavigationError as exc:
+        except NavigationError as exc:  # the site, not the browser (a closed browser is a BrowserError)
             result = RunResult(success=False, stop_reason="error", message=str(exc), url=task.url, goal=task.goal)
             return result, False
-        except WebAgentError as exc:  # e.g. the browser could not be launched
+        except WebAgentError as exc:  # e.g. the browser could not be launched, or died while opening the page
             result = RunResult(success=False, stop_reason="error", message=str(exc), url=task.url, goal=task.goal)
-            return result, bool(stream.session and stream.session.browser_crashed)
+            return result, bool(stream.session and await stream.session.confirm_browser_crash())
         assert stream.result is not None
         for role in ROLES:
             usage.role(role).add(stream.result.usage.role(role))
-        crashed = bool(stream.session and stream.session.browser_crashed)
-        return stream.result, crashed and stream.result.stop_reason == "error"
+        if stream.result.stop_reason != "error" or stream.session is None:
+            return stream.result, False
+        return stream.result, await stream.session.confirm_browser_crash()
 
     def _stream(self, agent: Agent, task: TaskSpec, directory: Path) -> RunStream:
         """The run of one attempt (subclasses add per-task options)."""

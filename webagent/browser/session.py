@@ -75,6 +75,7 @@ class BrowserSession(TabFollowing, PageFaults):
         self._main_frame_id = ""
         self._crashed = False  # the renderer of self.page died; reopened before the next screenshot
         self._crashes = 0
+        self._saw_target_closed = False  # a call failed because the page, context or browser closed
         self._nav_failure: str | None = None  # the network error of the last failed navigation
         self._new_page_arrived = asyncio.Event()
         self.guard: NavigationGuard | None = None
@@ -172,6 +173,34 @@ class BrowserSession(TabFollowing, PageFaults):
         browser = self.context.browser
         return browser is not None and not browser.is_connected()
 
+    def _target_closed(self, exc: PlaywrightError) -> bool:
+        """Whether ``exc`` says the page, context or browser is gone (remembered for the batch)."""
+        if "has been closed" in str(exc) or self.page.is_closed() or self.browser_crashed:
+            self._saw_target_closed = True
+        return self._saw_target_closed
+
+    async def confirm_browser_crash(self, timeout_s: float = 2.0) -> bool:
+        """Whether the browser died under this session. When a call already failed because its
+        target closed, waits up to ``timeout_s`` for the disconnect (the driver may report it later)."""
+        browser = self.context.browser
+        if browser is None or not browser.is_connected():
+            return browser is not None
+        if not self._saw_target_closed:
+            return False
+        gone = asyncio.Event()
+
+        def on_disconnected(_: object) -> None:
+            gone.set()
+
+        browser.on("disconnected", on_disconnected)
+        try:
+            if browser.is_connected():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(gone.wait(), timeout_s)
+        finally:
+            browser.remove_listener("disconnected", on_disconnected)
+        return not browser.is_connected()
+
     # -- observation ----------------------------------------------------------------------
     @property
     def url(self) -> str:
@@ -219,6 +248,7 @@ class BrowserSession(TabFollowing, PageFaults):
                 # Right after a navigation the new document may have no frame to capture yet.
                 if self._crashed:
                     continue
+                self._target_closed(exc)
                 if attempt == 2 or self.page.is_closed():
                     raise BrowserError(f"cannot take a screenshot: {first_line(exc)}") from None
                 with contextlib.suppress(PlaywrightError, TimeoutError):
@@ -280,6 +310,8 @@ class BrowserSession(TabFollowing, PageFaults):
             self._events.append(f"The page was still loading after {self.config.navigation_timeout_s:g} s.")
         except PlaywrightError as exc:
             reason = first_line(exc).removeprefix("Page.goto: ")
+            if self._target_closed(exc):
+                raise BrowserError(f"the browser closed while opening {url}: {reason}") from None
             if start:
                 raise NavigationError(f"cannot open {url}: {reason}; check the URL and that the site is up") from None
             raise ActionError(f"cannot open {url}: {reason}") from None
@@ -449,6 +481,8 @@ class BrowserSession(TabFollowing, PageFaults):
         except PlaywrightError as exc:
             if self._crashed:
                 raise ActionError("the page crashed during the action (its renderer process died)") from None
+            if self._target_closed(exc) and self.browser_crashed:
+                raise BrowserError(f"the browser is gone: {first_line(exc)}") from None
             if self.page.is_closed() and not self.context.pages:
                 raise BrowserError(f"the browser page is gone: {first_line(exc)}") from None
             raise ActionError(first_line(exc)) from None
