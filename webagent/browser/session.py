@@ -175,9 +175,9 @@ class BrowserSession(TabFollowing, PageFaults):
 
     def _target_closed(self, exc: PlaywrightError) -> bool:
         """Whether ``exc`` says the page, context or browser is gone (remembered for the batch)."""
-        if "has been closed" in str(exc) or self.page.is_closed() or self.browser_crashed:
-            self._saw_target_closed = True
-        return self._saw_target_closed
+        closed = "has been closed" in str(exc) or self.page.is_closed() or self.browser_crashed
+        self._saw_target_closed |= closed
+        return closed
 
     async def confirm_browser_crash(self, timeout_s: float = 2.0) -> bool:
         """Whether the browser died under this session. When a call already failed because its
@@ -310,8 +310,8 @@ class BrowserSession(TabFollowing, PageFaults):
             self._events.append(f"The page was still loading after {self.config.navigation_timeout_s:g} s.")
         except PlaywrightError as exc:
             reason = first_line(exc).removeprefix("Page.goto: ")
-            if self._target_closed(exc):
-                raise BrowserError(f"the browser closed while opening {url}: {reason}") from None
+            if self._target_closed(exc) and (start or self.browser_crashed):
+                raise BrowserError(f"the page or browser closed while opening {url}: {reason}") from None
             if start:
                 raise NavigationError(f"cannot open {url}: {reason}; check the URL and that the site is up") from None
             raise ActionError(f"cannot open {url}: {reason}") from None

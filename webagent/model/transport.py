@@ -122,7 +122,7 @@ class AiohttpTransport:
                 data=body,
                 headers=dict(headers),
                 timeout=self._timeout(timeout_s),
-                allow_redirects=False,
+                allow_redirects=True,  # as the openai SDK does (a proxy's http->https 308, ...)
                 proxy=self._proxy(url),
             ) as response:
                 data = await response.read()
@@ -157,6 +157,8 @@ def proxy_for(url: str) -> str | None:
 
 def _describe(exc: aiohttp.ClientError) -> str:
     """A short reason: "connection refused", "server disconnected", ..."""
+    if isinstance(exc, aiohttp.ClientSSLError):
+        return f"TLS failed ({exc.host}:{exc.port}): {exc.os_error}"
     if isinstance(exc, aiohttp.ClientConnectorError):
         error = exc.os_error
         if isinstance(error, socket.gaierror):

@@ -38,8 +38,8 @@ class DataURL(str):
 
 
 # Values sent unchanged with every request of a role, encoded once: the system prompt (a few kB of
-# guidelines and schema) and nested settings such as ``response_format`` (its JSON schema). Both
-# are built once per role and never mutated; dict values are keyed by identity, strings by value.
+# guidelines and schema), keyed by value, and ``response_format`` (its JSON schema), keyed by
+# identity: the roles build each one once and never mutate it.
 _CACHE_LIMIT = 64
 _texts: dict[str, str] = {}
 _values: dict[int, tuple[object, str]] = {}
@@ -76,7 +76,8 @@ def encode_chat_body(body: dict[str, Any]) -> bytes:
     parts = ['{"messages":[', ",".join(_message(m) for m in body.get("messages", [])), "]"]
     for key, value in body.items():
         if key != "messages":
-            parts += [",", _dumps(key), ":", _constant_value(value)]
+            encoded = _constant_value(value) if key == "response_format" else _dumps(value)
+            parts += [",", _dumps(key), ":", encoded]
     parts.append("}")
     return "".join(parts).encode()
 
