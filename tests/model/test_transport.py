@@ -178,3 +178,37 @@ def test_aiohttp_follows_the_event_loop(model_server: ServerFactory) -> None:
     assert asyncio.run(once()) == 200
     assert asyncio.run(once()) == 200
     asyncio.run(transport.aclose())
+
+
+async def test_a_redirecting_endpoint_is_followed(model_server: ServerFactory) -> None:
+    """A proxy in front of the server answering 308 (e.g. to add a path prefix) does not break calls."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    async with model_server(validator_script()) as server:
+        target = server.base_url("validator") + "/chat/completions"
+
+        class Redirect(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["Content-Length"]))
+                self.send_response(308)
+                self.send_header("Location", target)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        front = ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+        threading.Thread(target=front.serve_forever, daemon=True).start()
+        try:
+            role = RoleConfig(base_url=f"http://127.0.0.1:{front.server_port}/v1", model="m")
+            c = ModelClient("validator", role)
+            usage = RoleUsage()
+            completion = await c.complete(MESSAGES, usage=usage)
+            await c.aclose()
+        finally:
+            front.shutdown()
+            front.server_close()
+        assert server.request_counts["validator"] == 1
+    assert '"success"' in completion.text and usage.calls == 1
