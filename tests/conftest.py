@@ -40,6 +40,15 @@ async def browser() -> AsyncIterator[Browser]:
         await shared.close()
 
 
+@pytest.fixture
+async def own_browser() -> AsyncIterator[Browser]:
+    """A Chromium of its own: crashing renderers must not risk the shared one."""
+    async with async_playwright() as playwright:
+        browser = await launch_browser(playwright, BrowserConfig())
+        yield browser
+        await browser.close()
+
+
 def load_task_script(task_id: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((TASKS / "scripts" / f"{task_id}.json").read_text())
     return data

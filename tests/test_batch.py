@@ -7,14 +7,21 @@ import contextlib
 import json
 import os
 import signal
+import threading
 import time
 from collections import defaultdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.async_api import async_playwright
 
 from webagent.batch import BatchRunner, BatchStats, ResultsFile, TaskResult, cost_of, read_results
+from webagent.browser.launcher import launch_browser
+from webagent.browser.session import BrowserSession
+from webagent.config import BrowserConfig
+from webagent.errors import BrowserError, NavigationError
 from webagent.prompts import resource_dir
 from webagent.summary import summarize
 from webagent.tasks import TaskSpec, load_tasks
@@ -383,16 +390,6 @@ async def test_pass_at_k_and_references(site: SiteServer, tmp_path: Path) -> Non
 
 async def test_a_browser_killed_while_the_first_page_opens_is_a_crash(tmp_path: Path) -> None:
     """Not a NavigationError blamed on the site: the batch must see the crash and re-run the task."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    from playwright.async_api import async_playwright
-
-    from webagent.browser.launcher import launch_browser
-    from webagent.browser.session import BrowserSession
-    from webagent.config import BrowserConfig
-    from webagent.errors import BrowserError, NavigationError
-
     arrived = threading.Event()
 
     class Slow(BaseHTTPRequestHandler):

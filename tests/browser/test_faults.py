@@ -13,10 +13,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
-from playwright.async_api import Browser, async_playwright
+from playwright.async_api import Browser
 
 from webagent.browser.faults import MAX_PAGE_CRASHES
-from webagent.browser.launcher import launch_browser
 from webagent.browser.session import BrowserSession
 from webagent.config import BrowserConfig
 from webagent.errors import ActionError, BrowserError, NavigationError
@@ -45,15 +44,6 @@ async def make_session(browser: Browser) -> AsyncIterator[SessionFactory]:
     yield _factory(browser, sessions)
     for session in sessions:
         await session.close()
-
-
-@pytest.fixture
-async def own_browser() -> AsyncIterator[Browser]:
-    """A Chromium of its own: crashing renderers must not risk the shared one."""
-    async with async_playwright() as playwright:
-        browser = await launch_browser(playwright, BrowserConfig())
-        yield browser
-        await browser.close()
 
 
 async def click(session: BrowserSession, trap: str) -> float:

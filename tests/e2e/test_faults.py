@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from playwright.async_api import Browser, async_playwright
+from playwright.async_api import Browser
 
 from webagent import Agent, Step
-from webagent.browser.launcher import launch_browser
-from webagent.config import BrowserConfig
 from webagent.testing.sites import SiteServer
 from webagent.testing.trouble import DOWNLOAD_NAME, TRAPS
 
@@ -79,15 +76,6 @@ async def test_every_trap_is_reported_and_the_run_goes_on(
     assert events[10] == ["A JavaScript beforeunload dialog appeared (it was accepted)."]
     assert steps[9].url == base + "/"
     assert not [e for i, e in events.items() if e and i not in (2, 3, 4, 6, 10)]
-
-
-@pytest.fixture
-async def own_browser() -> AsyncIterator[Browser]:
-    """A Chromium of its own: crashing renderers must not risk the shared one."""
-    async with async_playwright() as playwright:
-        browser = await launch_browser(playwright, BrowserConfig())
-        yield browser
-        await browser.close()
 
 
 async def test_a_renderer_crash_mid_run_is_recovered(

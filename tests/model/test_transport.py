@@ -6,8 +6,10 @@ import asyncio
 import email.utils
 import json
 import socket
+import threading
 import time
 from collections.abc import Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -182,9 +184,6 @@ def test_aiohttp_follows_the_event_loop(model_server: ServerFactory) -> None:
 
 async def test_a_redirecting_endpoint_is_followed(model_server: ServerFactory) -> None:
     """A proxy in front of the server answering 308 (e.g. to add a path prefix) does not break calls."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
     async with model_server(validator_script()) as server:
         target = server.base_url("validator") + "/chat/completions"
 

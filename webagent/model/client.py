@@ -50,11 +50,8 @@ class HTTPStatusError(Exception):
     def __init__(self, reply: HTTPReply) -> None:
         self.status = reply.status
         self.retry_after_s = reply.retry_after_s
-        super().__init__(f"HTTP {reply.status}: {_error_detail(reply.body)}")
-
-    @property
-    def detail(self) -> str:
-        return str(self).partition(": ")[2]
+        self.detail = _error_detail(reply.body)
+        super().__init__(f"HTTP {reply.status}: {self.detail}")
 
 
 def _retryable(exc: BaseException) -> bool:
