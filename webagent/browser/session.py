@@ -481,11 +481,22 @@ class BrowserSession(TabFollowing, PageFaults):
         except PlaywrightError as exc:
             if self._crashed:
                 raise ActionError("the page crashed during the action (its renderer process died)") from None
-            if self._target_closed(exc) and self.browser_crashed:
-                raise BrowserError(f"the browser is gone: {first_line(exc)}") from None
+            if self._target_closed(exc):
+                if self.browser_crashed:
+                    raise BrowserError(f"the browser is gone: {first_line(exc)}") from None
+                if await self._closed_itself():
+                    return None  # the action closed its own tab (window.close()): settle() moves on
             if self.page.is_closed() and not self.context.pages:
                 raise BrowserError(f"the browser page is gone: {first_line(exc)}") from None
             raise ActionError(first_line(exc)) from None
+
+    async def _closed_itself(self) -> bool:
+        """Whether the page closed while other tabs of the context stay open (waits briefly for the
+        close event, which the driver may report after the failed call)."""
+        if not self.page.is_closed():
+            with contextlib.suppress(PlaywrightError, TimeoutError):
+                await self.page.wait_for_event("close", timeout=1000)
+        return self.page.is_closed() and any(not p.is_closed() for p in self.context.pages)
 
     async def close(self) -> None:
         if self.guard is not None and not self._owns_context:
