@@ -73,9 +73,13 @@ def _kind(pid: int, root: int) -> str:
         return "python"
     try:
         comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").split()
     except OSError:
         return "chromium"
-    return "driver" if comm.startswith("node") else "chromium"
+    if comm.startswith("node"):
+        return "driver"
+    kind = next((a[7:].decode() for a in cmdline if a.startswith(b"--type=")), "browser")
+    return f"chromium {kind}"
 
 
 def pss_kib(pid: int) -> int:
@@ -107,7 +111,7 @@ class Meter:
         self.exclude = exclude
         self.peak_kib = 0
         self.samples: list[tuple[float, float]] = []  # (monotonic time, CPU seconds since start)
-        self._split: dict[str, float] = {}
+        self._splits: list[dict[str, float]] = []  # CPU seconds since start by process kind, per sample
 
     def __enter__(self) -> Meter:
         args = [sys.executable, __file__, "--monitor", str(os.getpid()), *map(str, self.exclude)]
@@ -122,11 +126,18 @@ class Meter:
             record = json.loads(line)
             self.samples.append((record["t"], record["cpu"]))
             self.peak_kib = max(self.peak_kib, record["pss_kib"])
-            self._split = record["split"]
+            self._splits.append(record["split"])
 
-    def split(self) -> dict[str, float]:
-        """CPU seconds over the whole run by process kind: python, driver (node), chromium."""
-        return self._split
+    def split(self, lo: float | None = None, hi: float | None = None) -> dict[str, float]:
+        """CPU seconds by process kind (python, driver (node), chromium): over the whole run, or
+        between the samples nearest to times ``lo`` and ``hi``."""
+        if lo is None or hi is None:
+            return self._splits[-1]
+        times = [t for t, _ in self.samples]
+        first = min(range(len(times)), key=lambda i: abs(times[i] - lo))
+        last = min(range(len(times)), key=lambda i: abs(times[i] - hi))
+        a, b = self._splits[first], self._splits[last]
+        return {k: b[k] - a.get(k, 0.0) for k in b}
 
     def cpu_at(self, t: float) -> float:
         """CPU seconds used up to time t (linear between samples)."""
@@ -170,14 +181,16 @@ def monitor(root: int, exclude: set[int]) -> None:
         print(json.dumps(record))
 
 
-def steady(times: list[float], meter: Meter) -> tuple[float, float]:
-    """Steps/s and CPU ms/step over the middle 80% of steps (launch, setup and teardown left out)."""
+def steady(times: list[float], meter: Meter) -> tuple[float, float, dict[str, float]]:
+    """Steps/s, CPU ms/step and CPU ms/step by process kind over the middle 80% of steps (launch,
+    setup and teardown left out)."""
     times = sorted(times)
     lo, hi = times[len(times) // 10], times[(len(times) * 9) // 10]
     steps = (len(times) * 9) // 10 - len(times) // 10
     if hi <= lo or steps <= 0:
-        return float("nan"), float("nan")
-    return steps / (hi - lo), (meter.cpu_at(hi) - meter.cpu_at(lo)) / steps * 1000
+        return float("nan"), float("nan"), {}
+    split = {k: round(v / steps * 1000, 1) for k, v in meter.split(lo, hi).items()}
+    return steps / (hi - lo), (meter.cpu_at(hi) - meter.cpu_at(lo)) / steps * 1000, split
 
 
 # -- the floor ------------------------------------------------------------------------------------
@@ -212,8 +225,7 @@ async def floor(url: str, n: int, steps: int, exclude: set[int], pause: float = 
             browser = await launch_browser(pw, config)
             await asyncio.gather(*(session() for _ in range(n)))
             await browser.close()
-    rate, cpu = steady(ends, meter)
-    split = {k: round(v / len(ends) * 1000, 1) for k, v in meter.split().items()}
+    rate, cpu, split = steady(ends, meter)
     return {"steps_per_s": rate, "cpu_per_step_ms": cpu, "pss_mib": meter.peak_kib / 1024 / n, "split": split}
 
 
@@ -297,10 +309,10 @@ async def agent(url: str, n: int, steps: int, latency: float, workdir: Path, exc
     results = read_results(out)
     overhead = [t - m for t, m in zip(stats.step_total_s, stats.step_model_s, strict=True)]
     model = statistics.mean(stats.step_model_s) if stats.step_model_s else 0.0
-    rate, cpu = steady(ends, meter)
+    rate, cpu, split = steady(ends, meter)
     return {
         "split": {
-            **{k: round(v / max(stats.steps, 1) * 1000, 1) for k, v in meter.split().items()},
+            **split,
             "model server (not counted)": round(server_cpu / max(stats.steps, 1) * 1000, 1),
         },
         "steps": stats.steps,
@@ -395,7 +407,7 @@ async def measure_round(
         f"(x{a['cpu_per_step_ms'] / f['cpu_per_step_ms']:.2f})  "
         f"PSS/session floor {f['pss_mib']:.0f} MiB agent {a['pss_mib']:.0f} MiB  "
         f"overhead p50 {a['overhead_ms_p50']:.0f} ms  lost {a['lost']}\n"
-        f"       CPU ms/step by process over the whole run: floor {f['split']}  agent {a['split']}",
+        f"       CPU ms/step by process (middle 80% of steps): floor {f['split']}  agent {a['split']}",
         flush=True,
     )
     return (n, f, a, ideal, target, w)

@@ -1,9 +1,8 @@
 """One browser session: a page in its own context, driven like a user with mouse and keyboard.
 
-The session captures screenshots through CDP, scaled by the browser to the size the model needs
-(``clip.scale`` costs nothing; decoding and resizing in Python would), and waits after each
-action only as long as the page needs: two animation frames, plus the load of a navigation the
-action started, capped by ``settle_timeout_s``.
+After each action the session waits only as long as the page needs: one round trip through the
+page's main thread (plus a frame after scrolling), and the load of a navigation or new tab the
+action started, capped by ``settle_timeout_s``. Screenshots are ``webagent.browser.capture``'s.
 
 Pages that misbehave never hang a run: dialogs (``beforeunload`` included) are accepted, loads
 are capped, and downloads, file choosers, failed navigations and renderer crashes are handled
@@ -39,10 +38,10 @@ from playwright.async_api import (
 from ..actions import normalize_key
 from ..config import BrowserConfig
 from ..errors import ActionError, BrowserError, NavigationError
-from ..images import Frame, Screenshot
+from .capture import ScreenCapture
 from .faults import PageFaults, first_line
 from .guard import NavigationGuard
-from .scripts import FIND_SELECT, MASK_FOCUSED, PAGE_TEXT, TWO_FRAMES, VIEW_AFTER_FRAME, VIEW_NOW
+from .scripts import FIND_SELECT, MASK_FOCUSED, PAGE_TEXT, VIEW_AFTER_FRAME, VIEW_NOW
 from .tabs import TabFollowing
 
 __all__ = ["BrowserSession"]
@@ -53,7 +52,7 @@ _TYPE_FAST_ABOVE = 64  # longer texts are inserted at once instead of key by key
 _CDP_ATTACH_TIMEOUT_S = 10.0  # Page.enable never answers on a crashed page
 
 
-class BrowserSession(TabFollowing, PageFaults):
+class BrowserSession(ScreenCapture, TabFollowing, PageFaults):
     """A page the agent drives. Create with ``BrowserSession.create`` or wrap an existing page."""
 
     def __init__(
@@ -70,8 +69,7 @@ class BrowserSession(TabFollowing, PageFaults):
         self._nav_requested = False
         self._nav_committed = asyncio.Event()
         self._popup_requested = False  # CDP Page.windowOpen: a new tab is on its way
-        self._settled_scroll: tuple[float, float] | None = None  # read by settle, used once by screenshot
-        self._title: str | None = None
+        self._init_capture()
         self._main_frame_id = ""
         self._crashed = False  # the renderer of self.page died; reopened before the next screenshot
         self._crashes = 0
@@ -206,11 +204,6 @@ class BrowserSession(TabFollowing, PageFaults):
     def url(self) -> str:
         return self.page.url
 
-    async def title(self) -> str:
-        if self._title is None:
-            await self._read_view()
-        return self._title or ""
-
     async def page_text(self) -> str:
         """The page's visible text and form values (for replay fingerprints; not on the hot path)."""
         try:
@@ -218,59 +211,6 @@ class BrowserSession(TabFollowing, PageFaults):
         except (PlaywrightError, TimeoutError):
             return ""
         return str(text)
-
-    async def _read_view(self) -> tuple[float, float]:
-        """Scroll offsets now (one round trip, which also refreshes the title)."""
-        try:
-            x, y, title = await asyncio.wait_for(self.page.evaluate(VIEW_NOW), timeout=2.0)
-        except (PlaywrightError, TimeoutError, TypeError, ValueError):
-            return (0.0, 0.0)
-        self._title = str(title)
-        return (float(x), float(y))
-
-    def _invalidate_view(self) -> None:
-        self._settled_scroll = None
-        self._title = None
-
-    async def screenshot(self, frame: Frame) -> Screenshot:
-        """One screenshot, encoded by the browser at the frame's size."""
-        fmt = self.config.screenshot_format
-        params: dict[str, Any] = {"format": fmt, "optimizeForSpeed": True}
-        if fmt == "jpeg":
-            params["quality"] = self.config.jpeg_quality
-        for attempt in range(3):
-            if self._crashed:
-                await self._reopen_after_crash()
-            try:
-                result = await self._capture(params, frame)
-                break
-            except PlaywrightError as exc:
-                # Right after a navigation the new document may have no frame to capture yet.
-                if self._crashed:
-                    continue
-                self._target_closed(exc)
-                if attempt == 2 or self.page.is_closed():
-                    raise BrowserError(f"cannot take a screenshot: {first_line(exc)}") from None
-                with contextlib.suppress(PlaywrightError, TimeoutError):
-                    await asyncio.wait_for(self.page.evaluate(TWO_FRAMES), timeout=0.5)
-        return Screenshot(b64=result["data"], mime=f"image/{fmt}", frame=frame)
-
-    async def _capture(self, params: dict[str, Any], frame: Frame) -> dict[str, Any]:
-        cdp = await self._cdp_session()
-        if not frame.is_identity:
-            # The clip is in document coordinates. Right after settle() the offsets are known (read in
-            # the same round trip as its frame wait); otherwise they are read now.
-            scroll, self._settled_scroll = self._settled_scroll, None
-            x, y = scroll or await self._read_view()
-            params["clip"] = {
-                "x": x,
-                "y": y,
-                "width": frame.css_width,
-                "height": frame.css_height,
-                "scale": frame.scale,
-            }
-        result: dict[str, Any] = await cdp.send("Page.captureScreenshot", params)
-        return result
 
     async def _cdp_session(self) -> CDPSession:
         if self._cdp is None:
@@ -293,6 +233,7 @@ class BrowserSession(TabFollowing, PageFaults):
         """Open ``url``. At the start of a run a failure is a NavigationError, later an ActionError."""
         if self._crashed:
             await self._replace_page()
+        self._drop_prefetch()
         self._invalidate_view()
         if self.guard is not None and self.guard.active:
             reason = await self.guard.refuse(url)
@@ -423,6 +364,8 @@ class BrowserSession(TabFollowing, PageFaults):
             raise ActionError("the page crashed before the action (its renderer process died); it will be reopened")
         with contextlib.suppress(PlaywrightError, BrowserError):  # subscribe to Page.windowOpen before a tab can open
             await self._cdp_session()
+        self._drop_prefetch()
+        self._action_events = len(self._events)
         self._invalidate_view()
         self._nav_requested = False
         self._nav_committed.clear()
@@ -438,6 +381,16 @@ class BrowserSession(TabFollowing, PageFaults):
         deadline = time.monotonic() + self.config.settle_timeout_s
         # A navigation may replace the document mid-wait, or the page may be busy: both are fine.
         self._invalidate_view()
+        if next_frame:  # scrolled, or waited: the next screenshot is taken after the next frame
+            self._drop_prefetch()
+        else:
+            self._start_prefetch()
+        try:
+            await self._settle(deadline, next_frame)
+        finally:
+            self._check_prefetch()
+
+    async def _settle(self, deadline: float, next_frame: bool) -> None:
         with contextlib.suppress(PlaywrightError, TimeoutError, TypeError, ValueError):
             x, y, title = await asyncio.wait_for(
                 self.page.evaluate(VIEW_AFTER_FRAME if next_frame else VIEW_NOW),
@@ -499,6 +452,7 @@ class BrowserSession(TabFollowing, PageFaults):
         return self.page.is_closed() and any(not p.is_closed() for p in self.context.pages)
 
     async def close(self) -> None:
+        self._drop_prefetch()
         if self.guard is not None and not self._owns_context:
             await self.guard.uninstall()
         if self._cdp is not None and not self._owns_context:  # a caller's page: no Fetch interception left

@@ -1,0 +1,154 @@
+"""The capture that ``settle`` starts ahead of the next screenshot: used only when it shows the settled page.
+
+Each test clicks, then takes the screenshot the agent's next step would take, and checks its pixels
+against what the page shows after the action; ``prefetched_shots`` says whether the early capture
+was the one returned.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import AsyncIterator
+
+import pytest
+from PIL import Image
+from playwright.async_api import Browser
+
+from webagent.browser.session import BrowserSession
+from webagent.config import PROFILES, BrowserConfig
+from webagent.images import Frame, Screenshot, frame_for
+from webagent.testing.sites import SiteServer
+
+pytestmark = pytest.mark.browser
+
+RED, GREEN, BLUE = (255, 0, 0), (0, 160, 0), (0, 0, 255)
+SCALED = frame_for(1280, 800, PROFILES["holo1.5"])
+NATIVE = frame_for(1280, 800, None)
+
+# A full-width panel (0..1280, 200..600) that cycles red -> green -> blue on each click.
+CYCLE = """<!doctype html><html><body style="margin:0;height:3000px">
+<div id="panel" style="position:absolute;left:0;top:200px;width:1280px;height:400px;background:rgb(255,0,0)"
+ onclick="const c=['rgb(255,0,0)','rgb(0,160,0)','rgb(0,0,255)'];
+ this.dataset.n=(+this.dataset.n||0)+1; this.style.background=c[this.dataset.n%3]"></div>
+</body></html>"""
+
+# A link at the top (0..400, 0..60) to an anchor 2000 px down, where a red band starts.
+ANCHOR = """<!doctype html><html><body style="margin:0;height:5000px">
+<a href="#down" style="position:absolute;left:0;top:0;width:400px;height:60px;display:block">down</a>
+<div id="down" style="position:absolute;left:0;top:2000px;width:1280px;height:300px;background:rgb(255,0,0)"></div>
+</body></html>"""
+
+# A button (0..400, 0..100) that raises an alert, then turns the page green.
+ALERT = """<!doctype html><html><body style="margin:0;background:rgb(255,0,0)">
+<button style="position:absolute;left:0;top:0;width:400px;height:100px"
+ onclick="alert('hello'); document.body.style.background='rgb(0,160,0)'">go</button>
+</body></html>"""
+
+# A button (0..400, 0..100) that turns the page green 200 ms later.
+LATER = """<!doctype html><html><body style="margin:0;background:rgb(255,0,0)">
+<button style="position:absolute;left:0;top:0;width:400px;height:100px"
+ onclick="setTimeout(() => document.body.style.background='rgb(0,160,0)', 200)">go</button>
+</body></html>"""
+
+
+@pytest.fixture
+async def session(browser: Browser) -> AsyncIterator[BrowserSession]:
+    session = await BrowserSession.create(browser, BrowserConfig())
+    yield session
+    await session.close()
+
+
+def colour(shot: Screenshot, x: float, y: float) -> tuple[int, int, int]:
+    """The pixel at viewport CSS point (x, y) of a screenshot."""
+    image = Image.open(io.BytesIO(shot.data())).convert("RGB")
+    assert image.size == (shot.frame.image_width, shot.frame.image_height)
+    px, py = shot.frame.to_image(x, y)
+    pixel = image.getpixel((int(px), int(py)))
+    assert isinstance(pixel, tuple)
+    return (int(pixel[0]), int(pixel[1]), int(pixel[2]))
+
+
+def near(actual: tuple[int, int, int], expected: tuple[int, int, int]) -> bool:
+    return all(abs(a - b) <= 40 for a, b in zip(actual, expected, strict=True))
+
+
+async def open_html(session: BrowserSession, html: str, frame: Frame) -> Screenshot:
+    await session.page.set_content(html)
+    return await session.screenshot(frame)  # the agent's first observation: sets the frame
+
+
+@pytest.mark.parametrize("frame", [SCALED, NATIVE], ids=["scaled", "native"])
+async def test_each_click_s_effect_is_in_the_capture_taken_ahead(session: BrowserSession, frame: Frame) -> None:
+    await session.page.set_viewport_size({"width": 1280, "height": 800})
+    await session.page.set_content(CYCLE)
+    await session.page.evaluate("window.scrollTo(0, 100)")  # the clip follows a scrolled page
+    await session.page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    first = await session.screenshot(frame)
+    assert near(colour(first, 640, 300), RED)
+
+    for n, expected in enumerate([GREEN, BLUE, RED, GREEN], start=1):
+        await session.click(640, 300)  # the panel is at viewport y 100..500 after the scroll
+        shot = await session.screenshot(frame)
+        assert session.prefetched_shots == n, "the screenshot after a plain click was taken by settle"
+        assert near(colour(shot, 640, 300), expected), f"click {n}: {colour(shot, 640, 300)}"
+        assert near(colour(shot, 640, 50), (255, 255, 255)), "the clip is at the page's scroll offsets"
+
+
+async def test_a_click_that_scrolls_the_page_is_captured_at_the_new_offsets(session: BrowserSession) -> None:
+    before = await open_html(session, ANCHOR, SCALED)
+    assert not near(colour(before, 640, 100), RED)
+
+    await session.click(200, 30)  # to #down: the page jumps 2000 px
+    shot = await session.screenshot(SCALED)
+
+    assert await session.page.evaluate("window.scrollY") == 2000
+    assert session.prefetched_shots == 0, "a capture at the old offsets is dropped"
+    assert near(colour(shot, 640, 100), RED)
+
+
+async def test_a_click_that_navigates_is_captured_on_the_new_page(session: BrowserSession, site: SiteServer) -> None:
+    link = f"""<!doctype html><html><body style="margin:0;background:rgb(255,0,0)">
+    <a href="{site.url}/bench/" style="position:absolute;left:0;top:0;width:400px;height:100px;display:block">go</a>
+    </body></html>"""
+    await open_html(session, link, SCALED)
+
+    await session.click(200, 50)
+    shot = await session.screenshot(SCALED)
+
+    assert session.url == f"{site.url}/bench/"
+    assert session.prefetched_shots == 0
+    assert near(colour(shot, 640, 30), (0x1F, 0x3A, 0x68)), "the bench page's header, not the red page"
+
+
+async def test_a_dialog_during_the_click_drops_the_capture(session: BrowserSession) -> None:
+    await open_html(session, ALERT, SCALED)
+
+    await session.click(200, 50)
+    shot = await session.screenshot(SCALED)
+
+    assert session.prefetched_shots == 0
+    assert any("alert" in event for event in session.drain_events())
+    assert near(colour(shot, 640, 400), GREEN)
+
+
+async def test_a_wait_after_a_click_is_not_answered_by_the_click_s_capture(session: BrowserSession) -> None:
+    await open_html(session, LATER, SCALED)
+
+    await session.click(200, 50)  # kept: nothing had changed yet when settle checked
+    await session.wait(0.5)  # the page turns green meanwhile
+    shot = await session.screenshot(SCALED)
+
+    assert session.prefetched_shots == 0
+    assert near(colour(shot, 640, 400), GREEN)
+
+
+async def test_an_action_after_a_click_drops_its_capture(session: BrowserSession) -> None:
+    await open_html(session, CYCLE, SCALED)
+
+    await session.click(640, 300)  # green, captured ahead
+    await session.scroll("down")  # no capture ahead after scrolling
+    shot = await session.screenshot(SCALED)
+
+    assert session.prefetched_shots == 0
+    assert await session.page.evaluate("window.scrollY") > 0
+    assert near(colour(shot, 640, 300), (255, 255, 255)), "the green panel was scrolled out of view"

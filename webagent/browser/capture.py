@@ -1,0 +1,200 @@
+"""Screenshots of a browser session (mixed into ``BrowserSession``).
+
+A screenshot is one CDP ``Page.captureScreenshot``, encoded by the browser at the size the model
+needs (``clip.scale`` costs nothing; decoding and resizing in Python would). The clip is in
+document coordinates, so it needs the page's scroll offsets: ``settle`` reads them in the same
+round trip as its check that the page has handled the action.
+
+After an action that settles without a navigation, the next screenshot is usually already taken:
+``settle`` starts the capture together with its check (at the scroll offsets of the previous
+screenshot), so the browser renders the action's effect once, right after the input, and the
+two round trips overlap. The capture is kept only if the check then finds the same page, the same
+scroll offsets and no new page event (dialog, download, navigation, new tab); otherwise it is
+dropped and the next screenshot is taken afresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+from playwright.async_api import CDPSession, Page
+from playwright.async_api import Error as PlaywrightError
+
+from ..config import BrowserConfig
+from ..errors import BrowserError
+from ..images import Frame, Screenshot
+from .faults import first_line
+from .scripts import TWO_FRAMES, VIEW_NOW
+
+__all__ = ["ScreenCapture"]
+
+Scroll = tuple[float, float]
+
+
+class _Prefetch:
+    """A capture started by ``settle`` for the next screenshot."""
+
+    def __init__(self, page: Page, frame: Frame, scroll: Scroll | None, task: asyncio.Future[Any], events: int) -> None:
+        self.page = page
+        self.frame = frame
+        self.scroll = scroll  # the offsets the clip assumed (None: no clip)
+        self.task = task
+        self.events = events  # page events already reported when the action began
+
+    def drop(self) -> None:
+        if not self.task.done():
+            self.task.cancel()
+        self.task.add_done_callback(_retrieve)
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+class ScreenCapture:
+    """Screenshots, the scroll offsets and title they need, and the capture ``settle`` starts early."""
+
+    # Provided by BrowserSession.
+    page: Page
+    config: BrowserConfig
+    _events: list[str]
+    _crashed: bool
+    _nav_requested: bool
+    _popup_requested: bool
+    _new_pages: list[Page]
+    _cdp: CDPSession | None
+
+    if TYPE_CHECKING:
+
+        async def _cdp_session(self) -> CDPSession: ...
+        async def _reopen_after_crash(self) -> None: ...
+        def _target_closed(self, exc: PlaywrightError) -> bool: ...
+
+    def _init_capture(self) -> None:
+        self._settled_scroll: Scroll | None = None  # read by settle, used once by screenshot
+        self._title: str | None = None
+        self._shot_frame: Frame | None = None  # the frame of the last screenshot
+        self._shot_scroll: Scroll | None = None  # the scroll offsets its clip used
+        self._prefetch: _Prefetch | None = None  # started by settle; awaiting its check
+        self._prefetched: _Prefetch | None = None  # checked: the next screenshot
+        self._action_events = 0  # page events reported before the current action began
+        #: Screenshots that were taken by ``settle`` ahead of time (for tests and benchmarks).
+        self.prefetched_shots = 0
+
+    # -- view -----------------------------------------------------------------------------
+    async def title(self) -> str:
+        if self._title is None:
+            await self._read_view()
+        return self._title or ""
+
+    async def _read_view(self) -> Scroll:
+        """Scroll offsets now (one round trip, which also refreshes the title)."""
+        try:
+            x, y, title = await asyncio.wait_for(self.page.evaluate(VIEW_NOW), timeout=2.0)
+        except (PlaywrightError, TimeoutError, TypeError, ValueError):
+            return (0.0, 0.0)
+        self._title = str(title)
+        return (float(x), float(y))
+
+    def _invalidate_view(self) -> None:
+        self._settled_scroll = None
+        self._title = None
+
+    # -- screenshots ----------------------------------------------------------------------
+    def _params(self, frame: Frame, scroll: Scroll | None) -> dict[str, Any]:
+        fmt = self.config.screenshot_format
+        params: dict[str, Any] = {"format": fmt, "optimizeForSpeed": True}
+        if fmt == "jpeg":
+            params["quality"] = self.config.jpeg_quality
+        if scroll is not None:
+            params["clip"] = {
+                "x": scroll[0],
+                "y": scroll[1],
+                "width": frame.css_width,
+                "height": frame.css_height,
+                "scale": frame.scale,
+            }
+        return params
+
+    def _screenshot(self, result: dict[str, Any], frame: Frame) -> Screenshot:
+        return Screenshot(b64=result["data"], mime=f"image/{self.config.screenshot_format}", frame=frame)
+
+    async def screenshot(self, frame: Frame) -> Screenshot:
+        """One screenshot, encoded by the browser at the frame's size."""
+        self._shot_frame = frame
+        ready, self._prefetched = self._prefetched, None
+        if ready is not None and ready.frame == frame and ready.page is self.page and not self._crashed:
+            with contextlib.suppress(PlaywrightError):
+                result = await ready.task
+                self._settled_scroll, self._shot_scroll = None, ready.scroll
+                self.prefetched_shots += 1
+                return self._screenshot(result, frame)
+        for attempt in range(3):
+            if self._crashed:
+                await self._reopen_after_crash()
+            try:
+                result = await self._capture(frame)
+                break
+            except PlaywrightError as exc:
+                # Right after a navigation the new document may have no frame to capture yet.
+                if self._crashed:
+                    continue
+                self._target_closed(exc)
+                if attempt == 2 or self.page.is_closed():
+                    raise BrowserError(f"cannot take a screenshot: {first_line(exc)}") from None
+                with contextlib.suppress(PlaywrightError, TimeoutError):
+                    await asyncio.wait_for(self.page.evaluate(TWO_FRAMES), timeout=0.5)
+        return self._screenshot(result, frame)
+
+    async def _capture(self, frame: Frame) -> dict[str, Any]:
+        cdp = await self._cdp_session()
+        scroll: Scroll | None = None
+        if not frame.is_identity:
+            # Right after settle() the offsets are known; otherwise they are read now.
+            scroll, self._settled_scroll = self._settled_scroll, None
+            scroll = scroll or await self._read_view()
+        self._shot_scroll = scroll
+        result: dict[str, Any] = await cdp.send("Page.captureScreenshot", self._params(frame, scroll))
+        return result
+
+    # -- the capture settle starts early --------------------------------------------------
+    def _start_prefetch(self) -> None:
+        """Start the next screenshot now (called by settle right after the input)."""
+        self._drop_prefetch()
+        frame, cdp = self._shot_frame, self._cdp
+        if frame is None or cdp is None or self._crashed or self.page.is_closed():
+            return
+        if self._nav_requested or self._popup_requested or self._new_pages or len(self._events) > self._action_events:
+            return  # the action already asked for another page, or raised a dialog: not worth capturing
+        scroll = None if frame.is_identity else self._shot_scroll
+        if scroll is None and not frame.is_identity:
+            return
+        task = asyncio.ensure_future(cdp.send("Page.captureScreenshot", self._params(frame, scroll)))
+        self._prefetch = _Prefetch(self.page, frame, scroll, task, self._action_events)
+
+    def _check_prefetch(self) -> None:
+        """Keep the early capture only if the settled page is the one it shows."""
+        started, self._prefetch = self._prefetch, None
+        if started is None:
+            return
+        settled = self._settled_scroll
+        if (
+            started.page is self.page
+            and not self._crashed
+            and settled is not None  # the check ran, and no navigation invalidated the view
+            and (started.scroll is None or started.scroll == settled)
+            and len(self._events) == started.events
+            and not self._new_pages
+        ):
+            self._prefetched = started
+        else:
+            started.drop()
+
+    def _drop_prefetch(self) -> None:
+        for prefetch in (self._prefetch, self._prefetched):
+            if prefetch is not None:
+                prefetch.drop()
+        self._prefetch = self._prefetched = None
