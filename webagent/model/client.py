@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -191,22 +191,23 @@ class ModelClient:
         if extra_body:
             body.update(extra_body)
         encoded = encode_chat_body(body)
-        retrying = AsyncRetrying(
-            retry=retry_if_exception(_retryable),
-            stop=stop_after_attempt(self.config.max_retries + 1),
-            wait=_wait,
-            reraise=True,
-            before_sleep=lambda st: self._on_retry(st, usage),
-        )
         transport, headers, timeout_s = self.pool.transport, self.pool.headers, self.config.timeout_s
+
+        async def post() -> HTTPReply:
+            reply = await transport.post(endpoint.url, encoded, headers, timeout_s)
+            if reply.status >= 300:
+                raise HTTPStatusError(reply)
+            return reply
+
         start = time.perf_counter()
         endpoint.in_flight += 1
         try:
-            async for attempt in retrying:
-                with attempt:
-                    reply = await transport.post(endpoint.url, encoded, headers, timeout_s)
-                    if reply.status >= 300:
-                        raise HTTPStatusError(reply)
+            try:  # the first attempt outside tenacity: most requests need no retry machinery
+                reply = await post()
+            except (HTTPStatusError, TransportError) as exc:
+                if not _retryable(exc):
+                    raise
+                reply = await self._retry(post, exc, usage)
         except HTTPStatusError as exc:
             usage.failures += 1
             usage.latency_s += time.perf_counter() - start
@@ -229,6 +230,25 @@ class ModelClient:
         usage.completion_tokens += completion_tokens
         usage.latency_s += latency
         return Completion(text, prompt_tokens, completion_tokens, latency)
+
+    async def _retry(self, post: Callable[[], Awaitable[HTTPReply]], first: Exception, usage: RoleUsage) -> HTTPReply:
+        """The attempts after a first one that failed with ``first`` (replayed to tenacity as attempt 1,
+        so its wait, the retry count and the stop rule are the same as if tenacity had made it)."""
+        failed: Exception | None = first
+        retrying = AsyncRetrying(
+            retry=retry_if_exception(_retryable),
+            stop=stop_after_attempt(self.config.max_retries + 1),
+            wait=_wait,
+            reraise=True,
+            before_sleep=lambda st: self._on_retry(st, usage),
+        )
+        async for attempt in retrying:
+            with attempt:
+                if failed is not None:
+                    exc, failed = failed, None
+                    raise exc
+                return await post()
+        raise AssertionError("unreachable: tenacity either returns or raises")  # pragma: no cover
 
     def _on_retry(self, state: RetryCallState, usage: RoleUsage) -> None:
         usage.retries += 1
