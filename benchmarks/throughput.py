@@ -166,7 +166,8 @@ def monitor(root: int, exclude: set[int]) -> None:
         pids = process_tree(root, exclude)
         for pid in pids:
             last[pid] = max(last.get(pid, 0.0), cpu_s(pid))
-            kinds.setdefault(pid, _kind(pid, root))
+            if pid not in kinds:  # classified once: reading cmdlines every sample costs the cores
+                kinds[pid] = _kind(pid, root)
         pss = sum(pss_kib(p) for p in pids) if tick % 5 == 0 else 0
         tick += 1
         split: dict[str, float] = {}
@@ -194,8 +195,11 @@ def steady(times: list[float], meter: Meter) -> tuple[float, float, dict[str, fl
 
 
 # -- the floor ------------------------------------------------------------------------------------
-async def floor(url: str, n: int, steps: int, exclude: set[int], pause: float = 0.0) -> dict[str, float]:
-    """The bare loop; ``pause``: sleep that long per step, where the agent waits on its models."""
+async def floor(
+    url: str, n: int, steps: int, exclude: set[int], pause: float = 0.0, burn_ms: float = 0.0
+) -> dict[str, Any]:
+    """The bare loop; ``pause``: sleep that long per step, where the agent waits on its models;
+    ``burn_ms``: spend that much CPU in this process per step (what Python work costs the rest)."""
     config = BrowserConfig(contexts_per_browser=max(n, 1))
     frame = frame_for(1280, 800, PROFILES["holo1.5"])
     params = {
@@ -218,6 +222,10 @@ async def floor(url: str, n: int, steps: int, exclude: set[int], pause: float = 
                     await asyncio.sleep(pause)
                 if i < steps - 1:
                     await page.mouse.click(*BUTTON)
+                if burn_ms:
+                    until = time.process_time() + burn_ms / 1000
+                    while time.process_time() < until:
+                        pass
                 ends.append(time.monotonic())
             await context.close()
 
@@ -346,6 +354,13 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=1.0, help="model latency per call, seconds")
     parser.add_argument("--token-steps", type=int, default=30, help="steps of the prompt-size run (0: skip)")
     parser.add_argument(
+        "--floor-burn-ms",
+        type=float,
+        default=0.0,
+        help="also run the floor spending this much CPU in Python per step, and print it (a calibration: "
+        "what a millisecond of harness Python costs the browser at this N)",
+    )
+    parser.add_argument(
         "--repeat",
         type=int,
         default=1,
@@ -353,7 +368,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     sessions = [int(x) for x in args.sessions.split(",")]
-    rows = []
+    rows: list[Any] = []
     sites = subprocess.Popen([sys.executable, "-m", "webagent.testing.sites"], stdout=subprocess.PIPE, text=True)
     assert sites.stdout is not None
     url = sites.stdout.readline().strip().rsplit(" ", 1)[-1] + "/bench/"
@@ -386,6 +401,14 @@ async def measure_round(
 ) -> tuple[Any, ...]:
     """One round at N sessions: the floor, the agent, then (with latency) the floor with waits."""
     f = await floor(url, n, args.steps, exclude)
+    if args.floor_burn_ms:
+        b = await floor(url, n, args.steps, exclude, burn_ms=args.floor_burn_ms)
+        print(
+            f"N={n:<4} floor + {args.floor_burn_ms:g} ms of Python per step {b['steps_per_s']:6.1f} steps/s "
+            f"({b['steps_per_s'] / f['steps_per_s']:.2f} of the floor), cpu/step {b['cpu_per_step_ms']:.0f} ms "
+            f"(floor {f['cpu_per_step_ms']:.0f} ms)\n       by process: {b['split']}",
+            flush=True,
+        )
     (workdir / f"round-{round_}").mkdir(exist_ok=True)
     a = await agent(url, n, args.steps, args.latency, workdir / f"round-{round_}", exclude)
     ideal = n / a["model_s_per_step"] if a["model_s_per_step"] > 0 else float("inf")
