@@ -215,6 +215,8 @@ async def floor(
             context = await browser.new_context(viewport={"width": 1280, "height": 800}, device_scale_factor=1)
             page = await context.new_page()
             await page.goto(url, timeout=300_000)
+            # A page just loaded may have no frame to capture yet ("Unable to capture screenshot").
+            await page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
             cdp = await context.new_cdp_session(page)
             for i in range(steps):
                 await cdp.send("Page.captureScreenshot", params)
