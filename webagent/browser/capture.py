@@ -11,6 +11,12 @@ screenshot), so the browser renders the action's effect once, right after the in
 two round trips overlap. The capture is kept only if the check then finds the same page, the same
 scroll offsets and no new page event (dialog, download, navigation, new tab); otherwise it is
 dropped and the next screenshot is taken afresh.
+
+Two consequences. The early capture may be composited just before the check's round trip runs,
+so a change a page makes in a timer or network callback during that round trip (a few ms) shows
+in the following screenshot instead (the agent's next observation shows it then, as it shows
+any later change). And a caller who changes the page through ``session.page`` directly between
+an action and the next screenshot must call ``invalidate_capture()`` first.
 """
 
 from __future__ import annotations
@@ -132,6 +138,8 @@ class ScreenCapture:
                 self._settled_scroll, self._shot_scroll = None, ready.scroll
                 self.prefetched_shots += 1
                 return self._screenshot(result, frame)
+        elif ready is not None:
+            ready.drop()
         for attempt in range(3):
             if self._crashed:
                 await self._reopen_after_crash()
@@ -188,10 +196,15 @@ class ScreenCapture:
             and (started.scroll is None or started.scroll == settled)
             and len(self._events) == started.events
             and not self._new_pages
+            and not self._popup_requested  # a new tab may still come (or settle was cancelled waiting)
         ):
             self._prefetched = started
         else:
             started.drop()
+
+    def invalidate_capture(self) -> None:
+        """Forget the capture taken ahead by the last action (after changing the page directly)."""
+        self._drop_prefetch()
 
     def _drop_prefetch(self) -> None:
         for prefetch in (self._prefetch, self._prefetched):

@@ -202,12 +202,15 @@ class ModelClient:
         start = time.perf_counter()
         endpoint.in_flight += 1
         try:
+            first: HTTPStatusError | TransportError | None = None
             try:  # the first attempt outside tenacity: most requests need no retry machinery
                 reply = await post()
             except (HTTPStatusError, TransportError) as exc:
                 if not _retryable(exc):
                     raise
-                reply = await self._retry(post, exc, usage)
+                first = exc
+            if first is not None:
+                reply = await self._retry(post, first, usage)
         except HTTPStatusError as exc:
             usage.failures += 1
             usage.latency_s += time.perf_counter() - start
