@@ -165,3 +165,20 @@ async def test_an_action_after_a_click_drops_its_capture(session: BrowserSession
     assert session.prefetched_shots == 0
     assert await session.page.evaluate("window.scrollY") > 0
     assert near(colour(shot, 640, 300), (255, 255, 255)), "the green panel was scrolled out of view"
+
+
+async def test_a_caller_s_own_page_is_never_captured_ahead(browser: Browser) -> None:
+    context = await browser.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        session = BrowserSession(await context.new_page(), BrowserConfig())
+        await open_html(session, CYCLE, SCALED)
+
+        await session.click(640, 300)
+        await session.page.evaluate("document.getElementById('panel').style.background = 'rgb(0,0,255)'")
+        shot = await session.screenshot(SCALED)  # the caller changed the page between the steps
+
+        assert session.prefetched_shots == 0
+        assert near(colour(shot, 640, 300), BLUE)
+        await session.close()
+    finally:
+        await context.close()

@@ -16,7 +16,8 @@ Two consequences. The early capture may be composited just before the check's ro
 so a change a page makes in a timer or network callback during that round trip (a few ms) shows
 in the following screenshot instead (the agent's next observation shows it then, as it shows
 any later change). And a caller who changes the page through ``session.page`` directly between
-an action and the next screenshot must call ``invalidate_capture()`` first.
+an action and the next screenshot must call ``invalidate_capture()`` first. Sessions on a
+caller's own page or context (the library's ``page=``/``context=``) never capture ahead.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ class ScreenCapture:
     _popup_requested: bool
     _new_pages: list[Page]
     _cdp: CDPSession | None
+    _owns_context: bool
 
     if TYPE_CHECKING:
 
@@ -175,6 +177,8 @@ class ScreenCapture:
         frame, cdp = self._shot_frame, self._cdp
         if frame is None or cdp is None or self._crashed or self.page.is_closed():
             return
+        if not self._owns_context:
+            return  # a caller's page: the caller may change it between steps, behind the session's back
         if self._nav_requested or self._popup_requested or self._new_pages or len(self._events) > self._action_events:
             return  # the action already asked for another page, or raised a dialog: not worth capturing
         scroll = None if frame.is_identity else self._shot_scroll
