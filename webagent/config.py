@@ -17,10 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from .errors import ConfigError
 from .images import ResizeRule
 from .safety import parse_rule
+from .secrets import check_secret
 
 if TYPE_CHECKING:
     from .records import ModelCall
-from .secrets import check_secret
 
 __all__ = [
     "PROFILES",

@@ -43,12 +43,11 @@ Scroll = tuple[float, float]
 class _Prefetch:
     """A capture started by ``settle`` for the next screenshot."""
 
-    def __init__(self, page: Page, frame: Frame, scroll: Scroll | None, task: asyncio.Future[Any], events: int) -> None:
+    def __init__(self, page: Page, frame: Frame, scroll: Scroll | None, task: asyncio.Future[Any]) -> None:
         self.page = page
         self.frame = frame
         self.scroll = scroll  # the offsets the clip assumed (None: no clip)
         self.task = task
-        self.events = events  # page events already reported when the action began
 
     def drop(self) -> None:
         if not self.task.done():
@@ -86,8 +85,7 @@ class ScreenCapture:
         self._title: str | None = None
         self._shot_frame: Frame | None = None  # the frame of the last screenshot
         self._shot_scroll: Scroll | None = None  # the scroll offsets its clip used
-        self._prefetch: _Prefetch | None = None  # started by settle; awaiting its check
-        self._prefetched: _Prefetch | None = None  # checked: the next screenshot
+        self._prefetched: _Prefetch | None = None  # started by settle and checked: the next screenshot
         self._action_events = 0  # page events reported before the current action began
         #: Screenshots that were taken by ``settle`` ahead of time (for tests and benchmarks).
         self.prefetched_shots = 0
@@ -171,36 +169,33 @@ class ScreenCapture:
         return result
 
     # -- the capture settle starts early --------------------------------------------------
-    def _start_prefetch(self) -> None:
+    def _quiet(self) -> bool:
+        """Whether the action so far raised no page event (dialog, download, ...), no new tab, no crash."""
+        return not (
+            self._crashed or self._popup_requested or self._new_pages or len(self._events) > self._action_events
+        )
+
+    def _start_prefetch(self) -> _Prefetch | None:
         """Start the next screenshot now (called by settle right after the input)."""
-        self._drop_prefetch()
         frame, cdp = self._shot_frame, self._cdp
-        if frame is None or cdp is None or self._crashed or self.page.is_closed():
-            return
-        if not self._owns_context:
-            return  # a caller's page: the caller may change it between steps, behind the session's back
-        if self._nav_requested or self._popup_requested or self._new_pages or len(self._events) > self._action_events:
-            return  # the action already asked for another page, or raised a dialog: not worth capturing
+        if frame is None or cdp is None or not self._owns_context:
+            return None  # on a caller's page: the caller may change it between steps, behind our back
+        if self._nav_requested or not self._quiet() or self.page.is_closed():
+            return None  # the action already asked for another page, or raised a dialog
         scroll = None if frame.is_identity else self._shot_scroll
         if scroll is None and not frame.is_identity:
-            return
+            return None
         task = asyncio.ensure_future(cdp.send("Page.captureScreenshot", self._params(frame, scroll)))
-        self._prefetch = _Prefetch(self.page, frame, scroll, task, self._action_events)
+        return _Prefetch(self.page, frame, scroll, task)
 
-    def _check_prefetch(self) -> None:
+    def _check_prefetch(self, started: _Prefetch) -> None:
         """Keep the early capture only if the settled page is the one it shows."""
-        started, self._prefetch = self._prefetch, None
-        if started is None:
-            return
-        settled = self._settled_scroll
+        settled = self._settled_scroll  # None: the check failed, or a navigation invalidated the view
         if (
             started.page is self.page
-            and not self._crashed
-            and settled is not None  # the check ran, and no navigation invalidated the view
+            and settled is not None
             and (started.scroll is None or started.scroll == settled)
-            and len(self._events) == started.events
-            and not self._new_pages
-            and not self._popup_requested  # a new tab may still come (or settle was cancelled waiting)
+            and self._quiet()  # also: no new tab still pending (or settle cancelled waiting for one)
         ):
             self._prefetched = started
         else:
@@ -211,7 +206,6 @@ class ScreenCapture:
         self._drop_prefetch()
 
     def _drop_prefetch(self) -> None:
-        for prefetch in (self._prefetch, self._prefetched):
-            if prefetch is not None:
-                prefetch.drop()
-        self._prefetch = self._prefetched = None
+        if self._prefetched is not None:
+            self._prefetched.drop()
+            self._prefetched = None

@@ -381,14 +381,14 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults):
         deadline = time.monotonic() + self.config.settle_timeout_s
         # A navigation may replace the document mid-wait, or the page may be busy: both are fine.
         self._invalidate_view()
-        if next_frame:  # scrolled, or waited: the next screenshot is taken after the next frame
-            self._drop_prefetch()
-        else:
-            self._start_prefetch()
+        self._drop_prefetch()
+        # After scrolling or waiting the next screenshot is taken after the next frame instead.
+        started = None if next_frame else self._start_prefetch()
         try:
             await self._settle(deadline, next_frame)
         finally:
-            self._check_prefetch()
+            if started is not None:
+                self._check_prefetch(started)
 
     async def _settle(self, deadline: float, next_frame: bool) -> None:
         with contextlib.suppress(PlaywrightError, TimeoutError, TypeError, ValueError):
