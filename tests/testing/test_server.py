@@ -24,7 +24,7 @@ from openai import AsyncOpenAI
 from PIL import Image
 
 from webagent.testing.script import load_script, parse_policy_prompt
-from webagent.testing.server import READY_PREFIX, FakeModelServer
+from webagent.testing.server import READY_PREFIX, FakeModelServer, image_size
 
 GOAL = "Find the price of the Blue Widget in the catalog."
 
@@ -245,6 +245,38 @@ def test_parse_policy_prompt_feedback_block() -> None:
     assert (state.url, state.step, state.last_action) == ("http://a/b", 3, "- step 2: y -> ok")
     assert state.feedback == "l1\nl2" and not state.final
     assert parse_policy_prompt("Step: 2").feedback is None
+
+
+def _data_url(fmt: str, size: tuple[int, int], **save: Any) -> str:
+    buf = BytesIO()
+    Image.new("RGB", size, (30, 90, 200)).save(buf, fmt, **save)
+    return f"data:image/{fmt.lower()};base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+@pytest.mark.parametrize(
+    ("fmt", "save"),
+    [
+        ("JPEG", {}),
+        ("JPEG", {"progressive": True}),
+        ("JPEG", {"icc_profile": os.urandom(9000)}),  # the size marker lies past the first 4 kB
+        ("PNG", {}),
+        ("WEBP", {}),  # not read from the header: decoded
+        ("GIF", {}),
+    ],
+)
+def test_image_size_reads_headers(fmt: str, save: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    url = _data_url(fmt, (1260, 787), **save)
+    assert image_size(url) == (1260, 787)
+    if fmt in ("JPEG", "PNG"):  # read from the header alone, without decoding the image
+        monkeypatch.setattr(Image, "open", lambda *a, **k: pytest.fail("decoded"))
+        assert image_size(url) == (1260, 787)
+
+
+def test_image_size_rejects_what_is_not_an_image() -> None:
+    assert image_size("https://example.com/a.png") is None
+    assert image_size("data:image/jpeg;base64,bm90IGFuIGltYWdl") is None
+    assert image_size("data:image/jpeg;base64,/9j/" + "A" * 40) is None  # a JPEG start, then nothing valid
+    assert image_size("data:image/png;base64,%%%") is None
 
 
 # ---------------------------------------------------------------- validator

@@ -22,8 +22,9 @@ from ..config import RoleConfig
 from ..errors import ModelError, ModelReplyError, ModelUnavailableError
 from ..records import ModelCall, RoleUsage
 from ..secrets import Secrets
+from .http11 import DefaultTransport
 from .parsing import ReplyParseError
-from .transport import AiohttpTransport, HTTPReply, Transport, TransportError
+from .transport import HTTPReply, Transport, TransportError
 from .wire import encode_chat_body
 
 __all__ = ["Completion", "Message", "ModelClient"]
@@ -95,7 +96,7 @@ class EndpointPool:
         urls = config.endpoints() if config.model else []
         self.role = role
         self.config = config
-        self.transport: Transport = transport or AiohttpTransport()
+        self.transport: Transport = transport or DefaultTransport()
         self.headers = {
             "Authorization": f"Bearer {config.api_key or _default_api_key()}",
             "Content-Type": "application/json",

@@ -6,7 +6,8 @@ status is an ``HTTPReply``; no reply at all (refused or dropped connection, time
 ``TransportError``. Retries, error messages and failover live in ``client.py``; tests can put a
 fake transport under a real ``ModelClient``.
 
-``AiohttpTransport`` keeps one connection pool per event loop. aiohttp's C-accelerated HTTP
+``AiohttpTransport`` keeps one connection pool per event loop; the default transport
+(``http11.DefaultTransport``) uses it for TLS, proxies and redirects only. aiohttp's C-accelerated HTTP
 stack costs ~0.2 ms of CPU for a 400 KB chat request where the openai SDK's httpx stack took
 ~1 ms (``benchmarks/throughput.py`` measures what that is worth per agent step).
 """

@@ -186,11 +186,16 @@ class Script(_Model):
 # ---------------------------------------------------------------- prompts and replies
 
 
+_URL_LINE = re.compile(r"^Current URL: (.*)$", re.M)
+_STEP_LINE = re.compile(r"^Step: (\d+)", re.M)
+_ACTION_LINES = re.compile(r"^- step \d+:.*$", re.M)
+
+
 def parse_policy_prompt(text: str) -> PromptState:
     """Extract URL, step, last action, validator feedback and the final flag from a policy prompt."""
-    url = re.search(r"^Current URL: (.*)$", text, re.M)
-    step = re.search(r"^Step: (\d+)", text, re.M)
-    actions = re.findall(r"^- step \d+:.*$", text, re.M)
+    url = _URL_LINE.search(text)
+    step = _STEP_LINE.search(text)
+    actions = _ACTION_LINES.findall(text)
     feedback: str | None = None
     lines = text.splitlines()
     start = next((i for i, ln in enumerate(lines) if ln.strip() == FEEDBACK_HEADER), None)

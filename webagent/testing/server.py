@@ -130,10 +130,36 @@ def image_size(url: str) -> tuple[int, int] | None:
         return None
     for chunk in (payload[:4096], payload[:65536], payload):  # a JPEG's or PNG's size is near its start
         try:
-            with Image.open(BytesIO(base64.b64decode(chunk))) as im:
-                return im.size
-        except (OSError, ValueError):
+            data = base64.b64decode(chunk[: len(chunk) // 4 * 4])
+        except ValueError:
             continue
+        size = _header_size(data)
+        if size is not None:
+            return size
+    try:  # a format the header reader does not know
+        with Image.open(BytesIO(base64.b64decode(payload))) as im:
+            return im.size
+    except (OSError, ValueError):
+        return None
+
+
+def _header_size(data: bytes) -> tuple[int, int] | None:
+    """Width and height from a PNG's IHDR or a baseline/progressive JPEG's SOF marker (no decoding)."""
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR" and len(data) >= 24:
+        return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    if data[:2] != b"\xff\xd8":
+        return None
+    i = 2
+    while i + 9 <= len(data):
+        if data[i] != 0xFF:
+            return None
+        marker = data[i + 1]
+        if marker == 0xFF:  # fill byte
+            i += 1
+            continue
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # start of frame
+            return int.from_bytes(data[i + 7 : i + 9], "big"), int.from_bytes(data[i + 5 : i + 7], "big")
+        i += 2 + int.from_bytes(data[i + 2 : i + 4], "big")
     return None
 
 
