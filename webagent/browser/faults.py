@@ -38,6 +38,10 @@ log = structlog.get_logger("webagent.browser")
 
 MAX_PAGE_CRASHES = 3  # renderer crashes a session recovers from by reopening the page
 ERROR_PAGE_WAIT_S = 1.0  # how long a failed goto waits for Chromium's error page to commit
+#: A navigation that turns into a download is aborted a few ms before Chromium announces the
+#: download: after an aborted navigation, settle waits this long at most for the announcement
+#: (or for another navigation's commit) so the step reports it.
+ABORT_GRACE_S = 0.5
 
 
 class PageFaults:
@@ -51,6 +55,8 @@ class PageFaults:
     _new_pages: list[Page]
     _cdp: CDPSession | None
     _nav_committed: asyncio.Event
+    _nav_aborted: bool
+    _abort_resolved: asyncio.Event  # after an aborted navigation: a download began, or a page committed
     _error_page_committed: asyncio.Event
     _owns_context: bool
     _owns_page: bool
@@ -84,6 +90,7 @@ class PageFaults:
     def _on_download(self, download: Download) -> None:
         # A link to a file asked for a navigation that will never commit: end the wait for it.
         self._nav_committed.set()
+        self._abort_resolved.set()
         name = download.suggested_filename or "a file"
         self._events.append(
             f"The page started a download of {name!r} ({download.url}); downloads are not kept, so it was cancelled."
@@ -101,6 +108,7 @@ class PageFaults:
             return
         failure = request.failure or "unknown error"
         if "ERR_ABORTED" in failure:  # replaced by another navigation, or a download: nothing commits
+            self._nav_aborted = True
             self._nav_committed.set()
         else:  # Chromium's error page commits next (and ends a settle's wait)
             self._nav_failure = f"Opening {request.url} failed: {failure}."

@@ -1,4 +1,5 @@
-"""JavaScript the browser session evaluates in pages (each a function expression)."""
+"""JavaScript the browser session evaluates in pages (function expressions for ``page.evaluate``;
+the ``VIEW_*`` ones are plain expressions for CDP ``Runtime.evaluate``)."""
 
 __all__ = ["FIND_SELECT", "MASK_FOCUSED", "PAGE_TEXT", "TWO_FRAMES", "VIEW_AFTER_FRAME", "VIEW_NOW"]
 
@@ -12,12 +13,12 @@ PAGE_TEXT = """() => {
   return body.innerText + "\u0000" + values.join("\u0001");
 }"""
 # Scroll offsets (for the screenshot clip) and title, read in the same round trip as the settle wait.
-VIEW_NOW = "() => [window.visualViewport ? visualViewport.pageLeft : scrollX, window.visualViewport ? visualViewport.pageTop : scrollY, document.title]"
-# settle() reads the view with a plain evaluate: a round trip through the page's main thread, so
+VIEW_NOW = "[window.visualViewport ? visualViewport.pageLeft : scrollX, window.visualViewport ? visualViewport.pageTop : scrollY, document.title]"
+# settle() reads the view with a plain Runtime.evaluate: a round trip through the page's main thread, so
 # every input handler has run and any navigation or new tab it asked for has been announced over
 # CDP. It requests no extra frame (the screenshot waits for the next composited frame by itself),
 # except after wheel and key scrolling, which the compositor applies on the next frame.
-VIEW_AFTER_FRAME = f"() => new Promise(r => requestAnimationFrame(() => r(({VIEW_NOW})())))"
+VIEW_AFTER_FRAME = f"new Promise(r => requestAnimationFrame(() => r({VIEW_NOW})))"
 
 FIND_SELECT = """([x, y, wanted]) => {
   let el = document.elementFromPoint(x, y);

@@ -39,9 +39,9 @@ from ..actions import normalize_key
 from ..config import BrowserConfig
 from ..errors import ActionError, BrowserError, NavigationError
 from .capture import ScreenCapture
-from .faults import PageFaults, first_line
+from .faults import ABORT_GRACE_S, PageFaults, first_line
 from .guard import NavigationGuard
-from .scripts import FIND_SELECT, MASK_FOCUSED, PAGE_TEXT, VIEW_AFTER_FRAME, VIEW_NOW
+from .scripts import FIND_SELECT, MASK_FOCUSED, PAGE_TEXT
 from .tabs import TabFollowing
 
 __all__ = ["BrowserSession"]
@@ -68,6 +68,8 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults):
         self._cdp: CDPSession | None = None
         self._nav_requested = False
         self._nav_committed = asyncio.Event()
+        self._nav_aborted = False
+        self._abort_resolved = asyncio.Event()
         self._popup_requested = False  # CDP Page.windowOpen: a new tab is on its way
         self._init_capture()
         self._main_frame_id = ""
@@ -157,6 +159,7 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults):
     def _on_frame_navigated(self, frame: PlaywrightFrame) -> None:
         if frame == self.page.main_frame:
             self._nav_committed.set()
+            self._abort_resolved.set()
             if frame.url.startswith("chrome-error:"):
                 self._error_page_committed.set()
 
@@ -369,6 +372,8 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults):
         self._invalidate_view()
         self._nav_requested = False
         self._nav_committed.clear()
+        self._nav_aborted = False
+        self._abort_resolved.clear()
         self._popup_requested = False
         self._new_page_arrived.clear()
         self._nav_failure = None
@@ -391,12 +396,10 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults):
                 self._check_prefetch(started)
 
     async def _settle(self, deadline: float, next_frame: bool) -> None:
-        with contextlib.suppress(PlaywrightError, TimeoutError, TypeError, ValueError):
-            x, y, title = await asyncio.wait_for(
-                self.page.evaluate(VIEW_AFTER_FRAME if next_frame else VIEW_NOW),
-                timeout=min(0.5, self.config.settle_timeout_s),
+        with contextlib.suppress(PlaywrightError, BrowserError, TimeoutError, LookupError, TypeError, ValueError):
+            self._settled_scroll = await asyncio.wait_for(
+                self._view(after_frame=next_frame), timeout=min(0.5, self.config.settle_timeout_s)
             )
-            self._settled_scroll, self._title = (float(x), float(y)), str(title)
         if self._popup_requested and not self._new_pages:
             # The page asked for a new tab (link with target=_blank, window.open): wait for it.
             with contextlib.suppress(TimeoutError):
@@ -413,6 +416,11 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults):
         try:
             if not self._nav_committed.is_set():
                 await asyncio.wait_for(self._nav_committed.wait(), timeout=max(0.0, deadline - time.monotonic()))
+            if self._nav_aborted and not self._abort_resolved.is_set():
+                # A download, announced a moment after the abort? (Or another navigation's commit.)
+                grace = min(ABORT_GRACE_S, max(0.0, deadline - time.monotonic()))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._abort_resolved.wait(), timeout=grace)
             remaining = max(1.0, (deadline - time.monotonic()) * 1000)
             await self.page.wait_for_load_state("load", timeout=remaining)
         except (TimeoutError, PlaywrightTimeoutError):
