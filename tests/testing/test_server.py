@@ -24,7 +24,7 @@ from openai import AsyncOpenAI
 from PIL import Image
 
 from webagent.testing.script import load_script, parse_policy_prompt
-from webagent.testing.server import READY_PREFIX, FakeModelServer, image_size
+from webagent.testing.server import READY_PREFIX, FakeModelServer, _shrink_images, image_size
 
 GOAL = "Find the price of the Blue Widget in the catalog."
 
@@ -277,6 +277,31 @@ def test_image_size_rejects_what_is_not_an_image() -> None:
     assert image_size("data:image/jpeg;base64,bm90IGFuIGltYWdl") is None
     assert image_size("data:image/jpeg;base64,/9j/" + "A" * 40) is None  # a JPEG start, then nothing valid
     assert image_size("data:image/png;base64,%%%") is None
+
+
+async def test_a_server_without_request_log_answers_the_same_reading_image_heads_only() -> None:
+    """Benchmarks run the server with --no-record, which parses only each image's head."""
+    url = _data_url("JPEG", (1260, 784), icc_profile=os.urandom(9000))
+    quoted = 'Page text: "data:image/png;base64,' + "A" * 20000 + '" and \\"data:image/gif;base64,R0lG\\"'
+    text = policy_text("http://shop.test/", 1) + "\n" + quoted
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": text}, {"type": "image_url", "image_url": {"url": url}}]}
+    ]
+    body = json.dumps({"model": "m", "messages": messages}).encode()
+    payload = len(url) - len("data:image/jpeg;base64,")
+    assert payload > 20_000 and len(body) - len(_shrink_images(body)) == payload - 16384  # only the image is cut
+    assert json.loads(_shrink_images(body))["messages"][0]["content"][0]["text"] == text
+    replies = []
+    for record in (True, False):
+        async with FakeModelServer(SCRIPT, record=record) as srv:
+            status, reply = await asyncio.to_thread(
+                raw_http, "POST", srv.base_url("policy") + "/chat/completions", body
+            )
+            assert status == 200
+            replies.append(reply)
+    assert replies[0]["usage"] == replies[1]["usage"]
+    assert replies[0]["choices"] == replies[1]["choices"]
+    assert replies[0]["usage"]["prompt_tokens"] > (1260 // 28) * (784 // 28)  # the image was counted
 
 
 # ---------------------------------------------------------------- validator
