@@ -94,7 +94,13 @@ class _Connection(asyncio.Protocol):
             self.waiter.set_exception(TransportError("the server closed the connection without a reply"))
 
     # -- requests -----------------------------------------------------------------------------
-    def send(self, head: bytes, body: bytes) -> asyncio.Future[_Reply]:
+    def expire(self, timeout_s: float) -> None:
+        """The request's deadline passed: fail it and drop the connection."""
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(TransportError(f"no reply within {timeout_s:g} s", timeout=True))
+        self.close()
+
+    def send(self, head: bytes | bytearray, body: bytes) -> asyncio.Future[_Reply]:
         assert self.transport is not None
         loop = asyncio.get_running_loop()
         self.waiter = loop.create_future()
@@ -196,10 +202,10 @@ class PlainHTTPTransport:
             target = self._targets[url] = ((parts.hostname, port), line)
             return target
 
-    async def _connect(self, address: Address, timeout_s: float) -> _Connection:
+    async def _connect(self, address: Address, remaining_s: float, timeout_s: float) -> _Connection:
         loop = asyncio.get_running_loop()
         try:
-            async with asyncio.timeout(timeout_s):
+            async with asyncio.timeout(remaining_s):
                 _, conn = await loop.create_connection(_Connection, address[0], address[1])
         except TimeoutError:
             raise TransportError(f"no reply within {timeout_s:g} s", timeout=True) from None
@@ -231,31 +237,28 @@ class PlainHTTPTransport:
         for name, value in headers.items():
             head += f"{name}: {value}\r\n".encode("latin-1")
         head += f"Content-Length: {len(body)}\r\n\r\n".encode("latin-1")
-        conn: _Connection | None = None
-        try:
-            async with asyncio.timeout(timeout_s):
-                conn = self._take(address)
-                reused = conn is not None
-                while True:
-                    if conn is None:
-                        conn = await self._connect(address, timeout_s)
-                    try:
-                        reply = await conn.send(bytes(head), body)
-                        break
-                    except TransportError:
-                        conn.close()
-                        if not (reused and not conn.received):
-                            raise
-                        # A pooled connection the server had closed while idle: once, on a new one.
-                        conn, reused = None, False
-        except TimeoutError:
-            if conn is not None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s  # one timer per attempt: lighter than asyncio.timeout
+        conn = self._take(address)
+        reused = conn is not None
+        while True:
+            if conn is None:
+                conn = await self._connect(address, deadline - loop.time(), timeout_s)
+            timer = loop.call_at(deadline, conn.expire, timeout_s)
+            try:
+                reply = await conn.send(head, body)
+                break
+            except TransportError as exc:
                 conn.close()
-            raise TransportError(f"no reply within {timeout_s:g} s", timeout=True) from None
-        except BaseException:
-            if conn is not None:
+                if exc.timeout or not (reused and not conn.received):
+                    raise
+                # A pooled connection the server had closed while idle: once, on a new one.
+                conn, reused = None, False
+            except BaseException:  # cancelled: the reply may still come, on a connection nobody reads
                 conn.close()
-            raise
+                raise
+            finally:
+                timer.cancel()
         if conn.reusable and not conn.closed:
             self._idle.setdefault(address, []).append(conn)
         else:
