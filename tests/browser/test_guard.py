@@ -245,7 +245,7 @@ async def test_default_private_network_block_checks_navigations_without_routing(
                 if event.format(t=target) in events:
                     break
                 await asyncio.sleep(0.05)
-                events += " ".join(session.drain_events())
+                events += " " + " ".join(session.drain_events())
         assert event.format(t=target) in events, events
         assert "is a private or local network address" in events
         assert not session.url.startswith(site.url)  # the agent never got there

@@ -176,14 +176,63 @@ async def test_a_pooled_connection_the_server_closed_is_replaced_once() -> None:
     assert server.connections == 2
 
 
-async def test_a_pooled_connection_dropped_as_the_request_arrives_is_retried_once() -> None:
-    server = RawServer(ok(b"first"), None, ok(b"second"))  # the 2nd request finds the connection closing
+async def test_a_pooled_connection_dropped_with_the_request_is_not_resent() -> None:
+    """The server may have got the POST: resending is the model client's call (with backoff)."""
+    server = RawServer(ok(b"first"), None, ok(b"second"))  # the 2nd request: read, then the connection closed
     transport = PlainHTTPTransport()
     async with raw_server(server) as url:
         assert (await transport.post(url, b"{}", {}, 5.0)).body == b"first"
+        with pytest.raises(TransportError, match="closed the connection without a reply"):
+            await transport.post(url, b"{}", {}, 5.0)
         assert (await transport.post(url, b"{}", {}, 5.0)).body == b"second"
     await transport.aclose()
     assert server.connections == 2 and [r[0] for r in server.requests] == [1, 1, 2]
+
+
+async def test_a_cancelled_request_leaves_no_connection_out_of_step() -> None:
+    async def slow_then_fast(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            await reader.readexactly(int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0]))
+            if b"slow" in head:
+                await asyncio.sleep(0.3)
+            writer.write(ok(b"slow" if b"slow" in head else b"fast"))
+
+    listener = await asyncio.start_server(slow_then_fast, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}/x"
+    transport = PlainHTTPTransport()
+    call = asyncio.ensure_future(transport.post(url, b"{}", {"X-Speed": "slow"}, 5.0))
+    await asyncio.sleep(0.05)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert (await transport.post(url, b"{}", {"X-Speed": "fast"}, 5.0)).body == b"fast"
+    await asyncio.sleep(0.4)  # the late "slow" reply would have been read as this one's
+    assert (await transport.post(url, b"{}", {"X-Speed": "fast"}, 5.0)).body == b"fast"
+    await transport.aclose()
+    listener.close()
+
+
+async def test_bad_header_values_are_one_line_errors_not_sent() -> None:
+    server = RawServer(ok())
+    transport = PlainHTTPTransport()
+    async with raw_server(server) as url:
+        for value in ("sk-abc\n", "sk-a\r\nX-Injected: 1", "sk-é"):
+            with pytest.raises(TransportError, match="the Authorization header has a line break or a non-ASCII"):
+                await transport.post(url, b"{}", {"Authorization": f"Bearer {value}"}, 5.0)
+    await transport.aclose()
+    assert server.requests == []
+
+
+def test_aclose_after_the_event_loop_closed() -> None:
+    transport = DefaultTransport()
+
+    async def once() -> bytes:
+        async with raw_server(RawServer(ok(b"hi"))) as url:
+            return (await transport.post(url, b"{}", {}, 5.0)).body
+
+    assert asyncio.run(once()) == b"hi"
+    asyncio.run(transport.aclose())  # the pooled connection belongs to the closed loop: dropped, no error
 
 
 async def test_a_server_that_drops_the_request_is_an_error_not_a_hang() -> None:
@@ -203,11 +252,16 @@ async def test_a_server_that_drops_the_request_is_an_error_not_a_hang() -> None:
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "bad HTTP reply"),
         (ok(b"\x00garbage", "Content-Encoding: br\r\n"), "'br'-encoded reply"),
         (ok(b"not gzip", "Content-Encoding: gzip\r\n"), "bad gzip reply body"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\n", "bad chunk size"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x2\r\nab\r\n0\r\n\r\n", "bad chunk size"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabcd\r\n0\r\n\r\n", "not followed by CRLF"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\n", "negative Content-Length"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", "closed the connection mid-reply"),
     ],
 )
 async def test_malformed_replies_are_one_line_errors(raw: bytes, message: str) -> None:
     transport = PlainHTTPTransport()
-    async with raw_server(RawServer(raw)) as url:
+    async with raw_server(RawServer(raw, close_after=True)) as url:
         with pytest.raises(TransportError, match=message.replace("(", r"\(")) as info:
             await transport.post(url, b"{}", {}, 5.0)
     await transport.aclose()
@@ -236,6 +290,10 @@ async def test_connection_refused_and_unknown_host() -> None:
     with pytest.raises(TransportError, match=rf"connection refused \(127.0.0.1:{port}\)") as info:
         await transport.post(f"http://127.0.0.1:{port}/v1/chat/completions", b"{}", {}, 5.0)
     assert not info.value.timeout
+    with pytest.raises(TransportError, match=rf"connection refused \(localhost:{port}\)"):  # ::1 and 127.0.0.1
+        await transport.post(f"http://localhost:{port}/v1/chat/completions", b"{}", {}, 5.0)
+    with pytest.raises(TransportError, match="bad port"):
+        await transport.post("http://127.0.0.1:99999/v1/chat/completions", b"{}", {}, 5.0)
     with pytest.raises(TransportError, match="cannot resolve the host"):
         await transport.post("http://no-such-host.invalid/v1/chat/completions", b"{}", {}, 5.0)
     with pytest.raises(TransportError, match="not a plain http URL"):
@@ -276,9 +334,14 @@ async def test_routing_plain_http_https_proxies_and_redirects(monkeypatch: pytes
         return "aiohttp"
 
     monkeypatch.setattr(transport.full, "post", full)
-    server = RawServer(ok(b"lean"), b"HTTP/1.1 308 Permanent Redirect\r\nLocation: /v2\r\nContent-Length: 0\r\n\r\n")
+    server = RawServer(
+        ok(b"lean"),
+        b"HTTP/1.1 302 Found\r\nLocation: /v2\r\nContent-Length: 0\r\n\r\n",
+        b"HTTP/1.1 308 Permanent Redirect\r\nLocation: /v2\r\nContent-Length: 0\r\n\r\n",
+    )
     async with raw_server(server) as url:
         assert (await transport.post(url, b"{}", {}, 5.0)).body == b"lean"  # type: ignore[union-attr]
+        assert (await transport.post(url, b"{}", {}, 5.0)).status == 302  # type: ignore[union-attr]
         assert await transport.post(url, b"{}", {}, 5.0) == "aiohttp"  # the redirect: aiohttp follows it
         assert await transport.post(url, b"{}", {}, 5.0) == "aiohttp"  # and keeps that URL from now on
         assert await transport.post("https://api.example.com/v1/chat/completions", b"{}", {}, 5.0) == "aiohttp"
@@ -286,4 +349,4 @@ async def test_routing_plain_http_https_proxies_and_redirects(monkeypatch: pytes
         proxied = "http://gpu.example.com:8000/v1/chat/completions"
         assert await transport.post(proxied, b"{}", {}, 5.0) == "aiohttp"
     await transport.aclose()
-    assert len(server.requests) == 2 and used == [url, url, "https://api.example.com/v1/chat/completions", proxied]
+    assert len(server.requests) == 3 and used == [url, url, "https://api.example.com/v1/chat/completions", proxied]

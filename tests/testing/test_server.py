@@ -23,8 +23,9 @@ import pytest
 from openai import AsyncOpenAI
 from PIL import Image
 
+from webagent.testing.images import image_size, shrink_images
 from webagent.testing.script import load_script, parse_policy_prompt
-from webagent.testing.server import READY_PREFIX, FakeModelServer, _shrink_images, image_size
+from webagent.testing.server import READY_PREFIX, FakeModelServer
 
 GOAL = "Find the price of the Blue Widget in the catalog."
 
@@ -289,8 +290,8 @@ async def test_a_server_without_request_log_answers_the_same_reading_image_heads
     ]
     body = json.dumps({"model": "m", "messages": messages}).encode()
     payload = len(url) - len("data:image/jpeg;base64,")
-    assert payload > 20_000 and len(body) - len(_shrink_images(body)) == payload - 16384  # only the image is cut
-    assert json.loads(_shrink_images(body))["messages"][0]["content"][0]["text"] == text
+    assert payload > 20_000 and len(body) - len(shrink_images(body)) == payload - 16384  # only the image is cut
+    assert json.loads(shrink_images(body))["messages"][0]["content"][0]["text"] == text
     replies = []
     for record in (True, False):
         async with FakeModelServer(SCRIPT, record=record) as srv:

@@ -15,7 +15,9 @@ dropped and the next screenshot is taken afresh.
 Two consequences. The early capture may be composited just before the check's round trip runs,
 so a change a page makes in a timer or network callback during that round trip (a few ms) shows
 in the following screenshot instead (the agent's next observation shows it then, as it shows
-any later change). And a caller who changes the page through ``session.page`` directly between
+any later change). Likewise, the check is a raw CDP round trip, not one through Playwright's own
+channel: an event Playwright reports on that channel a moment later (a file chooser; a frame's
+blocked navigation) may reach the step after. It is reported then, never lost. And a caller who changes the page through ``session.page`` directly between
 an action and the next screenshot must call ``invalidate_capture()`` first. Sessions on a
 caller's own page or context (the library's ``page=``/``context=``) never capture ahead.
 """
@@ -107,12 +109,17 @@ class ScreenCapture:
         """Scroll offsets and title, read through the page's main thread (so every input handler
         has run). Raw CDP ``Runtime.evaluate`` costs about two thirds of ``page.evaluate``'s CPU,
         counting Python, the Playwright driver and Chromium. Raises on a page that cannot answer."""
-        cdp = await self._cdp_session()
-        reply = await cdp.send(
-            "Runtime.evaluate",
-            {"expression": VIEW_AFTER_FRAME if after_frame else VIEW_NOW, "returnByValue": True, "awaitPromise": True},
-        )
-        x, y, title = reply["result"]["value"]  # an exception in the page: no "value" (KeyError)
+        if self._crashed or self.page.is_closed():
+            raise ValueError("the page cannot answer")  # a crashed target may never reply over CDP
+        script = VIEW_AFTER_FRAME if after_frame else VIEW_NOW
+        cdp = self._cdp
+        if cdp is None:  # no DevTools session yet: none is set up under the caller's deadline
+            x, y, title = await self.page.evaluate(script)
+        else:
+            reply = await cdp.send(
+                "Runtime.evaluate", {"expression": script, "returnByValue": True, "awaitPromise": True}
+            )
+            x, y, title = reply["result"]["value"]  # an exception in the page: no "value" (KeyError)
         self._title = str(title)
         return (float(x), float(y))
 

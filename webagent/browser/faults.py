@@ -85,6 +85,7 @@ class PageFaults:
         if page is self.page:
             self._crashed = True
             self._nav_committed.set()  # a settle waiting for a navigation stops waiting
+            self._abort_resolved.set()
             log.warning("page_crashed", url=page.url)
 
     def _on_download(self, download: Download) -> None:

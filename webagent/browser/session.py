@@ -119,6 +119,7 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults):
         self._events.append(text)
         if main_frame:  # the navigation will not commit: settle() need not wait for it
             self._nav_committed.set()
+            self._abort_resolved.set()  # the abort was the guard's: no download to wait for
 
     # -- events ---------------------------------------------------------------------------
     def _watch(self, page: Page) -> None:

@@ -7,13 +7,15 @@ At 100 concurrent sessions every 0.1 ms of harness CPU per step shows in through
 (``docs/benchmarks.md``); this costs a fraction of aiohttp's per-request work.
 
 ``DefaultTransport`` uses it for ``http://`` URLs with no proxy, and aiohttp for the rest (TLS,
-proxies). A redirect reply is handed to aiohttp as well, which follows it.
+proxies). A 307/308 redirect is handed to aiohttp, which follows it; other redirects would turn
+the POST into a GET, so they reach the model client as HTTP errors.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
 import socket
 import urllib.parse
 import zlib
@@ -23,13 +25,11 @@ from .transport import AiohttpTransport, HTTPReply, TransportError, parse_retry_
 
 __all__ = ["DefaultTransport", "PlainHTTPTransport"]
 
-_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_RESEND = frozenset({307, 308})  # redirects that repeat the POST as it was (aiohttp follows them)
 _MAX_HEAD = 64 * 1024
+_HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
+_ERRNO = re.compile(r"\[Errno (\d+)\]")
 Address = tuple[str, int]
-
-
-class _Redirect(Exception):
-    """The reply is a redirect: the caller hands the request to a full client."""
 
 
 class _Reply:
@@ -76,6 +76,7 @@ class _Connection(asyncio.Protocol):
             self.waiter.set_exception(TransportError(f"bad HTTP reply: {exc}"))
 
     def eof_received(self) -> bool | None:
+        self.reusable = False  # the server is closing this connection (idle, or after a reply)
         reply = self.reply
         waiting = self.waiter is not None and not self.waiter.done()
         if waiting and reply is not None and reply.status and reply.length is None and not reply.chunked:
@@ -91,7 +92,8 @@ class _Connection(asyncio.Protocol):
         self.closed = True
         self.reusable = False
         if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_exception(TransportError("the server closed the connection without a reply"))
+            when = "mid-reply" if self.received else "without a reply"
+            self.waiter.set_exception(TransportError(f"the server closed the connection {when}"))
 
     # -- requests -----------------------------------------------------------------------------
     def expire(self, timeout_s: float) -> None:
@@ -137,6 +139,8 @@ class _Connection(asyncio.Protocol):
                 reply.chunked = True
             elif "content-length" in headers:
                 reply.length = int(headers["content-length"])
+                if reply.length < 0:
+                    raise ValueError("negative Content-Length")
             elif status in (204, 304):
                 reply.length = 0
             if version == "HTTP/1.0" or "close" in headers.get("connection", "").lower():
@@ -157,20 +161,29 @@ class _Connection(asyncio.Protocol):
     def _parse_chunks(self, reply: _Reply) -> None:
         buf = self.buffer
         while True:
-            line_end = buf.find(b"\r\n")
+            line_end = buf.find(b"\r\n", 0, 1024)
             if line_end < 0:
+                if len(buf) >= 1024:
+                    raise ValueError("chunk size line too long")
                 return
-            size = int(bytes(buf[:line_end]).split(b";", 1)[0].strip() or b"x", 16)
+            size_text = bytes(buf[:line_end]).split(b";", 1)[0].strip()
+            if not _HEX.fullmatch(size_text):
+                raise ValueError(f"bad chunk size {size_text[:20]!r}")
+            size = int(size_text, 16)
             if size == 0:
                 trailer_end = buf.find(b"\r\n\r\n", line_end)
-                if trailer_end < 0 and buf[line_end : line_end + 4] != b"\r\n\r\n":
-                    return  # trailers (rare) not complete yet
+                if trailer_end < 0:
+                    return  # the last CRLF (or trailers, rare) not here yet
+                if len(buf) > trailer_end + 4:
+                    self.reusable = False  # bytes after the reply: the connection is out of step
                 reply.done = True
-                del buf[:]
+                buf.clear()
                 return
             start = line_end + 2
             if len(buf) < start + size + 2:
                 return
+            if buf[start + size : start + size + 2] != b"\r\n":
+                raise ValueError("chunk not followed by CRLF")
             reply.body += buf[start : start + size]
             del buf[: start + size + 2]
 
@@ -193,12 +206,17 @@ class PlainHTTPTransport:
             return self._targets[url]
         except KeyError:
             parts = urllib.parse.urlsplit(url)
+            try:
+                port = parts.port or 80
+            except ValueError:
+                raise TransportError(f"bad port in {url}") from None
             if parts.scheme != "http" or not parts.hostname:
                 raise TransportError(f"not a plain http URL: {url}") from None
-            port = parts.port or 80
-            path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+            path = urllib.parse.quote(parts.path or "/", safe="/%:@!$&'()*+,;=~")
+            if parts.query:
+                path += "?" + urllib.parse.quote(parts.query, safe="/%:@!$&'()*+,;=~?")
             host = parts.netloc.rpartition("@")[2]
-            line = f"POST {path} HTTP/1.1\r\nHost: {host}\r\n".encode("latin-1")
+            line = f"POST {path} HTTP/1.1\r\nHost: {host}\r\n".encode("ascii", "replace")
             target = self._targets[url] = ((parts.hostname, port), line)
             return target
 
@@ -210,9 +228,12 @@ class PlainHTTPTransport:
         except TimeoutError:
             raise TransportError(f"no reply within {timeout_s:g} s", timeout=True) from None
         except socket.gaierror as exc:
-            raise TransportError(f"cannot resolve the host: {(exc.strerror or str(exc)).lower()}") from None
+            reason = (exc.strerror or str(exc)).lower()
+            raise TransportError(f"cannot resolve the host: {reason} ({address[0]}:{address[1]})") from None
         except OSError as exc:
-            reason = (os.strerror(exc.errno) if exc.errno else str(exc) or "cannot connect").lower()
+            # Every address refused (localhost: ::1 and 127.0.0.1): "Multiple exceptions: [Errno 111] ..."
+            errno = exc.errno or next((int(m) for m in _ERRNO.findall(str(exc))), None)
+            reason = (os.strerror(errno) if errno else str(exc) or "cannot connect").lower()
             raise TransportError(f"{reason} ({address[0]}:{address[1]})") from None
         sock = conn.transport.get_extra_info("socket") if conn.transport else None
         if sock is not None:
@@ -222,7 +243,8 @@ class PlainHTTPTransport:
     def _take(self, address: Address) -> _Connection | None:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # a new event loop: the old loop's connections died with it
-            self._idle, self._loop = {}, loop
+            self._forget()
+            self._loop = loop
         idle = self._idle.get(address)
         while idle:
             conn = idle.pop()
@@ -235,43 +257,43 @@ class PlainHTTPTransport:
         address, line = self._target(url)
         head = bytearray(line)
         for name, value in headers.items():
-            head += f"{name}: {value}\r\n".encode("latin-1")
-        head += f"Content-Length: {len(body)}\r\n\r\n".encode("latin-1")
+            field = f"{name}: {value}"
+            if "\r" in field or "\n" in field or not field.isascii():
+                raise TransportError(f"the {name} header has a line break or a non-ASCII character; check its value")
+            head += field.encode("ascii") + b"\r\n"
+        head += b"Content-Length: %d\r\n\r\n" % len(body)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s  # one timer per attempt: lighter than asyncio.timeout
-        conn = self._take(address)
-        reused = conn is not None
-        while True:
-            if conn is None:
-                conn = await self._connect(address, deadline - loop.time(), timeout_s)
-            timer = loop.call_at(deadline, conn.expire, timeout_s)
-            try:
-                reply = await conn.send(head, body)
-                break
-            except TransportError as exc:
-                conn.close()
-                if exc.timeout or not (reused and not conn.received):
-                    raise
-                # A pooled connection the server had closed while idle: once, on a new one.
-                conn, reused = None, False
-            except BaseException:  # cancelled: the reply may still come, on a connection nobody reads
-                conn.close()
-                raise
-            finally:
-                timer.cancel()
-        if conn.reusable and not conn.closed:
+        conn = self._take(address) or await self._connect(address, deadline - loop.time(), timeout_s)
+        # No resend here when a pooled connection fails: the server may have got the request; the
+        # model client retries (with backoff, counted) when it should.
+        timer = loop.call_at(deadline, conn.expire, timeout_s)
+        try:
+            reply = await conn.send(head, body)
+        except BaseException:  # failed, timed out or cancelled: nobody reads the rest of its reply
+            conn.close()
+            raise
+        finally:
+            timer.cancel()
+        writing = conn.transport is not None and conn.transport.get_write_buffer_size() > 0
+        if conn.reusable and not conn.closed and not writing:
             self._idle.setdefault(address, []).append(conn)
         else:
             conn.close()
-        if reply.status in _REDIRECTS:
-            raise _Redirect
         return HTTPReply(reply.status, _decoded(reply), parse_retry_after(reply.headers.get("retry-after")))
 
-    async def aclose(self) -> None:
+    def _forget(self) -> None:
+        """Close the pooled connections, or only drop them when their event loop is gone."""
         idle, self._idle = self._idle, {}
+        loop = self._loop
+        usable = loop is not None and not loop.is_closed()
         for conns in idle.values():
             for conn in conns:
-                conn.close()
+                if usable:
+                    conn.close()
+
+    async def aclose(self) -> None:
+        self._forget()
 
 
 def _decoded(reply: _Reply) -> bytes:
@@ -307,12 +329,14 @@ class DefaultTransport:
 
     async def post(self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: float) -> HTTPReply:
         if self._is_plain(url):
-            try:
-                return await self.plain.post(url, body, headers, timeout_s)
-            except _Redirect:
-                self._lean[url] = False  # from now on through aiohttp, which follows it
+            reply = await self.plain.post(url, body, headers, timeout_s)
+            if reply.status not in _RESEND:
+                return reply  # other redirects would turn the POST into a GET: an HTTP error for the client
+            self._lean[url] = False  # 307/308: from now on through aiohttp, which follows them
         return await self.full.post(url, body, headers, timeout_s)
 
     async def aclose(self) -> None:
-        await self.plain.aclose()
-        await self.full.aclose()
+        try:
+            await self.plain.aclose()
+        finally:
+            await self.full.aclose()

@@ -19,14 +19,13 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from io import BytesIO
 from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
 
-from PIL import Image
 from pydantic import BaseModel
 
+from webagent.testing.images import image_size, shrink_images
 from webagent.testing.script import (
     FAULT_KINDS,
     REPLY_FAULTS,
@@ -121,75 +120,6 @@ def _digest_part(part: Any) -> Any:
     except ValueError:
         digest = url
     return {**part, "image_url": {**part["image_url"], "url": digest}}
-
-
-def image_size(url: str) -> tuple[int, int] | None:
-    """Pixel size of a base64 ``data:`` image URL, decoding only the header when possible."""
-    comma = url.find(",", 0, 256)
-    if comma < 0 or not url.startswith("data:") or ";base64" not in url[:comma]:
-        return None
-    payload = url[comma + 1 : comma + 1 + 65536]  # not a copy of the whole image
-    for chunk in (payload[:4096], payload, url[comma + 1 :]):  # a JPEG's or PNG's size is near its start
-        try:
-            data = base64.b64decode(chunk[: len(chunk) // 4 * 4])
-        except ValueError:
-            continue
-        size = _header_size(data)
-        if size is not None:
-            return size
-    try:  # a format the header reader does not know
-        with Image.open(BytesIO(base64.b64decode(url[comma + 1 :]))) as im:
-            return im.size
-    except (OSError, ValueError):
-        return None
-
-
-#: Base64 characters of each image a server that keeps no request log reads (see _shrink_images).
-IMAGE_HEAD_CHARS = 16384
-
-
-def _shrink_images(raw: bytes) -> bytes:
-    """The request body with every base64 ``data:image/`` URL cut to its first characters.
-
-    JSON-parsing ~80 kB of base64 per screenshot was most of this server's CPU, which in
-    benchmarks shares the cores with the agent measured; the image size is read from the header
-    kept here. Only for a server that keeps no request log (the log records image digests).
-    """
-    parts: list[bytes] = []
-    start = 0
-    while (i := raw.find(b'"data:image/', start)) >= 0:
-        end = raw.find(b'"', i + 1)
-        comma = raw.find(b",", i, min(end, i + 256))
-        if end < 0:
-            break
-        if comma > 0 and raw[i - 1 : i] != b"\\":  # an escaped quote is text, not a URL
-            parts.append(raw[start : min(end, comma + 1 + IMAGE_HEAD_CHARS)])
-            start = end
-        else:
-            parts.append(raw[start:end])
-            start = end
-    parts.append(raw[start:])
-    return b"".join(parts)
-
-
-def _header_size(data: bytes) -> tuple[int, int] | None:
-    """Width and height from a PNG's IHDR or a baseline/progressive JPEG's SOF marker (no decoding)."""
-    if data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR" and len(data) >= 24:
-        return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
-    if data[:2] != b"\xff\xd8":
-        return None
-    i = 2
-    while i + 9 <= len(data):
-        if data[i] != 0xFF:
-            return None
-        marker = data[i + 1]
-        if marker == 0xFF:  # fill byte
-            i += 1
-            continue
-        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # start of frame
-            return int.from_bytes(data[i + 7 : i + 9], "big"), int.from_bytes(data[i + 5 : i + 7], "big")
-        i += 2 + int.from_bytes(data[i + 2 : i + 4], "big")
-    return None
 
 
 def _first_user(messages: list[dict[str, Any]]) -> Any:
@@ -487,7 +417,7 @@ class FakeModelServer:
 
     async def _chat(self, path: str, role: Role | None, raw: bytes) -> _Response | None:
         try:
-            body = json.loads(raw if self.record else _shrink_images(raw))
+            body = json.loads(raw if self.record else shrink_images(raw))
         except ValueError:
             try:  # not valid JSON, or something _shrink_images did not foresee: decide on the whole body
                 body = json.loads(raw)
@@ -617,7 +547,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--script", required=True, help="script JSON file")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    parser.add_argument("--no-record", action="store_true", help="keep no request log (long benchmark runs)")
+    parser.add_argument(
+        "--no-record",
+        action="store_true",
+        help="keep no request log and JSON-parse only the head of each image (long benchmark runs)",
+    )
     args = parser.parse_args(argv)
     try:
         script = load_script(args.script)
