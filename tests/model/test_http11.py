@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-import json
 import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -13,9 +12,6 @@ import pytest
 
 from webagent.model.http11 import DefaultTransport, PlainHTTPTransport
 from webagent.model.transport import TransportError
-
-from ..conftest import ServerFactory
-from .test_client import MESSAGES, validator_script
 
 Reply = Callable[[bytes], bytes | None]  # request head+body -> raw reply bytes (None: close at once)
 
@@ -298,17 +294,6 @@ async def test_connection_refused_and_unknown_host() -> None:
         await transport.post("http://no-such-host.invalid/v1/chat/completions", b"{}", {}, 5.0)
     with pytest.raises(TransportError, match="not a plain http URL"):
         await transport.post("https://127.0.0.1/x", b"{}", {}, 5.0)
-
-
-async def test_against_the_offline_server(model_server: ServerFactory) -> None:
-    transport = PlainHTTPTransport()
-    async with model_server(validator_script(fault_rates={"429": 1.0}, retry_after_s=0.25)) as server:
-        body = json.dumps({"model": "m", "messages": MESSAGES}).encode()
-        url = server.base_url("validator") + "/chat/completions"
-        reply = await transport.post(url, body, {"Content-Type": "application/json"}, 5.0)
-        assert reply.status == 429 and reply.retry_after_s == 0.25 and b"rate" in reply.body
-    await transport.aclose()
-    await transport.aclose()  # closing twice is fine
 
 
 def test_one_transport_across_event_loops() -> None:

@@ -8,7 +8,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -17,7 +17,15 @@ import pytest
 from webagent.config import RoleConfig
 from webagent.errors import ModelError, ModelUnavailableError
 from webagent.model.client import EndpointPool, ModelClient
-from webagent.model.transport import AiohttpTransport, HTTPReply, TransportError, parse_retry_after, proxy_for
+from webagent.model.http11 import DefaultTransport, PlainHTTPTransport
+from webagent.model.transport import (
+    AiohttpTransport,
+    HTTPReply,
+    Transport,
+    TransportError,
+    parse_retry_after,
+    proxy_for,
+)
 from webagent.records import RoleUsage
 
 from ..conftest import ServerFactory
@@ -139,13 +147,16 @@ def test_proxies_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> N
     assert proxy_for("http://plain.example/v1/chat/completions") is None  # no HTTP_PROXY set
 
 
-async def test_aiohttp_against_the_offline_server(model_server: ServerFactory) -> None:
-    transport = AiohttpTransport()
+@pytest.mark.parametrize("make", [AiohttpTransport, PlainHTTPTransport, DefaultTransport])
+async def test_each_transport_against_the_offline_server(
+    model_server: ServerFactory, make: Callable[[], Transport]
+) -> None:
+    transport = make()
     async with model_server(validator_script(fault_rates={"429": 1.0}, retry_after_s=0.25)) as server:
         body = json.dumps({"model": "m", "messages": MESSAGES}).encode()
         url = server.base_url("validator") + "/chat/completions"
         reply = await transport.post(url, body, {"Content-Type": "application/json"}, 5.0)
-        assert reply.status == 429 and reply.retry_after_s == 0.25
+        assert reply.status == 429 and reply.retry_after_s == 0.25 and b"rate" in reply.body
         with pytest.raises(TransportError) as info:
             await transport.post(url, body, {}, 1e-4)
         assert info.value.timeout
