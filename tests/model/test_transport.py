@@ -152,7 +152,9 @@ async def test_each_transport_against_the_offline_server(
     model_server: ServerFactory, make: Callable[[], Transport]
 ) -> None:
     transport = make()
-    async with model_server(validator_script(fault_rates={"429": 1.0}, retry_after_s=0.25)) as server:
+    # 50 ms per reply: the 1e-4 s timeout below cannot lose the race to a reply already there
+    script = validator_script(fault_rates={"429": 1.0}, retry_after_s=0.25, latency_s=0.05)
+    async with model_server(script) as server:
         body = json.dumps({"model": "m", "messages": MESSAGES}).encode()
         url = server.base_url("validator") + "/chat/completions"
         reply = await transport.post(url, body, {"Content-Type": "application/json"}, 5.0)

@@ -102,7 +102,7 @@ class ScreenCapture:
         """Scroll offsets now (one round trip, which also refreshes the title)."""
         try:
             return await asyncio.wait_for(self._view(), timeout=2.0)
-        except (PlaywrightError, BrowserError, TimeoutError, LookupError, TypeError, ValueError):
+        except (PlaywrightError, TimeoutError, LookupError, TypeError, ValueError):
             return (0.0, 0.0)
 
     async def _view(self, *, after_frame: bool = False) -> Scroll:

@@ -397,7 +397,7 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults):
                 self._check_prefetch(started)
 
     async def _settle(self, deadline: float, next_frame: bool) -> None:
-        with contextlib.suppress(PlaywrightError, BrowserError, TimeoutError, LookupError, TypeError, ValueError):
+        with contextlib.suppress(PlaywrightError, TimeoutError, LookupError, TypeError, ValueError):
             self._settled_scroll = await asyncio.wait_for(
                 self._view(after_frame=next_frame), timeout=min(0.5, self.config.settle_timeout_s)
             )

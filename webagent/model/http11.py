@@ -84,7 +84,6 @@ class _Connection(asyncio.Protocol):
             reply.body += self.buffer  # a body that ends with the connection
             self.buffer.clear()
             reply.done = True
-            self.reusable = False
             self.waiter.set_result(reply)
         return None
 
@@ -235,10 +234,7 @@ class PlainHTTPTransport:
             errno = exc.errno or next((int(m) for m in _ERRNO.findall(str(exc))), None)
             reason = (os.strerror(errno) if errno else str(exc) or "cannot connect").lower()
             raise TransportError(f"{reason} ({address[0]}:{address[1]})") from None
-        sock = conn.transport.get_extra_info("socket") if conn.transport else None
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return conn
+        return conn  # asyncio has set TCP_NODELAY already
 
     def _take(self, address: Address) -> _Connection | None:
         loop = asyncio.get_running_loop()
@@ -312,8 +308,8 @@ def _decoded(reply: _Reply) -> bytes:
 
 
 class DefaultTransport:
-    """Plain ``http://`` without a proxy through ``PlainHTTPTransport``; TLS, proxies and redirects
-    through aiohttp."""
+    """Plain ``http://`` without a proxy through ``PlainHTTPTransport``; TLS, proxies and 307/308
+    redirects through aiohttp."""
 
     def __init__(self) -> None:
         self.plain = PlainHTTPTransport()

@@ -22,7 +22,7 @@ def image_size(url: str) -> tuple[int, int] | None:
     if comma < 0 or not url.startswith("data:") or ";base64" not in url[:comma]:
         return None
     payload = url[comma + 1 : comma + 1 + 65536]  # not a copy of the whole image
-    for chunk in (payload[:4096], payload, url[comma + 1 :]):  # a JPEG's or PNG's size is near its start
+    for chunk in (payload[:4096], payload):  # a JPEG's or PNG's size is near its start
         try:
             data = base64.b64decode(chunk[: len(chunk) // 4 * 4])
         except ValueError:
@@ -30,7 +30,7 @@ def image_size(url: str) -> tuple[int, int] | None:
         size = _header_size(data)
         if size is not None:
             return size
-    try:  # a format the header reader does not know
+    try:  # a format the header reader does not know, or a size marker further in
         with Image.open(BytesIO(base64.b64decode(url[comma + 1 :]))) as im:
             return im.size
     except (OSError, ValueError):
@@ -50,17 +50,11 @@ def shrink_images(raw: bytes) -> bytes:
     """
     parts: list[bytes] = []
     start = 0
-    while (i := raw.find(b'"data:image/', start)) >= 0:
-        end = raw.find(b'"', i + 1)
+    while (i := raw.find(b'"data:image/', start)) >= 0 and (end := raw.find(b'"', i + 1)) >= 0:
         comma = raw.find(b",", i, min(end, i + 256))
-        if end < 0:
-            break
-        if comma > 0 and raw[i - 1 : i] != b"\\":  # an escaped quote is text, not a URL
-            parts.append(raw[start : min(end, comma + 1 + IMAGE_HEAD_CHARS)])
-            start = end
-        else:
-            parts.append(raw[start:end])
-            start = end
+        url = comma > 0 and raw[i - 1 : i] != b"\\"  # after an escaped quote it is text, not a URL
+        parts.append(raw[start : min(end, comma + 1 + IMAGE_HEAD_CHARS) if url else end])
+        start = end
     parts.append(raw[start:])
     return b"".join(parts)
 

@@ -419,7 +419,7 @@ class FakeModelServer:
         try:
             body = json.loads(raw if self.record else shrink_images(raw))
         except ValueError:
-            try:  # not valid JSON, or something _shrink_images did not foresee: decide on the whole body
+            try:  # not valid JSON, or something shrink_images did not foresee: decide on the whole body
                 body = json.loads(raw)
             except ValueError:
                 return _error(400, "request body is not valid JSON", "invalid_request_error")
