@@ -15,10 +15,12 @@ dropped and the next screenshot is taken afresh.
 Two consequences. The early capture may be composited just before the check's round trip runs,
 so a change a page makes in a timer or network callback during that round trip (a few ms) shows
 in the following screenshot instead (the agent's next observation shows it then, as it shows
-any later change). Likewise, the check is a raw CDP round trip, not one through Playwright's own
-channel: an event Playwright reports on that channel a moment later (a file chooser; a frame's
-blocked navigation) may reach the step after. It is reported then, never lost. And a caller who changes the page through ``session.page`` directly between
-an action and the next screenshot must call ``invalidate_capture()`` first. Sessions on a
+any later change). Likewise, the check is a raw CDP round trip on the session's own CDP session,
+which also carries the events that matter (new tab, navigation request, file chooser), so they
+arrive before its answer; an event that only Playwright's channel reports a moment later (a
+frame's navigation blocked by the guard's route) may reach the step after, reported then, never
+lost. And a caller who changes the page through ``session.page`` directly between an action and
+the next screenshot must call ``invalidate_capture()`` first. Sessions on a
 caller's own page or context (the library's ``page=``/``context=``) never capture ahead.
 """
 

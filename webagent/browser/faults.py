@@ -5,8 +5,9 @@ policy reads in its next observation:
 
 * **download** — the context does not accept downloads, so Chromium cancels it; reported, and a
   settle waiting for the navigation the download link asked for stops waiting at once;
-* **file chooser** — intercepted (no native dialog ever opens) and left unanswered, which
-  dismisses it; reported (the agent cannot pick files);
+* **file chooser** — intercepted on the session's own CDP session (no native dialog ever opens,
+  and the event arrives before settle's check answers) and left unanswered, which dismisses it;
+  reported (the agent cannot pick files);
 * **failed navigation** (a redirect loop, a refused connection) started by an action — Chromium
   shows its error page; reported with the network error. A failed ``goto`` is an ActionError
   instead, and waits for that error page so that the next navigation is not cancelled by it;
@@ -23,9 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
 import structlog
-from playwright.async_api import BrowserContext, CDPSession, Download, FileChooser, Page, Request
+from playwright.async_api import BrowserContext, CDPSession, Download, Page, Request
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
@@ -77,7 +79,6 @@ class PageFaults:
     def _watch_faults(self, page: Page) -> None:
         page.on("crash", self._on_crash)
         page.on("download", self._on_download)
-        page.on("filechooser", self._on_file_chooser)  # intercepts: no native dialog
         page.on("requestfailed", self._on_request_failed)
 
     # -- events ---------------------------------------------------------------------------
@@ -97,8 +98,9 @@ class PageFaults:
             f"The page started a download of {name!r} ({download.url}); downloads are not kept, so it was cancelled."
         )
 
-    def _on_file_chooser(self, chooser: FileChooser) -> None:
-        several = " (several files)" if chooser.is_multiple() else ""
+    def _on_file_chooser(self, params: dict[str, Any]) -> None:
+        # Page.fileChooserOpened on our CDP session, which intercepts choosers (see _cdp_session).
+        several = " (several files)" if params.get("mode") == "selectMultiple" else ""
         self._events.append(f"A file chooser opened{several}; the agent cannot upload files, so it was dismissed.")
 
     def _on_request_failed(self, request: Request) -> None:

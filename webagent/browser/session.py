@@ -221,11 +221,15 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults):
             cdp = await self.context.new_cdp_session(self.page)
             cdp.on("Page.windowOpen", self._on_window_open)
             cdp.on("Page.frameRequestedNavigation", self._on_requested_navigation)
+            cdp.on("Page.fileChooserOpened", self._on_file_chooser)
             try:
                 await asyncio.wait_for(cdp.send("Page.enable"), timeout=_CDP_ATTACH_TIMEOUT_S)
             except TimeoutError:
                 raise BrowserError("the page does not answer DevTools requests") from None
-            tree = await cdp.send("Page.getFrameTree")
+            # Intercepted here rather than through Playwright's "filechooser" event, which the driver
+            # reports a round trip later: the chooser then reaches the very next observation.
+            intercept = cdp.send("Page.setInterceptFileChooserDialog", {"enabled": True})
+            tree: dict[str, Any] = (await asyncio.gather(intercept, cdp.send("Page.getFrameTree")))[1]
             self._main_frame_id = str(tree["frameTree"]["frame"]["id"])
             if self.guard is not None:
                 await self.guard.attach(cdp, self._main_frame_id)
