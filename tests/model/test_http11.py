@@ -325,3 +325,18 @@ async def test_routing_plain_http_https_proxies_and_redirects(monkeypatch: pytes
         assert await transport.post(proxied, b"{}", {}, 5.0) == "aiohttp"
     await transport.aclose()
     assert len(server.requests) == 3 and used == [url, url, "https://api.example.com/v1/chat/completions", proxied]
+
+
+def test_the_lean_client_runs_under_uvloop() -> None:
+    """uvloop's transports do not subclass asyncio.Transport; the client must not depend on that."""
+    uvloop = pytest.importorskip("uvloop")  # a test dependency; skipped only where it cannot install
+    transport = PlainHTTPTransport()
+
+    async def twice() -> list[tuple[int, bytes]]:
+        server = RawServer(ok(b"one"), ok(b"two"))
+        async with raw_server(server) as url:
+            replies = [(await transport.post(url, b"{}", {}, 5.0)).body for _ in range(2)]
+            await transport.aclose()
+        return [(number, body) for (number, _, _), body in zip(server.requests, replies, strict=True)]
+
+    assert uvloop.run(twice()) == [(1, b"one"), (1, b"two")]  # one pooled connection, both replies

@@ -20,6 +20,7 @@ import socket
 import urllib.parse
 import zlib
 from collections.abc import Mapping
+from typing import cast
 
 from .transport import AiohttpTransport, HTTPReply, TransportError, parse_retry_after, proxy_for
 
@@ -60,8 +61,8 @@ class _Connection(asyncio.Protocol):
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # Not an isinstance check: uvloop's transports do not subclass asyncio.Transport.
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         self.received = True
