@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
-from webagent.files import write_atomic
+import pytest
+
+from webagent.files import write_atomic, write_atomic_parts
 
 
 def test_write_atomic_mode_and_content(tmp_path: Path) -> None:
@@ -18,3 +21,17 @@ def test_write_atomic_mode_and_content(tmp_path: Path) -> None:
     assert target.read_bytes() == b"[]\n"
     assert target.stat().st_mode & 0o777 == 0o644  # readable by a CI user other than the container's
     assert [p.name for p in target.parent.iterdir()] == ["f.json"]
+
+
+def test_write_atomic_parts_streams_and_a_failure_keeps_the_old_file(tmp_path: Path) -> None:
+    target = write_atomic_parts(tmp_path / "report.html", [b"<a>", b"b" * 100_000, b"</a>"])
+    assert target.read_bytes() == b"<a>" + b"b" * 100_000 + b"</a>"
+
+    def broken() -> Iterator[bytes]:
+        yield b"half a page"
+        raise RuntimeError("the renderer failed")
+
+    with pytest.raises(RuntimeError):
+        write_atomic_parts(target, broken())
+    assert target.read_bytes().startswith(b"<a>")  # readers never see the half-written page
+    assert [p.name for p in tmp_path.iterdir()] == ["report.html"]

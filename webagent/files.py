@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["write_atomic"]
+__all__ = ["write_atomic", "write_atomic_parts"]
 
 
 def _umask() -> int:
@@ -24,13 +25,18 @@ def write_atomic(path: str | Path, data: bytes | str) -> Path:
     The file gets the usual permissions (0666 less the umask), not the temporary file's 0600, so a
     CI job can read what a container running as another user wrote.
     """
+    return write_atomic_parts(path, [data.encode() if isinstance(data, str) else data])
+
+
+def write_atomic_parts(path: str | Path, parts: Iterable[bytes]) -> Path:
+    """``write_atomic`` of the concatenation of ``parts``, written one by one (a large file is never
+    built in memory first)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    payload = data.encode() if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
+            fh.writelines(parts)
         os.chmod(tmp, _MODE)
         os.replace(tmp, path)
     except BaseException:

@@ -12,10 +12,11 @@ from __future__ import annotations
 import base64
 import html
 import json
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .files import write_atomic
+from .files import write_atomic_parts
 
 __all__ = ["load_run", "render_report", "render_report_html"]
 
@@ -127,12 +128,13 @@ def _pair(value: object) -> tuple[float, float] | None:
     return None
 
 
-def _shot_html(step: dict[str, Any], images: dict[str, bytes]) -> str:
+def _shot_parts(step: dict[str, Any], images: dict[str, bytes]) -> list[str | bytes]:
+    """The screenshot card: its base64 stays bytes (the largest part of a report by far), so
+    ``render_report`` writes it as it is instead of copying it into ever larger strings."""
     name = step.get("screenshot")
     data = images.get(name) if isinstance(name, str) else None
     if data is None:
-        return f'<p class="muted">No screenshot{f" ({_e(name)} missing)" if name else ""}.</p>'
-    url = f"data:{_mime(data, str(name))};base64,{base64.b64encode(data).decode('ascii')}"
+        return [f'<p class="muted">No screenshot{f" ({_e(name)} missing)" if name else ""}.</p>']
     marker = ""
     point = step.get("point")
     size = _pair(step.get("image_size"))
@@ -143,7 +145,15 @@ def _shot_html(step: dict[str, Any], images: dict[str, bytes]) -> str:
         title = _e(f"click at ({xy[0]:g}, {xy[1]:g})")
         marker = f'<span class="click-marker" title="{title}" style="left:{left:.4f}%;top:{top:.4f}%"></span>'
     alt = _e(f"Screenshot of step {step.get('index', '?')}")
-    return f'<div class="shot"><img src="{url}" alt="{alt}">{marker}</div>'
+    return [
+        f'<div class="shot"><img src="data:{_mime(data, str(name))};base64,',
+        base64.b64encode(data),
+        f'" alt="{alt}">{marker}</div>',
+    ]
+
+
+def _join(parts: Iterable[str | bytes]) -> str:
+    return "".join(p if isinstance(p, str) else p.decode("ascii") for p in parts)
 
 
 def _calls_html(calls: object) -> str:
@@ -162,6 +172,10 @@ def _calls_html(calls: object) -> str:
 
 
 def _step_html(step: dict[str, Any], images: dict[str, bytes]) -> str:
+    return _join(_step_parts(step, images))
+
+
+def _step_parts(step: dict[str, Any], images: dict[str, bytes]) -> list[str | bytes]:
     index = step.get("index", "?")
     idx = int(index) if isinstance(index, int) else _e(index)
     err = step.get("error")
@@ -200,14 +214,18 @@ def _step_html(step: dict[str, Any], images: dict[str, bytes]) -> str:
         replay = ' <span class="tag replayed">replayed from cache</span>'
     elif step.get("replayed") is False:
         replay = ' <span class="tag replanned">re-planned by the models</span>'
-    return (
-        f'<section class="{cls}" id="step-{idx}"><h2>Step {idx} · {_e(step.get("kind", "action"))}{replay}</h2>'
-        f"{_dl(rows)}{_shot_html(step, images)}{_calls_html(step.get('calls'))}</section>"
-    )
+    head = f'<section class="{cls}" id="step-{idx}"><h2>Step {idx} · {_e(step.get("kind", "action"))}{replay}</h2>'
+    return [head + _dl(rows), *_shot_parts(step, images), _calls_html(step.get("calls")) + "</section>"]
 
 
 def render_report_html(result: dict[str, Any] | None, steps: list[dict[str, Any]], images: dict[str, bytes]) -> str:
     """Render the report page; ``result`` None or empty means the run was interrupted."""
+    return _join(_report_parts(result, steps, images))
+
+
+def _report_parts(
+    result: dict[str, Any] | None, steps: list[dict[str, Any]], images: dict[str, bytes]
+) -> Iterator[str | bytes]:
     res = result or {}
     incomplete = not res
     first = steps[0] if steps else {}
@@ -246,16 +264,17 @@ def render_report_html(result: dict[str, Any] | None, steps: list[dict[str, Any]
     fb_html = (
         "<h2>Validator feedback</h2><ol>" + "".join(f"<li>{_e(f)}</li>" for f in feedback) + "</ol>" if feedback else ""
     )
-    cards = "".join(_step_html(s, images) for s in steps)
     title = _e(f"webagent report — {res.get('goal') or first.get('url', 'run')}")
-    return (
+    yield (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         f'<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"<title>{title}</title><style>{CSS}</style></head><body>"
-        f"<header><h1>webagent run</h1>{badge}{banner}{_dl(rows)}{_usage_table(usage)}{fb_html}</header>"
-        f"<main>{cards}</main></body></html>\n"
+        f"<header><h1>webagent run</h1>{badge}{banner}{_dl(rows)}{_usage_table(usage)}{fb_html}</header><main>"
     )
+    for step in steps:
+        yield from _step_parts(step, images)
+    yield "</main></body></html>\n"
 
 
 def load_run(run_dir: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], dict[str, bytes]]:
@@ -291,5 +310,5 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]]
 def render_report(run_dir: Path) -> Path:
     """Write ``run_dir/report.html`` atomically and return its path."""
     run_dir = Path(run_dir)
-    page = render_report_html(*load_run(run_dir))
-    return write_atomic(run_dir / "report.html", page)
+    parts = _report_parts(*load_run(run_dir))
+    return write_atomic_parts(run_dir / "report.html", (p.encode() if isinstance(p, str) else p for p in parts))

@@ -22,7 +22,17 @@ def test_screenshot_data_url_is_built_once_and_safe() -> None:
     assert SHOT.image_part() == {"type": "image_url", "image_url": {"url": SHOT.data_url}}
 
 
-@pytest.mark.parametrize("bad", ['data:image/png;base64,ab"c', "http://x/y.png", "data:image/png;base64,a\\b"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        'data:image/png;base64,ab"c',
+        "http://x/y.png",
+        "data:image/png;base64,a\\b",
+        "data:image/png;base64,ab\ncd",
+        "data:image/png;base64,ab\x01cd",
+        "data:image/png;base64,abc\u00e9",
+    ],
+)
 def test_unsafe_strings_are_not_data_urls(bad: str) -> None:
     with pytest.raises(ValueError):
         DataURL(bad)
