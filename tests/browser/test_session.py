@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from PIL import Image
@@ -133,7 +133,23 @@ STALL_HEADERS_LINK = _page(
 # Its load event comes 3 s after it commits (a slow image).
 SLOW_LOAD = _page('<h1>slow</h1><img src="/slow?ms=3000" width="10" height="10">', title="slow")
 
+# A button (100..300, 100..140) whose script goes back in history: neither a renderer-requested
+# navigation (no frameRequestedNavigation) nor one the session started.
+BACK_BUTTON = _page(
+    '<button class="at" style="left:100px;top:100px;width:200px;height:40px" onclick="history.back()">back</button>',
+    title="back button",
+)
+# An unload handler keeps it out of the back/forward cache, and its image URL is new on every load:
+# going back to it loads it again, 400 ms.
+NO_BFCACHE_B = _page(
+    "<h1>B again</h1><script>addEventListener('unload', () => {});"
+    "document.write('<img width=10 height=10 src=\"/slow?ms=400&r=' + Math.random() + '\">')</script>",
+    title="B again",
+)
+
 PAGES = {
+    "/back-button": BACK_BUTTON,
+    "/no-bfcache-b": NO_BFCACHE_B,
     "/slow-load": SLOW_LOAD,
     "/square": SQUARE,
     "/clicks": CLICKS,
@@ -185,7 +201,7 @@ def _handler(stop: threading.Event) -> type[BaseHTTPRequestHandler]:
             parts = urlsplit(self.path)
             try:
                 if parts.path == "/slow":
-                    ms = int(parts.query.partition("=")[2] or "0")
+                    ms = int(parse_qs(parts.query).get("ms", ["0"])[0])
                     stop.wait(ms / 1000)
                     self._send(_PNG_1PX, "image/png")
                 elif parts.path == "/slow-tab":
@@ -609,6 +625,16 @@ async def test_go_back_returns_to_the_previous_page(session: BrowserSession, pag
     assert session.url == pages("/clicks")
     assert await js(session, "document.readyState") == "complete"
     assert await js(session, "!!document.getElementById('btn')") is True
+
+
+async def test_a_history_navigation_the_page_starts_is_waited_for(session: BrowserSession, pages: PageServer) -> None:
+    await session.goto(pages("/no-bfcache-b"))
+    await session.goto(pages("/back-button"))
+    await session.click(200, 120)  # history.back() in the page's own script
+    assert session.url == pages("/no-bfcache-b")
+    assert await js(session, "document.readyState") == "complete"  # settle waited for its load
+    assert await session.title() == "B again"
+    assert session.drain_events() == []
 
 
 async def test_go_back_after_goto(session: BrowserSession, pages: PageServer) -> None:
