@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import re
@@ -145,6 +146,10 @@ def test_report_is_self_contained_and_escaped(tmp_path: Path) -> None:
     assert "Buy the red thing &amp; report the total" in page
     assert "dialog: alert(&#x27;hi&#x27;)" in page
     assert "<details>" in page and "incomplete" not in page
+    # Streamed to disk part by part, it is the very page render_report_html builds in memory.
+    assert path.read_bytes() == render_report_html(*load_run(run)).encode()
+    embedded = re.findall(r'src="data:image/[a-z]+;base64,([^"]*)"', page)
+    assert sorted(map(base64.b64decode, embedded)) == sorted(p.read_bytes() for p in run.glob("step_*"))
 
 
 def test_missing_result_and_truncated_line(tmp_path: Path) -> None:

@@ -38,6 +38,9 @@ ANCHOR = """<!doctype html><html><body style="margin:0;height:5000px">
 <div id="down" style="position:absolute;left:0;top:2000px;width:1280px;height:300px;background:rgb(255,0,0)"></div>
 </body></html>"""
 
+# The CYCLE panel, each click of which also pushes a history entry (a same-document navigation).
+PUSH = CYCLE.replace('onclick="', "onclick=\"history.pushState(null, '', '#n' + ((+this.dataset.n||0) + 1)); ")
+
 # A button (0..400, 0..100) that raises an alert, then turns the page green.
 ALERT = """<!doctype html><html><body style="margin:0;background:rgb(255,0,0)">
 <button style="position:absolute;left:0;top:0;width:400px;height:100px"
@@ -93,6 +96,36 @@ async def test_each_click_s_effect_is_in_the_capture_taken_ahead(session: Browse
         assert near(colour(shot, 640, 50), (255, 255, 255)), "the clip is at the page's scroll offsets"
     # Taken by settle (a check slower than its 0.5 s cap on a loaded machine drops one: allowed).
     assert session.prefetched_shots >= 3
+
+
+async def test_a_same_document_navigation_keeps_the_capture_taken_ahead(session: BrowserSession) -> None:
+    await open_html(session, PUSH, SCALED)
+    for n, expected in enumerate([GREEN, BLUE, RED], start=1):
+        await session.click(640, 300)  # pushState: no new document, nothing to wait for
+        shot = await session.screenshot(SCALED)
+        assert session.url.endswith(f"#n{n}")
+        assert near(colour(shot, 640, 300), expected), f"click {n}: {colour(shot, 640, 300)}"
+    # Kept although the URL changed (one may be dropped on a loaded machine).
+    assert session.prefetched_shots >= 2
+
+
+@pytest.mark.parametrize(
+    ("kind", "waited_for"),
+    [
+        ("differentDocument", True),
+        ("historyDifferentDocument", True),
+        ("reload", True),
+        ("sameDocument", False),
+        ("historySameDocument", False),
+    ],
+)
+async def test_which_navigation_starts_settle_waits_for(session: BrowserSession, kind: str, waited_for: bool) -> None:
+    await session.screenshot(SCALED)  # sets up the session's CDP session and learns the main frame
+    session._on_started_navigating({"frameId": session._main_frame_id, "navigationType": kind})
+    assert session._nav_requested is waited_for
+    session._nav_requested = False
+    session._on_started_navigating({"frameId": "a frame of the page", "navigationType": kind})
+    assert session._nav_requested is False  # only the main frame's navigations count
 
 
 async def test_a_page_changed_directly_after_a_click_is_captured_afresh(session: BrowserSession) -> None:
@@ -182,3 +215,16 @@ async def test_a_caller_s_own_page_is_never_captured_ahead(browser: Browser) -> 
         await session.close()
     finally:
         await context.close()
+
+
+async def test_events_of_a_dropped_cdp_session_are_ignored(session: BrowserSession) -> None:
+    await session.screenshot(SCALED)
+    own = session._cdp
+    assert own is not None
+    seen: list[object] = []
+    forward = session._while_current(own, seen.append)
+    forward({"n": 1})
+    session._cdp = None  # what a tab switch or a crash reopen does: that page's session is left behind
+    forward({"n": 2})
+    assert seen == [{"n": 1}]
+    session._cdp = own

@@ -139,8 +139,8 @@ BACK_BUTTON = _page(
     '<button class="at" style="left:100px;top:100px;width:200px;height:40px" onclick="history.back()">back</button>',
     title="back button",
 )
-# An unload handler keeps it out of the back/forward cache, and its image URL is new on every load:
-# going back to it loads it again, 400 ms.
+# Going back to it loads it again, 400 ms: its image URL is new on every load, and the unload
+# handler keeps it out of the back/forward cache where a browser has one enabled.
 NO_BFCACHE_B = _page(
     "<h1>B again</h1><script>addEventListener('unload', () => {});"
     "document.write('<img width=10 height=10 src=\"/slow?ms=400&r=' + Math.random() + '\">')</script>",

@@ -16,12 +16,13 @@ Two consequences. The early capture may be composited just before the check's ro
 so a change a page makes in a timer or network callback during that round trip (a few ms) shows
 in the following screenshot instead (the agent's next observation shows it then, as it shows
 any later change). Likewise, the check is a raw CDP round trip on the session's own CDP session,
-which also carries the events that matter (new tab, navigation request, file chooser), so they
-arrive before its answer; an event that only Playwright's channel reports a moment later (a
-frame's navigation blocked by the guard's route) may reach the step after, reported then, never
-lost. And a caller who changes the page through ``session.page`` directly between an action and
-the next screenshot must call ``invalidate_capture()`` first. Sessions on a
-caller's own page or context (the library's ``page=``/``context=``) never capture ahead.
+which also carries the events that matter (new tab, navigation start, file chooser). The page
+asks for those while it handles the action's input, before the input is acknowledged, so in
+practice they arrive before the check's answer. An event that only Playwright's channel reports
+a moment later (a frame's navigation blocked by the guard's route) may reach the step after,
+reported then, never lost. And a caller who changes the page through ``session.page`` directly
+between an action and the next screenshot must call ``invalidate_capture()`` first. Sessions on
+a caller's own page or context (the library's ``page=``/``context=``) never capture ahead.
 """
 
 from __future__ import annotations

@@ -5,9 +5,11 @@ policy reads in its next observation:
 
 * **download** — the context does not accept downloads, so Chromium cancels it; reported, and a
   settle waiting for the navigation the download link asked for stops waiting at once;
-* **file chooser** — intercepted on the session's own CDP session (no native dialog ever opens,
-  and the event arrives before settle's check answers) and left unanswered, which dismisses it;
-  reported (the agent cannot pick files);
+* **file chooser** — intercepted on the session's own CDP session, which every action sets up
+  first (a chooser needs a user gesture, so none opens before an action), and left unanswered,
+  which dismisses it; reported (the agent cannot pick files). Chromium announces it while the
+  click is handled, before the input is acknowledged, so in practice the event is in before
+  settle's check answers;
 * **failed navigation** (a redirect loop, a refused connection) started by an action — Chromium
   shows its error page; reported with the network error. A failed ``goto`` is an ActionError
   instead, and waits for that error page so that the next navigation is not cancelled by it;

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -151,9 +152,10 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults):
         self._events.append(text)
 
     def _on_started_navigating(self, params: dict[str, Any]) -> None:
-        # Every navigation, browser-initiated and history ones included (Chromium 132+; older ones
-        # still report the renderer's through frameRequestedNavigation). Not Playwright's "request"
-        # event: subscribing to it costs ~0.25 ms of Python for every request of every page.
+        # Every navigation, browser-initiated and history ones included (recent Chromium: Playwright
+        # 1.51+ bundles one; an older browser behind cdp_endpoint reports only the renderer's, through
+        # frameRequestedNavigation). Not Playwright's "request" event: subscribing to it costs
+        # ~0.25 ms of Python for every request of every page.
         if params.get("frameId") == self._main_frame_id and params.get("navigationType") not in _SAME_DOCUMENT:
             self._nav_requested = True
 
@@ -219,23 +221,53 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults):
     async def _cdp_session(self) -> CDPSession:
         if self._cdp is None:
             cdp = await self.context.new_cdp_session(self.page)
-            cdp.on("Page.windowOpen", self._on_window_open)
-            cdp.on("Page.frameRequestedNavigation", self._on_requested_navigation)
-            cdp.on("Page.frameStartedNavigating", self._on_started_navigating)
-            cdp.on("Page.fileChooserOpened", self._on_file_chooser)
+            for event, handler in (
+                ("Page.windowOpen", self._on_window_open),
+                ("Page.frameRequestedNavigation", self._on_requested_navigation),
+                ("Page.frameStartedNavigating", self._on_started_navigating),
+                ("Page.fileChooserOpened", self._on_file_chooser),
+            ):
+                cdp.on(event, self._while_current(cdp, handler))
             try:
-                await asyncio.wait_for(cdp.send("Page.enable"), timeout=_CDP_ATTACH_TIMEOUT_S)
-            except TimeoutError:
-                raise BrowserError("the page does not answer DevTools requests") from None
-            # Intercepted here rather than through Playwright's "filechooser" event, which the driver
-            # reports a round trip later: the chooser then reaches the very next observation.
-            intercept = cdp.send("Page.setInterceptFileChooserDialog", {"enabled": True})
-            tree: dict[str, Any] = (await asyncio.gather(intercept, cdp.send("Page.getFrameTree")))[1]
-            self._main_frame_id = str(tree["frameTree"]["frame"]["id"])
-            if self.guard is not None:
-                await self.guard.attach(cdp, self._main_frame_id)
+                await self._set_up(cdp)
+            except BaseException:
+                with contextlib.suppress(PlaywrightError, TimeoutError):
+                    await asyncio.wait_for(cdp.detach(), timeout=2.0)  # no handlers left behind
+                raise
             self._cdp = cdp
         return self._cdp
+
+    def _while_current(self, cdp: CDPSession, handler: Callable[[Any], None]) -> Callable[[Any], None]:
+        """``handler`` for the events of ``cdp`` while it is the session's own: a tab the session
+        has left (or a page it replaced) keeps its CDP session, whose events must not count."""
+
+        def forward(params: Any) -> None:
+            if self._cdp is cdp:
+                handler(params)
+
+        return forward
+
+    async def _set_up(self, cdp: CDPSession) -> None:
+        try:
+            await asyncio.wait_for(cdp.send("Page.enable"), timeout=_CDP_ATTACH_TIMEOUT_S)
+        except TimeoutError:
+            raise BrowserError("the page does not answer DevTools requests") from None
+        # Choosers are intercepted here rather than through Playwright's "filechooser" event, which
+        # the driver reports a round trip later: a chooser then reaches the very next observation.
+        # Its failure (an old browser) costs only that report, as Playwright ignores it too.
+        replies: list[Any] = await asyncio.gather(
+            cdp.send("Page.setInterceptFileChooserDialog", {"enabled": True}),
+            cdp.send("Page.getFrameTree"),
+            return_exceptions=True,
+        )
+        intercept, tree = replies
+        if isinstance(tree, BaseException):
+            raise tree
+        if isinstance(intercept, BaseException):
+            log.debug("file_chooser_interception_unavailable", error=first_line(intercept))
+        self._main_frame_id = str(tree["frameTree"]["frame"]["id"])
+        if self.guard is not None:
+            await self.guard.attach(cdp, self._main_frame_id)
 
     # -- navigation -----------------------------------------------------------------------
     async def goto(self, url: str, *, start: bool = False) -> None:
