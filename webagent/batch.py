@@ -329,6 +329,9 @@ class BatchRunner:
                 self.stats.step_model_s.append(t.model_s)
                 self.stats.step_browser_s.append(t.observe_s + t.act_s)
                 self.on_update(self.stats)
+                if self.stopping:  # stop() cancels in-flight tasks; one that went on anyway ends here
+                    await stream.aclose()
+                    raise asyncio.CancelledError
         except NavigationError as exc:  # the site, not the browser (a closed browser is a BrowserError)
             result = RunResult(success=False, stop_reason="error", message=str(exc), url=task.url, goal=task.goal)
             return result, False

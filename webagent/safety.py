@@ -232,7 +232,8 @@ def is_local_url(url: str) -> bool:
 
 async def _system_resolver(host: str) -> list[str]:
     loop = asyncio.get_running_loop()
-    infos = await asyncio.wait_for(loop.getaddrinfo(host, None, type=socket.SOCK_STREAM), timeout=3.0)
+    async with asyncio.timeout(3.0):
+        infos = await loop.getaddrinfo(host, None, type=socket.SOCK_STREAM)
     return [str(info[4][0]) for info in infos]
 
 

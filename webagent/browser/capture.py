@@ -104,7 +104,8 @@ class ScreenCapture:
     async def _read_view(self) -> Scroll:
         """Scroll offsets now (one round trip, which also refreshes the title)."""
         try:
-            return await asyncio.wait_for(self._view(), timeout=2.0)
+            async with asyncio.timeout(2.0):
+                return await self._view()
         except (PlaywrightError, TimeoutError, LookupError, TypeError, ValueError):
             return (0.0, 0.0)
 
@@ -175,7 +176,8 @@ class ScreenCapture:
                 if attempt == 2 or self.page.is_closed():
                     raise BrowserError(f"cannot take a screenshot: {first_line(exc)}") from None
                 with contextlib.suppress(PlaywrightError, TimeoutError):
-                    await asyncio.wait_for(self.page.evaluate(TWO_FRAMES), timeout=0.5)
+                    async with asyncio.timeout(0.5):
+                        await self.page.evaluate(TWO_FRAMES)
         return self._screenshot(result, frame)
 
     async def _capture(self, frame: Frame) -> dict[str, Any]:

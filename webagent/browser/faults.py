@@ -123,7 +123,8 @@ class PageFaults:
         text = str(exc)
         if "net::ERR_" in text and "ERR_ABORTED" not in text:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._error_page_committed.wait(), timeout=ERROR_PAGE_WAIT_S)
+                async with asyncio.timeout(ERROR_PAGE_WAIT_S):
+                    await self._error_page_committed.wait()
 
     # -- crashes --------------------------------------------------------------------------
     async def _reopen_after_crash(self) -> None:

@@ -200,7 +200,8 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults):
         try:
             if browser.is_connected():
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(gone.wait(), timeout_s)
+                    async with asyncio.timeout(timeout_s):
+                        await gone.wait()
         finally:
             browser.remove_listener("disconnected", on_disconnected)
         return not browser.is_connected()
@@ -213,7 +214,8 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults):
     async def page_text(self) -> str:
         """The page's visible text and form values (for replay fingerprints; not on the hot path)."""
         try:
-            text = await asyncio.wait_for(self.page.evaluate(PAGE_TEXT), timeout=5.0)
+            async with asyncio.timeout(5.0):
+                text = await self.page.evaluate(PAGE_TEXT)
         except (PlaywrightError, TimeoutError):
             return ""
         return str(text)
@@ -232,7 +234,8 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults):
                 await self._set_up(cdp)
             except BaseException:
                 with contextlib.suppress(PlaywrightError, TimeoutError):
-                    await asyncio.wait_for(cdp.detach(), timeout=2.0)  # no handlers left behind
+                    async with asyncio.timeout(2.0):
+                        await cdp.detach()  # no handlers left behind
                 raise
             self._cdp = cdp
         return self._cdp
@@ -249,7 +252,8 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults):
 
     async def _set_up(self, cdp: CDPSession) -> None:
         try:
-            await asyncio.wait_for(cdp.send("Page.enable"), timeout=_CDP_ATTACH_TIMEOUT_S)
+            async with asyncio.timeout(_CDP_ATTACH_TIMEOUT_S):
+                await cdp.send("Page.enable")
         except TimeoutError:
             raise BrowserError("the page does not answer DevTools requests") from None
         # Choosers are intercepted here rather than through Playwright's "filechooser" event, which
@@ -435,13 +439,13 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults):
 
     async def _settle(self, deadline: float, next_frame: bool) -> None:
         with contextlib.suppress(PlaywrightError, TimeoutError, LookupError, TypeError, ValueError):
-            self._settled_scroll = await asyncio.wait_for(
-                self._view(after_frame=next_frame), timeout=min(0.5, self.config.settle_timeout_s)
-            )
+            async with asyncio.timeout(min(0.5, self.config.settle_timeout_s)):
+                self._settled_scroll = await self._view(after_frame=next_frame)
         if self._popup_requested and not self._new_pages:
             # The page asked for a new tab (link with target=_blank, window.open): wait for it.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._new_page_arrived.wait(), timeout=max(0.0, deadline - time.monotonic()))
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                    await self._new_page_arrived.wait()
         if self._new_pages:
             await self._switch_to_new_page(deadline)
         elif self.page.is_closed():
@@ -453,12 +457,14 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults):
     async def _wait_for_navigation(self, deadline: float) -> None:
         try:
             if not self._nav_committed.is_set():
-                await asyncio.wait_for(self._nav_committed.wait(), timeout=max(0.0, deadline - time.monotonic()))
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                    await self._nav_committed.wait()
             if self._nav_aborted and not self._abort_resolved.is_set():
                 # A download, announced a moment after the abort? (Or another navigation's commit.)
                 grace = min(ABORT_GRACE_S, max(0.0, deadline - time.monotonic()))
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._abort_resolved.wait(), timeout=grace)
+                    async with asyncio.timeout(grace):
+                        await self._abort_resolved.wait()
             remaining = max(1.0, (deadline - time.monotonic()) * 1000)
             await self.page.wait_for_load_state("load", timeout=remaining)
         except (TimeoutError, PlaywrightTimeoutError):
