@@ -161,3 +161,10 @@ def test_any_reply_parses_or_raises_a_reply_parse_error(text: str) -> None:
 def test_a_fenced_value_round_trips(value: Any, before: str, after: str, lang: str) -> None:
     text = f"{before}```{lang}\n{json.dumps(value, indent=2)}\n```{after}"
     assert extract_json(text) == value
+
+
+def test_an_object_inside_a_quoted_reply_wins_over_the_string() -> None:
+    # Found by test_dict_wrapped_in_prose_round_trips: '"{}"' is itself valid JSON (a string).
+    assert extract_json('"{}"') == {}
+    assert extract_json('"{"action": "scroll"}"') == {"action": "scroll"}
+    assert extract_json('"just words"') == "just words"  # no object anywhere: the string it is

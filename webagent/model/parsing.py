@@ -28,13 +28,19 @@ def extract_json(text: str) -> Any:
         end = _matching_brace(stripped, start)
         if end > start:
             candidates.append(stripped[start : end + 1])
+    quoted: list[str] = []
     for candidate in candidates:
         if not candidate:
             continue
         try:
-            return json.loads(candidate)
+            value = json.loads(candidate)
         except json.JSONDecodeError:
             continue
+        if not isinstance(value, str):
+            return value
+        quoted.append(value)  # a bare JSON string ('"{}"'): the object inside, if any, comes first
+    if quoted:
+        return quoted[0]
     if not stripped:
         raise ReplyParseError("the reply was empty")
     try:
