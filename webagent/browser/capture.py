@@ -40,7 +40,10 @@ from ..images import Frame, Screenshot
 from .faults import first_line
 from .scripts import TWO_FRAMES, VIEW_AFTER_FRAME, VIEW_NOW
 
-__all__ = ["ScreenCapture"]
+__all__ = ["VIEW_ERRORS", "ScreenCapture"]
+
+#: What ``_view`` raises on a page that cannot answer (gone, crashed, a throwing getter, a timeout).
+VIEW_ERRORS = (PlaywrightError, TimeoutError, LookupError, TypeError, ValueError)
 
 Scroll = tuple[float, float]
 
@@ -106,7 +109,7 @@ class ScreenCapture:
         try:
             async with asyncio.timeout(2.0):
                 return await self._view()
-        except (PlaywrightError, TimeoutError, LookupError, TypeError, ValueError):
+        except VIEW_ERRORS:
             return (0.0, 0.0)
 
     async def _view(self, *, after_frame: bool = False) -> Scroll:

@@ -84,17 +84,21 @@ class PageFaults:
         page.on("requestfailed", self._on_request_failed)
 
     # -- events ---------------------------------------------------------------------------
+    def _navigation_settled(self) -> None:
+        """The navigation settle may be waiting for has committed, or never will (a download, a crash,
+        a guard block): end both the wait for its commit and the grace for a late download."""
+        self._nav_committed.set()
+        self._abort_resolved.set()
+
     def _on_crash(self, page: Page) -> None:
         if page is self.page:
             self._crashed = True
-            self._nav_committed.set()  # a settle waiting for a navigation stops waiting
-            self._abort_resolved.set()
+            self._navigation_settled()
             log.warning("page_crashed", url=page.url)
 
     def _on_download(self, download: Download) -> None:
         # A link to a file asked for a navigation that will never commit: end the wait for it.
-        self._nav_committed.set()
-        self._abort_resolved.set()
+        self._navigation_settled()
         name = download.suggested_filename or "a file"
         self._events.append(
             f"The page started a download of {name!r} ({download.url}); downloads are not kept, so it was cancelled."

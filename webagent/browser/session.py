@@ -38,7 +38,7 @@ from playwright.async_api import (
 from ..actions import normalize_key
 from ..config import BrowserConfig
 from ..errors import ActionError, BrowserError, NavigationError
-from .capture import ScreenCapture
+from .capture import VIEW_ERRORS, ScreenCapture
 from .faults import ABORT_GRACE_S, PageFaults, first_line
 from .guard import NavigationGuard
 from .scripts import FIND_SELECT, MASK_FOCUSED, PAGE_TEXT
@@ -119,9 +119,8 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults):
 
     def _on_guard_event(self, text: str, main_frame: bool) -> None:
         self._events.append(text)
-        if main_frame:  # the navigation will not commit: settle() need not wait for it
-            self._nav_committed.set()
-            self._abort_resolved.set()  # the abort was the guard's: no download to wait for
+        if main_frame:  # the navigation will not commit (and no download follows): settle() stops waiting
+            self._navigation_settled()
 
     # -- events ---------------------------------------------------------------------------
     def _watch(self, page: Page) -> None:
@@ -161,8 +160,7 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults):
 
     def _on_frame_navigated(self, frame: PlaywrightFrame) -> None:
         if frame == self.page.main_frame:
-            self._nav_committed.set()
-            self._abort_resolved.set()
+            self._navigation_settled()
             if frame.url.startswith("chrome-error:"):
                 self._error_page_committed.set()
 
@@ -438,7 +436,7 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults):
                 self._check_prefetch(started)
 
     async def _settle(self, deadline: float, next_frame: bool) -> None:
-        with contextlib.suppress(PlaywrightError, TimeoutError, LookupError, TypeError, ValueError):
+        with contextlib.suppress(*VIEW_ERRORS):
             async with asyncio.timeout(min(0.5, self.config.settle_timeout_s)):
                 self._settled_scroll = await self._view(after_frame=next_frame)
         if self._popup_requested and not self._new_pages:
