@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ log = structlog.get_logger("webagent.ray")
 ACTOR_RETRIES = 2
 WAIT_S = 0.5
 CLOSE_S = 10.0  # seconds the actors get to close their browsers at the end
+CONNECT_S = 5.0  # seconds to reach a cluster's address before ray.init (which retries for minutes)
 
 
 class TaskActor:
@@ -160,6 +162,7 @@ class RayBatchRunner:
         ray = import_ray()
         started_ray = not ray.is_initialized()
         if started_ray:
+            check_reachable(self.address)
             try:
                 ray.init(address=self.address, log_to_driver=False, **self.init_options)
             except (ConnectionError, ValueError, RuntimeError) as exc:
@@ -257,6 +260,28 @@ class RayBatchRunner:
             u.prompt_tokens + u.completion_tokens
             for u in (result.usage.policy, result.usage.localizer, result.usage.validator)
         )
+
+
+def check_reachable(address: str | None, timeout_s: float = CONNECT_S) -> None:
+    """Fail fast, with a one-line ConfigError, on a ``host:port`` (or ``ray://host:port``) where
+    nothing listens: ``ray.init`` would keep retrying for about two minutes first. ``None``, ``auto``,
+    ``local`` and anything else without a port are left for ``ray.init`` to judge."""
+    if not address:
+        return
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            return
+    except TimeoutError:
+        reason = f"no answer within {timeout_s:g} s"
+    except OSError as exc:  # refused, unreachable, an unknown host
+        reason = (exc.strerror or str(exc) or type(exc).__name__).lower()
+    raise ConfigError(
+        f"cannot connect to Ray at {address}: {reason}; start a cluster (ray start --head) or pass its address to --ray"
+    )
 
 
 def _config_payload(config: AgentConfig) -> dict[str, Any]:
