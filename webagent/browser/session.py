@@ -2,7 +2,8 @@
 
 After each action the session waits only as long as the page needs: one round trip through the
 page's main thread (plus a frame after scrolling), and the load of a navigation or new tab the
-action started, capped by ``settle_timeout_s``. Screenshots are ``webagent.browser.capture``'s.
+action started, capped by ``settle_timeout_s`` (``webagent.browser.settle``). Screenshots are
+``webagent.browser.capture``'s, new and closed tabs ``webagent.browser.tabs``'.
 
 Pages that misbehave never hang a run: dialogs (``beforeunload`` included) are accepted, loads
 are capped, and downloads, file choosers, failed navigations and renderer crashes are handled
@@ -13,11 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
-from collections.abc import Callable
 from typing import Any
 
-import structlog
 from playwright.async_api import (
     Browser,
     BrowserContext,
@@ -38,23 +36,19 @@ from playwright.async_api import (
 from ..actions import normalize_key
 from ..config import BrowserConfig
 from ..errors import ActionError, BrowserError, NavigationError
-from .capture import VIEW_ERRORS, ScreenCapture
-from .faults import ABORT_GRACE_S, PageFaults, first_line
+from .capture import ScreenCapture
+from .faults import PageFaults, first_line
 from .guard import NavigationGuard
 from .scripts import FIND_SELECT, MASK_FOCUSED, PAGE_TEXT
+from .settle import Settling
 from .tabs import TabFollowing
 
 __all__ = ["BrowserSession"]
 
-log = structlog.get_logger("webagent.browser")
-
 _TYPE_FAST_ABOVE = 64  # longer texts are inserted at once instead of key by key
-_CDP_ATTACH_TIMEOUT_S = 10.0  # Page.enable never answers on a crashed page
-#: Page.frameStartedNavigating types that stay in the document (nothing to wait for).
-_SAME_DOCUMENT = frozenset({"sameDocument", "historySameDocument"})
 
 
-class BrowserSession(ScreenCapture, TabFollowing, PageFaults):
+class BrowserSession(ScreenCapture, TabFollowing, PageFaults, Settling):
     """A page the agent drives. Create with ``BrowserSession.create`` or wrap an existing page."""
 
     def __init__(
@@ -128,11 +122,6 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults):
         page.on("framenavigated", self._on_frame_navigated)
         self._watch_faults(page)
 
-    def _on_requested_navigation(self, params: dict[str, Any]) -> None:
-        # Fired by the renderer as soon as a link/form/script asks to navigate, before any request.
-        if params.get("disposition", "currentTab") == "currentTab" and params.get("frameId") == self._main_frame_id:
-            self._nav_requested = True
-
     async def _on_dialog(self, dialog: Dialog) -> None:
         kind = dialog.type
         message = " ".join(dialog.message.split())[:300]
@@ -149,14 +138,6 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults):
             else (f"A JavaScript {kind} dialog appeared (it was accepted).")
         )
         self._events.append(text)
-
-    def _on_started_navigating(self, params: dict[str, Any]) -> None:
-        # Every navigation, browser-initiated and history ones included (recent Chromium: Playwright
-        # 1.51+ bundles one; an older browser behind cdp_endpoint reports only the renderer's, through
-        # frameRequestedNavigation). Not Playwright's "request" event: subscribing to it costs
-        # ~0.25 ms of Python for every request of every page.
-        if params.get("frameId") == self._main_frame_id and params.get("navigationType") not in _SAME_DOCUMENT:
-            self._nav_requested = True
 
     def _on_frame_navigated(self, frame: PlaywrightFrame) -> None:
         if frame == self.page.main_frame:
@@ -217,59 +198,6 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults):
         except (PlaywrightError, TimeoutError):
             return ""
         return str(text)
-
-    async def _cdp_session(self) -> CDPSession:
-        if self._cdp is None:
-            cdp = await self.context.new_cdp_session(self.page)
-            for event, handler in (
-                ("Page.windowOpen", self._on_window_open),
-                ("Page.frameRequestedNavigation", self._on_requested_navigation),
-                ("Page.frameStartedNavigating", self._on_started_navigating),
-                ("Page.fileChooserOpened", self._on_file_chooser),
-            ):
-                cdp.on(event, self._while_current(cdp, handler))
-            try:
-                await self._set_up(cdp)
-            except BaseException:
-                with contextlib.suppress(PlaywrightError, TimeoutError):
-                    async with asyncio.timeout(2.0):
-                        await cdp.detach()  # no handlers left behind
-                raise
-            self._cdp = cdp
-        return self._cdp
-
-    def _while_current(self, cdp: CDPSession, handler: Callable[[Any], None]) -> Callable[[Any], None]:
-        """``handler`` for the events of ``cdp`` while it is the session's own: a tab the session
-        has left (or a page it replaced) keeps its CDP session, whose events must not count."""
-
-        def forward(params: Any) -> None:
-            if self._cdp is cdp:
-                handler(params)
-
-        return forward
-
-    async def _set_up(self, cdp: CDPSession) -> None:
-        try:
-            async with asyncio.timeout(_CDP_ATTACH_TIMEOUT_S):
-                await cdp.send("Page.enable")
-        except TimeoutError:
-            raise BrowserError("the page does not answer DevTools requests") from None
-        # Choosers are intercepted here rather than through Playwright's "filechooser" event, which
-        # the driver reports a round trip later: a chooser then reaches the very next observation.
-        # Its failure (an old browser) costs only that report, as Playwright ignores it too.
-        replies: list[Any] = await asyncio.gather(
-            cdp.send("Page.setInterceptFileChooserDialog", {"enabled": True}),
-            cdp.send("Page.getFrameTree"),
-            return_exceptions=True,
-        )
-        intercept, tree = replies
-        if isinstance(tree, BaseException):
-            raise tree
-        if isinstance(intercept, BaseException):
-            log.debug("file_chooser_interception_unavailable", error=first_line(intercept))
-        self._main_frame_id = str(tree["frameTree"]["frame"]["id"])
-        if self.guard is not None:
-            await self.guard.attach(cdp, self._main_frame_id)
 
     # -- navigation -----------------------------------------------------------------------
     async def goto(self, url: str, *, start: bool = False) -> None:
@@ -400,80 +328,6 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults):
     async def wait(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
         await self.settle(next_frame=True)
-
-    # -- settling -------------------------------------------------------------------------
-    async def _before_action(self) -> None:
-        if self._crashed:
-            raise ActionError("the page crashed before the action (its renderer process died); it will be reopened")
-        with contextlib.suppress(PlaywrightError, BrowserError):  # subscribe to Page.windowOpen before a tab can open
-            await self._cdp_session()
-        self._drop_prefetch()
-        self._action_events = len(self._events)
-        self._invalidate_view()
-        self._nav_requested = False
-        self._nav_committed.clear()
-        self._nav_aborted = False
-        self._abort_resolved.clear()
-        self._popup_requested = False
-        self._new_page_arrived.clear()
-        self._nav_failure = None
-
-    def _settle_ms(self) -> float:
-        return max(1.0, self.config.settle_timeout_s * 1000)
-
-    async def settle(self, *, next_frame: bool = False) -> None:
-        """Wait until the page has reacted to the last action, at most ``settle_timeout_s``."""
-        deadline = time.monotonic() + self.config.settle_timeout_s
-        # A navigation may replace the document mid-wait, or the page may be busy: both are fine.
-        self._invalidate_view()
-        self._drop_prefetch()
-        # After scrolling or waiting the next screenshot is taken after the next frame instead.
-        started = None if next_frame else self._start_prefetch()
-        try:
-            await self._settle(deadline, next_frame)
-        finally:
-            if started is not None:
-                self._check_prefetch(started)
-
-    async def _settle(self, deadline: float, next_frame: bool) -> None:
-        with contextlib.suppress(*VIEW_ERRORS):
-            async with asyncio.timeout(min(0.5, self.config.settle_timeout_s)):
-                self._settled_scroll = await self._view(after_frame=next_frame)
-        if self._popup_requested and not self._new_pages:
-            # The page asked for a new tab (link with target=_blank, window.open): wait for it.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                    await self._new_page_arrived.wait()
-        if self._new_pages:
-            await self._switch_to_new_page(deadline)
-        elif self.page.is_closed():
-            self._switch_to_open_page()
-        if self._nav_requested:
-            self._invalidate_view()
-            await self._wait_for_navigation(deadline)
-
-    async def _wait_for_navigation(self, deadline: float) -> None:
-        try:
-            if not self._nav_committed.is_set():
-                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                    await self._nav_committed.wait()
-            if self._nav_aborted and not self._abort_resolved.is_set():
-                # A download, announced a moment after the abort? (Or another navigation's commit.)
-                grace = min(ABORT_GRACE_S, max(0.0, deadline - time.monotonic()))
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(grace):
-                        await self._abort_resolved.wait()
-            remaining = max(1.0, (deadline - time.monotonic()) * 1000)
-            await self.page.wait_for_load_state("load", timeout=remaining)
-        except (TimeoutError, PlaywrightTimeoutError):
-            self._events.append(f"The page was still loading after {self.config.settle_timeout_s:g} s.")
-        except PlaywrightError:
-            pass
-        finally:
-            self._nav_requested = False
-            if self._nav_failure is not None:
-                self._events.append(self._nav_failure)
-                self._nav_failure = None
 
     async def _guard(self, awaitable: Any) -> Any:
         """Turn Playwright failures during an action into ActionError (or BrowserError if gone)."""
