@@ -200,7 +200,7 @@ async def floor(
 ) -> dict[str, Any]:
     """The bare loop; ``pause``: sleep that long per step, where the agent waits on its models;
     ``burn_ms``: spend that much CPU in this process per step (what Python work costs the rest)."""
-    config = BrowserConfig(contexts_per_browser=max(n, 1))
+    config = BrowserConfig(contexts_per_browser=max(n, 1), direct_cdp=False)  # a plain Playwright loop
     frame = frame_for(1280, 800, PROFILES["holo1.5"])
     params = {
         "format": "jpeg",

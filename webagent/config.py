@@ -146,6 +146,11 @@ class BrowserConfig(_Section):
     contexts_per_browser: int = Field(default=100, ge=1, description="Sessions sharing one Chromium process")
     recycle_after: int = Field(default=500, ge=1, description="Contexts a Chromium serves before it is relaunched")
     args: list[str] = Field(default_factory=list, description="Extra Chromium command-line flags")
+    direct_cdp: bool = Field(
+        default=True,
+        description="Send each step's click, check and screenshot straight to a launched Chromium's DevTools "
+        "port (a free 127.0.0.1 port) instead of through Playwright's driver; false: Playwright only",
+    )
     allowed_domains: list[str] = Field(
         default_factory=list,
         description="Only these hosts may be opened or requested (host, host:port or *.example.com); empty: any",

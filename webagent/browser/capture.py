@@ -31,12 +31,13 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any
 
-from playwright.async_api import CDPSession, Page
 from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Page
 
 from ..config import BrowserConfig
 from ..errors import BrowserError
 from ..images import Frame, Screenshot
+from .devtools import CDPChannel, DevToolsSession
 from .faults import first_line
 from .scripts import TWO_FRAMES, VIEW_AFTER_FRAME, VIEW_NOW
 
@@ -79,12 +80,12 @@ class ScreenCapture:
     _nav_requested: bool
     _popup_requested: bool
     _new_pages: list[Page]
-    _cdp: CDPSession | None
+    _cdp: CDPChannel | None
     _owns_context: bool
 
     if TYPE_CHECKING:
 
-        async def _cdp_session(self) -> CDPSession: ...
+        async def _cdp_session(self) -> CDPChannel: ...
         async def _reopen_after_crash(self) -> None: ...
         def _target_closed(self, exc: PlaywrightError) -> bool: ...
 
@@ -211,7 +212,12 @@ class ScreenCapture:
         scroll = None if frame.is_identity else self._shot_scroll
         if scroll is None and not frame.is_identity:
             return None
-        task = asyncio.ensure_future(cdp.send("Page.captureScreenshot", self._params(frame, scroll)))
+        params = self._params(frame, scroll)
+        task: asyncio.Future[Any]
+        if isinstance(cdp, DevToolsSession):  # written together with settle's check, which follows
+            task = cdp.request("Page.captureScreenshot", params, flush=False)
+        else:
+            task = asyncio.ensure_future(cdp.send("Page.captureScreenshot", params))
         return _Prefetch(self.page, frame, scroll, task)
 
     def _check_prefetch(self, started: _Prefetch) -> None:

@@ -29,12 +29,13 @@ import contextlib
 from typing import Any
 
 import structlog
-from playwright.async_api import BrowserContext, CDPSession, Download, Page, Request
+from playwright.async_api import BrowserContext, Download, Page, Request
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from ..config import BrowserConfig
 from ..errors import BrowserError
+from .devtools import CDPChannel
 
 __all__ = ["MAX_PAGE_CRASHES", "PageFaults", "first_line"]
 
@@ -57,7 +58,7 @@ class PageFaults:
     config: BrowserConfig
     _events: list[str]
     _new_pages: list[Page]
-    _cdp: CDPSession | None
+    _cdp: CDPChannel | None
     _nav_committed: asyncio.Event
     _nav_aborted: bool
     _abort_resolved: asyncio.Event  # after an aborted navigation: a download began, or a page committed

@@ -29,10 +29,11 @@ from collections.abc import Callable
 from typing import Any
 
 import structlog
-from playwright.async_api import BrowserContext, CDPSession, Request, Route, WebSocketRoute
+from playwright.async_api import BrowserContext, Request, Route, WebSocketRoute
 from playwright.async_api import Error as PlaywrightError
 
 from ..safety import NavigationPolicy
+from .devtools import CDPChannel
 
 __all__ = ["NavigationGuard"]
 
@@ -89,7 +90,7 @@ class NavigationGuard:
             with contextlib.suppress(PlaywrightError):
                 await context.unroute("**/*", self._route)
 
-    async def attach(self, cdp: CDPSession, main_frame_id: str) -> None:
+    async def attach(self, cdp: CDPChannel, main_frame_id: str) -> None:
         """Watch the redirects of one page (its CDP session), which the route does not see."""
         if not self.policy.active:
             return
@@ -126,7 +127,7 @@ class NavigationGuard:
         else:
             self._report_request(request.url, reason)
 
-    async def _paused(self, cdp: CDPSession, event: dict[str, Any], main_frame_id: str) -> None:
+    async def _paused(self, cdp: CDPChannel, event: dict[str, Any], main_frame_id: str) -> None:
         request_id = event["requestId"]
         url = str(event["request"]["url"])
         reason: str | None = None

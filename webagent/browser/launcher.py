@@ -15,6 +15,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from ..config import BrowserConfig
 from ..errors import BrowserError
+from .devtools import connect_devtools, free_port
 
 __all__ = ["CHROMIUM_ARGS", "DISABLED_FEATURES", "connect_browser", "find_chromium", "launch_browser", "open_browser"]
 
@@ -85,19 +86,24 @@ def find_chromium(config: BrowserConfig) -> str | None:
 async def launch_browser(playwright: Playwright, config: BrowserConfig) -> Browser:
     """Launch one Chromium for many sessions (one context each)."""
     executable = find_chromium(config)
+    args = [*CHROMIUM_ARGS, *config.args]
+    # A DevTools port of our own for the per-step commands (webagent.browser.devtools), unless
+    # turned off or the configured flags already choose one.
+    port = None
+    if config.direct_cdp and not any(a.startswith("--remote-debugging-port") for a in config.args):
+        port = free_port()
+        args.append(f"--remote-debugging-port={port}")
     try:
-        browser = await playwright.chromium.launch(
-            executable_path=executable,
-            headless=config.headless,
-            args=[*CHROMIUM_ARGS, *config.args],
-        )
+        browser = await playwright.chromium.launch(executable_path=executable, headless=config.headless, args=args)
     except PlaywrightError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BrowserError(
             f"cannot launch Chromium ({executable or 'Playwright bundled'}): {first}; install Debian's "
             "chromium (apt-get install chromium), run `playwright install chromium`, or set browser.executable_path"
         ) from None
-    log.debug("browser_launched", executable=executable or "bundled", version=browser.version)
+    if port is not None:
+        await connect_devtools(browser, "127.0.0.1", port)
+    log.debug("browser_launched", executable=executable or "bundled", version=browser.version, devtools_port=port)
     return browser
 
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable
 from typing import Any
 
 from playwright.async_api import (
     Browser,
     BrowserContext,
-    CDPSession,
     Dialog,
     Page,
 )
@@ -37,6 +37,7 @@ from ..actions import normalize_key
 from ..config import BrowserConfig
 from ..errors import ActionError, BrowserError, NavigationError
 from .capture import ScreenCapture
+from .devtools import CDPChannel, DevToolsSession
 from .faults import PageFaults, first_line
 from .guard import NavigationGuard
 from .scripts import FIND_SELECT, MASK_FOCUSED, PAGE_TEXT
@@ -61,7 +62,7 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults, Settling):
         self._owns_page = owns_page
         self._events: list[str] = []
         self._new_pages: list[Page] = []
-        self._cdp: CDPSession | None = None
+        self._cdp: CDPChannel | None = None
         self._nav_requested = False
         self._nav_committed = asyncio.Event()
         self._nav_aborted = False
@@ -268,14 +269,19 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults, Settling):
     # -- input ----------------------------------------------------------------------------
     async def click(self, x: float, y: float) -> None:
         await self._before_action()
-        await self._guard(self.page.mouse.click(x, y))
+        await self._guard(self._click(x, y))
         await self.settle()
+
+    def _click(self, x: float, y: float) -> Awaitable[None]:
+        """Playwright's ``mouse.click``, or the same three mouse events on the direct DevTools session."""
+        cdp = self._cdp
+        return cdp.click(x, y) if isinstance(cdp, DevToolsSession) else self.page.mouse.click(x, y)
 
     async def write(self, x: float, y: float, text: str, *, press_enter: bool, mask: bool = False) -> None:
         """Type into the field at (x, y). ``mask``: the field shows discs from now on (a secret)."""
         await self._before_action()
         keyboard = self.page.keyboard
-        await self._guard(self.page.mouse.click(x, y))
+        await self._guard(self._click(x, y))
         if mask and not await self._guard(self.page.evaluate(MASK_FOCUSED)):
             raise ActionError("the secret was not typed: no text field has the focus there (or it is in a frame)")
         await self._guard(keyboard.press("ControlOrMeta+A"))

@@ -22,13 +22,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from playwright.async_api import BrowserContext, CDPSession, Page
+from playwright.async_api import BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from ..config import BrowserConfig
 from ..errors import ActionError, BrowserError
 from .capture import VIEW_ERRORS, Scroll
+from .devtools import CDPChannel, DevToolsSession, devtools_for
 from .faults import ABORT_GRACE_S, first_line
 from .guard import NavigationGuard
 
@@ -51,7 +52,7 @@ class Settling:
     guard: NavigationGuard | None
     _events: list[str]
     _new_pages: list[Page]
-    _cdp: CDPSession | None
+    _cdp: CDPChannel | None
     _main_frame_id: str
     _crashed: bool
     _nav_requested: bool
@@ -78,9 +79,9 @@ class Settling:
         def _switch_to_open_page(self) -> None: ...
 
     # -- the session's CDP session and its navigation events ----------------------------
-    async def _cdp_session(self) -> CDPSession:
+    async def _cdp_session(self) -> CDPChannel:
         if self._cdp is None:
-            cdp = await self.context.new_cdp_session(self.page)
+            cdp = await self._open_cdp()
             for event, handler in (
                 ("Page.windowOpen", self._on_window_open),
                 ("Page.frameRequestedNavigation", self._on_requested_navigation),
@@ -98,7 +99,19 @@ class Settling:
             self._cdp = cdp
         return self._cdp
 
-    def _while_current(self, cdp: CDPSession, handler: Callable[[Any], None]) -> Callable[[Any], None]:
+    async def _open_cdp(self) -> CDPChannel:
+        """A session on the browser's own DevTools port where there is one (``webagent.browser.devtools``:
+        no driver hop per command), else Playwright's."""
+        if self.config.direct_cdp:
+            devtools = devtools_for(self.context.browser)
+            if devtools is not None:
+                try:
+                    return await devtools.attach(self.context, self.page)
+                except PlaywrightError as exc:
+                    log.debug("devtools_attach_failed", error=first_line(exc))
+        return await self.context.new_cdp_session(self.page)
+
+    def _while_current(self, cdp: CDPChannel, handler: Callable[[Any], None]) -> Callable[[Any], None]:
         """``handler`` for the events of ``cdp`` while it is the session's own: a tab the session
         has left (or a page it replaced) keeps its CDP session, whose events must not count."""
 
@@ -108,7 +121,7 @@ class Settling:
 
         return forward
 
-    async def _set_up(self, cdp: CDPSession) -> None:
+    async def _set_up(self, cdp: CDPChannel) -> None:
         try:
             async with asyncio.timeout(_CDP_ATTACH_TIMEOUT_S):
                 await cdp.send("Page.enable")
@@ -117,12 +130,13 @@ class Settling:
         # Choosers are intercepted here rather than through Playwright's "filechooser" event, which
         # the driver reports a round trip later: a chooser then reaches the very next observation.
         # Its failure (an old browser) costs only that report, as Playwright ignores it too.
-        replies: list[Any] = await asyncio.gather(
+        intercept: Any
+        tree: Any
+        intercept, tree = await asyncio.gather(
             cdp.send("Page.setInterceptFileChooserDialog", {"enabled": True}),
             cdp.send("Page.getFrameTree"),
             return_exceptions=True,
         )
-        intercept, tree = replies
         if isinstance(tree, BaseException):
             raise tree
         if isinstance(intercept, BaseException):
@@ -182,6 +196,11 @@ class Settling:
         with contextlib.suppress(*VIEW_ERRORS):
             async with asyncio.timeout(min(0.5, self.config.settle_timeout_s)):
                 self._settled_scroll = await self._view(after_frame=next_frame)
+        cdp = self._cdp
+        if isinstance(cdp, DevToolsSession) and cdp.closed and not self.page.is_closed():
+            # The tab closed itself (window.close()): DevTools says so a moment before Playwright.
+            with contextlib.suppress(PlaywrightError):
+                await self.page.wait_for_event("close", timeout=1000)
         if self._popup_requested and not self._new_pages:
             # The page asked for a new tab (link with target=_blank, window.open): wait for it.
             with contextlib.suppress(TimeoutError):

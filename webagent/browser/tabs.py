@@ -13,9 +13,10 @@ import asyncio
 import contextlib
 import time
 
-from playwright.async_api import BrowserContext, CDPSession, Page
+from playwright.async_api import BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
 
+from .devtools import CDPChannel
 from .guard import NavigationGuard
 
 __all__ = ["TabFollowing"]
@@ -30,7 +31,7 @@ class TabFollowing:
     guard: NavigationGuard | None
     _events: list[str]
     _new_pages: list[Page]
-    _cdp: CDPSession | None
+    _cdp: CDPChannel | None
     _nav_committed: asyncio.Event
     _popup_requested: bool
     _new_page_arrived: asyncio.Event

@@ -1,0 +1,390 @@
+"""A direct DevTools connection to a browser this process launched, for the per-step hot path.
+
+Every Playwright call crosses two hops: Python to the Playwright driver (a Node.js process) and
+the driver to Chromium. For the three commands an agent step sends (the click, settle's check
+and the screenshot) this connection goes straight to Chromium's DevTools WebSocket instead: one
+flattened CDP session per page (``Target.attachToTarget``), the same protocol the driver speaks.
+At 100 sessions on 2 cores that spares the driver's CPU and most of Playwright's Python per call
+(``docs/benchmarks.md``). Everything else (contexts, navigation, dialogs, keyboard) stays
+Playwright's.
+
+``launch_browser`` starts Chromium with ``--remote-debugging-port`` on a free 127.0.0.1 port and
+connects right away, while the browser is idle (at 100 sessions a saturated browser can take
+seconds to answer). Any failure (the port taken in the meantime, an old browser) leaves sessions
+on Playwright's own CDP sessions, which offer the same ``send``/``on``/``detach``. ``browser.direct_cdp: false`` turns the port off (while a browser
+runs, any local process may connect to it, as to any remote-debugging port).
+
+The WebSocket client is minimal on purpose: one text frame per command, written at once; replies
+and events parsed as bytes arrive. Handlers registered with ``on`` must be plain functions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hashlib
+import json
+import os
+import socket
+import weakref
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import structlog
+from playwright.async_api import Browser, BrowserContext, Page
+from playwright.async_api import Error as PlaywrightError
+
+__all__ = [
+    "CDPChannel",
+    "DevTools",
+    "DevToolsError",
+    "DevToolsSession",
+    "connect_devtools",
+    "devtools_for",
+    "free_port",
+]
+
+log = structlog.get_logger("webagent.browser")
+
+CONNECT_TIMEOUT_S = 10.0
+_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455's handshake constant
+_CLOSED = "Target page, context or browser has been closed"  # what BrowserSession._target_closed looks for
+
+
+class CDPChannel(Protocol):
+    """What the session uses of a CDP session: Playwright's ``CDPSession`` or a ``DevToolsSession``."""
+
+    async def send(self, method: str, params: dict[str, Any] | None = None) -> Any: ...
+    def on(self, event: str, f: Callable[..., Any]) -> None: ...
+    async def detach(self) -> None: ...
+
+
+class DevToolsError(PlaywrightError):
+    """A command failed (a protocol error, a closed target or connection); a Playwright ``Error``,
+    so callers handle it as they handle Playwright's."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+class DevToolsSession:
+    """One page's flattened CDP session on a ``DevTools`` connection."""
+
+    def __init__(self, devtools: DevTools, session_id: str) -> None:
+        self._devtools = devtools
+        self.session_id = session_id
+        self._handlers: dict[str, list[Callable[[Any], Any]]] = {}
+        self.closed = False
+
+    def request(self, method: str, params: dict[str, Any] | None = None, *, flush: bool = True) -> asyncio.Future[Any]:
+        """Send a command; its reply (the ``result`` object) is the future's. ``flush=False``: it
+        goes out with the next command sent (one write for both), at the latest on the next loop turn."""
+        if self.closed:
+            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            future.set_exception(DevToolsError(f"{method}: {_CLOSED}"))
+            return future
+        return self._devtools.request(method, params, self.session_id, flush=flush)
+
+    async def send(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        return await self.request(method, params)
+
+    def on(self, event: str, f: Callable[..., Any]) -> None:
+        self._handlers.setdefault(event, []).append(f)
+
+    async def click(self, x: float, y: float) -> None:
+        """A left click as Playwright's ``mouse.click`` sends it (move, press, release), the three
+        events written at once; done when the page has handled the release."""
+        base = {"x": x, "y": y, "modifiers": 0}
+        move = {"type": "mouseMoved", "button": "none", "buttons": 0, **base}
+        press = {"button": "left", "clickCount": 1, **base}
+        for params in (move, {"type": "mousePressed", "buttons": 1, **press}):
+            # Their failures (a closed page) are the release's too: read here, not left unretrieved.
+            self.request("Input.dispatchMouseEvent", params, flush=False).add_done_callback(_retrieve)
+        await self.request("Input.dispatchMouseEvent", {"type": "mouseReleased", "buttons": 0, **press})
+
+    async def detach(self) -> None:
+        if not self.closed:
+            self._close(_CLOSED)
+            with contextlib.suppress(DevToolsError):
+                await self._devtools.request("Target.detachFromTarget", {"sessionId": self.session_id})
+
+    def _dispatch(self, method: str, params: Any) -> None:
+        if method == "Inspector.targetCrashed":
+            self._devtools.fail_session(self.session_id, "Target crashed")
+        for handler in self._handlers.get(method, ()):
+            try:
+                handler(params)
+            except Exception:  # a handler's bug must not stop the connection's reader
+                log.exception("devtools_handler_failed", cdp_event=method)
+
+    def _close(self, reason: str) -> None:
+        self.closed = True
+        self._devtools.fail_session(self.session_id, reason)
+        self._devtools.sessions.pop(self.session_id, None)
+
+
+class DevTools(asyncio.Protocol):
+    """One WebSocket connection to a browser's DevTools endpoint, shared by its sessions."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.sessions: dict[str, DevToolsSession] = {}
+        self._pending: dict[int, tuple[asyncio.Future[Any], str, str | None]] = {}
+        self._next_id = 0
+        self._buffer = bytearray()
+        self._fragments = bytearray()
+        self._handshake: asyncio.Future[None] | None = None
+        self._key = b""
+        self._out: list[bytes] = []  # frames of commands sent with flush=False, not written yet
+        self._flush_soon = False
+        self.closed = False
+
+    # -- connecting -----------------------------------------------------------------------
+    @classmethod
+    async def connect(cls, host: str, port: int) -> DevTools:
+        """Connect to the browser listening on ``host:port`` (``/json/version``, then its WebSocket)."""
+        async with asyncio.timeout(CONNECT_TIMEOUT_S):
+            info = await _get_json(host, port, "/json/version")
+            url = str(info["webSocketDebuggerUrl"])
+            path = "/" + url.split("://", 1)[1].split("/", 1)[1]
+            loop = asyncio.get_running_loop()
+            _, devtools = await loop.create_connection(cls, host, port)
+            await devtools._upgrade(host, port, path)
+        return devtools
+
+    async def _upgrade(self, host: str, port: int, path: str) -> None:
+        assert self.transport is not None
+        self._key = base64.b64encode(os.urandom(16))
+        self._handshake = asyncio.get_running_loop().create_future()
+        self.transport.write(
+            f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {self._key.decode()}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+        )
+        await self._handshake
+
+    async def attach(self, context: BrowserContext, page: Page) -> DevToolsSession:
+        """A CDP session of ``page`` on this connection (its target id asked of Playwright once)."""
+        probe = await context.new_cdp_session(page)
+        try:
+            info = await probe.send("Target.getTargetInfo")
+        finally:
+            with contextlib.suppress(PlaywrightError):
+                await probe.detach()
+        target = info["targetInfo"]["targetId"]
+        reply = await self.request("Target.attachToTarget", {"targetId": target, "flatten": True})
+        session = DevToolsSession(self, str(reply["sessionId"]))
+        self.sessions[session.session_id] = session
+        return session
+
+    def close(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.close()
+
+    # -- commands -------------------------------------------------------------------------
+    def request(
+        self, method: str, params: dict[str, Any] | None, session_id: str | None = None, *, flush: bool = True
+    ) -> asyncio.Future[Any]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        if self.closed or self.transport is None:
+            future.set_exception(DevToolsError(f"{method}: {_CLOSED}"))
+            return future
+        self._next_id += 1
+        message: dict[str, Any] = {"id": self._next_id, "method": method, "params": params or {}}
+        if session_id is not None:
+            message["sessionId"] = session_id
+        self._pending[self._next_id] = (future, method, session_id)
+        self._out.append(_frame(json.dumps(message, separators=(",", ":")).encode()))
+        if flush:
+            self._flush()
+        elif not self._flush_soon:  # nothing else may follow: out on the next loop turn anyway
+            self._flush_soon = True
+            loop.call_soon(self._flush)
+        return future
+
+    def _flush(self) -> None:
+        """Write the frames waiting (one system call: each write wakes the browser's I/O thread)."""
+        self._flush_soon = False
+        if self._out and self.transport is not None and not self.closed:
+            self.transport.write(b"".join(self._out))
+        self._out.clear()
+
+    def fail_session(self, session_id: str, reason: str) -> None:
+        """Fail the commands of one session still waiting for a reply (its target closed or crashed)."""
+        for key, (future, method, sid) in list(self._pending.items()):
+            if sid == session_id:
+                del self._pending[key]
+                if not future.done():
+                    future.set_exception(DevToolsError(f"{method}: {reason}"))
+
+    # -- asyncio.Protocol -----------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # a stream transport (uvloop's too)
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        try:
+            handshake = self._handshake
+            if handshake is not None and not handshake.done() and not self._read_handshake():
+                return
+            self._read_frames()
+        except ValueError as exc:
+            log.warning("devtools_protocol_error", error=str(exc))
+            self.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self._handshake is not None and not self._handshake.done():
+            self._handshake.set_exception(ConnectionError("the DevTools connection closed during the handshake"))
+        pending, self._pending = self._pending, {}
+        for future, method, _ in pending.values():
+            if not future.done():
+                future.set_exception(DevToolsError(f"{method}: {_CLOSED}"))
+        for session in list(self.sessions.values()):
+            session.closed = True
+        self.sessions.clear()
+
+    # -- the wire -------------------------------------------------------------------------
+    def _read_handshake(self) -> bool:
+        end = self._buffer.find(b"\r\n\r\n")
+        if end < 0:
+            return False
+        head = bytes(self._buffer[:end]).decode("latin-1").split("\r\n")
+        del self._buffer[: end + 4]
+        assert self._handshake is not None
+        accept = base64.b64encode(hashlib.sha1(self._key + _GUID).digest()).decode()
+        fields = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in head[1:])}
+        if " 101 " not in head[0] + " " or fields.get("sec-websocket-accept") != accept:
+            self._handshake.set_exception(ConnectionError(f"not a DevTools WebSocket: {head[0]}"))
+            self.close()
+            return False
+        self._handshake.set_result(None)
+        return True
+
+    def _read_frames(self) -> None:
+        buf = self._buffer
+        while len(buf) >= 2:
+            first, second = buf[0], buf[1]
+            size, start = second & 0x7F, 2
+            if size == 126:
+                if len(buf) < 4:
+                    return
+                size, start = int.from_bytes(buf[2:4], "big"), 4
+            elif size == 127:
+                if len(buf) < 10:
+                    return
+                size, start = int.from_bytes(buf[2:10], "big"), 10
+            mask = b""
+            if second & 0x80:  # servers do not mask; tolerated anyway
+                mask, start = bytes(buf[start : start + 4]), start + 4
+            if len(buf) < start + size:
+                return
+            payload = bytes(buf[start : start + size])
+            del buf[: start + size]
+            if mask:
+                payload = _xor(payload, mask)
+            self._on_frame(first & 0x0F, bool(first & 0x80), payload)
+
+    def _on_frame(self, opcode: int, fin: bool, payload: bytes) -> None:
+        if opcode in (0x0, 0x1, 0x2):  # continuation, text, binary
+            if not fin or self._fragments:
+                self._fragments += payload
+                if not fin:
+                    return
+                payload, self._fragments = bytes(self._fragments), bytearray()
+            self._on_message(payload)
+        elif opcode == 0x9 and self.transport is not None:  # ping
+            self.transport.write(_frame(payload, opcode=0xA))
+        elif opcode == 0x8:  # close
+            self.close()
+
+    def _on_message(self, payload: bytes) -> None:
+        message = json.loads(payload)
+        key = message.get("id")
+        if key is not None:
+            entry = self._pending.pop(key, None)
+            if entry is not None and not entry[0].done():
+                future, method, _ = entry
+                error = message.get("error")
+                if error is not None:
+                    future.set_exception(DevToolsError(f"{method}: {error.get('message', error)}"))
+                else:
+                    future.set_result(message.get("result", {}))
+            return
+        method, params = message.get("method", ""), message.get("params", {})
+        session = self.sessions.get(message.get("sessionId", ""))
+        if session is not None:
+            session._dispatch(method, params)
+        elif method == "Target.detachedFromTarget":
+            gone = self.sessions.get(params.get("sessionId", ""))
+            if gone is not None:
+                gone._close(_CLOSED)
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+def _frame(payload: bytes, opcode: int = 0x1) -> bytes:
+    """A final, masked client frame (RFC 6455 requires clients to mask)."""
+    size = len(payload)
+    if size < 126:
+        head = bytes((0x80 | opcode, 0x80 | size))
+    elif size < 1 << 16:
+        head = bytes((0x80 | opcode, 0x80 | 126)) + size.to_bytes(2, "big")
+    else:
+        head = bytes((0x80 | opcode, 0x80 | 127)) + size.to_bytes(8, "big")
+    mask = os.urandom(4)
+    return head + mask + _xor(payload, mask)
+
+
+def _xor(payload: bytes, mask: bytes) -> bytes:
+    size = len(payload)
+    if not size:
+        return payload
+    key = (mask * (size // 4 + 1))[:size]
+    return (int.from_bytes(payload, "big") ^ int.from_bytes(key, "big")).to_bytes(size, "big")
+
+
+async def _get_json(host: str, port: int, path: str) -> Any:
+    """GET a JSON document of the DevTools HTTP server (which keeps the connection open)."""
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+        head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+        if " 200 " not in head[0] + " ":
+            raise ConnectionError(f"GET {path}: {head[0]}")
+        fields = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in head[1:])}
+        body = await reader.readexactly(int(fields["content-length"]))
+    finally:
+        writer.close()
+    return json.loads(body)
+
+
+# -- which browser has one ------------------------------------------------------------------------
+_CONNECTIONS: weakref.WeakKeyDictionary[Browser, DevTools] = weakref.WeakKeyDictionary()
+
+
+async def connect_devtools(browser: Browser, host: str, port: int) -> DevTools | None:
+    """Open ``browser``'s direct connection (right after launch, while the browser is idle); None,
+    logged, where it cannot be had: sessions on that browser then use Playwright's CDP sessions."""
+    try:
+        devtools = await DevTools.connect(host, port)
+    except (OSError, EOFError, TimeoutError, ValueError, KeyError, IndexError) as exc:
+        log.info("devtools_unavailable", port=port, error=str(exc) or type(exc).__name__)
+        return None
+    _CONNECTIONS[browser] = devtools
+    browser.on("disconnected", lambda _: devtools.close())
+    return devtools
+
+
+def devtools_for(browser: Browser | None) -> DevTools | None:
+    """The direct connection to ``browser``, or None where there is none (or no more)."""
+    devtools = _CONNECTIONS.get(browser) if browser is not None else None
+    return None if devtools is None or devtools.closed else devtools
