@@ -50,7 +50,12 @@ class Agent:
         """``require``: the roles whose endpoints must be configured (a ConfigError names the first missing)."""
         self.config = config or AgentConfig()
         self.config.require_endpoints(require)
-        self.browsers = BrowserPool(self.config.browser, browser=browser)
+        browser_config = self.config.browser
+        if self.config.secrets and "direct_cdp" not in browser_config.model_fields_set:
+            # Secrets are typed into pages: no DevTools port that other local users could reach,
+            # unless asked for (webagent.browser.devtools).
+            browser_config = browser_config.model_copy(update={"direct_cdp": False})
+        self.browsers = BrowserPool(browser_config, browser=browser)
         self.secrets = Secrets(self.config.secrets)
         self._endpoints: dict[str, EndpointPool] = {}
 
@@ -222,7 +227,7 @@ class RunStream:
 
     @contextlib.asynccontextmanager
     async def _session(self) -> AsyncIterator[BrowserSession]:
-        config = self.agent.config.browser
+        config = self.agent.browsers.config  # direct_cdp off with secrets (Agent.__init__)
         guard = NavigationGuard(self.policy)
         if self._page is not None:
             session = BrowserSession(self._page, config)

@@ -15,11 +15,12 @@ import pytest
 from playwright.async_api import Browser, CDPSession, async_playwright
 from playwright.async_api import Error as PlaywrightError
 
+from webagent.agent import Agent
 from webagent.browser import devtools, launcher
 from webagent.browser.devtools import DevTools, DevToolsError, DevToolsSession, devtools_for, free_port
 from webagent.browser.launcher import launch_browser
 from webagent.browser.session import BrowserSession
-from webagent.config import PROFILES, BrowserConfig
+from webagent.config import PROFILES, AgentConfig, BrowserConfig
 from webagent.images import frame_for
 
 COUNTER = (
@@ -131,14 +132,49 @@ async def test_a_closed_page_fails_its_commands_and_a_closed_browser_all(
 
 
 @pytest.mark.browser
-async def test_flags_that_choose_a_port_are_left_alone() -> None:
-    config = BrowserConfig(args=[f"--remote-debugging-port={free_port()}"])
+@pytest.mark.parametrize("flag", ["--remote-debugging-port={port}", "--remote-debugging-address=127.0.0.1"])
+async def test_flags_that_set_up_remote_debugging_are_left_alone(flag: str) -> None:
+    config = BrowserConfig(args=[flag.format(port=free_port())])
     async with async_playwright() as playwright:
         browser = await launch_browser(playwright, config)
         try:
             assert devtools_for(browser) is None
         finally:
             await browser.close()
+
+
+@pytest.mark.browser
+async def test_a_lost_connection_moves_open_pages_to_playwright(fresh_browser: tuple[Browser, BrowserConfig]) -> None:
+    browser, config = fresh_browser
+    session = await BrowserSession.create(browser, config)
+    await session.goto(COUNTER, start=True)
+    await session.click(100, 100)
+    assert isinstance(session._cdp, DevToolsSession)
+    connection = devtools_for(browser)
+    assert connection is not None
+    connection.close()  # as after a bad frame: the browser and the page stay
+    for _ in range(20):
+        if connection.closed:
+            break
+        await asyncio.sleep(0.05)
+    assert devtools_for(browser) is None
+    await session.click(100, 100)
+    assert isinstance(session._cdp, CDPSession)
+    assert await session.title() == "2"
+    await session.close()
+
+
+@pytest.mark.parametrize(
+    ("secrets", "browser_section", "direct"),
+    [({}, {}, True), ({"PIN": "1234"}, {}, False), ({"PIN": "1234"}, {"direct_cdp": True}, True)],
+)
+def test_secrets_keep_the_port_closed_unless_asked(
+    secrets: dict[str, str], browser_section: dict[str, Any], direct: bool
+) -> None:
+    config = AgentConfig.model_validate({"secrets": secrets, "browser": browser_section})
+    agent = Agent(config, require=())
+    assert agent.browsers.config.direct_cdp is direct
+    assert config.browser.direct_cdp is True or "direct_cdp" in browser_section  # the config is left as it is
 
 
 # -- the wire, without a browser ------------------------------------------------------------------
@@ -337,3 +373,36 @@ async def test_a_click_on_a_closing_page_fails_once(wire: tuple[DevTools, FakeTr
     with pytest.raises(DevToolsError, match=r"^Input\.dispatchMouseEvent: .*has been closed"):
         await clicking
     assert session.closed and not connection._pending
+
+
+async def test_a_crashed_target_fails_new_commands_at_once(wire: tuple[DevTools, FakeTransport]) -> None:
+    connection, transport = wire
+    session = DevToolsSession(connection, "S")
+    connection.sessions["S"] = session
+    connection.data_received(server_frame(b'{"method": "Inspector.targetCrashed", "params": {}, "sessionId": "S"}'))
+    writes = transport.writes
+    with pytest.raises(DevToolsError, match=r"^Page\.captureScreenshot: Target crashed$"):
+        await session.send("Page.captureScreenshot")
+    assert transport.writes == writes  # never sent to a renderer that cannot answer
+    connection.data_received(
+        server_frame(b'{"method": "Inspector.targetReloadedAfterCrash", "params": {}, "sessionId": "S"}')
+    )
+    sent = session.request("Page.enable")
+    assert transport.writes == writes + 1
+    sent.cancel()
+
+
+async def test_an_unknown_session_reads_as_closed(wire: tuple[DevTools, FakeTransport]) -> None:
+    connection, _ = wire
+    pending = connection.request("Runtime.evaluate", {"expression": "1"}, "S")
+    error = b'{"id": 1, "error": {"code": -32001, "message": "Session with given id not found."}}'
+    connection.data_received(server_frame(error))
+    with pytest.raises(DevToolsError, match="has been closed"):
+        await pending
+
+
+@pytest.mark.parametrize("message", [b"[]", b"not json", b'"a string"'])
+async def test_a_bad_message_closes_the_connection(wire: tuple[DevTools, FakeTransport], message: bytes) -> None:
+    connection, transport = wire
+    connection.data_received(server_frame(message))
+    assert transport.closed  # connection_lost follows: every session falls back to Playwright

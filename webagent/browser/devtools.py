@@ -1,18 +1,21 @@
 """A direct DevTools connection to a browser this process launched, for the per-step hot path.
 
 Every Playwright call crosses two hops: Python to the Playwright driver (a Node.js process) and
-the driver to Chromium. For the three commands an agent step sends (the click, settle's check
-and the screenshot) this connection goes straight to Chromium's DevTools WebSocket instead: one
-flattened CDP session per page (``Target.attachToTarget``), the same protocol the driver speaks.
-At 100 sessions on 2 cores that spares the driver's CPU and most of Playwright's Python per call
-(``docs/benchmarks.md``). Everything else (contexts, navigation, dialogs, keyboard) stays
-Playwright's.
+the driver to Chromium. The session's own CDP session (``BrowserSession._cdp``) is instead a
+flattened CDP session (``Target.attachToTarget``) on a WebSocket straight to Chromium's DevTools
+port: the three commands of an agent step (the click, settle's check and the screenshot), and
+what already went over that session (navigation events, file choosers, new-tab notices, the
+navigation guard's ``Fetch`` interception). At 100 sessions on 2 cores that spares the driver's
+CPU and most of Playwright's Python per call (``docs/benchmarks.md``). Contexts, pages,
+``goto``, dialogs, the keyboard and the events Playwright reports stay Playwright's.
 
 ``launch_browser`` starts Chromium with ``--remote-debugging-port`` on a free 127.0.0.1 port and
 connects right away, while the browser is idle (at 100 sessions a saturated browser can take
 seconds to answer). Any failure (the port taken in the meantime, an old browser) leaves sessions
-on Playwright's own CDP sessions, which offer the same ``send``/``on``/``detach``. ``browser.direct_cdp: false`` turns the port off (while a browser
-runs, any local process may connect to it, as to any remote-debugging port).
+on Playwright's own CDP sessions, which offer the same ``send``/``on``/``detach``. ``browser.direct_cdp: false`` turns the port off, and so does a
+``--remote-debugging-port`` or ``--remote-debugging-address`` in ``browser.args``. While a
+browser runs, any local process may connect to the port, as to any remote-debugging port: an
+``Agent`` with secrets configured leaves it off unless ``direct_cdp`` is set explicitly.
 
 The WebSocket client is minimal on purpose: one text frame per command, written at once; replies
 and events parsed as bytes arrive. Handlers registered with ``on`` must be plain functions.
@@ -79,14 +82,16 @@ class DevToolsSession:
         self._devtools = devtools
         self.session_id = session_id
         self._handlers: dict[str, list[Callable[[Any], Any]]] = {}
-        self.closed = False
+        self.closed = False  # no more commands: the target went away, it was detached, or the connection
+        self.gone = False  # the target itself went away (the page closed)
+        self.crashed = False  # its renderer died: commands would never be answered
 
     def request(self, method: str, params: dict[str, Any] | None = None, *, flush: bool = True) -> asyncio.Future[Any]:
         """Send a command; its reply (the ``result`` object) is the future's. ``flush=False``: it
         goes out with the next command sent (one write for both), at the latest on the next loop turn."""
-        if self.closed:
+        if self.closed or self.crashed:
             future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            future.set_exception(DevToolsError(f"{method}: {_CLOSED}"))
+            future.set_exception(DevToolsError(f"{method}: {'Target crashed' if self.crashed else _CLOSED}"))
             return future
         return self._devtools.request(method, params, self.session_id, flush=flush)
 
@@ -98,7 +103,8 @@ class DevToolsSession:
 
     async def click(self, x: float, y: float) -> None:
         """A left click as Playwright's ``mouse.click`` sends it (move, press, release), the three
-        events written at once; done when the page has handled the release."""
+        events written at once; done when the page has handled the release. Playwright's own idea
+        of the mouse position is not updated: code that relies on it moves the mouse first."""
         base = {"x": x, "y": y, "modifiers": 0}
         move = {"type": "mouseMoved", "button": "none", "buttons": 0, **base}
         press = {"button": "left", "clickCount": 1, **base}
@@ -115,7 +121,10 @@ class DevToolsSession:
 
     def _dispatch(self, method: str, params: Any) -> None:
         if method == "Inspector.targetCrashed":
+            self.crashed = True
             self._devtools.fail_session(self.session_id, "Target crashed")
+        elif method == "Inspector.targetReloadedAfterCrash":
+            self.crashed = False
         for handler in self._handlers.get(method, ()):
             try:
                 handler(params)
@@ -148,13 +157,22 @@ class DevTools(asyncio.Protocol):
     @classmethod
     async def connect(cls, host: str, port: int) -> DevTools:
         """Connect to the browser listening on ``host:port`` (``/json/version``, then its WebSocket)."""
-        async with asyncio.timeout(CONNECT_TIMEOUT_S):
-            info = await _get_json(host, port, "/json/version")
-            url = str(info["webSocketDebuggerUrl"])
-            path = "/" + url.split("://", 1)[1].split("/", 1)[1]
-            loop = asyncio.get_running_loop()
-            _, devtools = await loop.create_connection(cls, host, port)
-            await devtools._upgrade(host, port, path)
+        devtools: DevTools | None = None
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                try:
+                    info = await _get_json(host, port, "/json/version")
+                except ConnectionRefusedError:  # not listening yet: once more, a moment later
+                    await asyncio.sleep(0.2)
+                    info = await _get_json(host, port, "/json/version")
+                url = str(info["webSocketDebuggerUrl"])
+                path = "/" + url.split("://", 1)[1].split("/", 1)[1]
+                _, devtools = await asyncio.get_running_loop().create_connection(cls, host, port)
+                await devtools._upgrade(host, port, path)
+        except BaseException:
+            if devtools is not None:
+                devtools.close()
+            raise
         return devtools
 
     async def _upgrade(self, host: str, port: int, path: str) -> None:
@@ -233,8 +251,8 @@ class DevTools(asyncio.Protocol):
             if handshake is not None and not handshake.done() and not self._read_handshake():
                 return
             self._read_frames()
-        except ValueError as exc:
-            log.warning("devtools_protocol_error", error=str(exc))
+        except Exception as exc:  # a bad frame or message: sessions fall back to Playwright's
+            log.warning("devtools_protocol_error", error=str(exc) or type(exc).__name__)
             self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -312,7 +330,9 @@ class DevTools(asyncio.Protocol):
                 future, method, _ = entry
                 error = message.get("error")
                 if error is not None:
-                    future.set_exception(DevToolsError(f"{method}: {error.get('message', error)}"))
+                    # -32001: "Session with given id not found" (its target closed in the meantime)
+                    reason = _CLOSED if error.get("code") == -32001 else error.get("message", error)
+                    future.set_exception(DevToolsError(f"{method}: {reason}"))
                 else:
                     future.set_result(message.get("result", {}))
             return
@@ -323,6 +343,7 @@ class DevTools(asyncio.Protocol):
         elif method == "Target.detachedFromTarget":
             gone = self.sessions.get(params.get("sessionId", ""))
             if gone is not None:
+                gone.gone = True
                 gone._close(_CLOSED)
 
 
@@ -376,7 +397,7 @@ async def connect_devtools(browser: Browser, host: str, port: int) -> DevTools |
     logged, where it cannot be had: sessions on that browser then use Playwright's CDP sessions."""
     try:
         devtools = await DevTools.connect(host, port)
-    except (OSError, EOFError, TimeoutError, ValueError, KeyError, IndexError) as exc:
+    except Exception as exc:  # whatever answers there, it is not usable: Playwright's sessions then
         log.info("devtools_unavailable", port=port, error=str(exc) or type(exc).__name__)
         return None
     _CONNECTIONS[browser] = devtools

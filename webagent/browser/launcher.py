@@ -88,9 +88,12 @@ async def launch_browser(playwright: Playwright, config: BrowserConfig) -> Brows
     executable = find_chromium(config)
     args = [*CHROMIUM_ARGS, *config.args]
     # A DevTools port of our own for the per-step commands (webagent.browser.devtools), unless
-    # turned off or the configured flags already choose one.
+    # turned off or the configured flags already set up remote debugging (a port, or an address
+    # that is perhaps not loopback).
     port = None
-    if config.direct_cdp and not any(a.startswith("--remote-debugging-port") for a in config.args):
+    if config.direct_cdp and not any(
+        a.startswith(("--remote-debugging-port", "--remote-debugging-address")) for a in config.args
+    ):
         port = free_port()
         args.append(f"--remote-debugging-port={port}")
     try:

@@ -80,6 +80,9 @@ class Settling:
 
     # -- the session's CDP session and its navigation events ----------------------------
     async def _cdp_session(self) -> CDPChannel:
+        lost = self._cdp
+        if isinstance(lost, DevToolsSession) and lost.closed and not lost.gone and not self.page.is_closed():
+            self._cdp = None  # its connection was lost with the page still open: a new session
         if self._cdp is None:
             cdp = await self._open_cdp()
             for event, handler in (
@@ -197,7 +200,7 @@ class Settling:
             async with asyncio.timeout(min(0.5, self.config.settle_timeout_s)):
                 self._settled_scroll = await self._view(after_frame=next_frame)
         cdp = self._cdp
-        if isinstance(cdp, DevToolsSession) and cdp.closed and not self.page.is_closed():
+        if isinstance(cdp, DevToolsSession) and cdp.gone and not self.page.is_closed():
             # The tab closed itself (window.close()): DevTools says so a moment before Playwright.
             with contextlib.suppress(PlaywrightError):
                 await self.page.wait_for_event("close", timeout=1000)
