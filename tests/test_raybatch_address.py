@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import webagent.raybatch as raybatch
+from webagent.browser.devtools import free_port
 from webagent.config import AgentConfig
 from webagent.errors import ConfigError
 from webagent.raybatch import RayBatchRunner, check_reachable
@@ -21,10 +22,7 @@ from webagent.tasks import TaskSpec
 @pytest.fixture
 def closed_port() -> int:
     """A loopback port nothing listens on (bound, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
+    return free_port()
 
 
 @pytest.fixture

@@ -60,9 +60,9 @@ async def test_a_launched_browser_gives_sessions_a_direct_connection(browser: Br
         await session.close()
 
 
-@pytest.mark.browser
-async def test_direct_cdp_off_means_playwright_only() -> None:
-    config = BrowserConfig(direct_cdp=False)
+async def assert_playwright_only(config: BrowserConfig) -> None:
+    """A browser launched with ``config`` has no direct connection, and its sessions work on
+    Playwright's CDP sessions."""
     async with async_playwright() as playwright:
         browser = await launch_browser(playwright, config)
         try:
@@ -78,6 +78,11 @@ async def test_direct_cdp_off_means_playwright_only() -> None:
 
 
 @pytest.mark.browser
+async def test_direct_cdp_off_means_playwright_only() -> None:
+    await assert_playwright_only(BrowserConfig(direct_cdp=False))
+
+
+@pytest.mark.browser
 async def test_a_port_taken_by_something_else_falls_back_to_playwright(monkeypatch: pytest.MonkeyPatch) -> None:
     async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.close()  # not a DevTools server: answers nothing
@@ -85,20 +90,8 @@ async def test_a_port_taken_by_something_else_falls_back_to_playwright(monkeypat
     squatter = await asyncio.start_server(hang_up, "127.0.0.1", 0)
     taken = squatter.sockets[0].getsockname()[1]
     monkeypatch.setattr(launcher, "free_port", lambda: taken)  # as if it was taken after we chose it
-    config = BrowserConfig()
     try:
-        async with async_playwright() as playwright:
-            browser = await launch_browser(playwright, config)
-            try:
-                assert devtools_for(browser) is None
-                session = await BrowserSession.create(browser, config)
-                await session.goto(COUNTER, start=True)
-                await session.click(100, 100)
-                assert isinstance(session._cdp, CDPSession)
-                assert await session.title() == "1"
-                await session.close()
-            finally:
-                await browser.close()
+        await assert_playwright_only(BrowserConfig())
     finally:
         squatter.close()
 

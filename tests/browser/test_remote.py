@@ -6,7 +6,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -17,19 +16,13 @@ import pytest
 from playwright._impl._driver import compute_driver_executable
 
 from webagent import Agent, BrowserError, ConfigError
+from webagent.browser.devtools import free_port
 from webagent.browser.launcher import CHROMIUM_ARGS
 from webagent.config import load_config
 
 from ..conftest import ServerFactory, load_task_script, make_config
 
 pytestmark = pytest.mark.browser
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @contextlib.contextmanager

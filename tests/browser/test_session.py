@@ -21,6 +21,7 @@ import pytest
 from PIL import Image
 from playwright.async_api import Browser
 
+from webagent.browser.devtools import free_port
 from webagent.browser.session import BrowserSession
 from webagent.config import PROFILES, BrowserConfig
 from webagent.errors import ActionError, NavigationError
@@ -654,15 +655,8 @@ async def test_refresh_reloads_the_page(session: BrowserSession, pages: PageServ
     assert session.url == pages("/reload")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
-
-
 async def test_goto_at_start_to_an_unreachable_port_is_a_navigation_error(session: BrowserSession) -> None:
-    url = f"http://127.0.0.1:{_free_port()}/nothing"
+    url = f"http://127.0.0.1:{free_port()}/nothing"
     with pytest.raises(NavigationError) as err:
         await session.goto(url, start=True)
     assert url in str(err.value)
@@ -670,7 +664,7 @@ async def test_goto_at_start_to_an_unreachable_port_is_a_navigation_error(sessio
 
 
 async def test_goto_later_to_an_unreachable_port_is_an_action_error(session: BrowserSession) -> None:
-    url = f"http://127.0.0.1:{_free_port()}/nothing"
+    url = f"http://127.0.0.1:{free_port()}/nothing"
     with pytest.raises(ActionError) as err:
         await session.goto(url)
     assert url in str(err.value)

@@ -276,8 +276,7 @@ class DevTools(asyncio.Protocol):
         del self._buffer[: end + 4]
         assert self._handshake is not None
         accept = base64.b64encode(hashlib.sha1(self._key + _GUID).digest()).decode()
-        fields = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in head[1:])}
-        if " 101 " not in head[0] + " " or fields.get("sec-websocket-accept") != accept:
+        if " 101 " not in head[0] + " " or _fields(head).get("sec-websocket-accept") != accept:
             self._handshake.set_exception(ConnectionError(f"not a DevTools WebSocket: {head[0]}"))
             self.close()
             return False
@@ -347,6 +346,11 @@ class DevTools(asyncio.Protocol):
                 gone._close(_CLOSED)
 
 
+def _fields(head: list[str]) -> dict[str, str]:
+    """The header fields of an HTTP head's lines (status line first), names lowercased."""
+    return {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in head[1:])}
+
+
 def _retrieve(future: asyncio.Future[Any]) -> None:
     if not future.cancelled():
         future.exception()
@@ -381,8 +385,7 @@ async def _get_json(host: str, port: int, path: str) -> Any:
         head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
         if " 200 " not in head[0] + " ":
             raise ConnectionError(f"GET {path}: {head[0]}")
-        fields = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in head[1:])}
-        body = await reader.readexactly(int(fields["content-length"]))
+        body = await reader.readexactly(int(_fields(head)["content-length"]))
     finally:
         writer.close()
     return json.loads(body)
