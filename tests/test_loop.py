@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 from typing import Any
@@ -60,6 +61,9 @@ class FakePage:
     def drain_events(self) -> list[str]:
         events, self.events = self.events, []
         return events
+
+    def drain_recoveries(self) -> list[str]:
+        return []
 
     def _record(self, *call: Any) -> None:
         self.calls.append(call)
@@ -218,10 +222,44 @@ async def test_max_time_stops_with_final_answer(model_server: ServerFactory) -> 
         {"when": {"final": True}, "action": {"action": "answer", "content": "42"}},
         {"action": {"action": "wait", "seconds": 0}},
     ]
+    # The final answer is asked for with a quarter of max_time_s left: plenty for two 50 ms calls.
     async with model_server({**script(policy), "latency_s": 0.05}) as server:
-        result, steps = await run_episode(make_config(server, max_time_s=0.2), FakePage())
+        result, steps = await run_episode(make_config(server, max_time_s=2.0, max_steps=1000), FakePage())
     assert result.stop_reason == "max_time"
     assert steps[-1].kind == "final" and result.success
+    assert result.duration_s >= 1.5  # not before the reserve for the final answer
+
+
+class StuckPage(FakePage):
+    """A page whose click never returns (a browser that stopped answering, past every deadline)."""
+
+    async def click(self, x: float, y: float) -> None:
+        self._record("click", round(x), round(y))
+        await asyncio.Event().wait()
+
+
+async def test_max_time_is_a_hard_limit_that_ends_a_stuck_step(model_server: ServerFactory) -> None:
+    policy = [{"action": {"action": "click_element", "element": "big button"}}]
+    async with model_server(script(policy)) as server:
+        async with asyncio.timeout(30):  # a hang fails the test instead of blocking the suite
+            result, steps = await run_episode(make_config(server, max_time_s=1.0), StuckPage())
+    assert result.stop_reason == "max_time" and not result.success
+    assert "time limit" in result.message and "during step 1" in result.message
+    assert len(steps) == 1 and steps[0].error and "time limit" in steps[0].error
+    assert steps[0].calls  # what was done before the cut is kept
+
+
+class StuckStart(FakePage):
+    async def goto(self, url: str, *, start: bool = False) -> None:
+        await asyncio.Event().wait()
+
+
+async def test_max_time_ends_a_run_whose_start_page_never_opens(model_server: ServerFactory) -> None:
+    async with model_server(script([])) as server:
+        async with asyncio.timeout(30):
+            result, steps = await run_episode(make_config(server, max_time_s=0.5), StuckStart())
+    assert result.stop_reason == "max_time" and steps == [] and result.steps == 0
+    assert "opening the start page" in result.message
 
 
 async def test_malformed_reply_is_repaired(model_server: ServerFactory) -> None:

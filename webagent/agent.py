@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -11,6 +12,7 @@ from typing import Any, Literal
 import structlog
 from playwright.async_api import Browser, BrowserContext, Page
 
+from .browser.deadline import within
 from .browser.guard import NavigationGuard
 from .browser.pool import BrowserPool
 from .browser.secretpage import SecretPage
@@ -35,6 +37,7 @@ __all__ = ["Agent", "RunStream", "TraceMode"]
 TraceMode = Literal["off", "on-failure", "always"]
 
 log = structlog.get_logger("webagent")
+TRACE_TIMEOUT_S = 60.0  # writing a trace of a long run takes a while
 
 
 class Agent:
@@ -206,6 +209,12 @@ class RunStream:
         self.session: BrowserSession | None = None
         self.policy = agent.navigation_policy(url)
         self._gen: AsyncIterator[Step] | None = None
+        #: ``time.monotonic()`` of the last sign of progress: the run started, a step finished or
+        #: a model call was answered (what a batch watchdog looks at).
+        self.last_progress = time.monotonic()
+
+    def _progressed(self) -> None:
+        self.last_progress = time.monotonic()
 
     def __aiter__(self) -> RunStream:
         return self
@@ -250,6 +259,9 @@ class RunStream:
 
     async def _run(self) -> AsyncIterator[Step]:
         roles = self.agent.new_roles(self.policy)
+        self._progressed()
+        for client in (roles.policy.client, roles.localizer.client, roles.validator.client):
+            client.on_answer = self._progressed
         try:
             async with self._session() as session:
                 self.session = session
@@ -288,6 +300,7 @@ class RunStream:
                     writer = TrajectoryWriter(self.output_dir)
                 if writer is not None:
                     writer.write_step(step)
+                self._progressed()
                 yield step
         finally:
             await steps.aclose()  # type: ignore[attr-defined]
@@ -315,18 +328,20 @@ class RunStream:
 
 async def _start_tracing(session: BrowserSession) -> None:
     try:
-        await session.page.context.tracing.start(screenshots=True, snapshots=True)
+        tracing = session.page.context.tracing
+        await within(tracing.start(screenshots=True, snapshots=True), TRACE_TIMEOUT_S, "tracing.start")
     except Exception as exc:  # a trace is a debugging aid: never fail a run for it
         log.warning("trace_start_failed", error=str(exc))
 
 
 async def _stop_tracing(session: BrowserSession, path: Path | None) -> Path | None:
     try:
+        tracing = session.page.context.tracing
         if path is None:
-            await session.page.context.tracing.stop()
+            await within(tracing.stop(), TRACE_TIMEOUT_S, "tracing.stop")
             return None
         path.parent.mkdir(parents=True, exist_ok=True)
-        await session.page.context.tracing.stop(path=path)
+        await within(tracing.stop(path=path), TRACE_TIMEOUT_S, "tracing.stop")
         return path
     except Exception as exc:
         log.warning("trace_stop_failed", error=str(exc))

@@ -143,6 +143,18 @@ class BrowserConfig(_Section):
     jpeg_quality: int = Field(default=85, ge=1, le=100)
     settle_timeout_s: float = Field(default=3.0, ge=0, description="Cap on waiting for a page to settle")
     navigation_timeout_s: float = Field(default=30.0, gt=0)
+    command_timeout_s: float = Field(
+        default=15.0,
+        gt=0,
+        description="Deadline of one browser command (a click, a key, a DevTools request, opening or closing a "
+        "tab); one past it is handled as a page that does not respond",
+    )
+    capture_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="A screenshot not taken within this is retaken another way, and if the page still gives "
+        "none, the page is reopened in a new tab (the policy is told)",
+    )
     contexts_per_browser: int = Field(default=100, ge=1, description="Sessions sharing one Chromium process")
     recycle_after: int = Field(default=500, ge=1, description="Contexts a Chromium serves before it is relaunched")
     args: list[str] = Field(default_factory=list, description="Extra Chromium command-line flags")

@@ -13,6 +13,7 @@ models plan as usual.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -51,6 +52,10 @@ __all__ = ["Episode", "Judge", "PageDriver", "Roles"]
 
 log = structlog.get_logger("webagent.loop")
 NOTE_MAX_CHARS = 400
+#: The final answer is asked for when less than this share of ``max_time_s`` is left (at most
+#: ``FINAL_RESERVE_MAX_S``); at ``max_time_s`` the run ends wherever it is.
+FINAL_RESERVE = 0.25
+FINAL_RESERVE_MAX_S = 60.0
 
 
 class PageDriver(Protocol):
@@ -64,6 +69,7 @@ class PageDriver(Protocol):
     async def page_text(self) -> str: ...
     async def screenshot(self, frame: Frame) -> Screenshot: ...
     def drain_events(self) -> list[str]: ...
+    def drain_recoveries(self) -> list[str]: ...
     async def goto(self, url: str, *, start: bool = False) -> None: ...
     async def go_back(self) -> None: ...
     async def refresh(self) -> None: ...
@@ -150,16 +156,40 @@ class Episode:
         self._started = time.monotonic()
         self._started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         t = time.perf_counter()
-        await self.page.goto(self.url, start=True)
-        self._browser_s += time.perf_counter() - t
+        try:
+            await self.page.goto(self.url, start=True)
+        finally:
+            self._browser_s += time.perf_counter() - t
 
     def out_of_budget(self, steps_done: int) -> tuple[bool, bool]:
-        """(out of steps, out of time) before the next step."""
-        return steps_done >= self.settings.max_steps, time.monotonic() - self._started >= self.settings.max_time_s
+        """(out of steps, out of time) before the next step: out of time once the final answer's
+        reserve of ``max_time_s`` is reached."""
+        limit = self.settings.max_time_s
+        reserve = min(FINAL_RESERVE * limit, FINAL_RESERVE_MAX_S)
+        return steps_done >= self.settings.max_steps, time.monotonic() - self._started >= limit - reserve
+
+    def _time_limit(self) -> asyncio.Timeout:
+        """The hard wall-clock limit of the run: ``max_time_s`` after its start."""
+        left = self._started + self.settings.max_time_s - time.monotonic()
+        return asyncio.timeout(max(0.0, left))
+
+    def _out_of_time(self, during: str) -> _Stop:
+        limit = self.settings.max_time_s
+        return _Stop("max_time", f"stopped at the {limit:g} s time limit {during}; " + self._verdict())
 
     async def steps(self) -> AsyncIterator[Step]:
-        """Run the task. The start URL is opened first (NavigationError if it cannot be)."""
-        await self.start()
+        """Run the task. The start URL is opened first (NavigationError if it cannot be). The run
+        ends at ``max_time_s`` wherever it is (stop reason ``max_time``), a step in progress included."""
+        self._started = time.monotonic()
+        limit = self._time_limit()
+        try:
+            async with limit:
+                await self.start()
+        except TimeoutError:
+            if not limit.expired():
+                raise
+            self.finish("max_time", self._out_of_time("while opening the start page").message, 0)
+            return
         reason: StopReason = "error"
         message = ""
         index = 0
@@ -170,8 +200,16 @@ class Episode:
                 index += 1
                 step = Step(index=index, kind="final" if final else "action", url=self.page.url)
                 fatal: Exception | None = None
+                limit = self._time_limit()
                 try:
-                    await self._turn(step, final)
+                    async with limit:
+                        await self._turn(step, final)
+                except TimeoutError:
+                    if not limit.expired():
+                        raise
+                    fatal = self._out_of_time(f"during step {index}")
+                    step.error = f"the run's time limit ({self.settings.max_time_s:g} s) ran out during this step"
+                    step.outcome = step.outcome or "stopped: out of time"
                 except (ModelError, BrowserError) as exc:
                     self.record_failed_call(step, exc)
                     fatal = exc
@@ -180,6 +218,7 @@ class Episode:
                     fatal = _Stop("budget", str(exc))
                     step.outcome = f"stopped: {exc}"
                 finally:
+                    step.recoveries += self.page.drain_recoveries()
                     self.account(step)
                     if self.replay is not None:
                         self.replay.observe(step)

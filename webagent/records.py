@@ -144,6 +144,11 @@ class Step(_Record):
     screenshot: str | None = Field(default=None, description="File name of the screenshot, once written")
     image_size: tuple[int, int] = (0, 0)
     events: list[str] = Field(default_factory=list, description="Dialogs, new tabs and other page events")
+    recoveries: list[str] = Field(
+        default_factory=list,
+        description="What the browser session did to get past a browser that did not answer "
+        "(a screenshot retaken, a page reopened)",
+    )
     note: str = ""
     thought: str = ""
     action: Action | None = None

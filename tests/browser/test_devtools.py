@@ -12,11 +12,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from playwright.async_api import Browser, CDPSession, async_playwright
+from playwright.async_api import Browser, async_playwright
 from playwright.async_api import Error as PlaywrightError
 
 from webagent.agent import Agent
 from webagent.browser import devtools, launcher
+from webagent.browser.deadline import BoundedCDPSession
 from webagent.browser.devtools import DevTools, DevToolsError, DevToolsSession, devtools_for, free_port
 from webagent.browser.launcher import launch_browser
 from webagent.browser.session import BrowserSession
@@ -70,7 +71,7 @@ async def assert_playwright_only(config: BrowserConfig) -> None:
             session = await BrowserSession.create(browser, config)
             await session.goto(COUNTER, start=True)
             await session.click(100, 100)
-            assert isinstance(session._cdp, CDPSession)
+            assert isinstance(session._cdp, BoundedCDPSession)
             assert await session.title() == "1"
             await session.close()
         finally:
@@ -152,7 +153,7 @@ async def test_a_lost_connection_moves_open_pages_to_playwright(fresh_browser: t
         await asyncio.sleep(0.05)
     assert devtools_for(browser) is None
     await session.click(100, 100)
-    assert isinstance(session._cdp, CDPSession)
+    assert isinstance(session._cdp, BoundedCDPSession)
     assert await session.title() == "2"
     await session.close()
 

@@ -31,12 +31,14 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any
 
+import structlog
+from playwright.async_api import BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
-from playwright.async_api import Page
 
 from ..config import BrowserConfig
 from ..errors import BrowserError
 from ..images import Frame, Screenshot
+from .deadline import CommandTimeout, within
 from .devtools import CDPChannel, DevToolsSession
 from .faults import first_line
 from .scripts import TWO_FRAMES, VIEW_AFTER_FRAME, VIEW_NOW
@@ -47,6 +49,8 @@ __all__ = ["VIEW_ERRORS", "ScreenCapture"]
 VIEW_ERRORS = (PlaywrightError, TimeoutError, LookupError, TypeError, ValueError)
 
 Scroll = tuple[float, float]
+
+log = structlog.get_logger("webagent.browser")
 
 
 class _Prefetch:
@@ -74,6 +78,7 @@ class ScreenCapture:
 
     # Provided by BrowserSession.
     page: Page
+    context: BrowserContext
     config: BrowserConfig
     _events: list[str]
     _crashed: bool
@@ -82,11 +87,13 @@ class ScreenCapture:
     _new_pages: list[Page]
     _cdp: CDPChannel | None
     _owns_context: bool
+    _owns_page: bool
 
     if TYPE_CHECKING:
 
         async def _cdp_session(self) -> CDPChannel: ...
         async def _reopen_after_crash(self) -> None: ...
+        async def _reopen(self, url: str) -> str: ...
         def _target_closed(self, exc: PlaywrightError) -> bool: ...
 
     def _init_capture(self) -> None:
@@ -98,6 +105,10 @@ class ScreenCapture:
         self._action_events = 0  # page events reported before the current action began
         #: Screenshots that were taken by ``settle`` ahead of time (for tests and benchmarks).
         self.prefetched_shots = 0
+        #: Screenshots retaken after one did not come, and pages reopened because none came.
+        self.captures_recovered = 0
+        self.pages_replaced = 0
+        self._recoveries: list[str] = []
 
     # -- view -----------------------------------------------------------------------------
     async def title(self) -> str:
@@ -192,8 +203,65 @@ class ScreenCapture:
             scroll, self._settled_scroll = self._settled_scroll, None
             scroll = scroll or await self._read_view()
         self._shot_scroll = scroll
-        result: dict[str, Any] = await cdp.send("Page.captureScreenshot", self._params(frame, scroll))
+        params = self._params(frame, scroll)
+        try:
+            result: dict[str, Any] = await cdp.send(
+                "Page.captureScreenshot", params, timeout_s=self.config.capture_timeout_s
+            )
+        except CommandTimeout:
+            return await self._recover_capture(frame, params)
         return result
+
+    # -- a screenshot that does not come ----------------------------------------------------
+    async def _recover_capture(self, frame: Frame, params: dict[str, Any]) -> dict[str, Any]:
+        """Chromium left a screenshot unanswered (docs/faults.md says when): take it again on a new
+        DevTools session, and if the page still gives none, reopen it in a new tab (the policy is told)."""
+        timeout_s, url = self.config.capture_timeout_s, self.page.url
+        log.warning("capture_timed_out", url=url, timeout_s=timeout_s)
+        try:
+            result = await self._capture_on_new_session(params)
+        except PlaywrightError as exc:  # CommandTimeout too
+            log.warning("capture_retry_failed", url=url, error=first_line(exc))
+        else:
+            self.captures_recovered += 1
+            self._recoveries.append(
+                f"The screenshot did not come within {timeout_s:g} s; it was taken again on a new DevTools session."
+            )
+            return result
+        if not (self._owns_context or self._owns_page):
+            raise BrowserError(f"the page gives no screenshot (none within {timeout_s:g} s, twice) at {url}")
+        note = await self._reopen(url)
+        self.pages_replaced += 1
+        self._recoveries.append(f"The page gave no screenshot twice; it was reopened in a new tab{note}.")
+        self._events.append(f"The page stopped responding; the agent reopened {url} in a new tab{note}.")
+        cdp = await self._cdp_session()
+        scroll = None if frame.is_identity else await self._read_view()
+        self._shot_scroll = scroll
+        try:
+            replaced: dict[str, Any] = await cdp.send(
+                "Page.captureScreenshot", self._params(frame, scroll), timeout_s=timeout_s
+            )
+        except CommandTimeout:
+            raise BrowserError(f"the browser gives no screenshot of {url}, even in a new tab") from None
+        return replaced
+
+    async def _capture_on_new_session(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The same capture on a CDP session of its own (through Playwright), closed afterwards."""
+        timeout_s = self.config.capture_timeout_s
+        session = await within(self.context.new_cdp_session(self.page), timeout_s, "new_cdp_session")
+        try:
+            result: dict[str, Any] = await within(
+                session.send("Page.captureScreenshot", params), timeout_s, "Page.captureScreenshot"
+            )
+        finally:
+            with contextlib.suppress(PlaywrightError):
+                await within(session.detach(), timeout_s, "CDPSession.detach")
+        return result
+
+    def drain_recoveries(self) -> list[str]:
+        """What the session did since the last call to recover from a browser that did not answer."""
+        recoveries, self._recoveries = self._recoveries, []
+        return recoveries
 
     # -- the capture settle starts early --------------------------------------------------
     def _quiet(self) -> bool:
@@ -214,10 +282,11 @@ class ScreenCapture:
             return None
         params = self._params(frame, scroll)
         task: asyncio.Future[Any]
+        timeout_s = self.config.capture_timeout_s
         if isinstance(cdp, DevToolsSession):  # written together with settle's check, which follows
-            task = cdp.request("Page.captureScreenshot", params, flush=False)
+            task = cdp.request("Page.captureScreenshot", params, flush=False, timeout_s=timeout_s)
         else:
-            task = asyncio.ensure_future(cdp.send("Page.captureScreenshot", params))
+            task = asyncio.ensure_future(cdp.send("Page.captureScreenshot", params, timeout_s=timeout_s))
         return _Prefetch(self.page, frame, scroll, task)
 
     def _check_prefetch(self, started: _Prefetch) -> None:

@@ -38,6 +38,8 @@ import structlog
 from playwright.async_api import Browser, BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
 
+from .deadline import DEFAULT_COMMAND_TIMEOUT_S, CommandTimeout, within
+
 __all__ = [
     "CDPChannel",
     "DevTools",
@@ -58,7 +60,9 @@ _CLOSED = "Target page, context or browser has been closed"  # what BrowserSessi
 class CDPChannel(Protocol):
     """What the session uses of a CDP session: Playwright's ``CDPSession`` or a ``DevToolsSession``."""
 
-    async def send(self, method: str, params: dict[str, Any] | None = None) -> Any: ...
+    async def send(self, method: str, params: dict[str, Any] | None = None, *, timeout_s: float | None = None) -> Any:
+        """The command's reply; CommandTimeout past ``timeout_s`` (default: the channel's deadline)."""
+
     def on(self, event: str, f: Callable[..., Any]) -> None: ...
     async def detach(self) -> None: ...
 
@@ -86,17 +90,25 @@ class DevToolsSession:
         self.gone = False  # the target itself went away (the page closed)
         self.crashed = False  # its renderer died: commands would never be answered
 
-    def request(self, method: str, params: dict[str, Any] | None = None, *, flush: bool = True) -> asyncio.Future[Any]:
-        """Send a command; its reply (the ``result`` object) is the future's. ``flush=False``: it
-        goes out with the next command sent (one write for both), at the latest on the next loop turn."""
+    def request(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        flush: bool = True,
+        timeout_s: float | None = None,
+    ) -> asyncio.Future[Any]:
+        """Send a command; its reply (the ``result`` object) is the future's, or CommandTimeout
+        after ``timeout_s`` (default: the connection's). ``flush=False``: it goes out with the next
+        command sent (one write for both), at the latest on the next loop turn."""
         if self.closed or self.crashed:
             future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             future.set_exception(DevToolsError(f"{method}: {'Target crashed' if self.crashed else _CLOSED}"))
             return future
-        return self._devtools.request(method, params, self.session_id, flush=flush)
+        return self._devtools.request(method, params, self.session_id, flush=flush, timeout_s=timeout_s)
 
-    async def send(self, method: str, params: dict[str, Any] | None = None) -> Any:
-        return await self.request(method, params)
+    async def send(self, method: str, params: dict[str, Any] | None = None, *, timeout_s: float | None = None) -> Any:
+        return await self.request(method, params, timeout_s=timeout_s)
 
     def on(self, event: str, f: Callable[..., Any]) -> None:
         self._handlers.setdefault(event, []).append(f)
@@ -116,7 +128,7 @@ class DevToolsSession:
     async def detach(self) -> None:
         if not self.closed:
             self._close(_CLOSED)
-            with contextlib.suppress(DevToolsError):
+            with contextlib.suppress(PlaywrightError):  # DevToolsError, CommandTimeout
                 await self._devtools.request("Target.detachFromTarget", {"sessionId": self.session_id})
 
     def _dispatch(self, method: str, params: Any) -> None:
@@ -143,7 +155,9 @@ class DevTools(asyncio.Protocol):
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.sessions: dict[str, DevToolsSession] = {}
-        self._pending: dict[int, tuple[asyncio.Future[Any], str, str | None]] = {}
+        #: Deadline of a command (``browser.command_timeout_s``): an unanswered one fails with CommandTimeout.
+        self.timeout_s = DEFAULT_COMMAND_TIMEOUT_S
+        self._pending: dict[int, _Pending] = {}
         self._next_id = 0
         self._buffer = bytearray()
         self._fragments = bytearray()
@@ -187,12 +201,12 @@ class DevTools(asyncio.Protocol):
 
     async def attach(self, context: BrowserContext, page: Page) -> DevToolsSession:
         """A CDP session of ``page`` on this connection (its target id asked of Playwright once)."""
-        probe = await context.new_cdp_session(page)
+        probe = await within(context.new_cdp_session(page), self.timeout_s, "new_cdp_session")
         try:
-            info = await probe.send("Target.getTargetInfo")
+            info = await within(probe.send("Target.getTargetInfo"), self.timeout_s, "Target.getTargetInfo")
         finally:
             with contextlib.suppress(PlaywrightError):
-                await probe.detach()
+                await within(probe.detach(), self.timeout_s, "CDPSession.detach")
         target = info["targetInfo"]["targetId"]
         reply = await self.request("Target.attachToTarget", {"targetId": target, "flatten": True})
         session = DevToolsSession(self, str(reply["sessionId"]))
@@ -205,7 +219,13 @@ class DevTools(asyncio.Protocol):
 
     # -- commands -------------------------------------------------------------------------
     def request(
-        self, method: str, params: dict[str, Any] | None, session_id: str | None = None, *, flush: bool = True
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        session_id: str | None = None,
+        *,
+        flush: bool = True,
+        timeout_s: float | None = None,
     ) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
@@ -213,10 +233,13 @@ class DevTools(asyncio.Protocol):
             future.set_exception(DevToolsError(f"{method}: {_CLOSED}"))
             return future
         self._next_id += 1
-        message: dict[str, Any] = {"id": self._next_id, "method": method, "params": params or {}}
+        key = self._next_id
+        message: dict[str, Any] = {"id": key, "method": method, "params": params or {}}
         if session_id is not None:
             message["sessionId"] = session_id
-        self._pending[self._next_id] = (future, method, session_id)
+        seconds = timeout_s or self.timeout_s
+        timer = loop.call_later(seconds, self._expire, key, seconds)
+        self._pending[key] = _Pending(future, method, session_id, timer)
         self._out.append(_frame(json.dumps(message, separators=(",", ":")).encode()))
         if flush:
             self._flush()
@@ -232,13 +255,18 @@ class DevTools(asyncio.Protocol):
             self.transport.write(b"".join(self._out))
         self._out.clear()
 
+    def _expire(self, key: int, seconds: float) -> None:
+        """A command's deadline passed: its reply, should it still come, is ignored."""
+        entry = self._pending.pop(key, None)
+        if entry is not None:
+            entry.fail(CommandTimeout(f"{entry.method}: no answer from the browser within {seconds:g} s"))
+
     def fail_session(self, session_id: str, reason: str) -> None:
         """Fail the commands of one session still waiting for a reply (its target closed or crashed)."""
-        for key, (future, method, sid) in list(self._pending.items()):
-            if sid == session_id:
+        for key, entry in list(self._pending.items()):
+            if entry.session_id == session_id:
                 del self._pending[key]
-                if not future.done():
-                    future.set_exception(DevToolsError(f"{method}: {reason}"))
+                entry.fail(DevToolsError(f"{entry.method}: {reason}"))
 
     # -- asyncio.Protocol -----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -260,9 +288,8 @@ class DevTools(asyncio.Protocol):
         if self._handshake is not None and not self._handshake.done():
             self._handshake.set_exception(ConnectionError("the DevTools connection closed during the handshake"))
         pending, self._pending = self._pending, {}
-        for future, method, _ in pending.values():
-            if not future.done():
-                future.set_exception(DevToolsError(f"{method}: {_CLOSED}"))
+        for entry in pending.values():
+            entry.fail(DevToolsError(f"{entry.method}: {_CLOSED}"))
         for session in list(self.sessions.values()):
             session.closed = True
         self.sessions.clear()
@@ -325,15 +352,16 @@ class DevTools(asyncio.Protocol):
         key = message.get("id")
         if key is not None:
             entry = self._pending.pop(key, None)
-            if entry is not None and not entry[0].done():
-                future, method, _ = entry
+            if entry is not None:
                 error = message.get("error")
                 if error is not None:
                     # -32001: "Session with given id not found" (its target closed in the meantime)
                     reason = _CLOSED if error.get("code") == -32001 else error.get("message", error)
-                    future.set_exception(DevToolsError(f"{method}: {reason}"))
+                    entry.fail(DevToolsError(f"{entry.method}: {reason}"))
                 else:
-                    future.set_result(message.get("result", {}))
+                    entry.timer.cancel()
+                    if not entry.future.done():
+                        entry.future.set_result(message.get("result", {}))
             return
         method, params = message.get("method", ""), message.get("params", {})
         session = self.sessions.get(message.get("sessionId", ""))
@@ -344,6 +372,25 @@ class DevTools(asyncio.Protocol):
             if gone is not None:
                 gone.gone = True
                 gone._close(_CLOSED)
+
+
+class _Pending:
+    """A command waiting for its reply, and the timer of its deadline."""
+
+    __slots__ = ("future", "method", "session_id", "timer")
+
+    def __init__(
+        self, future: asyncio.Future[Any], method: str, session_id: str | None, timer: asyncio.TimerHandle
+    ) -> None:
+        self.future = future
+        self.method = method
+        self.session_id = session_id
+        self.timer = timer
+
+    def fail(self, exc: Exception) -> None:
+        self.timer.cancel()
+        if not self.future.done():
+            self.future.set_exception(exc)
 
 
 def _fields(head: list[str]) -> dict[str, str]:
@@ -395,14 +442,18 @@ async def _get_json(host: str, port: int, path: str) -> Any:
 _CONNECTIONS: weakref.WeakKeyDictionary[Browser, DevTools] = weakref.WeakKeyDictionary()
 
 
-async def connect_devtools(browser: Browser, host: str, port: int) -> DevTools | None:
+async def connect_devtools(
+    browser: Browser, host: str, port: int, *, timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S
+) -> DevTools | None:
     """Open ``browser``'s direct connection (right after launch, while the browser is idle); None,
-    logged, where it cannot be had: sessions on that browser then use Playwright's CDP sessions."""
+    logged, where it cannot be had: sessions on that browser then use Playwright's CDP sessions.
+    ``timeout_s``: the deadline of each command sent over it."""
     try:
         devtools = await DevTools.connect(host, port)
     except Exception as exc:  # whatever answers there, it is not usable: Playwright's sessions then
         log.info("devtools_unavailable", port=port, error=str(exc) or type(exc).__name__)
         return None
+    devtools.timeout_s = timeout_s
     _CONNECTIONS[browser] = devtools
     browser.on("disconnected", lambda _: devtools.close())
     return devtools

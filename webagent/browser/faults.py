@@ -35,6 +35,7 @@ from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from ..config import BrowserConfig
 from ..errors import BrowserError
+from .deadline import within
 from .devtools import CDPChannel
 
 __all__ = ["MAX_PAGE_CRASHES", "PageFaults", "first_line"]
@@ -142,30 +143,41 @@ class PageFaults:
             raise BrowserError(
                 f"the page crashed {self._crashes} times (its renderer process died) at {url}; giving up"
             )
-        await self._replace_page()
-        await self._watch_navigations()
-        note = ""
-        if url.startswith(("http:", "https:")):
-            try:
-                await self.page.goto(url, wait_until="load", timeout=self.config.navigation_timeout_s * 1000)
-            except PlaywrightTimeoutError:
-                note = f"; it was still loading after {self.config.navigation_timeout_s:g} s"
-            except PlaywrightError as exc:
-                note = f"; reopening it failed: {first_line(exc).removeprefix('Page.goto: ')}"
+        note = await self._reopen(url)
         self._events.append(
             f"The page crashed (its renderer process died); the agent reopened {url} in a new tab{note}."
         )
 
+    async def _reopen(self, url: str) -> str:
+        """A fresh tab in place of the page, at ``url``; what went wrong loading it ("" if nothing)."""
+        await self._replace_page()
+        await self._watch_navigations()
+        if not url.startswith(("http:", "https:")):
+            return ""
+        timeout_s = self.config.navigation_timeout_s
+        try:
+            await within(
+                self.page.goto(url, wait_until="load", timeout=timeout_s * 1000),
+                timeout_s + self.config.command_timeout_s,
+                "Page.goto",
+            )
+        except PlaywrightTimeoutError:
+            return f"; it was still loading after {timeout_s:g} s"
+        except PlaywrightError as exc:
+            return f"; reopening it failed: {first_line(exc).removeprefix('Page.goto: ')}"
+        return ""
+
     async def _replace_page(self) -> None:
         """Swap the crashed page for a fresh blank one in the same context."""
         crashed = self.page
+        timeout_s = self.config.command_timeout_s
         try:
-            page = await self.context.new_page()
+            page = await within(self.context.new_page(), timeout_s, "new_page")
         except PlaywrightError as exc:
-            raise BrowserError(f"cannot open a new tab after the page crashed: {first_line(exc)}") from None
+            raise BrowserError(f"cannot open a new tab in place of the page: {first_line(exc)}") from None
         self._new_pages = [p for p in self._new_pages if p is not page]  # not a tab the page opened
         with contextlib.suppress(PlaywrightError):
-            await crashed.close()
+            await within(crashed.close(), timeout_s, "page.close")
         self.page = page
         self._cdp = None
         self._crashed = False

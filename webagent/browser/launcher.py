@@ -105,7 +105,7 @@ async def launch_browser(playwright: Playwright, config: BrowserConfig) -> Brows
             "chromium (apt-get install chromium), run `playwright install chromium`, or set browser.executable_path"
         ) from None
     if port is not None:
-        await connect_devtools(browser, "127.0.0.1", port)
+        await connect_devtools(browser, "127.0.0.1", port, timeout_s=config.command_timeout_s)
     log.debug("browser_launched", executable=executable or "bundled", version=browser.version, devtools_port=port)
     return browser
 

@@ -56,6 +56,9 @@ class SecretPage:
     def drain_events(self) -> list[str]:
         return [self.secrets.redact(e) for e in self.session.drain_events()]
 
+    def drain_recoveries(self) -> list[str]:
+        return [self.secrets.redact(e) for e in self.session.drain_recoveries()]
+
     async def goto(self, url: str, *, start: bool = False) -> None:
         await self._call(self.session.goto(url, start=start))
 

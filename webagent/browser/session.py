@@ -37,6 +37,7 @@ from ..actions import normalize_key
 from ..config import BrowserConfig
 from ..errors import ActionError, BrowserError, NavigationError
 from .capture import ScreenCapture
+from .deadline import CommandTimeout, within
 from .devtools import CDPChannel, DevToolsSession
 from .faults import PageFaults, first_line
 from .guard import NavigationGuard
@@ -87,17 +88,27 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults, Settling):
         cls, browser: Browser, config: BrowserConfig, *, block_service_workers: bool = False
     ) -> BrowserSession:
         """A fresh context and page on a shared browser."""
+        timeout_s = config.command_timeout_s
         try:
-            context = await browser.new_context(
-                viewport={"width": config.viewport.width, "height": config.viewport.height},
-                device_scale_factor=1,
-                accept_downloads=False,
-                # Requests of service workers bypass routing: a guarded context has none.
-                service_workers="block" if block_service_workers else "allow",
+            context = await within(
+                browser.new_context(
+                    viewport={"width": config.viewport.width, "height": config.viewport.height},
+                    device_scale_factor=1,
+                    accept_downloads=False,
+                    # Requests of service workers bypass routing: a guarded context has none.
+                    service_workers="block" if block_service_workers else "allow",
+                ),
+                timeout_s,
+                "new_context",
             )
-            page = await context.new_page()
         except PlaywrightError as exc:
             raise BrowserError(f"cannot open a browser context: {first_line(exc)}") from None
+        try:
+            page = await within(context.new_page(), timeout_s, "new_page")
+        except PlaywrightError as exc:
+            with contextlib.suppress(PlaywrightError):
+                await within(context.close(), timeout_s, "context.close")
+            raise BrowserError(f"cannot open a browser tab: {first_line(exc)}") from None
         return cls(page, config, owns_context=True)
 
     async def _watch_navigations(self) -> None:
@@ -109,7 +120,10 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults, Settling):
         """Enforce a navigation policy on this session's context (before its first navigation)."""
         self.guard = guard
         guard.on_event = self._on_guard_event
-        await guard.install(self.context)
+        try:
+            await within(guard.install(self.context), self.config.command_timeout_s, "installing the navigation guard")
+        except PlaywrightError as exc:
+            raise BrowserError(f"cannot set up the navigation policy: {first_line(exc)}") from None
         await self._watch_navigations()
 
     def _on_guard_event(self, text: str, main_frame: bool) -> None:
@@ -127,10 +141,8 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults, Settling):
         kind = dialog.type
         message = " ".join(dialog.message.split())[:300]
         try:
-            if kind == "prompt":
-                await dialog.accept(dialog.default_value)
-            else:
-                await dialog.accept()
+            accepted = dialog.accept(dialog.default_value) if kind == "prompt" else dialog.accept()
+            await within(accepted, self.config.command_timeout_s, "dialog.accept")
         except PlaywrightError:
             return
         text = (
@@ -234,8 +246,14 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults, Settling):
 
     async def _goto(self, url: str) -> None:
         self._error_page_committed.clear()
+        timeout_s = self.config.navigation_timeout_s
         try:
-            await self.page.goto(url, wait_until="load", timeout=self.config.navigation_timeout_s * 1000)
+            # Playwright's own timeout, and ours in case the browser stops answering Playwright too.
+            await within(
+                self.page.goto(url, wait_until="load", timeout=timeout_s * 1000),
+                timeout_s + self.config.command_timeout_s,
+                "Page.goto",
+            )
         except PlaywrightTimeoutError:
             raise
         except PlaywrightError as exc:
@@ -337,10 +355,12 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults, Settling):
 
     async def _guard(self, awaitable: Any) -> Any:
         """Turn Playwright failures during an action into ActionError (or BrowserError if gone)."""
+        timeout_s = self.config.command_timeout_s
         try:
-            return await awaitable
-        except PlaywrightTimeoutError:
-            raise ActionError(f"the page did not respond within {self.config.settle_timeout_s:g} s") from None
+            return await within(awaitable, timeout_s, "the action")
+        except PlaywrightTimeoutError as exc:
+            seconds = timeout_s if isinstance(exc, CommandTimeout) else self.config.settle_timeout_s
+            raise ActionError(f"the page did not respond within {seconds:g} s") from None
         except PlaywrightError as exc:
             if self._crashed:
                 raise ActionError("the page crashed during the action (its renderer process died)") from None
@@ -362,16 +382,20 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults, Settling):
         return self.page.is_closed() and any(not p.is_closed() for p in self.context.pages)
 
     async def close(self) -> None:
+        """Undo what the session set up on a caller's page, or close its own tab or context; each
+        step bounded (a browser that stopped answering is left to the pool, which closes it)."""
         self._drop_prefetch()
+        timeout_s = self.config.command_timeout_s
         if self.guard is not None and not self._owns_context:
-            await self.guard.uninstall()
+            with contextlib.suppress(PlaywrightError):
+                await within(self.guard.uninstall(), timeout_s, "removing the navigation guard")
         if self._cdp is not None and not self._owns_context:  # a caller's page: no Fetch interception left
             with contextlib.suppress(PlaywrightError):
-                await self._cdp.detach()
+                await within(self._cdp.detach(), timeout_s, "CDPSession.detach")
             self._cdp = None
         if self._owns_page and not self._owns_context:
             with contextlib.suppress(PlaywrightError):
-                await self.page.close()
+                await within(self.page.close(), timeout_s, "page.close")
         if self._owns_context:
             with contextlib.suppress(PlaywrightError):
-                await self.context.close()
+                await within(self.context.close(), timeout_s, "context.close")

@@ -29,6 +29,7 @@ from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from ..config import BrowserConfig
 from ..errors import ActionError, BrowserError
 from .capture import VIEW_ERRORS, Scroll
+from .deadline import BoundedCDPSession, within
 from .devtools import CDPChannel, DevToolsSession, devtools_for
 from .faults import ABORT_GRACE_S, first_line
 from .guard import NavigationGuard
@@ -112,7 +113,9 @@ class Settling:
                     return await devtools.attach(self.context, self.page)
                 except PlaywrightError as exc:
                     log.debug("devtools_attach_failed", error=first_line(exc))
-        return await self.context.new_cdp_session(self.page)
+        timeout_s = self.config.command_timeout_s
+        session = await within(self.context.new_cdp_session(self.page), timeout_s, "new_cdp_session")
+        return BoundedCDPSession(session, timeout_s)
 
     def _while_current(self, cdp: CDPChannel, handler: Callable[[Any], None]) -> Callable[[Any], None]:
         """``handler`` for the events of ``cdp`` while it is the session's own: a tab the session

@@ -16,6 +16,8 @@ import time
 from playwright.async_api import BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
 
+from ..config import BrowserConfig
+from .deadline import within
 from .devtools import CDPChannel
 from .guard import NavigationGuard
 
@@ -28,6 +30,7 @@ class TabFollowing:
     # Provided by BrowserSession.
     page: Page
     context: BrowserContext
+    config: BrowserConfig
     guard: NavigationGuard | None
     _events: list[str]
     _new_pages: list[Page]
@@ -64,7 +67,7 @@ class TabFollowing:
                     self._events.append(f"Blocked a new tab that opened {page.url}: {reason}.")
             if blocked:
                 with contextlib.suppress(PlaywrightError):
-                    await page.close()
+                    await within(page.close(), self.config.command_timeout_s, "page.close")
                 self._events.append("The blocked tab was closed; the agent stayed on this page.")
                 return
         self.page = page
@@ -76,7 +79,7 @@ class TabFollowing:
         try:
             remaining = max(1.0, (deadline - time.monotonic()) * 1000)
             await page.wait_for_load_state("load", timeout=remaining)
-            await page.bring_to_front()
+            await within(page.bring_to_front(), self.config.command_timeout_s, "page.bring_to_front")
         except PlaywrightError:
             pass
         self._events.append(f"A new tab opened ({page.url}); the agent switched to it.")

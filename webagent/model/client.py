@@ -132,6 +132,8 @@ class ModelClient:
         self.endpoint: Endpoint | None = None
         #: When set, every request's text is redacted (secret values -> {{NAME}}) before it is sent.
         self.secrets: Secrets | None = None
+        #: Called after each answered request (a batch watchdog's sign of progress).
+        self.on_answer: Callable[[], None] | None = None
 
     async def aclose(self) -> None:
         self.release()
@@ -228,6 +230,8 @@ class ModelClient:
         finally:
             endpoint.in_flight -= 1
         latency = time.perf_counter() - start
+        if self.on_answer is not None:
+            self.on_answer()
         text, prompt_tokens, completion_tokens = _read_completion(reply.body)
         usage.calls += 1
         usage.prompt_tokens += prompt_tokens

@@ -1,0 +1,58 @@
+"""Deadlines for everything the agent awaits from the browser.
+
+Chromium may never answer a command: a screenshot whose frame never comes, a page whose main
+thread spins, a browser that stopped reading its pipe. Playwright bounds only the calls that take
+a ``timeout`` (navigations, waits for a state or an event); its mouse, keyboard, ``evaluate``,
+``new_page`` and ``close`` wait as long as the browser does, and so would a raw CDP command. Every
+such await in ``webagent.browser`` goes through ``within`` (or a CDP channel that bounds each
+command itself, ``webagent.browser.devtools``), so a browser that stops answering costs a
+deadline, never a hung session. A command past its deadline raises ``CommandTimeout``, a
+Playwright ``TimeoutError``, which every caller already handles as "the page did not respond".
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from playwright.async_api import CDPSession
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
+
+__all__ = ["DEFAULT_COMMAND_TIMEOUT_S", "BoundedCDPSession", "CommandTimeout", "within"]
+
+T = TypeVar("T")
+
+#: Deadline of one browser command where no configuration is at hand (``browser.command_timeout_s``).
+DEFAULT_COMMAND_TIMEOUT_S = 15.0
+
+
+class CommandTimeout(PlaywrightTimeoutError):
+    """A browser command that was not answered within its deadline."""
+
+
+async def within(awaitable: Awaitable[T], seconds: float, what: str) -> T:
+    """``await awaitable``, or CommandTimeout after ``seconds`` (the awaitable is cancelled)."""
+    try:
+        async with asyncio.timeout(seconds):
+            return await awaitable
+    except TimeoutError:
+        raise CommandTimeout(f"{what}: no answer from the browser within {seconds:g} s") from None
+
+
+class BoundedCDPSession:
+    """Playwright's ``CDPSession`` (the fallback when there is no direct DevTools connection) with
+    a deadline on every command, like ``DevToolsSession``'s."""
+
+    def __init__(self, session: CDPSession, timeout_s: float) -> None:
+        self._session = session
+        self.timeout_s = timeout_s
+
+    async def send(self, method: str, params: dict[str, Any] | None = None, *, timeout_s: float | None = None) -> Any:
+        return await within(self._session.send(method, params), timeout_s or self.timeout_s, method)
+
+    def on(self, event: str, f: Callable[..., Any]) -> None:
+        self._session.on(event, f)
+
+    async def detach(self) -> None:
+        await within(self._session.detach(), self.timeout_s, "CDPSession.detach")
