@@ -1,4 +1,5 @@
-"""The batch runner (library level): real Chromium, the offline model server, the local sites."""
+"""The batch runner (library level): real Chromium, the offline model server, the local sites; and
+with fakes (no browser): crash re-runs, the watchdog, the browser pool's replacements."""
 
 from __future__ import annotations
 
@@ -10,19 +11,23 @@ import signal
 import threading
 import time
 from collections import defaultdict
+from collections.abc import AsyncGenerator, Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from playwright.async_api import async_playwright
 
-from webagent.batch import BatchRunner, BatchStats, ResultsFile, TaskResult, cost_of, read_results
+from webagent.batch import CRASH_RERUNS, BatchRunner, BatchStats, ResultsFile, TaskResult, cost_of, read_results
+from webagent.batchcli import EXIT_DONE, EXIT_ERRORS, EXIT_INTERRUPTED, exit_code
 from webagent.browser.launcher import launch_browser
+from webagent.browser.pool import LAUNCH_TRIES, BrowserPool
 from webagent.browser.session import BrowserSession
 from webagent.config import BrowserConfig
 from webagent.errors import BrowserError, NavigationError
 from webagent.prompts import resource_dir
+from webagent.records import RoleUsage, RunResult, Step, Timings, Usage
 from webagent.summary import summarize
 from webagent.tasks import TaskSpec, load_tasks
 from webagent.testing.server import FakeModelServer
@@ -30,7 +35,14 @@ from webagent.testing.sites import SiteServer
 
 from .conftest import load_task_script, make_config
 
-pytestmark = [pytest.mark.e2e, pytest.mark.browser]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def real_browser(test: F) -> F:
+    """End to end: real Chromium, the offline model server, the local sites."""
+    marked: F = pytest.mark.e2e(pytest.mark.browser(test))
+    return marked
+
 
 LOCAL_IDS = ["catalog-price", "catalog-feedback", "form-register", "longpage-code", "tabs-order"]
 LOCAL_STEPS = {"catalog-price": 3, "catalog-feedback": 4, "form-register": 6, "longpage-code": 6, "tabs-order": 2}
@@ -137,6 +149,7 @@ async def wait_for(predicate: Any, within: float, what: str) -> None:
 # ---------------------------------------------------------------- the five local tasks, resume
 
 
+@real_browser
 async def test_batch_of_local_tasks_then_resume(site: SiteServer, tmp_path: Path) -> None:
     tasks = task_file(tmp_path / "local.jsonl", list(local_lines(site).values()))
     out = tmp_path / "batch"
@@ -230,6 +243,7 @@ def hand_made_result(task_id: str, url: str = "https://example.com", goal: str =
     )
 
 
+@real_browser
 async def test_torn_last_line_is_dropped_on_resume(site: SiteServer, tmp_path: Path) -> None:
     local = local_lines(site)
     tasks = task_file(tmp_path / "t.jsonl", [local["tabs-order"], local["catalog-price"]])
@@ -276,6 +290,7 @@ def make_config_stub() -> Any:
     return offline_config("http://127.0.0.1:9", "holo1.5")
 
 
+@real_browser
 async def test_an_unexpected_error_in_a_task_is_not_silently_dropped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -341,6 +356,7 @@ def pass_at_k_tasks(site: SiteServer) -> list[dict[str, Any]]:
     ]
 
 
+@real_browser
 async def test_pass_at_k_and_references(site: SiteServer, tmp_path: Path) -> None:
     tasks = task_file(tmp_path / "t.jsonl", pass_at_k_tasks(site))
     async with FakeModelServer(PASS_AT_K_SCRIPT) as server:
@@ -388,6 +404,7 @@ async def test_pass_at_k_and_references(site: SiteServer, tmp_path: Path) -> Non
 # ---------------------------------------------------------------- a browser crash mid-task
 
 
+@real_browser
 async def test_a_browser_killed_while_the_first_page_opens_is_a_crash(tmp_path: Path) -> None:
     """Not a NavigationError blamed on the site: the batch must see the crash and re-run the task."""
     arrived = threading.Event()
@@ -430,6 +447,7 @@ async def test_a_browser_killed_while_the_first_page_opens_is_a_crash(tmp_path: 
                 os.kill(p, signal.SIGKILL)
 
 
+@real_browser
 async def test_browser_crash_is_retried(site: SiteServer, tmp_path: Path) -> None:
     script = {**load_task_script("local"), "latency_s": {"policy": 0.25}}
     tasks = task_file(tmp_path / "t.jsonl", slow_copies(site, "slow-a", "slow-b"))
@@ -472,6 +490,7 @@ async def test_browser_crash_is_retried(site: SiteServer, tmp_path: Path) -> Non
         assert r.answer == "4711-ZETA"
         assert r.retried is True  # both were in flight on the killed browser
         assert r.attempts == 1 and r.attempt_records[0].retried is True
+        assert [rr.reason for rr in r.attempt_records[0].reruns] == ["browser_crash"]
         assert r.steps == 6  # the steps of the attempt that counted
         assert step_lines(out / r.attempt_records[0].output_dir) == 6  # the crashed attempt's records are gone
     assert stats.retried == 2 and stats.succeeded == 2 and stats.errors == 0
@@ -483,6 +502,7 @@ async def test_browser_crash_is_retried(site: SiteServer, tmp_path: Path) -> Non
 # ---------------------------------------------------------------- stop (SIGINT/SIGTERM) and resume
 
 
+@real_browser
 async def test_stop_abandons_in_flight_tasks_and_resume_finishes(site: SiteServer, tmp_path: Path) -> None:
     script = {**load_task_script("local"), "latency_s": {"policy": 0.2}}
     local = local_lines(site)
@@ -530,3 +550,429 @@ async def test_stop_abandons_in_flight_tasks_and_resume_finishes(site: SiteServe
         assert r["success"] and r["retried"] is False
         run_dir = out / r["attempt_records"][0]["output_dir"]
         assert step_lines(run_dir) == r["steps"]  # a rerun task starts from a clean directory
+
+
+# ---------------------------------------------------------------- fakes: crash re-runs and the watchdog
+#
+# A fake Agent whose streams play scripted runs: the runner's own logic (re-runs, the watchdog,
+# records, one line per task) without a browser or a model server.
+
+Plan = str  # "ok", "crash", "crash_result", "crash_at_open", "error", "stall", "stubborn", "busy", "quiet", "hang"
+
+
+class FakeSession:
+    def __init__(self, crashed: bool) -> None:
+        self.crashed = crashed
+
+    async def confirm_browser_crash(self) -> bool:
+        return self.crashed
+
+
+class FakeStream:
+    """One scripted run (the part of RunStream the batch runner uses)."""
+
+    def __init__(self, agent: FakeAgent, plan: Plan, goal: str, directory: Path) -> None:
+        self.agent, self.plan, self.goal, self.directory = agent, plan, goal, directory
+        self.result: RunResult | None = None
+        self.session: FakeSession | None = None
+        self.last_progress = time.monotonic()
+        self._gen = self._run()
+
+    def __aiter__(self) -> FakeStream:
+        return self
+
+    async def __anext__(self) -> Step:
+        return await self._gen.__anext__()
+
+    async def aclose(self) -> None:
+        await self._gen.aclose()
+
+    def _step(self, index: int) -> Step:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with (self.directory / "trajectory.jsonl").open("a") as fh:
+            fh.write(json.dumps({"index": index, "plan": self.plan}) + "\n")
+        self.last_progress = time.monotonic()
+        return Step(index=index, url="http://example.test/", timings=Timings(total_s=0.01))
+
+    def _end(self, success: bool, stop_reason: str = "answered", message: str = "", steps: int = 2) -> None:
+        self.result = RunResult(
+            success=success,
+            answer="42" if success else None,
+            stop_reason=stop_reason,  # type: ignore[arg-type]
+            message=message,
+            url="http://example.test/",
+            goal=self.goal,
+            steps=steps,
+            duration_s=0.1,
+            usage=Usage(policy=RoleUsage(calls=steps, prompt_tokens=100, completion_tokens=10)),
+        )
+
+    async def _run(self) -> AsyncGenerator[Step, None]:
+        plan = self.plan
+        if plan == "crash_at_open":  # the pool found no live browser for it: no session
+            self.agent.browsers.crashes += 1
+            raise BrowserError("cannot open a browser context: Target page, context or browser has been closed")
+        self.session = FakeSession(crashed=plan.startswith("crash"))
+        self.agent.opened += 1
+        try:
+            yield self._step(1)
+            if plan in ("crash", "error"):
+                raise BrowserError("the browser is gone: Mouse.move: Target page, context or browser has been closed")
+            if plan == "crash_result":
+                self._end(
+                    False, "error", "cannot take a screenshot: Target page, context or browser has been closed", 1
+                )
+                return
+            if plan in ("stall", "stubborn"):
+                await self._hang()
+            if plan == "busy":  # no step for a while, but model calls keep being answered
+                for _ in range(8):
+                    await asyncio.sleep(0.05)
+                    self.last_progress = time.monotonic()
+            if plan == "quiet":  # no sign of progress for a while (a watchdog turned off lets it finish)
+                await asyncio.sleep(0.4)
+            if plan == "hang":
+                await asyncio.Event().wait()
+            yield self._step(2)
+            self._end(True)
+        finally:
+            self.agent.closed += 1  # the session's context closes
+
+    async def _hang(self) -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            if self.plan == "stubborn":  # its cleanup hangs, until cancelled once more
+                await asyncio.Event().wait()
+            raise
+
+
+class FakePool:
+    def __init__(self) -> None:
+        self.crashes = 0
+
+    async def start(self) -> None:
+        pass
+
+
+class FakeAgent:
+    """Streams play the next plan of their task (found by the goal)."""
+
+    def __init__(self, plans: dict[str, list[Plan]]) -> None:
+        self.plans = plans
+        self.browsers = FakePool()
+        self.opened = 0
+        self.closed = 0
+        self.played: dict[str, list[Plan]] = defaultdict(list)
+
+    def stream(self, url: str, goal: str, *, output_dir: Path) -> FakeStream:
+        plan = self.plans[goal].pop(0)
+        self.played[goal].append(plan)
+        return FakeStream(self, plan, goal, Path(output_dir))
+
+    async def aclose(self) -> None:
+        pass
+
+
+def fake_runner(
+    monkeypatch: pytest.MonkeyPatch, out: Path, plans: dict[str, list[Plan]], **options: Any
+) -> tuple[BatchRunner, FakeAgent]:
+    agent = FakeAgent(plans)
+    monkeypatch.setattr("webagent.batch.Agent", lambda config: agent)
+    tasks = [TaskSpec(id=goal, url="http://example.test/", goal=goal) for goal in plans]
+    options.setdefault("concurrency", len(tasks))
+    return BatchRunner(make_config_stub(), tasks, out, **options), agent
+
+
+def by_id(out: Path) -> dict[str, TaskResult]:
+    rows = lines_of(out / "results.jsonl")
+    ids = [r["id"] for r in rows]
+    assert len(ids) == len(set(ids)), f"more than one line for a task: {ids}"
+    return {r["id"]: TaskResult.model_validate(r) for r in rows}
+
+
+async def test_a_crashed_run_is_rerun_in_the_same_attempt_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "b"
+    runner, agent = fake_runner(monkeypatch, out, {"a": ["crash", "ok"], "b": ["crash_result", "ok"], "c": ["ok"]})
+    stats = await asyncio.wait_for(runner.run(), 30)
+    rows = by_id(out)
+    assert sorted(rows) == ["a", "b", "c"]
+    for task_id in ("a", "b"):
+        r = rows[task_id]
+        assert r.success and r.retried and r.attempts == 1, r
+        (record,) = r.attempt_records
+        assert record.retried and record.output_dir == f"runs/{task_id}/attempt-1"
+        assert [rr.reason for rr in record.reruns] == ["browser_crash"]
+        assert "closed" in record.reruns[0].message and record.reruns[0].output_dir is None
+        assert record.reruns[0].steps == 1 and record.reruns[0].duration_s >= 0
+        lines = (out / record.output_dir / "trajectory.jsonl").read_text().splitlines()
+        assert [json.loads(line)["plan"] for line in lines] == ["ok", "ok"]  # the crashed run's records are gone
+    assert not rows["c"].retried and rows["c"].attempt_records[0].reruns == []
+    assert rows["b"].usage.policy.calls == 1 + 2  # the crashed run's model calls are paid for too
+    assert (stats.retried, stats.errors, stats.succeeded, stats.stalled) == (2, 0, 3, 0)
+    assert agent.opened == agent.closed == 5
+
+
+async def test_a_browser_that_dies_again_is_replaced_again_within_a_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "b"
+    plans = {
+        "twice": ["crash", "crash_result", "ok"],
+        "always": ["crash", "crash", "crash", "ok"],
+        "at-open": ["crash", "crash_at_open", "ok"],
+    }
+    runner, agent = fake_runner(monkeypatch, out, plans)
+    stats = await asyncio.wait_for(runner.run(), 30)
+    rows = by_id(out)
+    assert rows["twice"].success and rows["at-open"].success
+    assert [rr.reason for rr in rows["twice"].attempt_records[0].reruns] == ["browser_crash"] * 2
+    assert [rr.steps for rr in rows["at-open"].attempt_records[0].reruns] == [1, 0]
+    always = rows["always"]
+    assert not always.success and always.stop_reason == "error" and always.retried
+    assert agent.played["always"] == ["crash"] * 3  # 1 run + CRASH_RERUNS re-runs, then the error stands
+    assert len(always.attempt_records[0].reruns) == CRASH_RERUNS == 2
+    assert "browser is gone" in always.message and always.attempt_records[0].steps == 1
+    assert stats.errors == 1 and stats.retried == 3
+
+
+async def test_an_error_that_is_not_a_crash_is_not_rerun(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "b"
+    runner, agent = fake_runner(monkeypatch, out, {"e": ["error", "ok"]})
+    await asyncio.wait_for(runner.run(), 30)
+    (r,) = by_id(out).values()
+    assert not r.success and r.stop_reason == "error" and not r.retried
+    assert agent.played["e"] == ["error"]
+    record = r.attempt_records[0]
+    assert record.steps == 1 and record.duration_s >= 0 and "browser is gone" in record.message
+
+
+async def test_crash_reruns_are_per_attempt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "b"
+    plans = {"k": ["crash", "error", "crash", "ok"]}
+    runner, _ = fake_runner(monkeypatch, out, plans, attempts=2)
+    await asyncio.wait_for(runner.run(), 30)
+    (r,) = by_id(out).values()
+    assert r.success and r.attempts == 2
+    first, second = r.attempt_records
+    assert [rr.reason for rr in first.reruns] == ["browser_crash"] and first.stop_reason == "error"
+    assert [rr.reason for rr in second.reruns] == ["browser_crash"] and second.success
+    assert second.output_dir == "runs/k/attempt-2"
+
+
+async def test_a_stalled_run_is_cancelled_kept_and_rerun(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "b"
+    plans = {"stuck": ["stall", "ok"], "busy": ["busy"], "fine": ["ok"]}
+    runner, agent = fake_runner(monkeypatch, out, plans, stall_timeout_s=0.25)
+    stats = await asyncio.wait_for(runner.run(), 30)
+    rows = by_id(out)
+    assert all(r.success for r in rows.values()), rows
+    assert not rows["busy"].retried  # answered model calls are progress, even without a step
+    stuck = rows["stuck"]
+    assert stuck.retried and stuck.attempts == 1
+    record = stuck.attempt_records[0]
+    assert not record.stalled and record.output_dir == "runs/stuck/attempt-1"
+    (rerun,) = record.reruns
+    assert rerun.reason == "stalled" and rerun.steps == 1
+    assert rerun.message.startswith("no progress for 0.25 s (stuck in step 2: "), rerun.message
+    assert "FakeStream._hang" in rerun.message  # where it waited
+    kept = out / str(rerun.output_dir)
+    assert rerun.output_dir == "runs/stuck/attempt-1-stalled"
+    assert len((kept / "trajectory.jsonl").read_text().splitlines()) == 1  # what it wrote is kept
+    written = json.loads((kept / "result.json").read_text())
+    assert written["stop_reason"] == "error" and written["message"] == rerun.message and written["steps"] == 1
+    assert len((out / record.output_dir / "trajectory.jsonl").read_text().splitlines()) == 2  # the re-run's own
+    assert stats.stalled == 1 and stats.retried == 1 and stats.errors == 0
+    assert agent.opened == agent.closed  # the cancelled run closed its session
+    summary = summarize(read_results(out), stats, runner.config, attempts=1)
+    assert summary["stalled"] == 1 and summary["retried_after_crash"] == 0
+
+
+async def test_a_run_that_stalls_again_ends_with_the_stall(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "b"
+    runner, agent = fake_runner(monkeypatch, out, {"stuck": ["stall", "stubborn", "ok"]}, stall_timeout_s=0.2)
+    runner.cleanup_timeout_s = 0.2  # the stubborn run's cleanup hangs until cancelled a second time
+    stats = await asyncio.wait_for(runner.run(), 30)
+    (r,) = by_id(out).values()
+    assert agent.played["stuck"] == ["stall", "stubborn"]  # re-run once, not twice
+    assert not r.success and r.stop_reason == "error" and r.retried
+    assert r.message.startswith("no progress for 0.2 s (stuck in step 2: ")
+    record = r.attempt_records[0]
+    assert record.stalled and [rr.reason for rr in record.reruns] == ["stalled"]
+    assert json.loads((out / record.output_dir / "result.json").read_text())["message"] == r.message
+    assert (out / "runs/stuck/attempt-1-stalled/result.json").exists()
+    assert stats.errors == 1 and stats.stalled == 2
+    assert agent.opened == agent.closed == 2
+
+
+async def test_the_watchdog_can_be_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "b"
+    runner, _ = fake_runner(monkeypatch, out, {"q": ["quiet"]}, stall_timeout_s=0)
+    await asyncio.wait_for(runner.run(), 30)
+    (r,) = by_id(out).values()
+    assert r.success and not r.retried
+    with pytest.raises(ValueError, match="stall_timeout_s"):
+        BatchRunner(make_config_stub(), [], tmp_path, stall_timeout_s=-1)
+
+
+async def test_stop_abandons_a_run_under_the_watchdog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "b"
+    runner, agent = fake_runner(monkeypatch, out, {"h": ["hang"], "ok": ["ok"]}, stall_timeout_s=60)
+    running = asyncio.create_task(runner.run())
+    await wait_for(lambda: runner.stats.done == 1 and agent.opened == 2, 10, "the quick task")
+    runner.stop()
+    stats = await asyncio.wait_for(running, 30)
+    assert list(by_id(out)) == ["ok"]  # the abandoned task has no line: it runs again on resume
+    assert stats.in_flight == 0 and agent.closed == 2
+
+
+def test_exit_codes() -> None:
+    base = {"interrupted": False, "errors": 0}
+    assert exit_code(base) == EXIT_DONE == 0
+    assert exit_code({**base, "errors": 3}) == EXIT_ERRORS == 1
+    assert exit_code({**base, "interrupted": True, "errors": 3}) == EXIT_INTERRUPTED == 130
+    assert len({EXIT_DONE, EXIT_ERRORS, EXIT_INTERRUPTED, 2}) == 4  # 2: usage errors (webagent.cli)
+
+
+# ---------------------------------------------------------------- fakes: the browser pool
+
+
+class FakeBrowser:
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.connected = True
+        self.closed = False
+        self._handlers: list[Callable[[Any], None]] = []
+
+    def on(self, event: str, handler: Callable[[Any], None]) -> None:
+        assert event == "disconnected"
+        self._handlers.append(handler)
+
+    def is_connected(self) -> bool:
+        return self.connected
+
+    def die(self) -> None:
+        if self.connected:
+            self.connected = False
+            for handler in list(self._handlers):
+                handler(self)
+
+    async def close(self) -> None:
+        self.closed = True
+        self.die()
+
+
+class FakeContextSession:
+    def __init__(self, browser: FakeBrowser) -> None:
+        self.browser = browser
+        self.closed = False
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+class FakeLauncher:
+    """Stands in for Playwright and ``open_browser``; ``fail_launches`` launches fail first."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.browsers: list[FakeBrowser] = []
+        self.fail_launches = 0
+        self.unusable: set[int] = set()  # browsers on which a context cannot be opened
+        self.late_disconnect_s: float | None = None  # ... because they die, reported this much later
+
+        class FakePlaywright:
+            async def stop(self) -> None:
+                pass
+
+        class Starter:
+            async def start(self) -> FakePlaywright:
+                return FakePlaywright()
+
+        monkeypatch.setattr("webagent.browser.pool.async_playwright", lambda: Starter())
+        monkeypatch.setattr("webagent.browser.pool.open_browser", self.open_browser)
+        monkeypatch.setattr("webagent.browser.pool.BrowserSession.create", self.create)
+
+    async def open_browser(self, playwright: Any, config: BrowserConfig) -> FakeBrowser:
+        if self.fail_launches:
+            self.fail_launches -= 1
+            raise BrowserError("cannot launch Chromium: Failed to launch the browser process")
+        browser = FakeBrowser(len(self.browsers) + 1)
+        self.browsers.append(browser)
+        return browser
+
+    async def create(self, browser: FakeBrowser, config: BrowserConfig, **_: Any) -> FakeContextSession:
+        if browser.number in self.unusable or not browser.connected:
+            if self.late_disconnect_s is not None:
+                asyncio.get_running_loop().call_later(self.late_disconnect_s, browser.die)
+            raise BrowserError("cannot open a browser context: Target page, context or browser has been closed")
+        return FakeContextSession(browser)
+
+
+async def test_pool_replaces_a_dead_browser_and_never_hands_it_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    launcher = FakeLauncher(monkeypatch)
+    pool = BrowserPool(BrowserConfig())
+    await pool.start()
+    async with pool.session() as first:
+        assert first.browser.number == 1  # type: ignore[attr-defined]
+        launcher.browsers[0].die()
+        async with pool.session() as second:
+            assert second.browser.number == 2  # type: ignore[attr-defined]
+        assert pool.crashes == 1 and pool.browsers == 1
+    assert launcher.browsers[0].closed  # the dead one is closed (and dropped) once its last session ended
+    async with pool.session() as third:
+        assert third.browser.number == 2  # type: ignore[attr-defined]
+    launcher.browsers[1].die()
+    async with pool.session() as fourth:  # a replacement that dies is replaced again
+        assert fourth.browser.number == 3  # type: ignore[attr-defined]
+    await pool.aclose()
+    assert pool.crashes == 2 and pool.launched == 3
+
+
+async def test_pool_waits_for_a_disconnect_reported_late(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A context that cannot be opened on a browser that is dying (the driver has not said so yet) is
+    opened on a replacement, not reported as the task's error."""
+    launcher = FakeLauncher(monkeypatch)
+    pool = BrowserPool(BrowserConfig())
+    await pool.start()
+    launcher.unusable.add(1)
+    launcher.late_disconnect_s = 0.05
+    async with pool.session() as session:
+        assert session.browser.number == 2  # type: ignore[attr-defined]
+    assert pool.crashes == 1
+    await pool.aclose()
+
+
+async def test_pool_raises_a_session_error_of_a_live_browser(monkeypatch: pytest.MonkeyPatch) -> None:
+    launcher = FakeLauncher(monkeypatch)
+    pool = BrowserPool(BrowserConfig())
+    pool.disconnect_wait_s = 0.05
+    await pool.start()
+    launcher.unusable.add(1)  # it stays connected: not a crash, the error stands
+    with pytest.raises(BrowserError, match="cannot open a browser context"):
+        async with pool.session():
+            pass
+    assert pool.crashes == 0 and len(launcher.browsers) == 1
+    await pool.aclose()
+
+
+async def test_pool_retries_the_launch_of_a_replacement(monkeypatch: pytest.MonkeyPatch) -> None:
+    launcher = FakeLauncher(monkeypatch)
+    monkeypatch.setattr("webagent.browser.pool._LAUNCH_RETRY_S", 0.01)
+    launcher.fail_launches = 1
+    pool = BrowserPool(BrowserConfig())
+    with pytest.raises(BrowserError, match="cannot launch"):  # the first launch: one error up front
+        await pool.start()
+    await pool.start()
+    launcher.browsers[0].die()
+    assert LAUNCH_TRIES > 1
+    launcher.fail_launches = LAUNCH_TRIES - 1  # a replacement launch is tried again
+    async with pool.session() as session:
+        assert session.browser.number == 2  # type: ignore[attr-defined]
+    launcher.browsers[1].die()
+    launcher.fail_launches = LAUNCH_TRIES
+    with pytest.raises(BrowserError, match="cannot launch"):
+        async with pool.session():
+            pass
+    await pool.aclose()

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from webagent.batch import AttemptRecord, BatchStats, TaskResult, cost_of
+from webagent.batch import AttemptRecord, BatchStats, Rerun, TaskResult, cost_of
 from webagent.config import AgentConfig, RoleConfig
 from webagent.records import RoleUsage, Usage
 from webagent.servermetrics import MetricsSample, parse_prometheus, sample, server_report
@@ -150,6 +150,7 @@ def test_summarize() -> None:
     assert s["attempts_per_task"] == 1.5  # (1 + 3 + 1 + 1) / 4
     assert s["errors"] == 1
     assert s["retried_after_crash"] == 1
+    assert s["stalled"] == 0
     assert s["tokens"] == {
         "policy": {"prompt": 1_234_567, "completion": 89_000},
         "localizer": {"prompt": 500_000, "completion": 2_000},
@@ -292,3 +293,46 @@ async def test_sample_from_the_offline_server(model_server: ServerFactory) -> No
     assert got.values[GEN] == 42.0 and got.values[CACHE_Q] == 10.0 and got.values[CACHE_H] == 0.0
     assert await sample(f"http://127.0.0.1:{dead_port}/metrics", timeout_s=2) is None
     assert await sample("not a url") is None
+
+
+def test_print_summary_of_a_resumed_batch_in_which_nothing_ran() -> None:
+    results, _ = hand_made()
+    stats = BatchStats(total=4, already_done=4)  # everything resumed: no step ran in this invocation
+    server = {"url": "http://127.0.0.1:9/metrics", "error": "could not read metrics from http://127.0.0.1:9/metrics"}
+    text = render(summarize(results, stats, priced_config(), attempts=3, server=server))
+    assert "None" not in text, text
+    latency = next(line for line in text.splitlines() if "step latency p50/p90" in line)
+    assert latency.replace("step latency p50/p90", "").strip(" │|") == "-", latency
+    assert "0 run now, 4 resumed" in text
+    assert "could not read metrics" in text
+
+    empty = render(summarize([], BatchStats(total=2, already_done=0), AgentConfig(), attempts=1))
+    assert "None" not in empty, empty
+    row = next(line for line in empty.splitlines() if "steps / attempts per task" in line)
+    assert row.replace("steps / attempts per task", "").strip(" │|") == "- / -", row
+
+
+def test_summary_counts_crash_reruns_and_stalls() -> None:
+    def with_reruns(task_id: str, *reasons: str, stalled: bool = False, retried: bool = True) -> TaskResult:
+        r = result(task_id, success=not stalled, steps=3, retried=retried)
+        r.attempt_records[0].retried = bool(reasons)
+        r.attempt_records[0].stalled = stalled
+        r.attempt_records[0].reruns = [
+            Rerun(reason=reason, message="m", steps=1, duration_s=1.0)  # type: ignore[arg-type]
+            for reason in reasons
+        ]
+        return r
+
+    results = [
+        with_reruns("crash", "browser_crash", "browser_crash"),
+        with_reruns("stall", "stalled"),
+        with_reruns("both", "browser_crash", "stalled"),
+        with_reruns("stalled-twice", "stalled", stalled=True),
+        with_reruns("legacy"),  # a line from before re-runs were itemised: retried means a crash
+        with_reruns("plain", retried=False),
+    ]
+    s = summarize(results, BatchStats(total=6, already_done=0), AgentConfig(), attempts=1)
+    assert s["retried_after_crash"] == 3  # crash, both, legacy
+    assert s["stalled"] == 3  # stall, both, stalled-twice
+    text = render(s)
+    assert "errors / retried after crash / stalled" in text and "0 / 3 / 3" in text

@@ -239,14 +239,15 @@ class RunStream:
         config = self.agent.browsers.config  # direct_cdp off with secrets (Agent.__init__)
         guard = NavigationGuard(self.policy)
         if self._page is not None:
-            session = BrowserSession(self._page, config)
+            session = self.session = BrowserSession(self._page, config)
             await session.set_guard(guard)
             try:
                 yield session
             finally:
                 await session.close()
         elif self._context is not None:
-            session = BrowserSession(await self._context.new_page(), config, owns_page=True)
+            page = await within(self._context.new_page(), config.command_timeout_s, "new_page")
+            session = self.session = BrowserSession(page, config, owns_page=True)
             try:
                 await session.set_guard(guard)
                 yield session
@@ -254,6 +255,7 @@ class RunStream:
                 await session.close()
         else:
             async with self.agent.browsers.session(block_service_workers=guard.active) as session:
+                self.session = session  # before the guard: a browser dying there is known to the batch
                 await session.set_guard(guard)
                 yield session
 
@@ -264,7 +266,6 @@ class RunStream:
             client.on_answer = self._progressed
         try:
             async with self._session() as session:
-                self.session = session
                 async for step in self._steps(roles, session):
                     yield step
         finally:
@@ -319,11 +320,15 @@ class RunStream:
                 trace = await _stop_tracing(session, self.output_dir / "trace.zip" if keep else None)
                 if trace and self.result is not None:
                     self.result.trace = str(trace)
+            if writer is None and self.output_dir is not None and self.result is not None:
+                writer = TrajectoryWriter(self.output_dir)  # a run that ended before its first step
             if writer is not None and self.result is not None:
                 self.result.output_dir = str(writer.directory)
                 writer.write_result(self.result)
                 writer.close()
                 writer.write_report()
+            elif writer is not None:
+                writer.close()
 
 
 async def _start_tracing(session: BrowserSession) -> None:

@@ -4,33 +4,80 @@
 on an ``O_APPEND`` descriptor, so a killed run never leaves a partial line (a torn tail from a
 crashed machine is cut off on resume). Re-running the same command skips finished ids. SIGINT
 and SIGTERM stop new work and cleanly abandon in-flight tasks (they rerun on resume).
+
+A run whose browser died under it is re-run on a replacement browser, up to ``CRASH_RERUNS``
+times per attempt, in the same attempt directory. A watchdog cancels a run that makes no progress
+(no step finished, no model call answered) for ``stall_timeout_s``: its files are kept beside the
+attempt's (``attempt-<k>-stalled``, with a result.json saying where it was stuck) and it is re-run
+``STALL_RERUNS`` time(s); a re-run that stalls as well ends the task with that error. Cancelling a
+run closes its browser context; that cleanup is bounded too (``cleanup_timeout_s``), so a task
+always ends with its one line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import hashlib
 import json
 import os
 import shutil
 import signal
 import time
+import types
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 
 import structlog
 from pydantic import BaseModel, Field
 
 from .agent import Agent, RunStream
 from .config import ROLES, AgentConfig
-from .errors import InputError, NavigationError, WebAgentError
+from .errors import BrowserError, InputError, NavigationError, WebAgentError
+from .files import write_atomic
 from .records import RunResult, Usage
 from .tasks import TaskSpec, reference_matches
 
-__all__ = ["AttemptRecord", "BatchRunner", "BatchStats", "ResultsFile", "TaskResult"]
+__all__ = [
+    "CRASH_RERUNS",
+    "DEFAULT_CLEANUP_TIMEOUT_S",
+    "DEFAULT_STALL_TIMEOUT_S",
+    "STALL_RERUNS",
+    "AttemptRecord",
+    "BatchRunner",
+    "BatchStats",
+    "Rerun",
+    "ResultsFile",
+    "TaskResult",
+]
 
 log = structlog.get_logger("webagent.batch")
+
+#: Re-runs of one attempt after the browser died under it (each time on a replacement browser).
+CRASH_RERUNS = 2
+#: Re-runs of one attempt after the watchdog stopped it for making no progress.
+STALL_RERUNS = 1
+#: Seconds without progress (no step finished, no model call answered) before a run is cancelled.
+DEFAULT_STALL_TIMEOUT_S = 300.0
+#: Seconds a cancelled run gets to close its browser context (twice, then it is left behind).
+DEFAULT_CLEANUP_TIMEOUT_S = 30.0
+
+RerunReason = Literal["browser_crash", "stalled"]
+
+
+class Rerun(BaseModel):
+    """A run of an attempt that was replaced by a re-run."""
+
+    reason: RerunReason
+    message: str
+    steps: int
+    duration_s: float
+    output_dir: str | None = Field(
+        default=None, description="Where its files were kept (a stalled run's; a crashed run's are removed)"
+    )
 
 
 class AttemptRecord(BaseModel):
@@ -42,7 +89,9 @@ class AttemptRecord(BaseModel):
     steps: int
     duration_s: float
     output_dir: str
-    retried: bool = False
+    retried: bool = Field(default=False, description="Re-run after its browser died or it stalled")
+    stalled: bool = Field(default=False, description="The run that counts was stopped by the watchdog")
+    reruns: list[Rerun] = Field(default=[], description="The runs it replaced, in order")
     feedback: list[str] = []
     replayed_steps: int = 0
     calls_saved: int = 0
@@ -65,7 +114,7 @@ class TaskResult(BaseModel):
     usage: Usage
     cost_usd: float
     duration_s: float
-    retried: bool = Field(description="Re-run after its browser crashed")
+    retried: bool = Field(description="Re-run after its browser crashed or it stalled")
     reference: list[str] = []
     reference_match: bool | None = None
     replayed_steps: int = Field(default=0, description="Steps replayed from a replay cache")
@@ -146,6 +195,7 @@ class BatchStats:
         self.finished_now = 0
         self.errors = 0
         self.retried = 0
+        self.stalled = 0
         self.steps = 0
         self.tokens = 0
         self.in_flight = 0
@@ -157,6 +207,27 @@ class BatchStats:
     @property
     def elapsed_s(self) -> float:
         return time.monotonic() - self.started
+
+
+@dataclass
+class _Outcome:
+    """How one run of an attempt ended."""
+
+    result: RunResult
+    crashed: bool = False
+    stalled: bool = False
+
+
+class _Progress:
+    """What the runner knows of a run in flight (for its record when it has to be stopped)."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.steps = 0
+
+    @property
+    def elapsed_s(self) -> float:
+        return round(time.monotonic() - self.started, 3)
 
 
 class BatchRunner:
@@ -173,9 +244,15 @@ class BatchRunner:
         sample_all: bool = False,
         references: dict[str, list[str]] | None = None,
         on_update: Callable[[BatchStats], None] | None = None,
+        stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
+        cleanup_timeout_s: float = DEFAULT_CLEANUP_TIMEOUT_S,
     ) -> None:
+        """``stall_timeout_s``: seconds without progress before a run is cancelled and re-run (0: never);
+        ``cleanup_timeout_s``: what a cancelled run gets to close its browser context."""
         if concurrency < 1 or attempts < 1:
             raise ValueError("concurrency and attempts must be at least 1")
+        if stall_timeout_s < 0 or cleanup_timeout_s <= 0:
+            raise ValueError("stall_timeout_s must be at least 0 and cleanup_timeout_s more than 0")
         self.config = config
         self.tasks = tasks
         self.output = Path(output)
@@ -184,7 +261,10 @@ class BatchRunner:
         self.sample_all = sample_all
         self.references = references or {}
         self.on_update = on_update or (lambda _: None)
+        self.stall_timeout_s = stall_timeout_s
+        self.cleanup_timeout_s = cleanup_timeout_s
         self._results: ResultsFile | None = None  # opened by run(): the runner also serves Ray actors
+        self._left_behind: set[asyncio.Task[Any]] = set()  # runs whose cleanup outlasted its bound
         self.stopping = False
         self.stats = BatchStats(len(tasks), 0)
 
@@ -233,6 +313,8 @@ class BatchRunner:
         finally:
             for sig in handled:
                 loop.remove_signal_handler(sig)
+            for run in list(self._left_behind):  # closing the browsers below ends what they wait for
+                run.cancel()
             await agent.aclose()
             self.results.close()
             self.on_update(self.stats)
@@ -268,13 +350,38 @@ class BatchRunner:
         started = time.monotonic()
         retried = False
         for k in range(1, self.attempts + 1):
-            result, crashed = await self._attempt(agent, task, task_dir / f"attempt-{k}", usage)
-            if crashed and not retried:
-                retried = True
-                self.stats.retried += 1
-                log.warning("task_retried_after_browser_crash", task=task.id, attempt=k)
-                shutil.rmtree(task_dir / f"attempt-{k}", ignore_errors=True)
-                result, _ = await self._attempt(agent, task, task_dir / f"attempt-{k}", usage)
+            directory = task_dir / f"attempt-{k}"
+            reruns: list[Rerun] = []
+            while True:
+                outcome = await self._attempt(agent, task, directory, usage)
+                reason: RerunReason | None = (
+                    "browser_crash" if outcome.crashed else "stalled" if outcome.stalled else None
+                )
+                if reason is None or sum(r.reason == reason for r in reruns) >= _RERUNS[reason]:
+                    break
+                kept = None
+                if reason == "stalled":  # its files show where it was stuck: kept beside the re-run's
+                    kept = self._keep(directory, sum(r.reason == "stalled" for r in reruns) + 1)
+                else:
+                    shutil.rmtree(directory, ignore_errors=True)
+                result = outcome.result
+                reruns.append(
+                    Rerun(
+                        reason=reason,
+                        message=result.message,
+                        steps=result.steps,
+                        duration_s=result.duration_s,
+                        output_dir=str(kept.relative_to(self.output)) if kept else None,
+                    )
+                )
+                if not retried:
+                    retried = True
+                    self.stats.retried += 1
+                log.warning(
+                    "task_rerun", task=task.id, attempt=k, reason=reason, rerun=len(reruns), error=result.message
+                )
+                self.on_update(self.stats)
+            result = outcome.result
             records.append(
                 AttemptRecord(
                     attempt=k,
@@ -284,8 +391,10 @@ class BatchRunner:
                     message=result.message,
                     steps=result.steps,
                     duration_s=result.duration_s,
-                    output_dir=str((task_dir / f"attempt-{k}").relative_to(self.output)),
-                    retried=crashed,
+                    output_dir=str(directory.relative_to(self.output)),
+                    retried=bool(reruns),
+                    stalled=outcome.stalled,
+                    reruns=reruns,
                     feedback=result.feedback,
                     replayed_steps=result.replayed_steps,
                     calls_saved=result.calls_saved,
@@ -317,11 +426,82 @@ class BatchRunner:
             calls_saved=sum(r.calls_saved for r in records),
         )
 
-    async def _attempt(self, agent: Agent, task: TaskSpec, directory: Path, usage: Usage) -> tuple[RunResult, bool]:
-        """One attempt; returns its result and whether its browser crashed under it."""
+    @staticmethod
+    def _keep(directory: Path, n: int) -> Path | None:
+        """Move a stalled run's directory aside (``attempt-<k>-stalled``), so that its re-run starts clean."""
+        if not directory.exists():
+            return None
+        kept = directory.with_name(f"{directory.name}-stalled" + (f"-{n}" if n > 1 else ""))
+        shutil.rmtree(kept, ignore_errors=True)
+        directory.rename(kept)
+        return kept
+
+    async def _attempt(self, agent: Agent, task: TaskSpec, directory: Path, usage: Usage) -> _Outcome:
+        """One run of an attempt, under the watchdog: how it ended, whether its browser died under it,
+        whether it was stopped for making no progress."""
         stream = self._stream(agent, task, directory)
+        progress = _Progress()
+        run = asyncio.create_task(self._consume(agent, stream, task, usage, progress), name=f"webagent-run:{task.id}")
+        try:
+            idle_s = await self._watch(stream, run)
+        except asyncio.CancelledError:  # stop(): the run is abandoned (its context closed, bounded)
+            await self._cancel(run, task)
+            raise
+        if idle_s is None or run.done():
+            return run.result()
+        where = _stuck_in(run, progress.steps, opened=stream.session is not None)
+        await self._cancel(run, task)
+        message = f"no progress for {self.stall_timeout_s:g} s (stuck in {where})"
+        log.warning("task_stalled", task=task.id, idle_s=round(idle_s, 1), where=where, steps=progress.steps)
+        self.stats.stalled += 1
+        result = RunResult(
+            success=False,
+            stop_reason="error",
+            message=message,
+            url=task.url,
+            goal=task.goal,
+            steps=progress.steps,
+            duration_s=progress.elapsed_s,
+        )
+        _write_stalled(directory, result)
+        return _Outcome(result, stalled=True)
+
+    async def _watch(self, stream: RunStream, run: asyncio.Task[_Outcome]) -> float | None:
+        """Wait for the run; the seconds it went without progress if that reached ``stall_timeout_s``."""
+        limit = self.stall_timeout_s
+        while True:
+            if limit <= 0:
+                await asyncio.wait({run})
+                return None
+            idle = time.monotonic() - stream.last_progress
+            if idle >= limit:
+                return idle
+            done, _ = await asyncio.wait({run}, timeout=limit - idle)
+            if done:
+                return None
+
+    async def _cancel(self, run: asyncio.Task[_Outcome], task: TaskSpec) -> None:
+        """Cancel a run and wait for its cleanup (closing its browser context), a bounded time: a
+        cleanup that hangs is cancelled once more, then left behind (the browsers close at the end)."""
+        for _ in range(2):
+            if run.done():
+                break
+            run.cancel()
+            await asyncio.wait({run}, timeout=self.cleanup_timeout_s)
+        if not run.done():
+            log.error("run_cleanup_left_behind", task=task.id, timeout_s=self.cleanup_timeout_s)
+            self._left_behind.add(run)
+            run.add_done_callback(self._left_behind.discard)
+        elif not run.cancelled():
+            run.exception()  # retrieved: an error while it was being cancelled is not this task's outcome
+
+    async def _consume(
+        self, agent: Agent, stream: RunStream, task: TaskSpec, usage: Usage, progress: _Progress
+    ) -> _Outcome:
+        crashes_before = agent.browsers.crashes
         try:
             async for step in stream:
+                progress.steps += 1
                 t = step.timings
                 self.stats.steps += 1
                 self.stats.tokens += sum(c.usage.prompt_tokens + c.usage.completion_tokens for c in step.calls)
@@ -333,21 +513,94 @@ class BatchRunner:
                     await stream.aclose()
                     raise asyncio.CancelledError
         except NavigationError as exc:  # the site, not the browser (a closed browser is a BrowserError)
-            result = RunResult(success=False, stop_reason="error", message=str(exc), url=task.url, goal=task.goal)
-            return result, False
+            return _Outcome(self._failed(task, exc, progress))
         except WebAgentError as exc:  # e.g. the browser could not be launched, or died while opening the page
-            result = RunResult(success=False, stop_reason="error", message=str(exc), url=task.url, goal=task.goal)
-            return result, bool(stream.session and await stream.session.confirm_browser_crash())
+            result = self._failed(task, exc, progress)
+            if stream.session is not None:
+                return _Outcome(result, crashed=await stream.session.confirm_browser_crash())
+            # No session yet (the pool tried other browsers already): a crash if a browser died meanwhile.
+            return _Outcome(result, crashed=isinstance(exc, BrowserError) and agent.browsers.crashes > crashes_before)
         assert stream.result is not None
         for role in ROLES:
             usage.role(role).add(stream.result.usage.role(role))
         if stream.result.stop_reason != "error" or stream.session is None:
-            return stream.result, False
-        return stream.result, await stream.session.confirm_browser_crash()
+            return _Outcome(stream.result)
+        return _Outcome(stream.result, crashed=await stream.session.confirm_browser_crash())
+
+    @staticmethod
+    def _failed(task: TaskSpec, exc: Exception, progress: _Progress) -> RunResult:
+        return RunResult(
+            success=False,
+            stop_reason="error",
+            message=str(exc),
+            url=task.url,
+            goal=task.goal,
+            steps=progress.steps,
+            duration_s=progress.elapsed_s,
+        )
 
     def _stream(self, agent: Agent, task: TaskSpec, directory: Path) -> RunStream:
         """The run of one attempt (subclasses add per-task options)."""
         return agent.stream(task.url, task.goal, output_dir=directory)
+
+
+_RERUNS: dict[RerunReason, int] = {"browser_crash": CRASH_RERUNS, "stalled": STALL_RERUNS}
+
+
+def _write_stalled(directory: Path, result: RunResult) -> None:
+    """Say in the stalled run's directory why it ended (its steps so far are there already)."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        write_atomic(directory / "result.json", (result.model_dump_json(indent=2) + "\n").encode())
+    except OSError as exc:
+        log.warning("stalled_result_not_written", directory=str(directory), error=str(exc))
+        return
+    from .report import render_report
+
+    try:
+        render_report(directory)
+    except Exception as exc:  # a report is a convenience: never fail the batch for it
+        log.warning("report_failed", directory=str(directory), error=str(exc))
+
+
+_SKIP_FILES = (os.path.dirname(asyncio.__file__), contextlib.__file__)
+
+
+def _stuck_in(run: asyncio.Task[Any], steps: int, *, opened: bool) -> str:
+    """Where a run waits: its step and the innermost webagent calls of its await chain, and the
+    library it waits in, e.g. ``step 3: Episode.steps > BrowserSession.click > BrowserSession._guard
+    (in playwright)``."""
+    phase = f"step {steps + 1}" if opened else "opening the browser session"
+    frames: list[tuple[str, str]] = []  # (qualified name, module)
+    obj: Any = run.get_coro()
+    for _ in range(500):  # an await chain is short; a bound all the same
+        if obj is None:
+            break
+        if isinstance(obj, asyncio.Task):
+            obj = obj.get_coro()
+            continue
+        if isinstance(obj, asyncio.Future):  # a plain future: the end of the chain
+            break
+        frame = getattr(obj, "cr_frame", None) or getattr(obj, "ag_frame", None) or getattr(obj, "gi_frame", None)
+        if frame is not None and not frame.f_code.co_filename.startswith(_SKIP_FILES):
+            frames.append((frame.f_code.co_qualname, str(frame.f_globals.get("__name__", ""))))
+        for attr in ("cr_await", "ag_await", "gi_yieldfrom"):
+            if hasattr(obj, attr):
+                obj = getattr(obj, attr)
+                break
+        else:  # an async generator's asend/athrow, or a future's iterator: what it wraps
+            wrapped = (types.AsyncGeneratorType, asyncio.Future)
+            obj = next((r for r in gc.get_referents(obj) if isinstance(r, wrapped)), None)
+    named = [(name, module) for name, module in frames if module != __name__]
+    if not named:
+        return phase
+    ours = [name for name, module in named if module.startswith("webagent.")]
+    if not ours:  # not webagent's own run (a subclass's stream, a test's fake)
+        return f"{phase}: " + " > ".join(name for name, _ in named[-3:])
+    where = " > ".join(ours[-3:])
+    if not named[-1][1].startswith("webagent."):
+        where += f" (in {named[-1][1].split('.')[0] or 'another module'})"
+    return f"{phase}: {where}"
 
 
 def cost_of(usage: Usage, config: AgentConfig) -> float:

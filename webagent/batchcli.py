@@ -1,4 +1,9 @@
-"""``webagent batch``: wires the runner, the progress display, server metrics and the summary."""
+"""``webagent batch``: wires the runner, the progress display, server metrics and the summary.
+
+Exit codes: 0 = every task finished without an error, 1 = every task finished but at least one
+ended with stop reason ``error`` (in DIR/results.jsonl, resumed lines included), 2 = bad input or
+configuration (``webagent.cli``), 130 = interrupted (resumable).
+"""
 
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from .batch import BatchRunner, BatchStats, read_results
+from .batch import DEFAULT_STALL_TIMEOUT_S, BatchRunner, BatchStats, read_results
 from .config import AgentConfig
 from .errors import InputError
 from .files import write_atomic
@@ -22,9 +27,9 @@ from .servermetrics import sample, server_report
 from .summary import print_summary, summarize
 from .tasks import load_references, load_tasks
 
-__all__ = ["BatchProgress", "run_batch"]
+__all__ = ["EXIT_DONE", "EXIT_ERRORS", "EXIT_INTERRUPTED", "BatchProgress", "exit_code", "run_batch"]
 
-EXIT_DONE, EXIT_INTERRUPTED = 0, 130
+EXIT_DONE, EXIT_ERRORS, EXIT_INTERRUPTED = 0, 1, 130
 
 
 class BatchProgress:
@@ -44,7 +49,7 @@ class BatchProgress:
         return (
             f"{s.done}/{s.total} done ({s.resumed} resumed), success {rate}, {s.in_flight} running, "
             f"{s.steps / wall:.1f} steps/s, {s.tokens / wall:,.0f} model tokens/s, "
-            f"{s.errors} errors, {s.retried} retried"
+            f"{s.errors} errors, {s.retried} retried" + (f", {s.stalled} stalled" if s.stalled else "")
         )
 
     def __enter__(self) -> BatchProgress:
@@ -77,6 +82,9 @@ def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:
         raise InputError("--concurrency must be at least 1")
     if args.attempts < 1:
         raise InputError("--attempts must be at least 1")
+    stall_timeout_s = getattr(args, "stall_timeout_s", DEFAULT_STALL_TIMEOUT_S)
+    if stall_timeout_s < 0:
+        raise InputError("--stall-timeout-s must be at least 0 (0 turns the watchdog off)")
     config.require_endpoints()
     output = Path(args.output)
     progress = BatchProgress(quiet=args.quiet)
@@ -96,6 +104,7 @@ def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:
             sample_all=args.sample_all,
             references=references,
             on_update=progress.update,
+            stall_timeout_s=stall_timeout_s,
         )
         before = asyncio.run(sample(args.server_metrics)) if args.server_metrics else None
         with progress:
@@ -114,6 +123,7 @@ def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:
         sample_all=args.sample_all,
         references=references,
         on_update=progress.update,
+        stall_timeout_s=stall_timeout_s,
     )
 
     async def main() -> tuple[BatchStats, dict[str, Any] | None]:
@@ -146,4 +156,11 @@ def _finish(
         print_summary(summary)
     if args.json:
         print(json.dumps(summary))
-    return EXIT_INTERRUPTED if interrupted else EXIT_DONE
+    return exit_code(summary)
+
+
+def exit_code(summary: dict[str, Any]) -> int:
+    """130 for an interrupted batch, 1 when a task ended with stop reason ``error``, else 0."""
+    if summary["interrupted"]:
+        return EXIT_INTERRUPTED
+    return EXIT_ERRORS if summary["errors"] else EXIT_DONE

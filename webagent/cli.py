@@ -167,7 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run a task file (JSONL: {id, url, goal} or WebVoyager's {web_name, id, ques, web}) with N "
         "concurrent sessions. Writes DIR/results.jsonl (one line per finished task), a run directory per "
         "attempt under DIR/runs/, and DIR/summary.json. Re-running the same command resumes. "
-        "Exit code 0 = every task finished, 2 = bad input, 130 = interrupted (resumable).",
+        "Exit code 0 = every task finished without an error, 1 = every task finished but some ended with "
+        "stop reason 'error' (see results.jsonl), 2 = bad input, 130 = interrupted (resumable).",
     )
     batch.add_argument("tasks", metavar="TASKS.jsonl", help="task file")
     batch.add_argument("--output", required=True, metavar="DIR", help="batch directory (created; reused to resume)")
@@ -181,6 +182,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     batch.add_argument(
         "--server-metrics", metavar="URL", help="vLLM /metrics URL: report server tokens/s and prefix-cache hits"
+    )
+    batch.add_argument(
+        "--stall-timeout-s",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="cancel and re-run (once) a session that made no progress (no step, no model reply) for S "
+        "seconds (default 300; 0 = never)",
     )
     batch.add_argument(
         "--ray",

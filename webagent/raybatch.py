@@ -2,12 +2,12 @@
 
 Each actor owns one ``Agent`` (a browser pool and the model endpoints' connection pools) and runs
 up to ``concurrency`` tasks at once as coroutines, with the batch runner's own task code (attempts,
-pass@k, a retry after a browser crash, run directories under ``DIR/runs/``). The driver is the only
-writer of ``DIR/results.jsonl``, with the same atomic lines, so a killed driver resumes like a local
-batch: finished ids are skipped, abandoned run directories are started clean. A task whose actor
-died (its process or node was lost) is given to another actor, up to ``ACTOR_RETRIES`` times; the
-dead actor is replaced. Run directories are written by the actors: on a multi-node cluster, DIR
-must be on a file system that every node shares.
+pass@k, re-runs after a browser crash or a stall, run directories under ``DIR/runs/``). The driver
+is the only writer of ``DIR/results.jsonl``, with the same atomic lines, so a killed driver resumes
+like a local batch: finished ids are skipped, abandoned run directories are started clean. A task
+whose actor died (its process or node was lost) is given to another actor, up to ``ACTOR_RETRIES``
+times; the dead actor is replaced. Run directories are written by the actors: on a multi-node
+cluster, DIR must be on a file system that every node shares.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 import structlog
 
 from .agent import Agent
-from .batch import BatchRunner, BatchStats, ResultsFile, TaskResult
+from .batch import DEFAULT_STALL_TIMEOUT_S, BatchRunner, BatchStats, ResultsFile, TaskResult
 from .config import AgentConfig
 from .errors import BrowserError, ConfigError, WebAgentError
 from .tasks import TaskSpec
@@ -50,10 +50,17 @@ class TaskActor:
         attempts: int,
         sample_all: bool,
         references: dict[str, list[str]],
+        stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
     ) -> None:
         self.config = AgentConfig.model_validate(config)
         self.runner = BatchRunner(
-            self.config, [], output, attempts=attempts, sample_all=sample_all, references=references
+            self.config,
+            [],
+            output,
+            attempts=attempts,
+            sample_all=sample_all,
+            references=references,
+            stall_timeout_s=stall_timeout_s,
         )
         self.agent: Agent | None = None
 
@@ -119,6 +126,7 @@ class RayBatchRunner:
         references: dict[str, list[str]] | None = None,
         on_update: Callable[[BatchStats], None] | None = None,
         init_options: dict[str, Any] | None = None,
+        stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
     ) -> None:
         if actors < 1 or concurrency < 1 or attempts < 1:
             raise ValueError("actors, concurrency and attempts must be at least 1")
@@ -133,6 +141,7 @@ class RayBatchRunner:
         self.references = references or {}
         self.on_update = on_update or (lambda _: None)
         self.init_options = init_options or {}
+        self.stall_timeout_s = stall_timeout_s
         self.stopping = False
         self.stats = BatchStats(len(tasks), 0)
         self.actors: list[_Slot] = []
@@ -204,6 +213,7 @@ class RayBatchRunner:
             self.attempts,
             self.sample_all,
             self.references,
+            self.stall_timeout_s,
         )
         return _Slot(handle)
 
@@ -255,6 +265,7 @@ class RayBatchRunner:
         s.succeeded += result.success
         s.errors += result.stop_reason == "error"
         s.retried += result.retried
+        s.stalled += sum(a.stalled + sum(r.reason == "stalled" for r in a.reruns) for a in result.attempt_records)
         s.steps += result.steps
         s.tokens += sum(
             u.prompt_tokens + u.completion_tokens

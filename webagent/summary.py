@@ -29,6 +29,22 @@ def _r(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
 
+def _crashed(result: TaskResult) -> bool:
+    """Re-run after its browser died (lines written before re-runs were itemised: any re-run)."""
+    reruns = [r for a in result.attempt_records for r in a.reruns]
+    return any(r.reason == "browser_crash" for r in reruns) if reruns else result.retried
+
+
+def _stalled(result: TaskResult) -> bool:
+    """A run of it was stopped by the watchdog (and re-run, or the task ended with that error)."""
+    return any(a.stalled or any(r.reason == "stalled" for r in a.reruns) for a in result.attempt_records)
+
+
+def _show(value: object, unit: str = "") -> str:
+    """A value of the printed table; "-" for one there is none of (nothing ran, no metrics)."""
+    return "-" if value is None else f"{value}{unit}"
+
+
 def summarize(
     results: list[TaskResult],
     stats: BatchStats,
@@ -61,7 +77,8 @@ def summarize(
         "steps_per_task": _r(sum(r.steps for r in results) / n if n else None),
         "attempts_per_task": _r(sum(r.attempts for r in results) / n if n else None),
         "errors": sum(r.stop_reason == "error" for r in results),
-        "retried_after_crash": sum(r.retried for r in results),
+        "retried_after_crash": sum(_crashed(r) for r in results),
+        "stalled": sum(_stalled(r) for r in results),
         "tokens": {
             role: {"prompt": usage.role(role).prompt_tokens, "completion": usage.role(role).completion_tokens}
             for role in ROLES
@@ -110,25 +127,40 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
     ref = summary["reference"]
     if ref["scored"]:
         table.add_row("matches reference answer", f"{ref['matched']}/{ref['scored']} ({ref['match_rate']:.1%})")
-    table.add_row("steps / attempts per task", f"{summary['steps_per_task']} / {summary['attempts_per_task']}")
-    table.add_row("errors / retried after crash", f"{summary['errors']} / {summary['retried_after_crash']}")
+    table.add_row(
+        "steps / attempts per task", f"{_show(summary['steps_per_task'])} / {_show(summary['attempts_per_task'])}"
+    )
+    table.add_row(
+        "errors / retried after crash / stalled",
+        f"{summary['errors']} / {summary['retried_after_crash']} / {summary.get('stalled', 0)}",
+    )
     for role in ROLES:
         tok = summary["tokens"][role]
         table.add_row(f"{role} tokens (prompt/completion)", f"{tok['prompt']:,} / {tok['completion']:,}")
     table.add_row("cost", f"${summary['cost_usd']['total']:.4f}")
     run = summary["run"]
+    wall = run["wall_time_s"]
     table.add_row(
-        "wall time", f"{run['wall_time_s']:.1f}s ({run['tasks_finished']} run now, {run['tasks_resumed']} resumed)"
+        "wall time",
+        ("-" if wall is None else f"{wall:.1f}s")
+        + f" ({run['tasks_finished']} run now, {run['tasks_resumed']} resumed)",
     )
-    table.add_row("steps/s, model tokens/s", f"{run['steps_per_s']} / {run['model_tokens_per_s']}")
+    table.add_row("steps/s, model tokens/s", f"{_show(run['steps_per_s'])} / {_show(run['model_tokens_per_s'])}")
     lat = run["step_latency_s"]
-    table.add_row(
-        "step latency p50/p90",
-        f"{lat['p50']}s / {lat['p90']}s (model {lat['model_p50']}/{lat['model_p90']}s, "
-        f"browser {lat['browser_p50']}/{lat['browser_p90']}s)",
-    )
+    if lat["p50"] is None:  # no step ran in this invocation (e.g. a resumed batch with nothing left)
+        table.add_row("step latency p50/p90", "-")
+    else:
+        table.add_row(
+            "step latency p50/p90",
+            f"{_show(lat['p50'], 's')} / {_show(lat['p90'], 's')} "
+            f"(model {_show(lat['model_p50'])}/{_show(lat['model_p90'], 's')}, "
+            f"browser {_show(lat['browser_p50'])}/{_show(lat['browser_p90'], 's')})",
+        )
     server = summary.get("server")
     if server:
-        table.add_row("server generation tokens/s", str(server.get("generation_tokens_per_s")))
-        table.add_row("server prefix-cache hit rate", str(server.get("prefix_cache_hit_rate")))
+        if "error" in server:
+            table.add_row("server metrics", str(server["error"]))
+        else:
+            table.add_row("server generation tokens/s", _show(server.get("generation_tokens_per_s")))
+            table.add_row("server prefix-cache hit rate", _show(server.get("prefix_cache_hit_rate")))
     console.print(table)

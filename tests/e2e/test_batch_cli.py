@@ -351,3 +351,38 @@ def test_a_browser_that_cannot_launch_is_one_usage_error(
     err = proc.stderr.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("webagent: error:"), proc.stderr
     assert result_lines(tmp_path / "out") == []  # no task was run, so none is recorded as failed
+
+
+def test_a_task_that_ends_in_error_makes_the_batch_exit_1(
+    fast: FakeModelServer, site: SiteServer, tmp_path: Path
+) -> None:
+    ours = {t["id"]: t for t in map(json.loads, local_task_file(site, tmp_path / "l.jsonl").read_text().splitlines())}
+    tasks = tmp_path / "tasks.jsonl"
+    unreachable = {"id": "unreachable", "url": "http://127.0.0.1:9/", "goal": "Find anything at all"}
+    tasks.write_text(json.dumps(ours["tabs-order"]) + "\n" + json.dumps(unreachable) + "\n")
+    out = tmp_path / "out"
+    proc = webagent_batch(tasks, out, fast, "--concurrency", "2")
+    assert proc.returncode == 1, proc.stderr  # not 0: a pipeline must notice
+    rows = {r["id"]: r for r in result_lines(out)}
+    assert sorted(rows) == ["tabs-order", "unreachable"]
+    assert rows["tabs-order"]["success"] is True
+    assert rows["unreachable"]["stop_reason"] == "error" and "cannot open" in rows["unreachable"]["message"]
+    assert rows["unreachable"]["retried"] is False  # the site, not the browser: not re-run
+    assert json.loads((out / "summary.json").read_text())["errors"] == 1
+    assert "Traceback" not in proc.stderr
+
+    # Resumed with nothing left to run: the same verdict, and a table without "None" in it.
+    again = webagent_batch(tasks, out, fast)
+    assert again.returncode == 1, again.stderr
+    assert "None" not in again.stderr, again.stderr
+    latency = next(line for line in again.stderr.splitlines() if "step latency p50/p90" in line)
+    assert latency.replace("step latency p50/p90", "").strip(" │|") == "-", latency
+    assert len(result_lines(out)) == 2
+
+
+def test_stall_timeout_must_not_be_negative(fast: FakeModelServer, site: SiteServer, tmp_path: Path) -> None:
+    tasks = local_task_file(site, tmp_path / "local.jsonl")
+    proc = webagent_batch(tasks, tmp_path / "out", fast, "--stall-timeout-s", "-1")
+    assert proc.returncode == 2, proc.stderr
+    assert "--stall-timeout-s must be at least 0" in proc.stderr
+    assert not (tmp_path / "out").exists()

@@ -50,6 +50,9 @@ VIEW_ERRORS = (PlaywrightError, TimeoutError, LookupError, TypeError, ValueError
 
 Scroll = tuple[float, float]
 
+#: Times a screenshot is sent again after navigations committed while it waited.
+CAPTURE_RESENDS = 3
+
 log = structlog.get_logger("webagent.browser")
 
 
@@ -66,6 +69,22 @@ class _Prefetch:
         if not self.task.done():
             self.task.cancel()
         self.task.add_done_callback(_retrieve)
+
+
+class _CaptureLost(Exception):
+    """A navigation committed while a capture waited for a frame of the document it replaced."""
+
+
+def _relay(task: asyncio.Future[Any], waiting: asyncio.Future[Any]) -> None:
+    """Hand the result of a capture sent through Playwright to the future the session awaits."""
+    if waiting.done():
+        _retrieve(task)
+    elif task.cancelled():
+        waiting.cancel()
+    elif (exc := task.exception()) is not None:
+        waiting.set_exception(exc)
+    else:
+        waiting.set_result(task.result())
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:
@@ -105,8 +124,11 @@ class ScreenCapture:
         self._action_events = 0  # page events reported before the current action began
         #: Screenshots that were taken by ``settle`` ahead of time (for tests and benchmarks).
         self.prefetched_shots = 0
-        #: Screenshots retaken after one did not come, and pages reopened because none came.
+        #: Screenshots sent again because a navigation committed while they waited (Chromium drops
+        #: those), retaken after one did not come, and pages reopened because none came.
+        self.captures_resent = 0
         self.captures_recovered = 0
+        self._capture_in_flight: asyncio.Future[Any] | None = None
         self.pages_replaced = 0
         self._recoveries: list[str] = []
 
@@ -197,36 +219,62 @@ class ScreenCapture:
 
     async def _capture(self, frame: Frame) -> dict[str, Any]:
         cdp = await self._cdp_session()
-        scroll: Scroll | None = None
-        if not frame.is_identity:
-            # Right after settle() the offsets are known; otherwise they are read now.
-            scroll, self._settled_scroll = self._settled_scroll, None
-            scroll = scroll or await self._read_view()
-        self._shot_scroll = scroll
-        params = self._params(frame, scroll)
-        try:
-            result: dict[str, Any] = await cdp.send(
-                "Page.captureScreenshot", params, timeout_s=self.config.capture_timeout_s
-            )
-        except CommandTimeout:
-            return await self._recover_capture(frame, params)
-        return result
+        for _ in range(1 + CAPTURE_RESENDS):
+            scroll: Scroll | None = None
+            if not frame.is_identity:
+                # Right after settle() the offsets are known; otherwise they are read now.
+                scroll, self._settled_scroll = self._settled_scroll, None
+                scroll = scroll or await self._read_view()
+            self._shot_scroll = scroll
+            params = self._params(frame, scroll)
+            try:
+                result: dict[str, Any] = await self._capture_request(cdp, params)
+            except _CaptureLost:  # a navigation committed while it waited: Chromium will never answer it
+                self.captures_resent += 1
+                self._recoveries.append("A navigation committed while the screenshot was taken; it was taken again.")
+                continue
+            except CommandTimeout:
+                break
+            finally:
+                self._capture_in_flight = None
+            return result
+        return await self._recover_capture(frame, params)
+
+    def _capture_request(self, cdp: CDPChannel, params: dict[str, Any]) -> asyncio.Future[Any]:
+        """``Page.captureScreenshot`` as a future that ``_on_frame_committed`` can fail (``_CaptureLost``)."""
+        timeout_s = self.config.capture_timeout_s
+        waiting: asyncio.Future[Any]
+        if isinstance(cdp, DevToolsSession):
+            waiting = cdp.request("Page.captureScreenshot", params, timeout_s=timeout_s)
+        else:
+            waiting = asyncio.get_running_loop().create_future()
+            sent = asyncio.ensure_future(cdp.send("Page.captureScreenshot", params, timeout_s=timeout_s))
+            sent.add_done_callback(lambda task: _relay(task, waiting))
+        self._capture_in_flight = waiting
+        return waiting
+
+    def _on_frame_committed(self, params: dict[str, Any]) -> None:
+        """CDP ``Page.frameNavigated``: a document committed. In the main frame it replaces the page's
+        frame host (every cross-site navigation, and same-site ones since Chromium's RenderDocument),
+        and a capture still waiting for the old one's frame is dropped without an answer: send it again."""
+        waiting = self._capture_in_flight
+        if waiting is not None and not waiting.done() and not params.get("frame", {}).get("parentId"):
+            waiting.set_exception(_CaptureLost())
 
     # -- a screenshot that does not come ----------------------------------------------------
     async def _recover_capture(self, frame: Frame, params: dict[str, Any]) -> dict[str, Any]:
-        """Chromium left a screenshot unanswered (docs/faults.md says when): take it again on a new
-        DevTools session, and if the page still gives none, reopen it in a new tab (the policy is told)."""
+        """Chromium left a screenshot unanswered (docs/faults.md says when): take it again, then on a
+        new DevTools session, and if the page still gives none, reopen it in a new tab (the policy is told)."""
         timeout_s, url = self.config.capture_timeout_s, self.page.url
         log.warning("capture_timed_out", url=url, timeout_s=timeout_s)
-        try:
-            result = await self._capture_on_new_session(params)
-        except PlaywrightError as exc:  # CommandTimeout too
-            log.warning("capture_retry_failed", url=url, error=first_line(exc))
-        else:
+        for how, again in (("", self._capture_again), (" on a new DevTools session", self._capture_on_new_session)):
+            try:
+                result = await again(params)
+            except PlaywrightError as exc:  # CommandTimeout too
+                log.warning("capture_retry_failed", url=url, how=how.strip() or "same session", error=first_line(exc))
+                continue
             self.captures_recovered += 1
-            self._recoveries.append(
-                f"The screenshot did not come within {timeout_s:g} s; it was taken again on a new DevTools session."
-            )
+            self._recoveries.append(f"The screenshot did not come within {timeout_s:g} s; it was taken again{how}.")
             return result
         if not (self._owns_context or self._owns_page):
             raise BrowserError(f"the page gives no screenshot (none within {timeout_s:g} s, twice) at {url}")
@@ -244,6 +292,15 @@ class ScreenCapture:
         except CommandTimeout:
             raise BrowserError(f"the browser gives no screenshot of {url}, even in a new tab") from None
         return replaced
+
+    async def _capture_again(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The same capture once more on the session's own CDP session (a capture that was waiting
+        when a navigation committed is never answered, but the next one is)."""
+        cdp = await self._cdp_session()
+        result: dict[str, Any] = await cdp.send(
+            "Page.captureScreenshot", params, timeout_s=self.config.capture_timeout_s
+        )
+        return result
 
     async def _capture_on_new_session(self, params: dict[str, Any]) -> dict[str, Any]:
         """The same capture on a CDP session of its own (through Playwright), closed afterwards."""

@@ -5,6 +5,14 @@ sessions in its life; then it is retired and closed once its last session ends, 
 long-running Chromium do not accumulate. A browser that dies is dropped; new sessions get a fresh
 one, and ``BrowserSession.browser_crashed`` tells the sessions it carried.
 
+Crashes under load: the driver may report a browser's death a moment after the calls on it
+failed, so a session that cannot be opened waits briefly for that report before it blames the
+browser (and then goes to another browser, launched if need be: at most ``SESSION_TRIES`` times).
+Browsers are launched one at a time, under the pool's lock: the sessions that wait for a
+replacement get it once it is up (connected), never the dead one. A replacement that cannot be
+launched is tried again (``LAUNCH_TRIES``), unless no browser was ever launched (then a bad
+executable is one error up front).
+
 With a remote browser (``browser.ws_endpoint`` / ``cdp_endpoint``) each pooled "browser" is a
 connection: recycling closes the connection and opens a new one (a Playwright server launches a
 fresh browser for it; over CDP the same browser is reached again), and a lost connection is
@@ -16,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import structlog
 from playwright.async_api import Browser, Playwright, async_playwright
@@ -26,9 +34,17 @@ from ..errors import BrowserError
 from .launcher import open_browser
 from .session import BrowserSession
 
-__all__ = ["BrowserPool"]
+__all__ = ["LAUNCH_TRIES", "SESSION_TRIES", "BrowserPool"]
 
 log = structlog.get_logger("webagent.browser")
+
+#: Browsers a new session tries when the one it was given died before the session was opened.
+SESSION_TRIES = 3
+#: Launches of a replacement browser before its error is raised (a first launch is tried once).
+LAUNCH_TRIES = 3
+#: Seconds a failed session open waits for the driver to report that its browser disconnected.
+DISCONNECT_WAIT_S = 2.0
+_LAUNCH_RETRY_S = 0.5
 
 
 @dataclass(eq=False)
@@ -38,10 +54,20 @@ class _Slot:
     active: int = 0
     served: int = 0
     dead: bool = False
+    gone: asyncio.Event = field(default_factory=asyncio.Event)  # set when the browser disconnected
 
     @property
     def retiring(self) -> bool:
         return self.dead or not self.browser.is_connected()
+
+    async def died(self, wait_s: float) -> bool:
+        """Whether the browser is gone, waiting up to ``wait_s`` for the driver to say so."""
+        if not self.browser.is_connected() or self.gone.is_set():
+            return True
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(wait_s):
+                await self.gone.wait()
+        return not self.browser.is_connected() or self.gone.is_set()
 
 
 class BrowserPool:
@@ -54,8 +80,9 @@ class BrowserPool:
         self._lock = asyncio.Lock()
         self.launched = 0
         self.crashes = 0
+        self.disconnect_wait_s = DISCONNECT_WAIT_S
         if browser is not None:
-            self._slots.append(_Slot(browser, owned=False))
+            self._watch(_Slot(browser, owned=False))
 
     @property
     def browsers(self) -> int:
@@ -75,16 +102,33 @@ class BrowserPool:
             return slot
 
     async def _launch(self) -> _Slot:
+        """A new browser, up and connected (called under the lock: one launch at a time)."""
         if self._playwright is None:
             self._playwright = await async_playwright().start()
-        browser = await open_browser(self._playwright, self.config)
-        slot = _Slot(browser, owned=True)
-        browser.on("disconnected", lambda _: self._on_disconnected(slot))
+        tries = LAUNCH_TRIES if self.launched else 1
+        for attempt in range(1, tries + 1):
+            try:
+                browser = await open_browser(self._playwright, self.config)
+                if not browser.is_connected():
+                    raise BrowserError("the browser exited right after it was launched")
+            except BrowserError as exc:
+                if attempt == tries:
+                    raise
+                log.warning("browser_launch_retry", attempt=attempt, error=str(exc))
+                await asyncio.sleep(_LAUNCH_RETRY_S * attempt)
+                continue
+            slot = self._watch(_Slot(browser, owned=True))
+            self.launched += 1
+            return slot
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _watch(self, slot: _Slot) -> _Slot:
+        slot.browser.on("disconnected", lambda _: self._on_disconnected(slot))
         self._slots.append(slot)
-        self.launched += 1
         return slot
 
     def _on_disconnected(self, slot: _Slot) -> None:
+        slot.gone.set()
         if not slot.dead:
             slot.dead = True
             self.crashes += 1
@@ -92,12 +136,14 @@ class BrowserPool:
 
     async def _release(self, slot: _Slot) -> None:
         slot.active -= 1
+        if slot.active == 0 and slot.retiring and slot in self._slots:
+            self._slots.remove(slot)  # a dead browser (of ours or not) is never handed out again
         if slot.owned and slot.active == 0 and (slot.dead or slot.served >= self.config.recycle_after):
             if slot in self._slots:
                 self._slots.remove(slot)
             slot.dead = True  # closing on purpose is not a crash
             with contextlib.suppress(Exception):
-                await slot.browser.close()
+                await asyncio.wait_for(slot.browser.close(), self.config.command_timeout_s)
 
     async def start(self) -> None:
         """Launch the first browser now, so a bad executable is one error up front, not one per task."""
@@ -108,34 +154,40 @@ class BrowserPool:
     @contextlib.asynccontextmanager
     async def session(self, *, block_service_workers: bool = False) -> AsyncIterator[BrowserSession]:
         """A new context on a pooled browser, closed on exit."""
-        slot = await self._acquire()
+        slot: _Slot | None = await self._acquire()
         try:
-            try:
-                session = await BrowserSession.create(
-                    slot.browser, self.config, block_service_workers=block_service_workers
-                )
-            except BrowserError:
-                if not slot.retiring:
-                    raise
-                slot.dead = True  # it died between acquire and use: try a fresh one once
-                await self._release(slot)
-                slot = await self._acquire()
-                session = await BrowserSession.create(
-                    slot.browser, self.config, block_service_workers=block_service_workers
-                )
+            tries = 1
+            while True:
+                assert slot is not None
+                try:
+                    session = await BrowserSession.create(
+                        slot.browser, self.config, block_service_workers=block_service_workers
+                    )
+                    break
+                except BrowserError as exc:
+                    # The browser may have died a moment ago, its disconnect not reported yet.
+                    if tries >= SESSION_TRIES or not await slot.died(self.disconnect_wait_s):
+                        raise
+                    log.warning("browser_died_before_session", tries=tries, error=str(exc))
+                    tries += 1
+                    slot.dead = True
+                    released, slot = slot, None
+                    await self._release(released)
+                    slot = await self._acquire()
             try:
                 yield session
             finally:
                 await session.close()
         finally:
-            await self._release(slot)
+            if slot is not None:
+                await self._release(slot)
 
     async def aclose(self) -> None:
         for slot in self._slots:
             if slot.owned:
                 slot.dead = True
                 with contextlib.suppress(Exception):
-                    await slot.browser.close()
+                    await asyncio.wait_for(slot.browser.close(), self.config.command_timeout_s)
         self._slots.clear()
         if self._playwright is not None:
             await self._playwright.stop()

@@ -13,11 +13,20 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 Role = Literal["policy", "localizer", "validator"]
 Profile = Literal["holo1", "holo1.5", "holo2"]
-FaultKind = Literal["500", "429", "malformed", "schema", "slow", "offtarget", "disconnect"]
+FaultKind = Literal["500", "429", "malformed", "schema", "slow", "offtarget", "disconnect", "stall"]
 
 ROLES: tuple[Role, ...] = ("policy", "localizer", "validator")
 #: Fixed order in which probabilistic faults are drawn.
-FAULT_KINDS: tuple[FaultKind, ...] = ("500", "429", "malformed", "schema", "slow", "offtarget", "disconnect")
+FAULT_KINDS: tuple[FaultKind, ...] = (
+    "500",
+    "429",
+    "malformed",
+    "schema",
+    "slow",
+    "offtarget",
+    "disconnect",
+    "stall",
+)
 #: Faults that spoil the reply's content (the others fail the HTTP exchange).
 REPLY_FAULTS: frozenset[FaultKind] = frozenset({"malformed", "schema", "offtarget"})
 

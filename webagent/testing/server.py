@@ -163,6 +163,7 @@ class _Response:
     status: int
     body: Any
     headers: dict[str, str] = field(default_factory=dict)
+    stall: bool = False  # "stall" fault: send half the reply, then hold the connection until the server stops
 
 
 def _error(status: int, message: str, kind: str, code: str | None = None) -> _Response:
@@ -218,7 +219,12 @@ async def _send(writer: asyncio.StreamWriter, resp: _Response, keep_alive: bool)
         f"Connection: {'keep-alive' if keep_alive else 'close'}",
         *(f"{k}: {v}" for k, v in resp.headers.items()),
     ]
-    writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data)
+    reply = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data
+    if resp.stall:
+        writer.write(reply[: len(reply) - len(data) // 2])
+        await writer.drain()
+        await asyncio.Event().wait()  # cancelled when the server stops
+    writer.write(reply)
     await writer.drain()
 
 
@@ -465,7 +471,7 @@ class FakeModelServer:
             return resp
         usage = estimate_usage(messages, rec.image_sizes, content)
         self._count_tokens(rec.system, usage)
-        return _Response(200, self._completion(model, content, usage))
+        return _Response(200, self._completion(model, content, usage), stall=fault == "stall")
 
     def _count_tokens(self, system: str, usage: dict[str, int]) -> None:
         """vLLM-style counters; the prefix cache "hits" on a system prompt seen before."""
