@@ -246,7 +246,7 @@ class RunStream:
             finally:
                 await session.close()
         elif self._context is not None:
-            page = await within(self._context.new_page(), config.command_timeout_s, "new_page")
+            page = await within(self._context.new_page(), config.open_timeout_s, "new_page")
             session = self.session = BrowserSession(page, config, owns_page=True)
             try:
                 await session.set_guard(guard)

@@ -144,16 +144,17 @@ class BrowserConfig(_Section):
     settle_timeout_s: float = Field(default=3.0, ge=0, description="Cap on waiting for a page to settle")
     navigation_timeout_s: float = Field(default=30.0, gt=0)
     command_timeout_s: float = Field(
-        default=15.0,
+        default=30.0,
         gt=0,
-        description="Deadline of one browser command (a click, a key, a DevTools request, opening or closing a "
-        "tab); one past it is handled as a page that does not respond",
+        description="Deadline of one browser command (a click, a key, a DevTools request); one past it is handled "
+        "as a page that does not respond. Opening and closing contexts and tabs get navigation_timeout_s more",
     )
     capture_timeout_s: float = Field(
-        default=5.0,
+        default=30.0,
         gt=0,
         description="A screenshot not taken within this is retaken another way, and if the page still gives "
-        "none, the page is reopened in a new tab (the policy is told)",
+        "none, the page is reopened in a new tab (the policy is told). A capture lost to a navigation is "
+        "retaken at once, whatever this is",
     )
     contexts_per_browser: int = Field(default=100, ge=1, description="Sessions sharing one Chromium process")
     recycle_after: int = Field(default=500, ge=1, description="Contexts a Chromium serves before it is relaunched")
@@ -205,6 +206,12 @@ class BrowserConfig(_Section):
         if not v.startswith(("ws://", "wss://", "http://", "https://")):
             raise ValueError(f"must be a ws://, wss://, http:// or https:// URL, got {v!r}")
         return v
+
+    @property
+    def open_timeout_s(self) -> float:
+        """Deadline of opening or closing a context or tab: a browser busy with many sessions answers
+        these last (100 tabs opened at once on 2 cores: 13-15 s)."""
+        return self.navigation_timeout_s + self.command_timeout_s
 
     @model_validator(mode="after")
     def _one_endpoint(self) -> BrowserConfig:

@@ -170,7 +170,7 @@ class PageFaults:
     async def _replace_page(self) -> None:
         """Swap the crashed page for a fresh blank one in the same context."""
         crashed = self.page
-        timeout_s = self.config.command_timeout_s
+        timeout_s = self.config.open_timeout_s
         try:
             page = await within(self.context.new_page(), timeout_s, "new_page")
         except PlaywrightError as exc:

@@ -31,6 +31,7 @@ from playwright.async_api import Browser, Playwright, async_playwright
 
 from ..config import BrowserConfig
 from ..errors import BrowserError
+from .deadline import within
 from .launcher import open_browser
 from .session import BrowserSession
 
@@ -143,7 +144,7 @@ class BrowserPool:
                 self._slots.remove(slot)
             slot.dead = True  # closing on purpose is not a crash
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(slot.browser.close(), self.config.command_timeout_s)
+                await within(slot.browser.close(), self.config.open_timeout_s, "browser.close")
 
     async def start(self) -> None:
         """Launch the first browser now, so a bad executable is one error up front, not one per task."""
@@ -187,7 +188,7 @@ class BrowserPool:
             if slot.owned:
                 slot.dead = True
                 with contextlib.suppress(Exception):
-                    await asyncio.wait_for(slot.browser.close(), self.config.command_timeout_s)
+                    await within(slot.browser.close(), self.config.open_timeout_s, "browser.close")
         self._slots.clear()
         if self._playwright is not None:
             await self._playwright.stop()

@@ -88,7 +88,7 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults, Settling):
         cls, browser: Browser, config: BrowserConfig, *, block_service_workers: bool = False
     ) -> BrowserSession:
         """A fresh context and page on a shared browser."""
-        timeout_s = config.command_timeout_s
+        timeout_s = config.open_timeout_s
         try:
             context = await within(
                 browser.new_context(
@@ -385,7 +385,7 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults, Settling):
         """Undo what the session set up on a caller's page, or close its own tab or context; each
         step bounded (a browser that stopped answering is left to the pool, which closes it)."""
         self._drop_prefetch()
-        timeout_s = self.config.command_timeout_s
+        timeout_s = self.config.open_timeout_s
         if self.guard is not None and not self._owns_context:
             with contextlib.suppress(PlaywrightError):
                 await within(self.guard.uninstall(), timeout_s, "removing the navigation guard")

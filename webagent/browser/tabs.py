@@ -67,7 +67,7 @@ class TabFollowing:
                     self._events.append(f"Blocked a new tab that opened {page.url}: {reason}.")
             if blocked:
                 with contextlib.suppress(PlaywrightError):
-                    await within(page.close(), self.config.command_timeout_s, "page.close")
+                    await within(page.close(), self.config.open_timeout_s, "page.close")
                 self._events.append("The blocked tab was closed; the agent stayed on this page.")
                 return
         self.page = page
