@@ -154,18 +154,23 @@ class PageFaults:
         await self._watch_navigations()
         if not url.startswith(("http:", "https:")):
             return ""
-        timeout_s = self.config.navigation_timeout_s
         try:
-            await within(
-                self.page.goto(url, wait_until="load", timeout=timeout_s * 1000),
-                timeout_s + self.config.command_timeout_s,
-                "Page.goto",
-            )
+            await self._load(url)
         except PlaywrightTimeoutError:
-            return f"; it was still loading after {timeout_s:g} s"
+            return f"; it was still loading after {self.config.navigation_timeout_s:g} s"
         except PlaywrightError as exc:
             return f"; reopening it failed: {first_line(exc).removeprefix('Page.goto: ')}"
         return ""
+
+    async def _load(self, url: str) -> None:
+        """``page.goto`` until ``load``: Playwright's own timeout, and ours in case the browser stops
+        answering Playwright too."""
+        timeout_s = self.config.navigation_timeout_s
+        await within(
+            self.page.goto(url, wait_until="load", timeout=timeout_s * 1000),
+            timeout_s + self.config.command_timeout_s,
+            "Page.goto",
+        )
 
     async def _replace_page(self) -> None:
         """Swap the crashed page for a fresh blank one in the same context."""

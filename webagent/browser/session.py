@@ -246,14 +246,8 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults, Settling):
 
     async def _goto(self, url: str) -> None:
         self._error_page_committed.clear()
-        timeout_s = self.config.navigation_timeout_s
         try:
-            # Playwright's own timeout, and ours in case the browser stops answering Playwright too.
-            await within(
-                self.page.goto(url, wait_until="load", timeout=timeout_s * 1000),
-                timeout_s + self.config.command_timeout_s,
-                "Page.goto",
-            )
+            await self._load(url)
         except PlaywrightTimeoutError:
             raise
         except PlaywrightError as exc:
