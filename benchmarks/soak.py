@@ -71,7 +71,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from soaksite.server import ELEMENTS, READY_PREFIX, VIEWPORT  # noqa: E402
-from throughput import Meter, OfflineServer, cpu_s, process_tree, steady  # noqa: E402
+from throughput import Meter, OfflineServer, _children, _kind, cpu_s, process_tree, steady  # noqa: E402
 
 from webagent.batch import BatchRunner, read_results  # noqa: E402
 from webagent.browser.launcher import launch_browser  # noqa: E402
@@ -640,6 +640,7 @@ async def agent(
     limits: tuple[float, float],
     children: list[subprocess.Popen[str]],
     command_timeout_s: float = 0.0,
+    kill: str | None = None,
 ) -> dict[str, Any]:
     deadline_s = limits[0]
     n, steps = len(plans), len(plans[0]) + 1
@@ -681,6 +682,9 @@ async def agent(
         abandoned = False
         with Meter(exclude | {server.proc.pid}) as meter:
             run = asyncio.create_task(runner.run(), name="batch")
+            killer = (
+                asyncio.create_task(kill_chromium(kill, exclude | {server.proc.pid}), name="kill") if kill else None
+            )
             why = await wait_phase({run}, *limits, lambda: ends[-1] if ends else started)
             if why != "done":
                 dump = workdir / "agent-tasks.txt"
@@ -693,6 +697,7 @@ async def agent(
                     done, _ = await asyncio.wait({run}, timeout=30)
                     abandoned = not done
             stats = runner.stats
+            killed = await _killed(killer)
         server_cpu = cpu_s(server.proc.pid) - server_cpu
     finally:
         server.stop()
@@ -708,6 +713,8 @@ async def agent(
         "finished": len(results),
         "succeeded": sum(r.success for r in results),
         "hung": n - len(results),
+        "retried": sum(r.retried for r in results),
+        "killed": killed,
         "abandoned": abandoned,
         "stop_reasons": dict(reasons),
         "top_errors": collections.Counter(r.message[:120] for r in results if r.stop_reason == "error").most_common(3),
@@ -723,6 +730,46 @@ async def agent(
         "hung_at": hung_at,
         "out": str(out),
     }
+
+
+def chromium_pids(kind: str, exclude: set[int]) -> list[int]:
+    """This process's Chromium processes of a kind (``_kind``'s names); python children are not Chromium."""
+    me, tree = os.getpid(), _children()
+    pids = [p for p in process_tree(me, exclude) if p != me and _kind(p, me) == kind]
+    if kind == "chromium browser":  # the main process: the one with typed children (not crashpad's handler)
+        pids = [p for p in pids if any(_kind(c, me).startswith("chromium ") for c in tree.get(p, []))]
+    return pids
+
+
+async def kill_chromium(kind: str, exclude: set[int]) -> list[str]:
+    """``kill -9`` of Chromium processes of this run: ``browser`` its main process at 30 s,
+    ``renderers`` four renderer processes at 12, 15, 18 and 20 s (as in the reliability issue)."""
+    started, killed = time.monotonic(), list[str]()
+    plan = (
+        [(30.0, "chromium browser")]
+        if kind == "browser"
+        else [(t, "chromium renderer") for t in (12.0, 15.0, 18.0, 20.0)]
+    )
+    for at, target in plan:
+        await asyncio.sleep(max(0.0, started + at - time.monotonic()))
+        pids = chromium_pids(target, exclude)
+        if pids:
+            victim = random.Random(len(killed)).choice(pids)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(victim, signal.SIGKILL)
+            killed.append(f"{target} {victim} at {time.monotonic() - started:.0f} s")
+            print(f"  killed {killed[-1]}", flush=True)
+    return killed
+
+
+async def _killed(killer: asyncio.Task[list[str]] | None) -> list[str]:
+    if killer is None:
+        return []
+    if not killer.done():
+        killer.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        return await killer
+    return []
 
 
 # -- running it ---------------------------------------------------------------------------------------
@@ -759,7 +806,7 @@ async def measure_round(
         before = site_stats(origins[0], reset_peak=True)
         with Watchdog(deadline + 300, f"the agent at N={n}", children):
             row["agent"] = await agent(
-                plans, urls, args.latency, workdir, exclude, limits, children, args.command_timeout
+                plans, urls, args.latency, workdir, exclude, limits, children, args.command_timeout, args.kill
             )
         row["agent"]["site"] = _delta(before, site_stats(origins[0]))
     print_row(row)
@@ -793,8 +840,9 @@ def print_row(row: dict[str, Any]) -> None:
             f"N={n:<4} agent: {a['finished']}/{n} tasks finished ({a['succeeded']} succeeded), {a['hung']} hung, "
             f"stop reasons {a['stop_reasons']}{errors}, {a['steps']} steps, {a['steps_per_s']:.1f} steps/s, CPU/step "
             f"{a['cpu_per_step_ms']:.0f} ms, PSS/session {a['pss_mib']:.0f} MiB, step p50 {a['step_p50_s']:.2f} s "
-            f"p90 {a['step_p90_s']:.2f} s\n       counts {a['counts']}\n"
-            f"       CPU ms/step by process {a['split']}\n       site {a['site']}",
+            f"p90 {a['step_p90_s']:.2f} s, {a['retried']} re-run\n       counts {a['counts']}\n"
+            + (f"       killed {a['killed']}\n" if a["killed"] else "")
+            + f"       CPU ms/step by process {a['split']}\n       site {a['site']}",
             flush=True,
         )
     if f and a:
@@ -947,6 +995,12 @@ def main() -> None:
         type=float,
         default=0.0,
         help="the agent's browser.command_timeout_s (0: its default; opening N tabs at once takes longer at large N)",
+    )
+    parser.add_argument(
+        "--kill",
+        choices=("browser", "renderers"),
+        default=None,
+        help="in the agent phase, kill -9 the browser's main process at 30 s, or four renderers at 12-20 s",
     )
     parser.add_argument("--seed", type=int, default=0, help="draws the tasks' orders and slow-page delays")
     parser.add_argument("--only", choices=("agent", "floor"), default=None, help="run one side only")

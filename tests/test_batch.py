@@ -557,7 +557,8 @@ async def test_stop_abandons_in_flight_tasks_and_resume_finishes(site: SiteServe
 # A fake Agent whose streams play scripted runs: the runner's own logic (re-runs, the watchdog,
 # records, one line per task) without a browser or a model server.
 
-Plan = str  # "ok", "crash", "crash_result", "crash_at_open", "error", "stall", "stubborn", "busy", "quiet", "hang"
+Plan = str  # "ok", "crash", "crash_result", "crash_at_open", "error", "stall", "stubborn", "busy", "quiet", "hang",
+# "slow_close"
 
 
 class FakeSession:
@@ -636,6 +637,9 @@ class FakeStream:
             yield self._step(2)
             self._end(True)
         finally:
+            if plan == "slow_close" and self.result is not None:  # the episode ended; closing hangs
+                self.last_progress = time.monotonic()
+                await asyncio.Event().wait()
             self.agent.closed += 1  # the session's context closes
 
     async def _hang(self) -> None:
@@ -790,6 +794,17 @@ async def test_a_stalled_run_is_cancelled_kept_and_rerun(tmp_path: Path, monkeyp
     assert summary["stalled"] == 1 and summary["retried_after_crash"] == 0
 
 
+async def test_a_run_whose_clean_up_stalls_keeps_its_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "b"
+    runner, agent = fake_runner(monkeypatch, out, {"done": ["slow_close", "ok"]}, stall_timeout_s=0.2)
+    stats = await asyncio.wait_for(runner.run(), 30)
+    row = by_id(out)["done"]
+    assert row.success and row.answer == "42" and not row.retried, row  # not thrown away, not re-run
+    assert agent.played["done"] == ["slow_close"]
+    assert stats.stalled == 0 and row.usage.policy.calls == 2  # its model calls still count
+    assert json.loads((out / "runs/done/attempt-1/result.json").read_text())["success"]
+
+
 async def test_a_run_that_stalls_again_ends_with_the_stall(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "b"
     runner, agent = fake_runner(monkeypatch, out, {"stuck": ["stall", "stubborn", "ok"]}, stall_timeout_s=0.2)
@@ -829,9 +844,10 @@ async def test_stop_abandons_a_run_under_the_watchdog(tmp_path: Path, monkeypatc
 
 
 def test_exit_codes() -> None:
-    base = {"interrupted": False, "errors": 0}
+    base = {"interrupted": False, "errors": 0, "tasks": 4, "finished": 4}
     assert exit_code(base) == EXIT_DONE == 0
     assert exit_code({**base, "errors": 3}) == EXIT_ERRORS == 1
+    assert exit_code({**base, "finished": 3}) == EXIT_ERRORS  # a task without its result line
     assert exit_code({**base, "interrupted": True, "errors": 3}) == EXIT_INTERRUPTED == 130
     assert len({EXIT_DONE, EXIT_ERRORS, EXIT_INTERRUPTED, 2}) == 4  # 2: usage errors (webagent.cli)
 

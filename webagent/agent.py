@@ -32,7 +32,7 @@ from .secrets import Secrets
 from .trajectory import TrajectoryWriter
 from .urls import normalize_url
 
-__all__ = ["Agent", "RunStream", "TraceMode"]
+__all__ = ["TRACE_TIMEOUT_S", "Agent", "RunStream", "TraceMode"]
 
 TraceMode = Literal["off", "on-failure", "always"]
 
@@ -306,6 +306,7 @@ class RunStream:
         finally:
             await steps.aclose()  # type: ignore[attr-defined]
             self.result = secrets.redact_model(episode.result) if episode.result is not None else None
+            self._progressed()  # the episode has ended: what follows is bounded clean-up
             if self.result is not None and self.cache is not None and replay is not None and self.result.success:
                 self.cache.update(
                     self.cache_key,
@@ -318,6 +319,7 @@ class RunStream:
             if tracing and self.output_dir is not None:
                 keep = self.trace == "always" or not (self.result and self.result.success)
                 trace = await _stop_tracing(session, self.output_dir / "trace.zip" if keep else None)
+                self._progressed()
                 if trace and self.result is not None:
                     self.result.trace = str(trace)
             if writer is None and self.output_dir is not None and self.result is not None:

@@ -34,7 +34,7 @@ from typing import Any, Literal
 import structlog
 from pydantic import BaseModel, Field
 
-from .agent import Agent, RunStream
+from .agent import TRACE_TIMEOUT_S, Agent, RunStream
 from .config import ROLES, AgentConfig
 from .errors import BrowserError, InputError, NavigationError, WebAgentError
 from .files import write_atomic
@@ -62,7 +62,8 @@ CRASH_RERUNS = 2
 STALL_RERUNS = 1
 #: Seconds without progress (no step finished, no model call answered) before a run is cancelled.
 DEFAULT_STALL_TIMEOUT_S = 300.0
-#: Seconds a cancelled run gets to close its browser context (twice, then it is left behind).
+#: Seconds a cancelled run gets beyond the deadlines of stopping its trace and closing its context
+#: (twice, then it is left behind).
 DEFAULT_CLEANUP_TIMEOUT_S = 30.0
 
 RerunReason = Literal["browser_crash", "stalled"]
@@ -245,10 +246,13 @@ class BatchRunner:
         references: dict[str, list[str]] | None = None,
         on_update: Callable[[BatchStats], None] | None = None,
         stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
-        cleanup_timeout_s: float = DEFAULT_CLEANUP_TIMEOUT_S,
+        cleanup_timeout_s: float | None = None,
     ) -> None:
         """``stall_timeout_s``: seconds without progress before a run is cancelled and re-run (0: never);
-        ``cleanup_timeout_s``: what a cancelled run gets to close its browser context."""
+        ``cleanup_timeout_s``: what a cancelled run gets to stop its trace and close its browser
+        context (default: those two deadlines and ``DEFAULT_CLEANUP_TIMEOUT_S`` more)."""
+        if cleanup_timeout_s is None:
+            cleanup_timeout_s = TRACE_TIMEOUT_S + config.browser.open_timeout_s + DEFAULT_CLEANUP_TIMEOUT_S
         if concurrency < 1 or attempts < 1:
             raise ValueError("concurrency and attempts must be at least 1")
         if stall_timeout_s < 0 or cleanup_timeout_s <= 0:
@@ -450,7 +454,15 @@ class BatchRunner:
         if idle_s is None or run.done():
             return run.result()
         where = _stuck_in(run, progress.steps, opened=stream.session is not None)
+        ended = stream.result  # set when the episode has ended (cancelling sets one too: read it first)
         await self._cancel(run, task)
+        if ended is not None:  # only the clean-up after the episode was slow: its result stands
+            log.warning("task_cleanup_stalled", task=task.id, idle_s=round(idle_s, 1), where=where)
+            for role in ROLES:
+                usage.role(role).add(ended.usage.role(role))
+            if not (directory / "result.json").exists():
+                _write_result(directory, ended)
+            return _Outcome(ended)
         message = f"no progress for {self.stall_timeout_s:g} s (stuck in {where})"
         log.warning("task_stalled", task=task.id, idle_s=round(idle_s, 1), where=where, steps=progress.steps)
         self.stats.stalled += 1
@@ -463,7 +475,7 @@ class BatchRunner:
             steps=progress.steps,
             duration_s=progress.elapsed_s,
         )
-        _write_stalled(directory, result)
+        _write_result(directory, result)
         return _Outcome(result, stalled=True)
 
     async def _watch(self, stream: RunStream, run: asyncio.Task[_Outcome]) -> float | None:
@@ -547,8 +559,9 @@ class BatchRunner:
 _RERUNS: dict[RerunReason, int] = {"browser_crash": CRASH_RERUNS, "stalled": STALL_RERUNS}
 
 
-def _write_stalled(directory: Path, result: RunResult) -> None:
-    """Say in the stalled run's directory why it ended (its steps so far are there already)."""
+def _write_result(directory: Path, result: RunResult) -> None:
+    """Write the result of a run stopped by the watchdog into its directory (its steps so far are
+    there already): why it stalled, or the result of an episode whose clean-up stalled."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
         write_atomic(directory / "result.json", (result.model_dump_json(indent=2) + "\n").encode())

@@ -1,7 +1,7 @@
 """``webagent batch``: wires the runner, the progress display, server metrics and the summary.
 
-Exit codes: 0 = every task finished without an error, 1 = every task finished but at least one
-ended with stop reason ``error`` (in DIR/results.jsonl, resumed lines included), 2 = bad input or
+Exit codes: 0 = every task finished without an error, 1 = at least one task ended with stop reason
+``error`` (in DIR/results.jsonl, resumed lines included) or has no result line, 2 = bad input or
 configuration (``webagent.cli``), 130 = interrupted (resumable).
 """
 
@@ -160,7 +160,8 @@ def _finish(
 
 
 def exit_code(summary: dict[str, Any]) -> int:
-    """130 for an interrupted batch, 1 when a task ended with stop reason ``error``, else 0."""
+    """130 for an interrupted batch, 1 when a task ended with stop reason ``error`` or has no result
+    (a bug in the runner), else 0."""
     if summary["interrupted"]:
         return EXIT_INTERRUPTED
-    return EXIT_ERRORS if summary["errors"] else EXIT_DONE
+    return EXIT_ERRORS if summary["errors"] or summary["finished"] < summary["tasks"] else EXIT_DONE

@@ -167,8 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run a task file (JSONL: {id, url, goal} or WebVoyager's {web_name, id, ques, web}) with N "
         "concurrent sessions. Writes DIR/results.jsonl (one line per finished task), a run directory per "
         "attempt under DIR/runs/, and DIR/summary.json. Re-running the same command resumes. "
-        "Exit code 0 = every task finished without an error, 1 = every task finished but some ended with "
-        "stop reason 'error' (see results.jsonl), 2 = bad input, 130 = interrupted (resumable).",
+        "Exit code 0 = every task finished without an error, 1 = some task ended with stop reason 'error' "
+        "(see results.jsonl) or has no result, 2 = bad input, 130 = interrupted (resumable).",
     )
     batch.add_argument("tasks", metavar="TASKS.jsonl", help="task file")
     batch.add_argument("--output", required=True, metavar="DIR", help="batch directory (created; reused to resume)")

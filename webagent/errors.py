@@ -6,7 +6,8 @@
     ├── ConfigError               bad config file, flag or environment variable (CLI exit code 2)
     ├── InputError                bad task input: missing or invalid URL, empty goal (exit code 2)
     ├── BrowserError              the browser could not be launched or driven
-    │   └── NavigationError       the start URL could not be opened (unreachable host, DNS, ...)
+    │   ├── NavigationError       the start URL could not be opened (unreachable host, DNS, ...)
+    │   └── BrowserStuckError     the browser process did not answer a command within its deadline
     ├── ModelError                a model endpoint failed
     │   ├── ModelUnavailableError the endpoint kept failing after retries (5xx, 429, timeouts, refused)
     │   └── ModelReplyError       the reply could not be parsed, even after one repair request
@@ -25,6 +26,7 @@ from typing import Any
 __all__ = [
     "ActionError",
     "BrowserError",
+    "BrowserStuckError",
     "BudgetExceeded",
     "ConfigError",
     "InputError",
@@ -55,6 +57,11 @@ class BrowserError(WebAgentError):
 
 class NavigationError(BrowserError):
     """A URL could not be opened."""
+
+
+class BrowserStuckError(BrowserError):
+    """The browser did not answer opening a context or a tab within its deadline (frozen or far
+    overloaded): a pool stops handing it out."""
 
 
 class ModelError(WebAgentError):

@@ -198,6 +198,57 @@ async def test_a_crash_before_the_first_screenshot_and_goto_after_a_crash(
         await session.close()
 
 
+async def test_a_page_that_crashes_again_while_it_is_reopened_is_reopened_again(
+    own_browser: Browser, site: SiteServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As when renderers are killed one after the other under load (benchmarks/soak.py --kill renderers)."""
+    session = await BrowserSession.create(own_browser, BrowserConfig())
+    try:
+        await session.goto(site.url + "/catalog/")
+        await crash(session)
+        load, loads = session._load, []
+
+        async def load_then_crash(url: str) -> None:
+            await load(url)
+            loads.append(url)
+            if len(loads) == 1:
+                await crash(session)  # the fresh tab's renderer dies too, before any DevTools session
+
+        monkeypatch.setattr(session, "_load", load_then_crash)
+        started = time.monotonic()
+        shot = await session.screenshot(FRAME)
+        assert shot.b64 and time.monotonic() - started < 10.0
+        assert loads == [site.url + "/catalog/"] * 2
+        assert session.url == site.url + "/catalog/" and session.context.pages == [session.page]
+        assert len(session.drain_events()) == 2  # the policy is told of each reopening
+    finally:
+        await session.close()
+
+
+async def test_a_crash_while_the_start_page_loads_opens_it_in_a_new_tab(
+    own_browser: Browser, site: SiteServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = await BrowserSession.create(own_browser, BrowserConfig())
+    try:
+        await session.goto(site.url + "/form/")
+        first = session.page
+        load, loads = session._load, []
+
+        async def crash_then_load(url: str) -> None:
+            loads.append(url)
+            if len(loads) == 1:
+                await crash(session)  # the renderer dies as the navigation starts
+            await load(url)
+
+        monkeypatch.setattr(session, "_load", crash_then_load)
+        await session.goto(site.url + "/catalog/", start=True)  # not a NavigationError: the site is fine
+        assert loads == [site.url + "/catalog/"] * 2
+        assert session.page is not first and session.url == site.url + "/catalog/"
+        assert (await session.screenshot(FRAME)).b64
+    finally:
+        await session.close()
+
+
 async def test_repeated_crashes_end_the_run(own_browser: Browser, site: SiteServer) -> None:
     session = await BrowserSession.create(own_browser, BrowserConfig())
     try:

@@ -192,15 +192,22 @@ class ScreenCapture:
         self._shot_frame = frame
         ready, self._prefetched = self._prefetched, None
         if ready is not None and ready.frame == frame and ready.page is self.page and not self._crashed:
-            with contextlib.suppress(PlaywrightError):
+            self._capture_in_flight = ready.task  # a commit now fails it (_CaptureLost): taken again below
+            try:
                 result = await ready.task
                 self._settled_scroll, self._shot_scroll = None, ready.scroll
                 self.prefetched_shots += 1
                 return self._screenshot(result, frame)
+            except _CaptureLost:
+                self.captures_resent += 1
+            except PlaywrightError:
+                pass
+            finally:
+                self._capture_in_flight = None
         elif ready is not None:
             ready.drop()
         for attempt in range(3):
-            if self._crashed:
+            while self._crashed:  # a reopened page may crash too (MAX_PAGE_CRASHES bounds this)
                 await self._reopen_after_crash()
             try:
                 result = await self._capture(frame)
@@ -242,24 +249,31 @@ class ScreenCapture:
 
     def _capture_request(self, cdp: CDPChannel, params: dict[str, Any]) -> asyncio.Future[Any]:
         """``Page.captureScreenshot`` as a future that ``_on_frame_committed`` can fail (``_CaptureLost``)."""
+        waiting = self._capture_in_flight = self._send_capture(cdp, params)
+        return waiting
+
+    def _send_capture(self, cdp: CDPChannel, params: dict[str, Any], *, flush: bool = True) -> asyncio.Future[Any]:
+        """``Page.captureScreenshot`` as a plain future (one that can be failed from outside)."""
         timeout_s = self.config.capture_timeout_s
-        waiting: asyncio.Future[Any]
         if isinstance(cdp, DevToolsSession):
-            waiting = cdp.request("Page.captureScreenshot", params, timeout_s=timeout_s)
-        else:
-            waiting = asyncio.get_running_loop().create_future()
-            sent = asyncio.ensure_future(cdp.send("Page.captureScreenshot", params, timeout_s=timeout_s))
-            sent.add_done_callback(lambda task: _relay(task, waiting))
-        self._capture_in_flight = waiting
+            return cdp.request("Page.captureScreenshot", params, flush=flush, timeout_s=timeout_s)
+        waiting: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        sent = asyncio.ensure_future(cdp.send("Page.captureScreenshot", params, timeout_s=timeout_s))
+        sent.add_done_callback(lambda task: _relay(task, waiting))
+        waiting.add_done_callback(lambda _: sent.cancel())  # no-op once sent is done
         return waiting
 
     def _on_frame_committed(self, params: dict[str, Any]) -> None:
         """CDP ``Page.frameNavigated``: a document committed. In the main frame it replaces the page's
         frame host (every cross-site navigation, and same-site ones since Chromium's RenderDocument),
-        and a capture still waiting for the old one's frame is dropped without an answer: send it again."""
+        and a capture still waiting for the old one's frame is dropped without an answer: send it again.
+        A capture taken ahead of the next screenshot shows the old document: it is dropped."""
+        if params.get("frame", {}).get("parentId"):
+            return
         waiting = self._capture_in_flight
-        if waiting is not None and not waiting.done() and not params.get("frame", {}).get("parentId"):
+        if waiting is not None and not waiting.done():
             waiting.set_exception(_CaptureLost())
+        self._drop_prefetch()
 
     # -- a screenshot that does not come ----------------------------------------------------
     async def _recover_capture(self, frame: Frame, params: dict[str, Any]) -> dict[str, Any]:
@@ -337,14 +351,8 @@ class ScreenCapture:
         scroll = None if frame.is_identity else self._shot_scroll
         if scroll is None and not frame.is_identity:
             return None
-        params = self._params(frame, scroll)
-        task: asyncio.Future[Any]
-        timeout_s = self.config.capture_timeout_s
-        if isinstance(cdp, DevToolsSession):  # written together with settle's check, which follows
-            task = cdp.request("Page.captureScreenshot", params, flush=False, timeout_s=timeout_s)
-        else:
-            task = asyncio.ensure_future(cdp.send("Page.captureScreenshot", params, timeout_s=timeout_s))
-        return _Prefetch(self.page, frame, scroll, task)
+        # Not flushed: written together with settle's check, which follows.
+        return _Prefetch(self.page, frame, scroll, self._send_capture(cdp, self._params(frame, scroll), flush=False))
 
     def _check_prefetch(self, started: _Prefetch) -> None:
         """Keep the early capture only if the settled page is the one it shows."""

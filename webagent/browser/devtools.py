@@ -216,6 +216,7 @@ class DevTools(asyncio.Protocol):
     def close(self) -> None:
         if self.transport is not None and not self.closed:
             self.transport.close()
+            self.connection_lost(None)  # closed now, even if asyncio reports it later (or never)
 
     # -- commands -------------------------------------------------------------------------
     def request(

@@ -136,17 +136,42 @@ class PageFaults:
     async def _reopen_after_crash(self) -> None:
         """Replace the crashed page by a fresh tab at the same URL (BrowserError past the limit)."""
         url = self.page.url
-        self._crashes += 1
         if not (self._owns_context or self._owns_page):
             raise BrowserError(f"the page crashed (its renderer process died) at {url}")
-        if self._crashes > MAX_PAGE_CRASHES:
-            raise BrowserError(
-                f"the page crashed {self._crashes} times (its renderer process died) at {url}; giving up"
-            )
-        note = await self._reopen(url)
+        while True:
+            self._crashes += 1
+            if self._crashes > MAX_PAGE_CRASHES:
+                raise BrowserError(
+                    f"the page crashed {self._crashes} times (its renderer process died) at {url}; giving up"
+                )
+            try:
+                note = await self._reopen(url)
+                break
+            except BrowserError as exc:  # the new tab's renderer died too, or never answered: once more
+                browser = self.context.browser
+                if browser is not None and not browser.is_connected():
+                    raise
+                log.warning("page_reopen_failed", url=url, error=str(exc))
         self._events.append(
             f"The page crashed (its renderer process died); the agent reopened {url} in a new tab{note}."
         )
+
+    async def _replaced_after_crash_in_load(self, exc: PlaywrightError) -> bool:
+        """After a failed page load: whether the page's renderer died during it and the page was
+        replaced by a fresh tab (the load is then tried again), within ``MAX_PAGE_CRASHES``."""
+        if not (self._owns_context or self._owns_page) or self._crashes >= MAX_PAGE_CRASHES:
+            return False
+        if not self._crashed and ("ERR_ABORTED" in str(exc) or "crashed" in str(exc)):
+            # The driver may report the crash a moment after the navigation's failure.
+            with contextlib.suppress(PlaywrightError):
+                await within(self.page.wait_for_event("crash", timeout=1000), 2.0, "waiting for a crash")
+        browser = self.context.browser
+        if not self._crashed or browser is None or not browser.is_connected():
+            return False
+        self._crashes += 1
+        log.warning("page_crashed_while_loading", url=self.page.url, error=first_line(exc))
+        await self._replace_page()
+        return True
 
     async def _reopen(self, url: str) -> str:
         """A fresh tab in place of the page, at ``url``; what went wrong loading it ("" if nothing)."""

@@ -4,6 +4,7 @@ with a remote-debugging port (``browser.cdp_endpoint``)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -15,6 +16,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from ..config import BrowserConfig
 from ..errors import BrowserError
+from .deadline import within
 from .devtools import connect_devtools, free_port
 
 __all__ = ["CHROMIUM_ARGS", "DISABLED_FEATURES", "connect_browser", "find_chromium", "launch_browser", "open_browser"]
@@ -105,7 +107,12 @@ async def launch_browser(playwright: Playwright, config: BrowserConfig) -> Brows
             "chromium (apt-get install chromium), run `playwright install chromium`, or set browser.executable_path"
         ) from None
     if port is not None:
-        await connect_devtools(browser, "127.0.0.1", port, timeout_s=config.command_timeout_s)
+        try:
+            await connect_devtools(browser, "127.0.0.1", port, timeout_s=config.command_timeout_s)
+        except BaseException:  # a failed or cancelled launch leaves no Chromium behind
+            with contextlib.suppress(Exception):
+                await within(browser.close(), config.open_timeout_s, "browser.close")
+            raise
     log.debug("browser_launched", executable=executable or "bundled", version=browser.version, devtools_port=port)
     return browser
 

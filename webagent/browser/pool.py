@@ -3,7 +3,9 @@
 Each browser serves at most ``contexts_per_browser`` sessions at once and ``recycle_after``
 sessions in its life; then it is retired and closed once its last session ends, so leaks in a
 long-running Chromium do not accumulate. A browser that dies is dropped; new sessions get a fresh
-one, and ``BrowserSession.browser_crashed`` tells the sessions it carried.
+one, and ``BrowserSession.browser_crashed`` tells the sessions it carried. A browser that does not
+answer opening a context or tab within ``open_timeout_s`` (frozen, or far overloaded) is retired
+the same way: no new session goes to it, and it is closed once its sessions have ended.
 
 Crashes under load: the driver may report a browser's death a moment after the calls on it
 failed, so a session that cannot be opened waits briefly for that report before it blames the
@@ -30,7 +32,7 @@ import structlog
 from playwright.async_api import Browser, Playwright, async_playwright
 
 from ..config import BrowserConfig
-from ..errors import BrowserError
+from ..errors import BrowserError, BrowserStuckError
 from .deadline import within
 from .launcher import open_browser
 from .session import BrowserSession
@@ -81,6 +83,7 @@ class BrowserPool:
         self._lock = asyncio.Lock()
         self.launched = 0
         self.crashes = 0
+        self.stuck = 0  # browsers retired because they did not answer opening a session
         self.disconnect_wait_s = DISCONNECT_WAIT_S
         if browser is not None:
             self._watch(_Slot(browser, owned=False))
@@ -111,6 +114,8 @@ class BrowserPool:
             try:
                 browser = await open_browser(self._playwright, self.config)
                 if not browser.is_connected():
+                    with contextlib.suppress(Exception):
+                        await within(browser.close(), self.config.open_timeout_s, "browser.close")
                     raise BrowserError("the browser exited right after it was launched")
             except BrowserError as exc:
                 if attempt == tries:
@@ -166,10 +171,16 @@ class BrowserPool:
                     )
                     break
                 except BrowserError as exc:
-                    # The browser may have died a moment ago, its disconnect not reported yet.
-                    if tries >= SESSION_TRIES or not await slot.died(self.disconnect_wait_s):
+                    # The browser may have died a moment ago, its disconnect not reported yet; or
+                    # it is alive but does not answer (frozen): it is retired all the same (its
+                    # sessions end on their own deadlines) and closed once they have.
+                    stuck = isinstance(exc, BrowserStuckError)
+                    if stuck and not slot.dead:
+                        slot.dead = True
+                        self.stuck += 1
+                    if tries >= SESSION_TRIES or not (stuck or await slot.died(self.disconnect_wait_s)):
                         raise
-                    log.warning("browser_died_before_session", tries=tries, error=str(exc))
+                    log.warning("browser_died_before_session", tries=tries, error=str(exc), stuck=stuck)
                     tries += 1
                     slot.dead = True
                     released, slot = slot, None
@@ -184,12 +195,13 @@ class BrowserPool:
                 await self._release(slot)
 
     async def aclose(self) -> None:
-        for slot in self._slots:
+        for slot in list(self._slots):  # runs cancelled a moment ago may still release theirs
             if slot.owned:
                 slot.dead = True
                 with contextlib.suppress(Exception):
                     await within(slot.browser.close(), self.config.open_timeout_s, "browser.close")
         self._slots.clear()
         if self._playwright is not None:
-            await self._playwright.stop()
+            with contextlib.suppress(Exception):
+                await within(self._playwright.stop(), self.config.open_timeout_s, "playwright.stop")
             self._playwright = None

@@ -17,6 +17,7 @@ import contextlib
 from collections.abc import Awaitable
 from typing import Any
 
+import structlog
 from playwright.async_api import (
     Browser,
     BrowserContext,
@@ -35,7 +36,7 @@ from playwright.async_api import (
 
 from ..actions import normalize_key
 from ..config import BrowserConfig
-from ..errors import ActionError, BrowserError, NavigationError
+from ..errors import ActionError, BrowserError, BrowserStuckError, NavigationError
 from .capture import ScreenCapture
 from .deadline import CommandTimeout, within
 from .devtools import CDPChannel, DevToolsSession
@@ -46,6 +47,8 @@ from .settle import Settling
 from .tabs import TabFollowing
 
 __all__ = ["BrowserSession"]
+
+log = structlog.get_logger("webagent.browser")
 
 _TYPE_FAST_ABOVE = 64  # longer texts are inserted at once instead of key by key
 
@@ -101,14 +104,20 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults, Settling):
                 timeout_s,
                 "new_context",
             )
+        except CommandTimeout as exc:
+            raise BrowserStuckError(f"cannot open a browser context: {first_line(exc)}") from None
         except PlaywrightError as exc:
             raise BrowserError(f"cannot open a browser context: {first_line(exc)}") from None
         try:
-            page = await within(context.new_page(), timeout_s, "new_page")
-        except PlaywrightError as exc:
+            page = await _new_page(context, timeout_s)
+        except BaseException as exc:  # a cancelled open (watchdog, Ctrl-C) closes its context too
             with contextlib.suppress(PlaywrightError):
                 await within(context.close(), timeout_s, "context.close")
-            raise BrowserError(f"cannot open a browser tab: {first_line(exc)}") from None
+            if isinstance(exc, CommandTimeout):
+                raise BrowserStuckError(f"cannot open a browser tab: {first_line(exc)}") from None
+            if isinstance(exc, PlaywrightError):
+                raise BrowserError(f"cannot open a browser tab: {first_line(exc)}") from None
+            raise
         return cls(page, config, owns_context=True)
 
     async def _watch_navigations(self) -> None:
@@ -230,7 +239,15 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults, Settling):
             with contextlib.suppress(PlaywrightError):
                 await self._cdp_session()  # watches redirects from the first request on
         try:
-            await self._goto(url)
+            while True:
+                try:
+                    await self._goto(url)
+                    break
+                except PlaywrightTimeoutError:
+                    raise
+                except PlaywrightError as exc:
+                    if not await self._replaced_after_crash_in_load(exc):  # else: the same URL in a new tab
+                        raise
         except PlaywrightTimeoutError:
             self._events.append(f"The page was still loading after {self.config.navigation_timeout_s:g} s.")
         except PlaywrightError as exc:
@@ -393,3 +410,17 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults, Settling):
         if self._owns_context:
             with contextlib.suppress(PlaywrightError):
                 await within(self.context.close(), timeout_s, "context.close")
+
+
+async def _new_page(context: BrowserContext, timeout_s: float) -> Page:
+    """A tab in a new context; tried again (at most twice) when its renderer died as it started."""
+    for attempt in range(3):
+        try:
+            return await within(context.new_page(), timeout_s, "new_page")
+        except CommandTimeout:
+            raise
+        except PlaywrightError as exc:
+            if attempt == 2 or "crashed" not in str(exc):
+                raise
+            log.warning("new_tab_crashed", error=first_line(exc))
+    raise AssertionError("unreachable")  # pragma: no cover

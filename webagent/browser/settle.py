@@ -38,7 +38,6 @@ __all__ = ["Settling"]
 
 log = structlog.get_logger("webagent.browser")
 
-_CDP_ATTACH_TIMEOUT_S = 10.0  # Page.enable never answers on a crashed page
 #: Page.frameStartedNavigating types that stay in the document (nothing to wait for).
 _SAME_DOCUMENT = frozenset({"sameDocument", "historySameDocument"})
 
@@ -130,11 +129,18 @@ class Settling:
         return forward
 
     async def _set_up(self, cdp: CDPChannel) -> None:
+        # A crashed page never answers Page.enable; a new renderer on a loaded machine may take long.
+        # A PlaywrightError for a crashed page: the screenshot reopens it (a BrowserError would end the run).
+        if self._crashed:
+            raise PlaywrightError("Page.enable: Target crashed")
+        timeout_s = self.config.command_timeout_s
         try:
-            async with asyncio.timeout(_CDP_ATTACH_TIMEOUT_S):
+            async with asyncio.timeout(timeout_s):
                 await cdp.send("Page.enable")
         except TimeoutError:
-            raise BrowserError("the page does not answer DevTools requests") from None
+            if self._crashed:
+                raise PlaywrightError("Page.enable: Target crashed") from None
+            raise BrowserError(f"the page does not answer DevTools requests (none within {timeout_s:g} s)") from None
         # Choosers are intercepted here rather than through Playwright's "filechooser" event, which
         # the driver reports a round trip later: a chooser then reaches the very next observation.
         # Its failure (an old browser) costs only that report, as Playwright ignores it too.

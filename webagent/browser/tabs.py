@@ -92,10 +92,12 @@ class TabFollowing:
             remaining = max(0.05, deadline - time.monotonic())
             load = asyncio.ensure_future(page.wait_for_load_state("domcontentloaded", timeout=remaining * 1000))
             refused = asyncio.ensure_future(blocked.wait())
-            await asyncio.wait({load, refused}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-            for task in (load, refused):
-                task.cancel()
-            await asyncio.gather(load, refused, return_exceptions=True)
+            try:
+                await asyncio.wait({load, refused}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            finally:  # cancelled too (a watchdog, max_time): neither wait is left behind
+                for task in (load, refused):
+                    task.cancel()
+                await asyncio.gather(load, refused, return_exceptions=True)
         was_blocked = blocked.is_set() and (page.url in ("about:blank", "") or page.url.startswith("chrome-error:"))
         blocked.clear()
         return was_blocked

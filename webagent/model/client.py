@@ -132,7 +132,8 @@ class ModelClient:
         self.endpoint: Endpoint | None = None
         #: When set, every request's text is redacted (secret values -> {{NAME}}) before it is sent.
         self.secrets: Secrets | None = None
-        #: Called after each answered request (a batch watchdog's sign of progress).
+        #: Called after each answered request and each failed attempt that will be retried (a batch
+        #: watchdog's sign of progress: every attempt has its own deadline).
         self.on_answer: Callable[[], None] | None = None
 
     async def aclose(self) -> None:
@@ -260,6 +261,8 @@ class ModelClient:
 
     def _on_retry(self, state: RetryCallState, usage: RoleUsage) -> None:
         usage.retries += 1
+        if self.on_answer is not None:  # an attempt ended within its deadline: not a stuck run
+            self.on_answer()
         exc = state.outcome.exception() if state.outcome else None
         log.info("model_retry", role=self.role, attempt=state.attempt_number, error=_short(exc))
 
