@@ -38,10 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from webagent.batch import BatchRunner, BatchStats, read_results
+from webagent.batch.tasks import TaskSpec
 from webagent.config import ROLES, AgentConfig
-from webagent.demo import load_local_tasks, offline_config
 from webagent.prompts import resource_dir
-from webagent.tasks import TaskSpec
+from webagent.testing.offline import load_local_tasks, offline_config
 from webagent.testing.server import FakeModelServer
 from webagent.testing.sites import SiteServer
 

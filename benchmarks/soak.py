@@ -74,13 +74,13 @@ from soaksite.server import ELEMENTS, READY_PREFIX, VIEWPORT  # noqa: E402
 from throughput import Meter, OfflineServer, _children, _kind, cpu_s, process_tree, steady  # noqa: E402
 
 from webagent.batch import BatchRunner, read_results  # noqa: E402
+from webagent.batch.tasks import load_tasks  # noqa: E402
 from webagent.browser.launcher import launch_browser  # noqa: E402
 from webagent.browser.scripts import TWO_FRAMES, VIEW_AFTER_FRAME, VIEW_NOW  # noqa: E402
 from webagent.cli import configure_logging  # noqa: E402
 from webagent.config import PROFILES, BrowserConfig  # noqa: E402
-from webagent.demo import offline_config  # noqa: E402
 from webagent.images import frame_for  # noqa: E402
-from webagent.tasks import load_tasks  # noqa: E402
+from webagent.testing.offline import offline_config  # noqa: E402
 
 SITE = HERE / "soaksite" / "server.py"
 #: Both browsers resolve the second origin's host to 127.0.0.1 (Chromium would try ::1 first).

@@ -13,8 +13,8 @@ from playwright.async_api import Browser, async_playwright
 
 from webagent.browser.launcher import launch_browser
 from webagent.config import AgentConfig, BrowserConfig
-from webagent.demo import load_local_tasks, offline_config
 from webagent.prompts import resource_dir
+from webagent.testing.offline import load_local_tasks, offline_config
 from webagent.testing.server import FakeModelServer
 from webagent.testing.sites import SiteServer
 

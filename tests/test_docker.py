@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from webagent.config import load_config
-from webagent.suite import load_suite
+from webagent.suite.model import load_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "docker" / "Dockerfile"

@@ -22,7 +22,6 @@ from .actions import (
 from .agent import Agent, RunStream
 from .budget import Budget, BudgetLimits
 from .config import AgentConfig, load_config
-from .env import Observation, WebEnv
 from .errors import (
     ActionError,
     BrowserError,
@@ -38,6 +37,7 @@ from .errors import (
 )
 from .records import Fingerprint, ModelCall, Point, RoleUsage, RunResult, Step, Timings, Usage, Verdict
 from .replay import ReplayCache
+from .training.env import Observation, WebEnv
 
 __all__ = [
     "Action",

@@ -27,9 +27,9 @@ from .replay import ReplayCache
 from .roles.localizer import Localizer
 from .roles.policy import Policy
 from .roles.validator import Validator
+from .runs.trajectory import TrajectoryWriter
 from .safety import NavigationPolicy
 from .secrets import Secrets
-from .trajectory import TrajectoryWriter
 from .urls import normalize_url
 
 __all__ = ["TRACE_TIMEOUT_S", "Agent", "RunStream", "TraceMode"]

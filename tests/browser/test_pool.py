@@ -10,8 +10,9 @@ import asyncio
 from typing import Any
 
 import pytest
+from playwright.async_api import Error as PlaywrightError
 
-from webagent.browser.pool import BrowserPool, _Slot
+from webagent.browser.pool import OPENS_AT_ONCE, BrowserPool, _Slot
 from webagent.config import BrowserConfig
 from webagent.errors import BrowserError, BrowserStuckError
 
@@ -61,11 +62,11 @@ class FakeBrowser:
 
 
 def launching(pool: BrowserPool, monkeypatch: pytest.MonkeyPatch, browsers: list[FakeBrowser]) -> list[FakeBrowser]:
-    """Replace the pool's launcher: it hands out ``browsers`` in order; returns those launched."""
+    """Replace the pool's launcher: it hands out ``browsers`` in order, then frozen ones; returns those launched."""
     launched: list[FakeBrowser] = []
 
     async def launch() -> _Slot:
-        launched.append(browsers[len(launched)])
+        launched.append(browsers[len(launched)] if len(launched) < len(browsers) else FakeBrowser(frozen=True))
         return pool._watch(_Slot(launched[-1], owned=True))  # type: ignore[arg-type]
 
     monkeypatch.setattr(pool, "_launch", launch)
@@ -120,3 +121,46 @@ async def test_an_ordinary_open_failure_does_not_retire_the_browser() -> None:
             pass
     assert not isinstance(caught.value, BrowserStuckError)
     assert pool.browsers == 1 and pool.stuck == 0
+
+
+async def test_a_browser_opens_a_few_sessions_at_a_time() -> None:
+    class Counting(FakeBrowser):
+        def __init__(self) -> None:
+            super().__init__(frozen=False)
+            self.in_flight = self.peak = 0
+
+        async def new_context(self, **_: Any) -> Context:
+            self.calls += 1
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+            await asyncio.sleep(0.01)
+            self.in_flight -= 1
+            raise PlaywrightError("Browser.newContext: refused by this test")
+
+    browser = Counting()
+    pool = BrowserPool(BrowserConfig(), browser=browser)  # type: ignore[arg-type]
+    pool.disconnect_wait_s = 0.01
+
+    async def open_one() -> None:
+        with pytest.raises(BrowserError, match="refused by this test"):
+            async with pool.session():
+                pass
+
+    await asyncio.gather(*(open_one() for _ in range(3 * OPENS_AT_ONCE)))
+    assert browser.peak == OPENS_AT_ONCE  # the others waited their turn
+
+
+async def test_sessions_waiting_on_a_browser_that_is_retired_go_to_another(monkeypatch: pytest.MonkeyPatch) -> None:
+    frozen, fresh = FakeBrowser(frozen=True), FakeBrowser(frozen=False)
+    pool = BrowserPool(FAST, browser=frozen)  # type: ignore[arg-type]
+    launched = launching(pool, monkeypatch, [fresh])
+    results = await asyncio.gather(*(_open(pool) for _ in range(OPENS_AT_ONCE + 4)), return_exceptions=True)
+    assert frozen.calls == OPENS_AT_ONCE  # the 4 that waited their turn never asked it: they went on
+    assert fresh.calls == OPENS_AT_ONCE and launched[0] is fresh  # 4 of 12 waited their turn there too
+    assert all(isinstance(r, BrowserStuckError) for r in results), results  # every browser here is stuck
+    assert pool.stuck == len(launched) + 1
+
+
+async def _open(pool: BrowserPool) -> None:
+    async with pool.session():
+        pass

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from webagent.demo import PROFILE_MODELS
 from webagent.prompts import resource_dir
+from webagent.testing.offline import PROFILE_MODELS
 from webagent.testing.server import FakeModelServer
 from webagent.testing.sites import SiteServer
 

@@ -19,8 +19,8 @@ import pytest
 from webagent.batch import BatchRunner, read_results
 from webagent.testing.sites import SiteServer
 
+from ..batch.test_runner import LOCAL_IDS, local_lines, task_file
 from ..conftest import ServerFactory, load_task_script, make_config
-from ..test_batch import LOCAL_IDS, local_lines, task_file
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 

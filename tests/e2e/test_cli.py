@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from webagent.demo import PROFILE_MODELS
+from webagent.testing.offline import PROFILE_MODELS
 from webagent.testing.server import FakeModelServer
 from webagent.testing.sites import SiteServer
 

@@ -19,7 +19,7 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
-from webagent.demo import PROFILE_MODELS
+from webagent.testing.offline import PROFILE_MODELS
 from webagent.testing.server import FakeModelServer
 from webagent.testing.sites import SiteServer
 

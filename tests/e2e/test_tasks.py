@@ -10,8 +10,8 @@ import pytest
 from playwright.async_api import Browser
 
 from webagent import Agent, RunResult, Step
+from webagent.runs.trajectory import read_trajectory
 from webagent.testing.sites import SiteServer
-from webagent.trajectory import read_trajectory
 
 from ..conftest import ServerFactory, load_task_script, make_config
 

@@ -56,7 +56,7 @@ CAPTURE_RESENDS = 3
 log = structlog.get_logger("webagent.browser")
 
 
-class _Prefetch:
+class Prefetch:
     """A capture started by ``settle`` for the next screenshot."""
 
     def __init__(self, page: Page, frame: Frame, scroll: Scroll | None, task: asyncio.Future[Any]) -> None:
@@ -120,7 +120,7 @@ class ScreenCapture:
         self._title: str | None = None
         self._shot_frame: Frame | None = None  # the frame of the last screenshot
         self._shot_scroll: Scroll | None = None  # the scroll offsets its clip used
-        self._prefetched: _Prefetch | None = None  # started by settle and checked: the next screenshot
+        self._prefetched: Prefetch | None = None  # started by settle and checked: the next screenshot
         self._action_events = 0  # page events reported before the current action began
         #: Screenshots that were taken by ``settle`` ahead of time (for tests and benchmarks).
         self.prefetched_shots = 0
@@ -341,7 +341,7 @@ class ScreenCapture:
             self._crashed or self._popup_requested or self._new_pages or len(self._events) > self._action_events
         )
 
-    def _start_prefetch(self) -> _Prefetch | None:
+    def _start_prefetch(self) -> Prefetch | None:
         """Start the next screenshot now (called by settle right after the input)."""
         frame, cdp = self._shot_frame, self._cdp
         if frame is None or cdp is None or not self._owns_context:
@@ -352,9 +352,9 @@ class ScreenCapture:
         if scroll is None and not frame.is_identity:
             return None
         # Not flushed: written together with settle's check, which follows.
-        return _Prefetch(self.page, frame, scroll, self._send_capture(cdp, self._params(frame, scroll), flush=False))
+        return Prefetch(self.page, frame, scroll, self._send_capture(cdp, self._params(frame, scroll), flush=False))
 
-    def _check_prefetch(self, started: _Prefetch) -> None:
+    def _check_prefetch(self, started: Prefetch) -> None:
         """Keep the early capture only if the settled page is the one it shows."""
         settled = self._settled_scroll  # None: the check failed, or a navigation invalidated the view
         if (

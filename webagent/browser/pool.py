@@ -3,9 +3,11 @@
 Each browser serves at most ``contexts_per_browser`` sessions at once and ``recycle_after``
 sessions in its life; then it is retired and closed once its last session ends, so leaks in a
 long-running Chromium do not accumulate. A browser that dies is dropped; new sessions get a fresh
-one, and ``BrowserSession.browser_crashed`` tells the sessions it carried. A browser that does not
-answer opening a context or tab within ``open_timeout_s`` (frozen, or far overloaded) is retired
-the same way: no new session goes to it, and it is closed once its sessions have ended.
+one, and ``BrowserSession.browser_crashed`` tells the sessions it carried. A browser opens
+``OPENS_AT_ONCE`` sessions at a time (hundreds of ``new_context`` at once all wait on Chromium's one
+UI thread: 500 took over a minute on 2 cores, past any sensible deadline); one that does not answer
+opening a context or tab within ``open_timeout_s`` even so (frozen) is retired the same way: no new
+session goes to it, and it is closed once its sessions have ended.
 
 Crashes under load: the driver may report a browser's death a moment after the calls on it
 failed, so a session that cannot be opened waits briefly for that report before it blames the
@@ -37,7 +39,7 @@ from .deadline import within
 from .launcher import open_browser
 from .session import BrowserSession
 
-__all__ = ["LAUNCH_TRIES", "SESSION_TRIES", "BrowserPool"]
+__all__ = ["LAUNCH_TRIES", "OPENS_AT_ONCE", "SESSION_TRIES", "BrowserPool"]
 
 log = structlog.get_logger("webagent.browser")
 
@@ -45,9 +47,15 @@ log = structlog.get_logger("webagent.browser")
 SESSION_TRIES = 3
 #: Launches of a replacement browser before its error is raised (a first launch is tried once).
 LAUNCH_TRIES = 3
+#: Sessions a browser opens at once (contexts and their first tab); the others wait their turn.
+OPENS_AT_ONCE = 8
 #: Seconds a failed session open waits for the driver to report that its browser disconnected.
 DISCONNECT_WAIT_S = 2.0
 _LAUNCH_RETRY_S = 0.5
+
+
+class _Retired(Exception):
+    """The browser was retired while a session waited to open on it."""
 
 
 @dataclass(eq=False)
@@ -58,6 +66,7 @@ class _Slot:
     served: int = 0
     dead: bool = False
     gone: asyncio.Event = field(default_factory=asyncio.Event)  # set when the browser disconnected
+    opening: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(OPENS_AT_ONCE))
 
     @property
     def retiring(self) -> bool:
@@ -166,10 +175,17 @@ class BrowserPool:
             while True:
                 assert slot is not None
                 try:
-                    session = await BrowserSession.create(
-                        slot.browser, self.config, block_service_workers=block_service_workers
-                    )
+                    # A few opens at a time per browser: hundreds at once would all wait on
+                    # Chromium's one UI thread, and the deadline would measure that queue.
+                    async with slot.opening:
+                        if slot.retiring:
+                            raise _Retired
+                        session = await BrowserSession.create(
+                            slot.browser, self.config, block_service_workers=block_service_workers
+                        )
                     break
+                except _Retired:
+                    pass  # retired while this session waited its turn: another browser, not a try
                 except BrowserError as exc:
                     # The browser may have died a moment ago, its disconnect not reported yet; or
                     # it is alive but does not answer (frozen): it is retired all the same (its
@@ -183,9 +199,9 @@ class BrowserPool:
                     log.warning("browser_died_before_session", tries=tries, error=str(exc), stuck=stuck)
                     tries += 1
                     slot.dead = True
-                    released, slot = slot, None
-                    await self._release(released)
-                    slot = await self._acquire()
+                released, slot = slot, None
+                await self._release(released)
+                slot = await self._acquire()
             try:
                 yield session
             finally:

@@ -112,7 +112,7 @@ def parse_click(text: str, profile: LocalizerProfile, frame: Frame) -> tuple[flo
 
 
 def localizer_messages(profile: LocalizerProfile, element: str, shot: Screenshot) -> list[Message]:
-    """The localizer request's messages (also rebuilt from run directories by ``webagent.export``)."""
+    """The localizer request's messages (also rebuilt from run directories by ``webagent.training.export``)."""
     text = render(
         profile.template,
         element=element,

@@ -66,7 +66,7 @@ class Policy:
 def policy_messages(
     state: PolicyState, images: Sequence[Screenshot], *, secrets: Sequence[str] = (), restrictions: str = ""
 ) -> list[Message]:
-    """The policy request's messages (also rebuilt from run directories by ``webagent.export``)."""
+    """The policy request's messages (also rebuilt from run directories by ``webagent.training.export``)."""
     text = render(
         "policy_user.jinja",
         goal=state.goal,

@@ -62,7 +62,7 @@ class Validator:
 def validator_messages(
     goal: str, answer: str, url: str, images: Sequence[Screenshot], expect: str | None = None
 ) -> list[Message]:
-    """The validator request's messages (also rebuilt from run directories by ``webagent.export``)."""
+    """The validator request's messages (also rebuilt from run directories by ``webagent.training.export``)."""
     text = render("validator_user.jinja", goal=goal, answer=answer, url=url, expect=expect or "")
     content: list[dict[str, object]] = [{"type": "text", "text": text}]
     content += [shot.image_part() for shot in images]

@@ -1,0 +1,154 @@
+"""``batch --ray`` on a local Ray cluster with 2 workers: fan-out, a dead actor, a killed driver resumed."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from webagent.batch import BatchStats, read_results
+from webagent.batch.ray import RayBatchRunner
+from webagent.batch.tasks import TaskSpec
+from webagent.testing.offline import PROFILE_MODELS
+from webagent.testing.server import FakeModelServer
+
+from ..conftest import load_task_script, make_config
+
+ray = pytest.importorskip("ray")
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+LOCAL_IDS = ["catalog-price", "catalog-feedback", "form-register", "longpage-code", "tabs-order"]
+
+
+#: A test cluster on the loopback interface only, without token authentication.
+RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled"}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[str]:
+    """A Ray head with 2 CPUs (2 one-CPU actors) in its own process group, killed as a whole at the end."""
+
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in RAY_ENV.items():
+            mp.setenv(key, value)
+        mp.setattr(ray._private.ray_constants, "ENABLE_RAY_CLUSTER", False)  # read at import: set it for this driver
+        yield from _cluster()
+
+
+def _cluster() -> Iterator[str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    temp = tempfile.mkdtemp(prefix="wa-ray-")  # short: Ray's socket paths live under it
+    ray_bin = str(Path(sys.executable).parent / "ray")
+    args = [ray_bin, "start", "--head", "--block", "--num-cpus=2", f"--port={port}", f"--temp-dir={temp}"]
+    args += ["--include-dashboard=false", "--disable-usage-stats", "--node-ip-address=127.0.0.1"]
+    env = {**os.environ, **RAY_ENV, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, env=env
+    )
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if "Ray runtime started" in line or "block forever" in line:
+                break
+            if not line and proc.poll() is not None:
+                raise RuntimeError(f"ray start exited with {proc.returncode}")
+        yield f"127.0.0.1:{port}"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeModelServer]:
+    fake = FakeModelServer({**load_task_script("local"), "latency_s": {"policy": 0.2}})
+    fake.start_in_thread()
+    try:
+        yield fake
+    finally:
+        fake.stop_thread()
+
+
+def specs(local_tasks: dict[str, Any]) -> list[TaskSpec]:
+    return [TaskSpec(id=i, url=local_tasks[i]["url"], goal=local_tasks[i]["goal"]) for i in LOCAL_IDS]
+
+
+def test_tasks_fan_out_to_two_actors_and_survive_a_dead_one(
+    cluster: str, server: FakeModelServer, local_tasks: dict[str, Any], tmp_path: Path
+) -> None:
+    pids: set[int] = set()
+    killed: list[int] = []
+
+    def on_update(stats: BatchStats) -> None:
+        busy = [s for s in runner.actors if s.in_flight]
+        if not pids and len(busy) == 2:
+            pids.update(ray.get([s.handle.pid.remote() for s in runner.actors]))
+        if pids and stats.finished_now >= 1 and not killed and busy:
+            victim = max(busy, key=lambda s: s.in_flight)
+            killed.append(victim.in_flight)
+            ray.kill(victim.handle, no_restart=True)
+
+    runner = RayBatchRunner(
+        make_config(server), specs(local_tasks), tmp_path, address=cluster, actors=2, concurrency=1, on_update=on_update
+    )
+    stats = runner.run()
+    results = {r.id: r for r in read_results(tmp_path)}
+    assert sorted(results) == sorted(LOCAL_IDS) and all(r.success for r in results.values())
+    assert len(pids) == 2  # two worker processes ran tasks at once
+    assert killed and runner.actor_deaths == 1 and stats.retried >= 1  # its task ran again elsewhere
+    lines = (tmp_path / "results.jsonl").read_text().splitlines()
+    assert len(lines) == len(LOCAL_IDS)
+    for r in results.values():
+        assert (tmp_path / r.attempt_records[0].output_dir / "result.json").is_file()
+
+
+def test_killed_driver_resumes(
+    cluster: str, server: FakeModelServer, local_tasks: dict[str, Any], tmp_path: Path
+) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(
+        "".join(json.dumps({"id": i, **{k: local_tasks[i][k] for k in ("url", "goal")}}) + "\n" for i in LOCAL_IDS)
+    )
+    out = tmp_path / "out"
+    flags = ["--localizer-profile", "holo1.5", "--model", PROFILE_MODELS["holo1.5"], "--api-key", "offline"]
+    for role in ("policy", "localizer", "validator"):
+        flags += [f"--{role}-base-url", server.base_url(role)]
+    cmd = [sys.executable, "-m", "webagent", "batch", str(tasks), "--output", str(out), "--concurrency", "1"]
+    cmd += ["--ray", cluster, "--ray-actors", "2", "-q", *flags]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WEBAGENT_")} | RAY_ENV
+    driver = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    results = out / "results.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (results.exists() and results.read_bytes().count(b"\n") >= 1):
+        time.sleep(0.1)
+    driver.kill()  # SIGKILL: no chance to clean up
+    driver.wait()
+    before = results.read_bytes()
+    done_before = before.count(b"\n")
+    assert 1 <= done_before < len(LOCAL_IDS)
+    finished = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    after = results.read_bytes()
+    assert after.startswith(before)  # finished lines are kept as they were
+    ids = [json.loads(line)["id"] for line in after.decode().splitlines()]
+    assert sorted(ids) == sorted(LOCAL_IDS)  # each task exactly once
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["tasks"] == len(LOCAL_IDS) and summary["finished"] == len(LOCAL_IDS)

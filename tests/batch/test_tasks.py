@@ -1,0 +1,339 @@
+"""Task files (ours and WebVoyager's), reference answers, and reference matching."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from webagent.batch.tasks import TaskSpec, load_references, load_tasks, reference_matches
+from webagent.errors import InputError
+
+from ..strategies import JSON_VALUES, MESSY_TEXT, PROPERTIES, json_objects_with
+
+
+def write(path: Path, *lines: str) -> Path:
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def task_line(**fields: Any) -> str:
+    return json.dumps(fields)
+
+
+# ---------------------------------------------------------------- load_tasks: good files
+
+
+def test_our_format(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "tasks.jsonl",
+        task_line(id="a", url="http://127.0.0.1:8000/catalog/", goal="Find the price"),
+        task_line(id="b", url="https://example.com/x?y=1", goal="Do b", web_name="Example", reference="42"),
+        task_line(id="c", url="localhost:9000/p", goal="Do c", answer=["x", 7]),
+    )
+    tasks = load_tasks(path)
+    assert tasks == [
+        TaskSpec(id="a", url="http://127.0.0.1:8000/catalog/", goal="Find the price"),
+        TaskSpec(id="b", url="https://example.com/x?y=1", goal="Do b", web_name="Example", reference=["42"]),
+        TaskSpec(id="c", url="http://localhost:9000/p", goal="Do c", reference=["x", "7"]),
+    ]
+
+
+def test_webvoyager_format(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "WebVoyager_data.jsonl",
+        json.dumps(
+            {
+                "web_name": "Allrecipes",
+                "id": "Allrecipes--0",
+                "ques": "Provide a recipe for vegetarian lasagna with more than 100 reviews.",
+                "web": "https://www.allrecipes.com/",
+            }
+        ),
+        json.dumps({"web_name": "Amazon", "id": "Amazon--3", "ques": "Find a USB-C cable", "web": "www.amazon.com"}),
+    )
+    tasks = load_tasks(path)
+    assert [t.id for t in tasks] == ["Allrecipes--0", "Amazon--3"]
+    assert tasks[0].goal.startswith("Provide a recipe for vegetarian lasagna")
+    assert tasks[0].url == "https://www.allrecipes.com/"
+    assert tasks[0].web_name == "Allrecipes"
+    assert tasks[1].url == "https://www.amazon.com"  # a bare host gets https://
+    assert tasks[1].reference == []
+
+
+def test_integer_ids_become_strings(tmp_path: Path) -> None:
+    path = write(tmp_path / "t.jsonl", json.dumps({"id": 7, "ques": "q", "web": "https://example.com"}))
+    assert load_tasks(path)[0].id == "7"
+
+
+def test_blank_lines_and_comments_are_skipped(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "t.jsonl",
+        "# a comment line",
+        "",
+        "   ",
+        task_line(id="a", url="https://example.com", goal="g"),
+        "    # an indented comment",
+        "\t",
+        task_line(id="b", url="https://example.com", goal="g"),
+        "",
+    )
+    assert [t.id for t in load_tasks(path)] == ["a", "b"]
+
+
+def test_crlf_line_endings(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(
+        (task_line(id="a", url="https://example.com", goal="g") + "\r\n" + "# c\r\n" + "\r\n").encode()
+        + (task_line(id="b", url="https://example.com", goal="h") + "\r\n").encode()
+    )
+    assert [t.id for t in load_tasks(path)] == ["a", "b"]
+
+
+def test_the_bundled_local_tasks_load(tmp_path: Path) -> None:
+    from webagent.prompts import resource_dir
+
+    text = (resource_dir("tasks") / "local.jsonl").read_text().replace("{base}", "http://127.0.0.1:1234")
+    tasks = load_tasks(write(tmp_path / "local.jsonl", text.rstrip("\n")))
+    assert [t.id for t in tasks] == [
+        "catalog-price",
+        "catalog-feedback",
+        "form-register",
+        "longpage-code",
+        "tabs-order",
+    ]
+    assert all(t.url.startswith("http://127.0.0.1:1234/") for t in tasks)
+
+
+# ---------------------------------------------------------------- load_tasks: errors name file:line
+
+
+GOOD = task_line(id="ok", url="https://example.com", goal="g")
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ('{"id": "x", "url": "https://example.com", "goal": ', "not valid JSON"),
+        ("not json at all", "not valid JSON"),
+        ('["id", "url", "goal"]', "must be a JSON object"),
+        (task_line(id="x", goal="g"), "lacks url"),
+        (task_line(url="https://example.com", goal="g"), "lacks id"),
+        (task_line(id="x", url="https://example.com"), "lacks goal"),
+        (json.dumps({"id": "x", "ques": "q"}), "WebVoyager task lacks web"),
+        (json.dumps({"web": "https://example.com", "ques": "q"}), "WebVoyager task lacks id"),
+        (task_line(id="ok", url="https://example.com", goal="again"), "duplicate task id 'ok'"),
+        (task_line(id="x", url="https://example.com", goal=""), "the goal must be a non-empty string"),
+        (task_line(id="x", url="https://example.com", goal="  \t "), "the goal must be a non-empty string"),
+        (task_line(id="x", url="https://example.com", goal=3), "the goal must be a non-empty string"),
+        (task_line(id="", url="https://example.com", goal="g"), "task id must be a non-empty string"),
+        (task_line(id=None, url="https://example.com", goal="g"), "task id must be a non-empty string"),
+        (task_line(id="x", url="ftp://example.com", goal="g"), "scheme must be http"),
+        (task_line(id="x", url="not a url", goal="g"), "invalid URL"),
+        (task_line(id="x", url="", goal="g"), "no URL given"),
+        (task_line(id="x", url="http://example.com:99999/", goal="g"), "port is not a number"),
+        (task_line(id="x", url="http://example.com[", goal="g"), "Invalid IPv6 URL"),
+        (task_line(id="x", url="https://example.com", goal="g", web_name=[]), "web_name must be a string"),
+    ],
+)
+def test_bad_line_is_input_error_naming_file_and_line(tmp_path: Path, bad: str, message: str) -> None:
+    path = write(tmp_path / "tasks.jsonl", "# header", GOOD, "", bad, GOOD.replace('"ok"', '"later"'))
+    with pytest.raises(InputError) as info:
+        load_tasks(path)
+    text = str(info.value)
+    assert text.startswith(f"{path}:4: "), text  # the 4th line of the file, counting comments and blanks
+    assert message in text
+    assert "\n" not in text
+
+
+@pytest.mark.parametrize("content", ["", "\n\n", "# only a comment\n\n  # another\n"])
+def test_empty_file_is_input_error(tmp_path: Path, content: str) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_text(content)
+    with pytest.raises(InputError, match=re.escape(f"task file {path} has no tasks")):
+        load_tasks(path)
+
+
+def test_missing_and_unreadable_files(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="does not exist"):
+        load_tasks(tmp_path / "nope.jsonl")
+    with pytest.raises(InputError, match="cannot read task file"):
+        load_tasks(tmp_path)  # a directory
+    binary = tmp_path / "bin.jsonl"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(InputError, match="cannot read task file"):
+        load_tasks(binary)
+
+
+def test_unicode_line_separator_inside_a_goal(tmp_path: Path) -> None:
+    """JSON strings may hold U+2028/U+2029/U+0085 raw (json.dumps(ensure_ascii=False) writes them so);
+    the file is still one task per ``\\n``-terminated line and must load."""
+    goal = "first part\u2028second part\u0085third\u2029end"
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"id": "a", "url": "https://example.com", "goal": goal}, ensure_ascii=False) + "\n")
+    assert load_tasks(path)[0].goal == goal
+
+
+def test_numeric_reference_answer(tmp_path: Path) -> None:
+    """A number as the answer (common in QA task sets) is a reference, or a clean InputError; never a crash."""
+    path = write(tmp_path / "t.jsonl", task_line(id="a", url="https://example.com", goal="How many?", answer=42))
+    try:
+        tasks = load_tasks(path)
+    except InputError as exc:
+        assert f"{path}:1:" in str(exc)
+    else:
+        assert tasks[0].reference == ["42"]
+
+
+# ---------------------------------------------------------------- property: JSONL round trip
+
+_ids = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=20).filter(
+    lambda s: s.strip() != ""
+)
+_goals = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=80).filter(
+    lambda s: s.strip() != ""
+)
+_paths = st.text(st.sampled_from("abcxyz0129-_/.~%"), max_size=20)
+_urls = st.builds(lambda port, path: f"http://127.0.0.1:{port}/{path}", st.integers(1, 65535), _paths)
+_tasks = st.lists(st.tuples(_ids, _urls, _goals), min_size=1, max_size=8, unique_by=lambda t: t[0])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tasks=_tasks, ensure_ascii=st.booleans(), webvoyager=st.booleans())
+def test_generated_tasks_round_trip(
+    tmp_path: Path, tasks: list[tuple[str, str, str]], ensure_ascii: bool, webvoyager: bool
+) -> None:
+    path = tmp_path / "gen.jsonl"
+    lines = []
+    for task_id, url, goal in tasks:
+        obj = (
+            {"web_name": "W", "id": task_id, "ques": goal, "web": url}
+            if webvoyager
+            else {
+                "id": task_id,
+                "url": url,
+                "goal": goal,
+            }
+        )
+        lines.append(json.dumps(obj, ensure_ascii=ensure_ascii))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    loaded = load_tasks(path)
+    assert [(t.id, t.url, t.goal) for t in loaded] == tasks
+
+
+# ---------------------------------------------------------------- references
+
+
+def test_webvoyager_reference_answers(tmp_path: Path) -> None:
+    path = tmp_path / "reference_answer.json"
+    path.write_text(
+        json.dumps(
+            {
+                "Allrecipes": {
+                    "notice": "Answers may change over time.",
+                    "answers": [
+                        {"id": 0, "type": "golden", "ans": "Vegetarian Four Cheese Lasagna"},
+                        {"id": 1, "type": "possible", "ans": "Easy Vegetarian Lasagna"},
+                    ],
+                },
+                "Amazon": {"notice": "", "answers": [{"id": 3, "type": "golden", "ans": 12}]},
+            }
+        )
+    )
+    assert load_references(path) == {
+        "Allrecipes--0": ["Vegetarian Four Cheese Lasagna"],
+        "Allrecipes--1": ["Easy Vegetarian Lasagna"],
+        "Amazon--3": ["12"],
+    }
+
+
+def test_plain_reference_map(tmp_path: Path) -> None:
+    path = tmp_path / "refs.json"
+    path.write_text(json.dumps({"catalog-price": "$12.50", "tabs-order": ["ORD-58213", "58213"], "n": []}))
+    assert load_references(path) == {"catalog-price": ["$12.50"], "tabs-order": ["ORD-58213", "58213"], "n": []}
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "cannot read reference file"),
+        ("[1, 2]", "must hold a JSON object"),
+        ('{"a": 3}', "cannot read the entry 'a'"),
+        ('{"a": {"notice": "no answers"}}', "cannot read the entry 'a'"),
+    ],
+)
+def test_bad_reference_files(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "refs.json"
+    path.write_text(content)
+    with pytest.raises(InputError, match=re.escape(message)):
+        load_references(path)
+    with pytest.raises(InputError, match="does not exist"):
+        load_references(tmp_path / "missing.json")
+
+
+@pytest.mark.parametrize(
+    ("answer", "refs", "expected"),
+    [
+        ("The price is $12.50.", ["$12.50"], True),
+        ("the order is ord-58213", ["ORD-58213"], True),
+        ("New   York\nCity", ["new york city"], True),
+        ("  Vegetarian Four  Cheese Lasagna ", ["vegetarian four cheese lasagna"], True),
+        ("$12.5", ["$12.50"], False),
+        ("no idea", ["x", "y", "idea"], True),
+        ("no idea", ["x", "y"], False),
+        ("anything", [], False),
+        (None, ["x"], False),
+        ("", ["x"], False),
+        ("anything", [""], False),  # an empty reference matches nothing
+        ("anything", ["   "], False),
+    ],
+)
+def test_reference_matches(answer: str | None, refs: list[str], expected: bool) -> None:
+    assert reference_matches(answer, refs) is expected
+
+
+# ---------------------------------------------------------------- property: any file at all
+
+TASK_KEYS = ["id", "url", "goal", "ques", "web", "web_name", "reference", "answer"]
+_URLISH = st.sampled_from(
+    ["http://127.0.0.1:8000/", "example.com", "ftp://x", "", "not a url", "localhost:80/a", "http://a.test["]
+)
+_FIELD_VALUES = st.one_of(_URLISH, _ids, JSON_VALUES)
+_LINES = st.one_of(
+    st.sampled_from(["", "   ", "# a comment", "  # indented comment", "\r"]),
+    MESSY_TEXT.map(lambda t: t.replace("\n", " ").replace("\r", " ")),
+    json_objects_with(TASK_KEYS, _FIELD_VALUES).map(json.dumps),
+    st.tuples(_ids, _urls | _URLISH, _goals).map(lambda t: json.dumps({"id": t[0], "url": t[1], "goal": t[2]})),
+)
+
+
+@settings(parent=PROPERTIES, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(_LINES, max_size=8))
+def test_any_task_file_loads_or_names_its_first_bad_line(tmp_path: Path, lines: list[str]) -> None:
+    path = tmp_path / "any.jsonl"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    try:
+        tasks = load_tasks(path)
+    except InputError as exc:
+        message = str(exc)
+        assert "\n" not in message
+        where = re.match(rf"{re.escape(str(path))}:(\d+): ", message)
+        if where is None:
+            assert message == f"task file {path} has no tasks"
+            return
+        number = int(where.group(1))
+        assert lines[number - 1].strip() and not lines[number - 1].lstrip().startswith("#")
+        path.write_text("\n".join(lines[: number - 1]), encoding="utf-8")  # the lines before it are fine
+        try:
+            load_tasks(path)
+        except InputError as before:
+            assert str(before) == f"task file {path} has no tasks"
+    else:
+        assert len({t.id for t in tasks}) == len(tasks)
+        assert all(t.id.strip() and t.goal.strip() for t in tasks)
+        assert all(t.url.startswith(("http://", "https://", "file:", "about:")) for t in tasks)

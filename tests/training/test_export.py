@@ -1,0 +1,184 @@
+"""Export: the messages rebuilt from a run equal the requests the model server received; filters; dedup."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.async_api import Browser
+
+from webagent import Agent
+from webagent.errors import InputError
+from webagent.testing.server import FakeModelServer, RecordedRequest
+from webagent.training.export import ExportOptions, RunRef, export_sft, find_runs
+
+from ..conftest import load_task_script, make_config
+
+pytestmark = pytest.mark.browser
+
+
+def read_records(output: Path) -> list[dict[str, Any]]:
+    lines = (output / "data.jsonl").read_text(encoding="utf-8").split("\n")
+    return [json.loads(line) for line in lines if line]
+
+
+def as_received(record_messages: list[dict[str, Any]], output: Path) -> list[dict[str, Any]]:
+    """Exported messages with each image path replaced by the digest the server records."""
+    out = []
+    for message in record_messages:
+        parts = []
+        for part in message["content"]:
+            if part["type"] == "image_url":
+                digest = hashlib.sha256((output / part["image_url"]["url"]).read_bytes()).hexdigest()
+                part = {"type": "image_url", "image_url": {"url": f"sha256:{digest}"}}
+            parts.append(part)
+        out.append({**message, "content": parts})
+    return out
+
+
+def uniform(request: RecordedRequest) -> list[dict[str, Any]]:
+    return [
+        {**m, "content": [{"type": "text", "text": m["content"]}] if isinstance(m["content"], str) else m["content"]}
+        for m in request.messages
+    ]
+
+
+@pytest.fixture(scope="module")
+async def runs(
+    browser: Browser, local_tasks: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    """Three runs against the offline server, with the requests it received.
+
+    catalog-feedback: an answer rejected, then accepted (feedback and notes in later prompts), and
+    a malformed policy reply at request 2 (a repair). catalog-price with max_steps=1: a failed run.
+    """
+    base = tmp_path_factory.mktemp("runs")
+    out: dict[str, Any] = {}
+    specs = [
+        ("feedback", "catalog-feedback", {"faults": [{"role": "policy", "nth": 2, "kind": "malformed"}]}, {}),
+        ("price", "catalog-price", {}, {}),
+        ("failed", "catalog-price", {}, {"max_steps": 1}),
+    ]
+    for name, task_id, extra, settings in specs:
+        task = local_tasks[task_id]
+        async with FakeModelServer({**load_task_script("local"), **extra}) as server:
+            async with Agent(make_config(server, **settings), browser=browser) as agent:
+                result = await agent.run(task["url"], task["goal"], output_dir=base / name)
+            out[name] = (base / name, result, list(server.requests))
+    return out
+
+
+async def test_exported_messages_are_the_requests_sent(runs: dict[str, Any], tmp_path: Path) -> None:
+    directory, result, requests = runs["feedback"]
+    assert result.success and result.attempts == 2
+    stats = export_sft([RunRef(directory, "catalog-feedback")], tmp_path, ExportOptions(include_failed=True))
+    records = read_records(tmp_path)
+    # 4 steps: write+locate, click+locate (the policy reply repaired), answer+reject, answer+accept
+    assert stats.records == len(records) == 8
+    # The server got one request per call, plus the repair request of the repaired call.
+    repaired = [i for i, r in enumerate(records) if r["metadata"]["repaired"]]
+    assert len(repaired) == 1
+    sent = [r for r in requests if not any(m["role"] == "assistant" for m in r.messages)]
+    assert len(sent) == len(records) == len(requests) - 1
+    for record, request in zip(records, sent, strict=True):
+        assert record["role"] == request.role
+        assert as_received(record["messages"], tmp_path) == uniform(request)
+    # The content the prompts carry: feedback after the rejection, notes, several screenshots.
+    policy = [r for r in records if r["role"] == "policy"]
+    assert "Include the currency symbol" in policy[-1]["messages"][1]["content"][0]["text"]
+    assert "Notes so far:" in policy[-1]["messages"][1]["content"][0]["text"]
+    assert max(len(r["images"]) for r in policy) == 3
+    # The repaired call's target is the reply that parsed; the run's validated success is in metadata.
+    assert json.loads(records[repaired[0]]["target"])["action"]
+    assert all(r["metadata"]["success"] is True and r["metadata"]["task_id"] == "catalog-feedback" for r in records)
+    assert {r["metadata"]["model"] for r in records} == {"Hcompany/Holo1.5-7B"}
+    # Images are files in the export, shared by the records that show them.
+    paths = {p for r in records for p in r["images"]}
+    assert all((tmp_path / p).is_file() and p.startswith("images/") for p in paths)
+    assert stats.images == len(paths) == len(list((tmp_path / "images").iterdir()))
+
+
+async def test_role_task_and_success_filters(runs: dict[str, Any], tmp_path: Path) -> None:
+    refs = [RunRef(runs[name][0], task) for name, task in [("feedback", "fb"), ("price", "pr"), ("failed", "pr")]]
+    assert not runs["failed"][1].success
+    export_sft(refs, tmp_path / "all")
+    everything = read_records(tmp_path / "all")
+    assert {r["metadata"]["success"] for r in everything} == {True, False}
+    export_sft(refs, tmp_path / "ok", ExportOptions(success_only=True))
+    ok = read_records(tmp_path / "ok")
+    assert ok and all(r["metadata"]["success"] for r in ok) and len(ok) < len(everything)
+    export_sft(refs, tmp_path / "loc", ExportOptions(roles=frozenset({"localizer"})))
+    loc = read_records(tmp_path / "loc")
+    assert loc and {r["role"] for r in loc} == {"localizer"}
+    assert all(len(r["messages"]) == 1 and len(r["images"]) == 1 for r in loc)
+    export_sft(refs, tmp_path / "fb", ExportOptions(tasks=frozenset({"fb"})))
+    assert {r["metadata"]["task_id"] for r in read_records(tmp_path / "fb")} == {"fb"}
+    # The unusable (malformed, then repaired) call is in; failed calls are left out by default.
+    assert all(r["metadata"]["error"] is None for r in everything)
+
+
+async def test_identical_steps_are_written_once(runs: dict[str, Any], tmp_path: Path) -> None:
+    directory = runs["price"][0]
+    once = export_sft([RunRef(directory, "t")], tmp_path / "once")
+    twice = export_sft([RunRef(directory, "t"), RunRef(directory, "t")], tmp_path / "twice")
+    assert once.duplicates == 0 and twice.duplicates == once.records == twice.records
+    assert read_records(tmp_path / "once") == read_records(tmp_path / "twice")
+    ids = [r["id"] for r in read_records(tmp_path / "once")]
+    assert len(set(ids)) == len(ids)
+
+
+async def test_per_step_records_group_the_calls_of_a_step(runs: dict[str, Any], tmp_path: Path) -> None:
+    directory, result, _ = runs["price"]
+    export_sft([RunRef(directory, "t")], tmp_path, ExportOptions(per="step"))
+    records = read_records(tmp_path)
+    assert [r["metadata"]["step"] for r in records] == list(range(1, result.steps + 1))
+    assert [[c["role"] for c in r["calls"]] for r in records] == [
+        ["policy", "localizer"],
+        ["policy", "localizer"],
+        ["policy", "validator"],
+    ]
+    assert records[0]["metadata"]["action"]["action"] == "write_element"
+
+
+async def test_dataset_loads_with_hugging_face_datasets(runs: dict[str, Any], tmp_path: Path) -> None:
+    datasets = pytest.importorskip("datasets")
+    refs = [RunRef(runs[name][0], name) for name in ("feedback", "price", "failed")]
+    stats = export_sft(refs, tmp_path)
+    data = datasets.load_dataset("json", data_files=str(tmp_path / "data.jsonl"), split="train")
+    assert len(data) == stats.records
+    row = data[0]
+    assert row["role"] == "policy" and row["messages"][0]["role"] == "system"
+    assert row["messages"][1]["content"][1]["image_url"]["url"] == row["images"][0]
+    assert isinstance(row["target"], str) and row["metadata"]["step"] == 1
+
+
+def test_older_runs_without_prompt_context_are_skipped(runs: dict[str, Any], tmp_path: Path) -> None:
+    source = runs["price"][0]
+    old = tmp_path / "old"
+    old.mkdir()
+    for item in source.iterdir():
+        (old / item.name).write_bytes(item.read_bytes())
+    lines = (old / "trajectory.jsonl").read_text().splitlines()
+    stripped = [json.dumps({k: v for k, v in json.loads(line).items() if k != "context"}) for line in lines]
+    (old / "trajectory.jsonl").write_text("\n".join(stripped) + "\n")
+    stats = export_sft([RunRef(old, "t")], tmp_path / "out")
+    assert stats.records == 0 and stats.skipped_steps == 3
+
+
+def test_find_runs_rejects_what_is_not_a_run(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="does not exist"):
+        find_runs([tmp_path / "nope"])
+    with pytest.raises(InputError, match="neither a run directory"):
+        find_runs([tmp_path])
+
+
+def test_unfinished_runs_are_skipped(runs: dict[str, Any], tmp_path: Path) -> None:
+    source = runs["price"][0]
+    for item in source.iterdir():
+        if item.name != "result.json":
+            (tmp_path / item.name).write_bytes(item.read_bytes())
+    stats = export_sft(find_runs([tmp_path]), tmp_path / "out")
+    assert stats.records == 0 and stats.skipped_runs == [str(tmp_path)]

@@ -1,0 +1,156 @@
+"""What a batch writes: ``DIR/results.jsonl``, one line per finished task (``TaskResult``, with a
+record per attempt and per re-run), appended atomically and read back on resume."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Literal
+
+import structlog
+from pydantic import BaseModel, Field
+
+from ..config import ROLES, AgentConfig
+from ..errors import InputError
+from ..records import Usage
+from .tasks import TaskSpec
+
+__all__ = ["AttemptRecord", "Rerun", "RerunReason", "ResultsFile", "TaskResult", "cost_of", "read_results"]
+
+log = structlog.get_logger("webagent.batch")
+
+RerunReason = Literal["browser_crash", "stalled"]
+
+
+class Rerun(BaseModel):
+    """A run of an attempt that was replaced by a re-run."""
+
+    reason: RerunReason
+    message: str
+    steps: int
+    duration_s: float
+    output_dir: str | None = Field(
+        default=None, description="Where its files were kept (a stalled run's; a crashed run's are removed)"
+    )
+
+
+class AttemptRecord(BaseModel):
+    attempt: int
+    success: bool
+    answer: str | None
+    stop_reason: str
+    message: str
+    steps: int
+    duration_s: float
+    output_dir: str
+    retried: bool = Field(default=False, description="Re-run after its browser died or it stalled")
+    stalled: bool = Field(default=False, description="The run that counts was stopped by the watchdog")
+    reruns: list[Rerun] = Field(default=[], description="The runs it replaced, in order")
+    feedback: list[str] = []
+    replayed_steps: int = 0
+    calls_saved: int = 0
+    trace: str | None = None
+
+
+class TaskResult(BaseModel):
+    """One line of results.jsonl."""
+
+    id: str
+    url: str
+    goal: str
+    success: bool = Field(description="A validated success in any attempt")
+    answer: str | None
+    stop_reason: str
+    message: str
+    attempts: int = Field(description="Attempts run (pass@k)")
+    attempt_records: list[AttemptRecord]
+    steps: int
+    usage: Usage
+    cost_usd: float
+    duration_s: float
+    retried: bool = Field(description="Re-run after its browser crashed or it stalled")
+    reference: list[str] = []
+    reference_match: bool | None = None
+    replayed_steps: int = Field(default=0, description="Steps replayed from a replay cache")
+    calls_saved: int = Field(default=0, description="Model calls the replay cache saved")
+
+    @classmethod
+    def failed(cls, task: TaskSpec, message: str) -> TaskResult:
+        """The line of a task that could not run at all (stop reason ``error``)."""
+        return cls(
+            id=task.id,
+            url=task.url,
+            goal=task.goal,
+            success=False,
+            answer=None,
+            stop_reason="error",
+            message=message,
+            attempts=0,
+            attempt_records=[],
+            steps=0,
+            usage=Usage(),
+            cost_usd=0.0,
+            duration_s=0.0,
+            retried=False,
+        )
+
+
+class ResultsFile:
+    """Append-only results.jsonl with atomic lines."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._repair()
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def _repair(self) -> None:
+        if not self.path.exists():
+            return
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):  # torn tail from a crash: drop it
+            cut = data.rfind(b"\n") + 1
+            with self.path.open("r+b") as fh:
+                fh.truncate(cut)
+            log.warning("results_torn_line_dropped", path=str(self.path), bytes=len(data) - cut)
+
+    def finished(self) -> dict[str, TaskResult]:
+        done: dict[str, TaskResult] = {}
+        if self.path.exists():
+            for number, line in enumerate(self.path.read_text(encoding="utf-8").split("\n"), start=1):
+                if line.strip():
+                    try:
+                        result = TaskResult.model_validate_json(line)
+                    except ValueError:
+                        raise InputError(
+                            f"{self.path}:{number} is not a webagent result line; use another --output directory"
+                        ) from None
+                    done[result.id] = result
+        return done
+
+    def append(self, result: TaskResult) -> None:
+        line = (result.model_dump_json() + "\n").encode()
+        written = os.write(self._fd, line)
+        if written != len(line):  # pragma: no cover - disk full
+            raise OSError(f"short write to {self.path}")
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+def read_results(output: str | Path) -> list[TaskResult]:
+    path = Path(output) / "results.jsonl"
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8").split("\n")  # not splitlines(): answers may hold U+2028
+    return [TaskResult.model_validate(json.loads(line)) for line in lines if line.strip()]
+
+
+def cost_of(usage: Usage, config: AgentConfig) -> float:
+    """Dollar cost of a usage record at the per-role prices in the config."""
+    total = 0.0
+    for role in ROLES:
+        u = usage.role(role)
+        total += config.role(role).cost(u.prompt_tokens, u.completion_tokens)
+    return total

@@ -1,0 +1,167 @@
+"""Batch summaries: summary.json and the printed table."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ..config import ROLES, AgentConfig
+from ..records import Usage
+from .results import TaskResult, cost_of
+from .runner import BatchStats
+
+__all__ = ["percentile", "print_summary", "summarize"]
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The q-quantile (0..1) by linear interpolation; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q
+    low, high = math.floor(pos), math.ceil(pos)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def _r(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _crashed(result: TaskResult) -> bool:
+    """Re-run after its browser died (lines written before re-runs were itemised: any re-run)."""
+    reruns = [r for a in result.attempt_records for r in a.reruns]
+    return any(r.reason == "browser_crash" for r in reruns) if reruns else result.retried
+
+
+def _stalled(result: TaskResult) -> bool:
+    """A run of it was stopped by the watchdog (and re-run, or the task ended with that error)."""
+    return any(a.stalled or any(r.reason == "stalled" for r in a.reruns) for a in result.attempt_records)
+
+
+def _show(value: object, unit: str = "") -> str:
+    """A value of the printed table; "-" for one there is none of (nothing ran, no metrics)."""
+    return "-" if value is None else f"{value}{unit}"
+
+
+def summarize(
+    results: list[TaskResult],
+    stats: BatchStats,
+    config: AgentConfig,
+    *,
+    attempts: int,
+    server: dict[str, Any] | None = None,
+    interrupted: bool = False,
+) -> dict[str, Any]:
+    """The summary of a batch directory (all finished tasks) and of this invocation's run."""
+    n = len(results)
+    usage = Usage()
+    for result in results:
+        for role in ROLES:
+            usage.role(role).add(result.usage.role(role))
+    scored = [r for r in results if r.reference_match is not None]
+    wall = stats.elapsed_s
+    summary: dict[str, Any] = {
+        "tasks": stats.total,
+        "finished": n,
+        "interrupted": interrupted,
+        "succeeded": sum(r.success for r in results),
+        "success_rate": _r(sum(r.success for r in results) / n if n else None),
+        "pass_at": attempts,
+        "reference": {
+            "scored": len(scored),
+            "matched": sum(bool(r.reference_match) for r in scored),
+            "match_rate": _r(sum(bool(r.reference_match) for r in scored) / len(scored) if scored else None),
+        },
+        "steps_per_task": _r(sum(r.steps for r in results) / n if n else None),
+        "attempts_per_task": _r(sum(r.attempts for r in results) / n if n else None),
+        "errors": sum(r.stop_reason == "error" for r in results),
+        "retried_after_crash": sum(_crashed(r) for r in results),
+        "stalled": sum(_stalled(r) for r in results),
+        "tokens": {
+            role: {"prompt": usage.role(role).prompt_tokens, "completion": usage.role(role).completion_tokens}
+            for role in ROLES
+        },
+        "cost_usd": {
+            **{
+                role: round(
+                    config.role(role).cost(usage.role(role).prompt_tokens, usage.role(role).completion_tokens), 6
+                )
+                for role in ROLES
+            },
+            "total": round(cost_of(usage, config), 6),
+        },
+        "run": {
+            "wall_time_s": _r(wall),
+            "tasks_finished": stats.finished_now,
+            "tasks_resumed": stats.resumed,
+            "steps": stats.steps,
+            "steps_per_s": _r(stats.steps / wall if wall > 0 else None),
+            "model_tokens_per_s": _r(stats.tokens / wall if wall > 0 else None, 1),
+            "step_latency_s": {
+                "p50": _r(percentile(stats.step_total_s, 0.5)),
+                "p90": _r(percentile(stats.step_total_s, 0.9)),
+                "model_p50": _r(percentile(stats.step_model_s, 0.5)),
+                "model_p90": _r(percentile(stats.step_model_s, 0.9)),
+                "browser_p50": _r(percentile(stats.step_browser_s, 0.5)),
+                "browser_p90": _r(percentile(stats.step_browser_s, 0.9)),
+            },
+        },
+    }
+    if server is not None:
+        summary["server"] = server
+    return summary
+
+
+def print_summary(summary: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console(stderr=True, highlight=False)
+    table = Table(title="webagent batch", show_header=False, title_justify="left")
+    table.add_column("", style="dim")
+    table.add_column("")
+    rate = summary["success_rate"]
+    table.add_row(
+        "tasks", f"{summary['finished']}/{summary['tasks']}" + (" (interrupted)" if summary["interrupted"] else "")
+    )
+    table.add_row(f"validated success (pass@{summary['pass_at']})", "-" if rate is None else f"{rate:.1%}")
+    ref = summary["reference"]
+    if ref["scored"]:
+        table.add_row("matches reference answer", f"{ref['matched']}/{ref['scored']} ({ref['match_rate']:.1%})")
+    table.add_row(
+        "steps / attempts per task", f"{_show(summary['steps_per_task'])} / {_show(summary['attempts_per_task'])}"
+    )
+    table.add_row(
+        "errors / retried after crash / stalled",
+        f"{summary['errors']} / {summary['retried_after_crash']} / {summary.get('stalled', 0)}",
+    )
+    for role in ROLES:
+        tok = summary["tokens"][role]
+        table.add_row(f"{role} tokens (prompt/completion)", f"{tok['prompt']:,} / {tok['completion']:,}")
+    table.add_row("cost", f"${summary['cost_usd']['total']:.4f}")
+    run = summary["run"]
+    wall = run["wall_time_s"]
+    table.add_row(
+        "wall time",
+        ("-" if wall is None else f"{wall:.1f}s")
+        + f" ({run['tasks_finished']} run now, {run['tasks_resumed']} resumed)",
+    )
+    table.add_row("steps/s, model tokens/s", f"{_show(run['steps_per_s'])} / {_show(run['model_tokens_per_s'])}")
+    lat = run["step_latency_s"]
+    if lat["p50"] is None:  # no step ran in this invocation (e.g. a resumed batch with nothing left)
+        table.add_row("step latency p50/p90", "-")
+    else:
+        table.add_row(
+            "step latency p50/p90",
+            f"{_show(lat['p50'], 's')} / {_show(lat['p90'], 's')} "
+            f"(model {_show(lat['model_p50'])}/{_show(lat['model_p90'], 's')}, "
+            f"browser {_show(lat['browser_p50'])}/{_show(lat['browser_p90'], 's')})",
+        )
+    server = summary.get("server")
+    if server:
+        if "error" in server:
+            table.add_row("server metrics", str(server["error"]))
+        else:
+            table.add_row("server generation tokens/s", _show(server.get("generation_tokens_per_s")))
+            table.add_row("server prefix-cache hit rate", _show(server.get("prefix_cache_hit_rate")))
+    console.print(table)

@@ -1,0 +1,131 @@
+"""Task files: our JSONL (``{"id","url","goal"}``) and WebVoyager's (``{"web_name","id","ques","web"}``),
+plus reference answers (WebVoyager ``reference_answer.json`` style, or a plain ``{id: answer}`` map).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from ..errors import InputError
+from ..urls import normalize_url
+
+__all__ = ["TaskSpec", "load_references", "load_tasks", "reference_matches"]
+
+
+class TaskSpec(BaseModel):
+    """One task of a batch."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    url: str
+    goal: str
+    web_name: str | None = None
+    reference: list[str] = []
+
+
+def load_tasks(path: str | Path) -> list[TaskSpec]:
+    """Read a task file; a bad line is an InputError naming the file and line number."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"task file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read task file {path}: {exc}") from None
+    tasks: list[TaskSpec] = []
+    seen: set[str] = set()
+    for number, raw in enumerate(text.split("\n"), start=1):  # not splitlines(): U+2028 may sit in a string
+        line = raw.removesuffix("\r")
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        where = f"{path}:{number}"
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{where}: not valid JSON ({exc.msg})") from None
+        if not isinstance(data, dict):
+            raise InputError(f"{where}: a task must be a JSON object")
+        task = _parse_task(data, where)
+        if task.id in seen:
+            raise InputError(f"{where}: duplicate task id {task.id!r}")
+        seen.add(task.id)
+        tasks.append(task)
+    if not tasks:
+        raise InputError(f"task file {path} has no tasks")
+    return tasks
+
+
+def _parse_task(data: dict[str, Any], where: str) -> TaskSpec:
+    if "ques" in data or "web" in data:  # WebVoyager
+        missing = [k for k in ("id", "ques", "web") if k not in data]
+        if missing:
+            raise InputError(f"{where}: WebVoyager task lacks {', '.join(missing)}")
+        task_id, goal, url, web_name = data["id"], data["ques"], data["web"], data.get("web_name")
+    else:
+        missing = [k for k in ("id", "url", "goal") if k not in data]
+        if missing:
+            raise InputError(f'{where}: task lacks {", ".join(missing)} (expected {{"id", "url", "goal"}})')
+        task_id, goal, url, web_name = data["id"], data["goal"], data["url"], data.get("web_name")
+    if not isinstance(task_id, str | int) or str(task_id).strip() == "":
+        raise InputError(f"{where}: task id must be a non-empty string")
+    if not isinstance(goal, str) or not goal.strip():
+        raise InputError(f"{where}: the goal must be a non-empty string")
+    try:
+        url = normalize_url(str(url))
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None
+    reference = data.get("reference", data.get("answer"))
+    if reference is None:
+        refs: list[str] = []
+    elif isinstance(reference, str | int | float):
+        refs = [str(reference)]
+    elif isinstance(reference, list):
+        refs = [str(r) for r in reference]
+    else:
+        raise InputError(f"{where}: the reference answer must be a string or a list of strings")
+    if web_name is not None and not isinstance(web_name, str):
+        raise InputError(f"{where}: web_name must be a string")
+    return TaskSpec(id=str(task_id), url=url, goal=goal, web_name=web_name, reference=refs)
+
+
+def load_references(path: str | Path) -> dict[str, list[str]]:
+    """Reference answers by task id.
+
+    Accepts WebVoyager's ``{"Allrecipes": {"answers": [{"id": 0, "type": "golden", "ans": "..."}]}}``
+    (task ids ``Allrecipes--0``) and a plain ``{"task-id": "answer" | ["answer", ...]}`` map.
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"reference file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"cannot read reference file {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"reference file {path} must hold a JSON object")
+    refs: dict[str, list[str]] = {}
+    for key, value in data.items():
+        if isinstance(value, dict) and isinstance(value.get("answers"), list):
+            for item in value["answers"]:
+                if isinstance(item, dict) and "id" in item and "ans" in item:
+                    refs.setdefault(f"{key}--{item['id']}", []).append(str(item["ans"]))
+        elif isinstance(value, str):
+            refs[str(key)] = [value]
+        elif isinstance(value, list):
+            refs[str(key)] = [str(v) for v in value]
+        else:
+            raise InputError(f"reference file {path}: cannot read the entry {key!r}")
+    return refs
+
+
+def reference_matches(answer: str | None, references: list[str]) -> bool:
+    """Whether an answer contains one of the references (case- and space-insensitive)."""
+    if not answer or not references:
+        return False
+    norm = " ".join(answer.lower().split())
+    return any(" ".join(ref.lower().split()) in norm for ref in references if ref.strip())

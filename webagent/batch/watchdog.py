@@ -1,0 +1,127 @@
+"""The batch's watchdog: a run that makes no progress (no step finished, no model call answered, no
+bounded wait over) for ``stall_timeout_s`` is cancelled, where it waited is told, and its files are
+kept aside for the re-run."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import os
+import shutil
+import time
+import types
+from pathlib import Path
+from typing import Any, Protocol
+
+import structlog
+
+from ..files import write_atomic
+from ..records import RunResult
+
+__all__ = ["Progressing", "cancel_run", "keep_aside", "stuck_in", "wait_for_progress", "write_result"]
+
+log = structlog.get_logger("webagent.batch")
+
+
+class Progressing(Protocol):
+    """A run that says when it last made progress (``RunStream``)."""
+
+    last_progress: float
+
+
+async def wait_for_progress(stream: Progressing, run: asyncio.Task[Any], limit_s: float) -> float | None:
+    """Wait for the run; the seconds it went without progress if that reached ``limit_s`` (0: no limit)."""
+    while True:
+        if limit_s <= 0:
+            await asyncio.wait({run})
+            return None
+        idle = time.monotonic() - stream.last_progress
+        if idle >= limit_s:
+            return idle
+        done, _ = await asyncio.wait({run}, timeout=limit_s - idle)
+        if done:
+            return None
+
+
+async def cancel_run(run: asyncio.Task[Any], name: str, cleanup_s: float, left_behind: set[asyncio.Task[Any]]) -> None:
+    """Cancel a run and wait for its cleanup (closing its browser context), a bounded time: a
+    cleanup that hangs is cancelled once more, then left behind (added to ``left_behind`` until it ends)."""
+    for _ in range(2):
+        if run.done():
+            break
+        run.cancel()
+        await asyncio.wait({run}, timeout=cleanup_s)
+    if not run.done():
+        log.error("run_cleanup_left_behind", task=name, timeout_s=cleanup_s)
+        left_behind.add(run)
+        run.add_done_callback(left_behind.discard)
+    elif not run.cancelled():
+        run.exception()  # retrieved: an error while it was being cancelled is not this task's outcome
+
+
+def keep_aside(directory: Path, n: int) -> Path | None:
+    """Move a stalled run's directory aside (``attempt-<k>-stalled``), so that its re-run starts clean."""
+    if not directory.exists():
+        return None
+    kept = directory.with_name(f"{directory.name}-stalled" + (f"-{n}" if n > 1 else ""))
+    shutil.rmtree(kept, ignore_errors=True)
+    directory.rename(kept)
+    return kept
+
+
+def write_result(directory: Path, result: RunResult) -> None:
+    """Write the result of a run stopped by the watchdog into its directory (its steps so far are
+    there already): why it stalled, or the result of an episode whose clean-up stalled."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        write_atomic(directory / "result.json", (result.model_dump_json(indent=2) + "\n").encode())
+    except OSError as exc:
+        log.warning("stalled_result_not_written", directory=str(directory), error=str(exc))
+        return
+    from ..runs.report import render_report
+
+    try:
+        render_report(directory)
+    except Exception as exc:  # a report is a convenience: never fail the batch for it
+        log.warning("report_failed", directory=str(directory), error=str(exc))
+
+
+_SKIP_FILES = (os.path.dirname(asyncio.__file__), contextlib.__file__)
+
+
+def stuck_in(run: asyncio.Task[Any], steps: int, *, opened: bool) -> str:
+    """Where a run waits: its step and the innermost webagent calls of its await chain, and the
+    library it waits in, e.g. ``step 3: Episode.steps > BrowserSession.click > BrowserSession._guard
+    (in playwright)``."""
+    phase = f"step {steps + 1}" if opened else "opening the browser session"
+    frames: list[tuple[str, str]] = []  # (qualified name, module)
+    obj: Any = run.get_coro()
+    for _ in range(500):  # an await chain is short; a bound all the same
+        if obj is None:
+            break
+        if isinstance(obj, asyncio.Task):
+            obj = obj.get_coro()
+            continue
+        if isinstance(obj, asyncio.Future):  # a plain future: the end of the chain
+            break
+        frame = getattr(obj, "cr_frame", None) or getattr(obj, "ag_frame", None) or getattr(obj, "gi_frame", None)
+        if frame is not None and not frame.f_code.co_filename.startswith(_SKIP_FILES):
+            frames.append((frame.f_code.co_qualname, str(frame.f_globals.get("__name__", ""))))
+        for attr in ("cr_await", "ag_await", "gi_yieldfrom"):
+            if hasattr(obj, attr):
+                obj = getattr(obj, attr)
+                break
+        else:  # an async generator's asend/athrow, or a future's iterator: what it wraps
+            wrapped = (types.AsyncGeneratorType, asyncio.Future)
+            obj = next((r for r in gc.get_referents(obj) if isinstance(r, wrapped)), None)
+    named = [(name, module) for name, module in frames if not module.startswith("webagent.batch.")]  # the runner's own
+    if not named:
+        return phase
+    ours = [name for name, module in named if module.startswith("webagent.")]
+    if not ours:  # not webagent's own run (a subclass's stream, a test's fake)
+        return f"{phase}: " + " > ".join(name for name, _ in named[-3:])
+    where = " > ".join(ours[-3:])
+    if not named[-1][1].startswith("webagent."):
+        where += f" (in {named[-1][1].split('.')[0] or 'another module'})"
+    return f"{phase}: {where}"

@@ -1,0 +1,102 @@
+"""The command line: ``webagent run``, ``batch``, ``test``, ``export``, ``demo`` and the offline test
+servers — dispatch only; each command lives with its feature.
+
+Exit codes: 0 = validated success, 1 = task not accomplished, 2 = usage or configuration error.
+This is the only module that configures logging.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import structlog
+
+from ..errors import BrowserError, ConfigError, InputError, NavigationError, WebAgentError
+from ..secrets import redact_log_event
+from .parser import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, build_parser, config_from_args
+from .run import exit_status, run_task
+
+__all__ = ["configure_logging", "default_output", "main"]
+
+
+def configure_logging(verbosity: int) -> None:
+    level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(message)s")
+    structlog.configure(
+        processors=[
+            redact_log_event,  # no secret value in any log line
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="%H:%M:%S"),
+            structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
+
+
+def default_output(goal: str) -> Path:
+    slug = re.sub(r"[^a-z0-9]+", "-", goal.lower()).strip("-")[:40] or "run"
+    return Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{slug}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    configure_logging(getattr(args, "verbose", 0))
+    try:
+        output = getattr(args, "output", None)
+        if output and Path(output).exists() and not Path(output).is_dir():
+            raise InputError(f"--output {output} is a file; give a directory (it is created if missing)")
+        if args.command == "run":
+            config = config_from_args(args)
+            output = Path(args.output) if args.output else default_output(args.goal)
+            result = asyncio.run(run_task(config, args.url, args.goal, output, args.quiet, args.cache))
+            return exit_status(result, args.json)
+        if args.command == "batch":
+            from ..batch.cli import run_batch
+
+            return run_batch(args, config_from_args(args))
+        if args.command == "test":
+            from ..suite.cli import run_test
+
+            return run_test(args, config_from_args(args))
+        if args.command == "export":
+            from ..training.cli import run_export
+
+            return run_export(args)
+        if args.command == "demo":
+            from .demo import run_demo
+
+            result = run_demo(task_id=args.task, profile=args.profile, output=args.output, quiet=args.quiet)
+            return exit_status(result, args.json)
+        if args.command == "fake-server":
+            from ..testing.server import main as fake_main
+
+            return fake_main(["--script", args.script, "--port", str(args.port)])
+        if args.command == "sites":
+            from ..testing.sites import main as sites_main
+
+            return sites_main(["--port", str(args.port)])
+    except (ConfigError, InputError, NavigationError, BrowserError) as exc:
+        print(f"webagent: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except WebAgentError as exc:
+        print(f"webagent: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("webagent: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    parser.error(f"unknown command {args.command!r}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,264 @@
+"""The command line's options: the parser of every command, and the config they make (the
+precedence of flags over the environment over the config file is ``load_config``'s)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, NoReturn
+
+from .. import __version__
+from ..config import ROLES, AgentConfig, load_config
+from ..errors import ConfigError
+
+__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "build_parser", "config_from_args"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+_ROLE_FIELDS: list[tuple[str, str, Any]] = [
+    ("base_url", "OpenAI-compatible base URL of the {role} model", str),
+    ("model", "model name of the {role} model", str),
+    ("api_key", "API key of the {role} endpoint", str),
+    ("temperature", "sampling temperature of the {role} model", float),
+    ("max_tokens", "max completion tokens of the {role} model", int),
+    ("timeout_s", "request timeout of the {role} model, in seconds", float),
+]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"webagent: error: {message} (see '{self.prog} --help')\n")
+
+
+def _add_config_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="TOML config file ([policy] [localizer] [validator] [agent] [browser])",
+    )
+    p.add_argument("-v", "--verbose", action="count", default=0, help="log more (-v info, -vv debug) to stderr")
+    p.add_argument("-q", "--quiet", action="store_true", help="do not print steps")
+    g = p.add_argument_group("models (all roles at once; per-role flags win)")
+    g.add_argument("--base-url", help="base URL for all three roles, e.g. http://localhost:8000/v1")
+    g.add_argument("--model", help="model name for all three roles")
+    g.add_argument("--api-key", help="API key for all three roles")
+    for role in ROLES:
+        g = p.add_argument_group(f"{role} model")
+        for field, text, typ in _ROLE_FIELDS:
+            g.add_argument(
+                f"--{role}-{field.replace('_', '-')}",
+                type=typ,
+                metavar=field.upper(),
+                help=text.format(role=role),
+            )
+        if role == "localizer":
+            g.add_argument(
+                "--localizer-profile",
+                "--profile",
+                choices=["holo1", "holo1.5", "holo2"],
+                help="coordinate convention of the localizer model family (default holo1.5)",
+            )
+    g = p.add_argument_group("agent")
+    g.add_argument("--max-steps", type=int, help="steps before a final answer is asked for (default 30)")
+    g.add_argument("--max-attempts", type=int, help="answers the validator may judge (default 3)")
+    g.add_argument("--max-time", type=float, metavar="SECONDS", help="time limit of the run (default 600)")
+    g.add_argument("--screenshots", type=int, metavar="K", help="screenshots in each policy request (default 3)")
+    g.add_argument("--budget-calls", type=int, metavar="N", help="hard limit on model calls per run")
+    g.add_argument("--budget-tokens", type=int, metavar="N", help="hard limit on tokens (all roles) per run")
+    g.add_argument("--budget-usd", type=float, metavar="USD", help="hard limit on dollars per run (per-role prices)")
+    g = p.add_argument_group("browser")
+    g.add_argument("--headed", action="store_true", help="show the browser window (default headless)")
+    g.add_argument("--executable-path", metavar="PATH", help="Chromium binary (default /usr/bin/chromium if present)")
+    g.add_argument("--viewport", metavar="WxH", help="viewport size in CSS pixels (default 1280x800)")
+    g.add_argument("--ws-endpoint", metavar="URL", help="use a Playwright browser server (playwright run-server)")
+    g.add_argument("--cdp-endpoint", metavar="URL", help="use a running Chromium's remote-debugging endpoint")
+    g = p.add_argument_group("safety (see the SECURITY section of the README)")
+    g.add_argument(
+        "--allow-domain",
+        action="append",
+        metavar="HOST",
+        help="only open/request these hosts (host, host:port or *.example.com); repeatable",
+    )
+    g.add_argument("--block-domain", action="append", metavar="HOST", help="never open/request these hosts; repeatable")
+    g.add_argument(
+        "--private-network",
+        choices=["auto", "allow", "block"],
+        help="private/loopback addresses: auto (default) = blocked unless the start URL is local",
+    )
+    g.add_argument(
+        "--secret",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a secret the policy types as {{NAME}} without seeing it; repeatable "
+        "(prefer WEBAGENT_SECRET_<NAME>: command lines are visible to other users)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="webagent", description="A web agent driven by vision-language models.")
+    parser.add_argument("--version", action="version", version=f"webagent {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    run = sub.add_parser(
+        "run",
+        help="run one task: open URL and accomplish GOAL",
+        description="Run one web task. Exit code 0 = validated success, 1 = not accomplished, "
+        "2 = usage or configuration error.",
+    )
+    run.add_argument("--url", required=True, help="start page")
+    run.add_argument("--goal", required=True, help="what to accomplish, in plain language")
+    run.add_argument("--output", metavar="DIR", help="run directory to write (default: runs/<time>-<goal>)")
+    run.add_argument(
+        "--json", action="store_true", help="print the result (as in result.json) as one JSON object on stdout"
+    )
+    run.add_argument(
+        "--cache", metavar="FILE", help="replay cache: replay recorded steps without models while the page matches"
+    )
+    _add_config_options(run)
+
+    test = sub.add_parser(
+        "test",
+        help="run a suite of website checks (CI smoke tests)",
+        description="Run the checks of a suite file (YAML, or JSONL with one check per line: name, url, goal, "
+        "optional expect and limits). Each verdict comes from the validator. Writes DIR/results.jsonl, "
+        "DIR/junit.xml, DIR/report.html (the whole suite, self-contained), DIR/suite.json and a run directory "
+        "per check. Exit code 0 = every check passed, 1 = a check failed, 2 = bad input, 130 = interrupted.",
+    )
+    test.add_argument("suite", metavar="SUITE", help="suite file (.yaml/.yml, or .jsonl)")
+    test.add_argument("--junit", metavar="FILE", help="also write the JUnit XML here")
+    test.add_argument("--output", metavar="DIR", help="output directory (default: webagent-test/<suite name>)")
+    test.add_argument("--concurrency", type=int, default=4, metavar="N", help="checks at once (default 4)")
+    test.add_argument(
+        "--cache",
+        metavar="FILE",
+        help="replay cache (JSON, commit it next to the suite): replays recorded steps with no model calls "
+        "while pages match; re-plans and updates it when they do not",
+    )
+    test.add_argument(
+        "--trace",
+        choices=["on-failure", "always", "off"],
+        default="on-failure",
+        help="keep a Playwright trace per check (default on-failure; open with 'playwright show-trace')",
+    )
+    test.add_argument("--resume", action="store_true", help="continue an interrupted run in the same --output")
+    test.add_argument("--suite-budget-calls", type=int, metavar="N", help="hard limit on model calls for the suite")
+    test.add_argument("--suite-budget-tokens", type=int, metavar="N", help="hard limit on tokens for the suite")
+    test.add_argument("--suite-budget-usd", type=float, metavar="USD", help="hard limit on dollars for the suite")
+    test.add_argument("--json", action="store_true", help="print suite.json on stdout")
+    _add_config_options(test)
+
+    batch = sub.add_parser(
+        "batch",
+        help="run many tasks concurrently, resumably",
+        description="Run a task file (JSONL: {id, url, goal} or WebVoyager's {web_name, id, ques, web}) with N "
+        "concurrent sessions. Writes DIR/results.jsonl (one line per finished task), a run directory per "
+        "attempt under DIR/runs/, and DIR/summary.json. Re-running the same command resumes. "
+        "Exit code 0 = every task finished without an error, 1 = some task ended with stop reason 'error' "
+        "(see results.jsonl) or has no result, 2 = bad input, 130 = interrupted (resumable).",
+    )
+    batch.add_argument("tasks", metavar="TASKS.jsonl", help="task file")
+    batch.add_argument("--output", required=True, metavar="DIR", help="batch directory (created; reused to resume)")
+    batch.add_argument("--concurrency", type=int, default=8, metavar="N", help="sessions at once (default 8)")
+    batch.add_argument("--attempts", type=int, default=1, metavar="K", help="attempts per task, pass@k (default 1)")
+    batch.add_argument(
+        "--sample-all", action="store_true", help="run all K attempts even after a success (training data)"
+    )
+    batch.add_argument(
+        "--references", metavar="FILE", help="reference answers (WebVoyager reference_answer.json or {id: answer})"
+    )
+    batch.add_argument(
+        "--server-metrics", metavar="URL", help="vLLM /metrics URL: report server tokens/s and prefix-cache hits"
+    )
+    batch.add_argument(
+        "--stall-timeout-s",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="cancel and re-run (once) a session that made no progress (no step, no model reply) for S "
+        "seconds (default 300; 0 = never)",
+    )
+    batch.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help="fan the tasks out to Ray actors: a new local Ray instance, or the cluster at ADDRESS "
+        "('auto': the one `ray start` made here); put it after TASKS.jsonl",
+    )
+    batch.add_argument(
+        "--ray-actors",
+        type=int,
+        default=2,
+        metavar="N",
+        help="Ray actors, each running --concurrency sessions (default 2)",
+    )
+    batch.add_argument("--json", action="store_true", help="print summary.json on stdout")
+    _add_config_options(batch)
+
+    demo = sub.add_parser(
+        "demo",
+        help="run a bundled task offline: local site + offline model server",
+        description="Serve a bundled local site and the offline model server on 127.0.0.1, "
+        "then run a real task against them and write its report.",
+    )
+    demo.add_argument("--task", default="catalog-price", help="bundled task id from tasks/local.jsonl")
+    demo.add_argument(
+        "--profile",
+        choices=["holo1", "holo1.5", "holo2"],
+        default="holo1.5",
+        help="localizer profile to play",
+    )
+    demo.add_argument("--output", metavar="DIR", help="run directory (default: runs/demo-<task>)")
+    demo.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    demo.add_argument("-q", "--quiet", action="store_true", help="do not print steps")
+    demo.add_argument("-v", "--verbose", action="count", default=0, help="log more to stderr")
+
+    fake = sub.add_parser(
+        "fake-server",
+        help="serve the offline OpenAI-compatible model server",
+        description="Play the three model roles from a script on 127.0.0.1 (for tests and pipelines).",
+    )
+    fake.add_argument("--script", required=True, metavar="FILE", help="JSON script (see docs/offline-server.md)")
+    fake.add_argument("--port", type=int, default=0, help="port (default: a free one)")
+
+    from ..training.cli import add_export_parser
+
+    add_export_parser(sub)
+
+    sites = sub.add_parser(
+        "sites",
+        help="serve the bundled local task sites on 127.0.0.1",
+        description="Serve the local websites under tasks/sites for tests and demos.",
+    )
+    sites.add_argument("--port", type=int, default=0, help="port (default: a free one)")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> AgentConfig:
+    overrides: dict[str, Any] = {}
+    for role in ROLES:
+        for field, _, _ in _ROLE_FIELDS:
+            value = getattr(args, f"{role}_{field}", None)
+            shared = getattr(args, field, None) if field in ("base_url", "model", "api_key") else None
+            overrides[f"{role}.{field}"] = value if value is not None else shared
+    overrides["localizer.profile"] = args.localizer_profile
+    overrides["agent.max_steps"] = args.max_steps
+    overrides["agent.max_attempts"] = args.max_attempts
+    overrides["agent.max_time_s"] = args.max_time
+    overrides["agent.screenshots_in_context"] = args.screenshots
+    overrides["agent.budget_calls"] = args.budget_calls
+    overrides["agent.budget_tokens"] = args.budget_tokens
+    overrides["agent.budget_usd"] = args.budget_usd
+    overrides["browser.headless"] = False if args.headed else None
+    overrides["browser.executable_path"] = args.executable_path
+    overrides["browser.viewport"] = args.viewport
+    overrides["browser.allowed_domains"] = args.allow_domain
+    overrides["browser.blocked_domains"] = args.block_domain
+    overrides["browser.private_network"] = args.private_network
+    for item in args.secret or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():  # the argument is not echoed: it may be the value itself
+            raise ConfigError("--secret expects NAME=VALUE, e.g. --secret PASSWORD=...; one argument had no NAME=")
+        overrides[f"secrets.{name.strip()}"] = value
+    overrides["browser.ws_endpoint"] = args.ws_endpoint
+    overrides["browser.cdp_endpoint"] = args.cdp_endpoint
+    return load_config(args.config, overrides=overrides)

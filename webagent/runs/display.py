@@ -1,0 +1,76 @@
+"""Live step display for the CLI (stderr): rich on a terminal, plain lines otherwise."""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.markup import escape
+
+from ..actions import describe_action
+from ..config import AgentConfig
+from ..records import RunResult, Step
+
+__all__ = ["StepPrinter"]
+
+
+class StepPrinter:
+    def __init__(self, *, quiet: bool = False, max_steps: int = 30) -> None:
+        self.quiet = quiet
+        self.max_steps = max_steps
+        self.console = Console(stderr=True, highlight=False, soft_wrap=True, force_terminal=None)
+        self.rich = sys.stderr.isatty()
+
+    def _print(self, markup: str, plain: str) -> None:
+        if self.quiet:
+            return
+        if self.rich:
+            self.console.print(markup)
+        else:
+            print(plain, file=sys.stderr, flush=True)
+
+    def start(self, url: str, goal: str, config: AgentConfig) -> None:
+        profile = config.localizer.profile
+        self._print(
+            f"[bold]webagent[/bold] {escape(url)}\n[dim]goal:[/dim] {escape(goal)}  [dim](localizer {profile})[/dim]",
+            f"webagent {url}\ngoal: {goal} (localizer {profile})",
+        )
+
+    def step(self, step: Step) -> None:
+        what = describe_action(step.action) if step.action else "(no action)"
+        where = ""
+        if step.point:
+            x, y = step.point.viewport
+            where = f" at ({x:.0f}, {y:.0f})"
+        ok = not step.error
+        outcome = step.outcome or ""
+        seconds = f"{step.timings.total_s:.2f}s" + (", replayed" if step.replayed else "")
+        label = f"[{step.index}/{self.max_steps}]" if step.kind == "action" else f"[final {step.index}]"
+        color = "green" if ok else "red"
+        self._print(
+            f"[dim]{label}[/dim] {escape(what)}{where} [{color}]→ {escape(outcome)}[/{color}] [dim]{seconds}[/dim]",
+            f"{label} {what}{where} -> {outcome} ({seconds})",
+        )
+        for event in step.events:
+            self._print(f"    [yellow]{escape(event)}[/yellow]", f"    event: {event}")
+        if step.verdict and not step.verdict.success:
+            self._print(
+                f"    [yellow]validator:[/yellow] {escape(step.verdict.feedback)}",
+                f"    validator: {step.verdict.feedback}",
+            )
+
+    def result(self, result: RunResult) -> None:
+        badge = "[bold green]PASS[/bold green]" if result.success else "[bold red]FAIL[/bold red]"
+        plain_badge = "PASS" if result.success else "FAIL"
+        answer = result.answer if result.answer is not None else "(none)"
+        tail = (
+            f"{result.steps} steps, {result.attempts} attempt(s), {result.duration_s:.1f}s, stop: {result.stop_reason}"
+        )
+        if result.replayed_steps:
+            tail += f", {result.replayed_steps} steps replayed ({result.calls_saved} model calls saved)"
+        report = f"\nreport: {result.output_dir}/report.html" if result.output_dir else ""
+        msg = f" ({result.message})" if not result.success and result.message else ""
+        self._print(
+            f"{badge} answer: {escape(answer)}  [dim]({escape(tail)})[/dim]{escape(msg)}{escape(report)}",
+            f"{plain_badge} answer: {answer} ({tail}){msg}{report}",
+        )

@@ -1,0 +1,64 @@
+"""Run directories: trajectory.jsonl (one record per step), screenshot files, result.json, report.html."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import structlog
+
+from ..files import write_atomic
+from ..records import RunResult, Step
+
+__all__ = ["TrajectoryWriter", "read_trajectory"]
+
+log = structlog.get_logger("webagent.runs")
+
+
+class TrajectoryWriter:
+    """Writes one run directory as the run goes, so an interrupted run keeps its steps."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._trajectory = (self.directory / "trajectory.jsonl").open("a", encoding="utf-8")
+
+    def write_step(self, step: Step) -> None:
+        """Save the step's screenshot and append its record (one JSON line, flushed)."""
+        if step.image is not None and step.screenshot is None:
+            name = f"step_{step.index:03d}.{step.image.extension}"
+            (self.directory / name).write_bytes(step.image.data())
+            step.screenshot = name
+        self._trajectory.write(step.model_dump_json() + "\n")
+        self._trajectory.flush()
+
+    def write_result(self, result: RunResult) -> Path:
+        path = self.directory / "result.json"
+        write_atomic(path, (result.model_dump_json(indent=2) + "\n").encode())
+        return path
+
+    def write_report(self) -> Path | None:
+        from .report import render_report
+
+        try:
+            return render_report(self.directory)
+        except Exception as exc:
+            log.warning("report_failed", error=str(exc), directory=str(self.directory))
+            return None
+
+    def close(self) -> None:
+        self._trajectory.close()
+
+
+def read_trajectory(directory: str | Path) -> list[dict[str, object]]:
+    """The step records of a run directory (a truncated last line is skipped)."""
+    records: list[dict[str, object]] = []
+    path = Path(directory) / "trajectory.jsonl"
+    if not path.exists():
+        return records
+    for line in path.read_text(encoding="utf-8").split("\n"):
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records

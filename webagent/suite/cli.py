@@ -1,0 +1,100 @@
+"""``webagent test``: run a suite of checks, print a verdict per check, write JUnit and the report."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from ..batch.cli import BatchProgress
+from ..budget import BudgetLimits
+from ..config import AgentConfig
+from ..errors import InputError
+from ..replay import ReplayCache
+from ..secrets import Secrets
+from .model import CheckOutcome, load_suite
+from .runner import prepare_output, run_suite
+
+__all__ = ["run_test"]
+
+EXIT_PASSED, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+
+
+def _suite_budget(args: argparse.Namespace, base: BudgetLimits) -> BudgetLimits:
+    update = {
+        key: value
+        for key, value in (
+            ("calls", args.suite_budget_calls),
+            ("tokens", args.suite_budget_tokens),
+            ("usd", args.suite_budget_usd),
+        )
+        if value is not None
+    }
+    try:
+        return BudgetLimits.model_validate(base.model_dump() | update)
+    except ValueError:
+        raise InputError("--suite-budget-calls/-tokens/-usd must not be negative") from None
+
+
+def _line(item: CheckOutcome) -> str:
+    result = item.result
+    if result is None:
+        return f"SKIP  {item.check.name}  not run (interrupted)"
+    steps = f"{result.steps} steps" + (f", {result.replayed_steps} replayed" if result.replayed_steps else "")
+    status = "PASS" if item.passed else "FAIL"
+    return f"{status}  {item.check.name}  ({steps}, {result.duration_s:.1f} s)  {item.reason}"
+
+
+def run_test(args: argparse.Namespace, config: AgentConfig) -> int:
+    suite = load_suite(args.suite)
+    suite = suite.model_copy(update={"budget": _suite_budget(args, suite.budget)})
+    if args.concurrency < 1:
+        raise InputError("--concurrency must be at least 1")
+    secrets = Secrets(config.secrets)
+    for check in suite.checks:  # a ${VAR} may hold a secret: it would be written to every output file
+        if secrets and any(secrets.contains(t or "") for t in (check.url, check.goal, check.expect)):
+            raise InputError(
+                f"{suite.path}:{check.line}: check {check.name!r} holds the value of a secret in its url, goal or "
+                "expect; write {{NAME}} in a write_element instead (the value is never written or shown to models)"
+            )
+    config.require_endpoints()
+    output = Path(args.output) if args.output else Path("webagent-test") / _slug(suite.name)
+    prepare_output(output, resume=args.resume)
+    cache = ReplayCache(args.cache) if args.cache else None
+    progress = BatchProgress(quiet=args.quiet)
+    with progress:
+        summary, items, interrupted = asyncio.run(
+            run_suite(
+                config,
+                suite,
+                output,
+                concurrency=args.concurrency,
+                cache=cache,
+                trace=args.trace,
+                junit=Path(args.junit) if args.junit else None,
+                on_update=progress.update,
+            )
+        )
+    if args.json:
+        print(json.dumps(summary))
+    elif not args.quiet:
+        for item in items:
+            print(_line(item))
+        saved = f" ({summary['calls_saved']} saved by the replay cache)" if cache is not None else ""
+        print(
+            f"{summary['passed']}/{summary['checks']} checks passed · {summary['model_calls']} model calls{saved}"
+            f" · ${summary['cost_usd']:.4f} · report: {output / 'report.html'}"
+            + (f" · junit: {args.junit}" if args.junit else "")
+        )
+        if cache is not None and cache.updated:
+            print(f"replay cache {cache.path} updated for: {', '.join(cache.updated)}", file=sys.stderr)
+    if interrupted:
+        print(f"webagent: interrupted; resume with the same command plus --resume (output: {output})", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return EXIT_PASSED if summary["passed"] == summary["checks"] else EXIT_FAILED
+
+
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "-" for c in name.lower()).strip("-") or "suite"

@@ -1,0 +1,228 @@
+"""Suite files for ``webagent test``: checks of a website, in YAML or JSONL.
+
+YAML, either a list of checks or a mapping::
+
+    name: shop smoke                 # optional (default: the file name)
+    defaults: {max_steps: 15}        # optional: limits applied to every check
+    budget: {calls: 200, usd: 1.5}   # optional: hard limits for the whole suite
+    checks:
+      - name: pricing
+        url: ${SITE_URL}/            # ${VAR} is read from the environment
+        goal: Find the pricing page and start a trial
+        expect: the trial sign-up form is shown   # optional: the validator must confirm it
+        max_steps: 10                # optional per-check limits (see CHECK_LIMITS)
+
+JSONL: one check object per line. Every error names the file and line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..batch.results import TaskResult
+from ..budget import BudgetLimits
+from ..config import AgentSettings
+from ..errors import InputError
+from ..urls import normalize_url
+
+__all__ = ["CHECK_LIMITS", "Check", "CheckOutcome", "Suite", "load_suite"]
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class _Limits(BaseModel):
+    """The limits a check may set; also the shape of a suite's ``defaults``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_steps: int | None = Field(default=None, gt=0)
+    max_time_s: float | None = Field(default=None, gt=0)
+    max_attempts: int | None = Field(default=None, gt=0)
+    budget_calls: int | None = Field(default=None, ge=0)
+    budget_tokens: int | None = Field(default=None, ge=0)
+    budget_usd: float | None = Field(default=None, ge=0)
+
+
+#: Per-check keys that override the config's ``[agent]`` settings.
+CHECK_LIMITS = tuple(_Limits.model_fields)
+
+
+class Check(_Limits):
+    """One check: a task whose verdict comes from the validator (and ``expect``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    url: str
+    goal: str = Field(min_length=1)
+    expect: str | None = None
+    line: int = Field(default=0, exclude=True, description="Line of the suite file it starts on")
+
+    def settings(self, base: AgentSettings) -> AgentSettings:
+        """The config's loop settings with this check's limits applied."""
+        update = {k: getattr(self, k) for k in CHECK_LIMITS if getattr(self, k) is not None}
+        return base.model_copy(update=update) if update else base
+
+
+class Suite(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    path: str
+    checks: list[Check]
+    budget: BudgetLimits = Field(default_factory=BudgetLimits)
+
+
+def load_suite(path: str | Path, env: Mapping[str, str] | None = None) -> Suite:
+    """Read a suite file (``.jsonl`` as JSON lines, anything else as YAML)."""
+    path = Path(path)
+    env = os.environ if env is None else env
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"suite file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read suite file {path}: {exc}") from None
+    defaults: Any
+    budget: Any
+    if path.suffix.lower() == ".jsonl":
+        name, defaults, budget, items = path.stem, {}, {}, _jsonl_items(text, path)
+    else:
+        name, defaults, budget, items = _yaml_items(text, path)
+    try:
+        limits = _Limits.model_validate(defaults).model_dump(exclude_none=True)
+    except ValidationError as exc:
+        raise InputError(f"{path}: defaults: {_first_error(exc, 'defaults')}") from None
+    try:
+        suite_budget = BudgetLimits.model_validate(budget)
+    except ValidationError as exc:
+        raise InputError(f"{path}: budget: {_first_error(exc, 'budget')}") from None
+    checks: list[Check] = []
+    seen: dict[str, int] = {}
+    for line, item in items:
+        where = f"{path}:{line}"
+        if not isinstance(item, dict):
+            raise InputError(f"{where}: a check must be a mapping with name, url and goal")
+        data = {**limits, **item}
+        label = f"check {data.get('name')!r}" if data.get("name") else "check"
+        try:
+            for key in ("url", "goal", "expect"):
+                if isinstance(data.get(key), str):
+                    data[key] = _expand(data[key], env)
+            if isinstance(data.get("name"), int | float):
+                data["name"] = str(data["name"])
+            check = Check.model_validate({**data, "line": line})
+            check = check.model_copy(update={"url": normalize_url(check.url)})
+        except ValidationError as exc:
+            raise InputError(f"{where}: {label}: {_first_error(exc, 'check')}") from None
+        except InputError as exc:
+            raise InputError(f"{where}: {label}: {exc}") from None
+        if check.name in seen:
+            raise InputError(f"{where}: duplicate check name {check.name!r} (first on line {seen[check.name]})")
+        seen[check.name] = line
+        checks.append(check)
+    if not checks:
+        raise InputError(f"suite file {path} has no checks")
+    return Suite(name=name, path=str(path), checks=checks, budget=suite_budget)
+
+
+def _expand(value: str, env: Mapping[str, str]) -> str:
+    def sub(m: re.Match[str]) -> str:
+        if m.group(1) not in env:
+            raise InputError(f"environment variable {m.group(1)} is not set (used as ${{{m.group(1)}}})")
+        return env[m.group(1)]
+
+    return _VAR.sub(sub, value)
+
+
+def _first_error(exc: ValidationError, what: str) -> str:
+    # An unknown key first: a typo ("gaol") also makes the key it meant missing.
+    err = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    if err["type"] == "extra_forbidden":
+        known = ", ".join(f for f in Check.model_fields if f != "line") if what == "check" else ""
+        return f"unknown key {loc!r}" + (f" (known keys: {known})" if known else "")
+    if err["type"] == "missing":
+        return f"missing required key {loc!r}"
+    return f"{loc}: {err['msg']}" if loc else err["msg"]
+
+
+def _jsonl_items(text: str, path: Path) -> list[tuple[int, Any]]:
+    items: list[tuple[int, Any]] = []
+    for number, raw in enumerate(text.split("\n"), start=1):
+        line = raw.removesuffix("\r")
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            items.append((number, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+    return items
+
+
+def _yaml_items(text: str, path: Path) -> tuple[str, Any, Any, list[tuple[int, Any]]]:
+    """Parse YAML keeping the line each check starts on."""
+    try:
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f":{mark.line + 1}" if mark else ""
+        raise InputError(f"{path}{line}: not valid YAML ({exc.problem or exc.context})") from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: not valid YAML ({exc})") from None
+    name: str = path.stem
+    defaults: Any = {}
+    budget: Any = {}
+    seq = node
+    if isinstance(data, dict) and isinstance(node, yaml.MappingNode):
+        unknown = set(data) - {"name", "defaults", "budget", "checks"}
+        if unknown:
+            raise InputError(
+                f"{path}: unknown top-level key {sorted(map(str, unknown))[0]!r} "
+                "(known: name, defaults, budget, checks)"
+            )
+        name = str(data.get("name") or name)
+        defaults = data.get("defaults") or {}
+        budget = data.get("budget") or {}
+        if not isinstance(defaults, dict) or not isinstance(budget, dict):
+            raise InputError(f"{path}: 'defaults' and 'budget' must be mappings")
+        data = data.get("checks")
+        seq = next((v for k, v in node.value if k.value == "checks"), None)
+    if not isinstance(data, list) or not isinstance(seq, yaml.SequenceNode):
+        raise InputError(f"{path}: expected a list of checks (or a mapping with a 'checks' list)")
+    return name, defaults, budget, [(n.start_mark.line + 1, item) for n, item in zip(seq.value, data, strict=True)]
+
+
+class CheckOutcome(BaseModel):
+    """A check and its result, in suite order."""
+
+    check: Check
+    result: TaskResult | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.result is not None and self.result.success
+
+    @property
+    def reason(self) -> str:
+        """Why it failed, in words: the validator's last feedback, else the stop message."""
+        if self.result is None:
+            return "not run (the suite was interrupted)"
+        feedback = [f for r in self.result.attempt_records for f in r.feedback if f]
+        stop = f"{self.result.stop_reason}: {self.result.message}"
+        if self.passed:
+            return feedback[-1] if feedback else stop
+        return f"{feedback[-1]} ({stop})" if feedback and self.result.stop_reason == "answered" else stop

@@ -1,0 +1,320 @@
+"""A gym-style async environment for RL: the agent's loop with the policy left to the caller.
+
+    env = WebEnv(config)
+    obs = await env.reset(task)                         # opens the start page, first observation
+    obs, reward, done, info = await env.step(action)    # the policy's action JSON (or reply text)
+
+The step runs the same code as ``Agent`` (``webagent.loop.Episode``): the localizer turns an
+element description into a point (or the caller passes ``point=(x, y)`` in screenshot pixels),
+the action is carried out, and an ``answer`` is judged — by the validator model, by the task's
+reference answers, or both — giving reward 1.0 or 0.0. A rejected answer is told to the policy
+at the next observation, as in the agent; the episode ends on an accepted answer, after
+``max_attempts`` answers, at the final step, or on a fatal model or browser error.
+
+Many environments share one browser pool and the model endpoints' connection pools when built
+on one ``Agent``: ``agent = shared_agent(config)`` then ``WebEnv(agent=agent)`` for each.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import structlog
+from pydantic import ValidationError
+
+from ..actions import Answer, ClickElement, PolicyReply, SelectOption, WriteElement
+from ..agent import Agent
+from ..batch.tasks import TaskSpec, reference_matches
+from ..browser.guard import NavigationGuard
+from ..browser.secretpage import SecretPage
+from ..browser.session import BrowserSession
+from ..budget import Budget, BudgetLimits
+from ..config import AgentConfig
+from ..errors import BrowserError, BudgetExceeded, ConfigError, InputError, LocalizationError, ModelError
+from ..images import Screenshot
+from ..loop import Episode, Judge, PageDriver
+from ..model.client import Message
+from ..model.parsing import ReplyParseError, parse_reply
+from ..records import ModelCall, Point, RunResult, Step, StopReason, Verdict
+from ..runs.trajectory import TrajectoryWriter
+from ..urls import normalize_url
+
+__all__ = ["Observation", "RewardMode", "WebEnv", "shared_agent"]
+
+log = structlog.get_logger("webagent.training")
+
+RewardMode = Literal["validator", "reference", "both"]
+"""validator: the validator model's verdict; reference: the answer contains a reference answer;
+both: the validator judges (its feedback drives the episode) and the reward needs a reference match too."""
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What the policy sees at one step, and the prompt the agent's own policy would be sent."""
+
+    step: int
+    url: str
+    title: str
+    screenshot: Screenshot
+    events: list[str]
+    final: bool
+    messages: list[Message]
+    """The policy request's messages (system + user, screenshots as data URLs, the current one last)."""
+
+
+def required_roles(reward: RewardMode) -> tuple[str, ...]:
+    """The model roles an environment needs (the localizer only when no points are passed)."""
+    return ("validator",) if reward in ("validator", "both") else ()
+
+
+def shared_agent(config: AgentConfig, *, reward: RewardMode = "validator") -> Agent:
+    """An Agent whose browser pool and model endpoints many environments share."""
+    return Agent(config, require=required_roles(reward))
+
+
+def _task(task: TaskSpec | Mapping[str, Any]) -> TaskSpec:
+    if isinstance(task, TaskSpec):
+        return task
+    try:
+        data = dict(task)
+        data.setdefault("id", "task")
+        refs = data.get("reference", [])
+        data["reference"] = [refs] if isinstance(refs, str) else list(refs)
+        return TaskSpec.model_validate(data)
+    except (ValidationError, TypeError) as exc:
+        raise InputError(f"a task needs 'url' and 'goal' (and optionally 'id', 'reference'): {exc}") from None
+
+
+def _reply(action: PolicyReply | Mapping[str, Any] | str) -> PolicyReply:
+    """The policy's reply from a PolicyReply, its JSON text, or a dict (a whole reply or just an action)."""
+    if isinstance(action, PolicyReply):
+        return action
+    if isinstance(action, str):
+        return parse_reply(action, PolicyReply)
+    data = dict(action)
+    if not isinstance(data.get("action"), Mapping):
+        data = {"action": data}
+    try:
+        return PolicyReply.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ReplyParseError(f"the action is not valid: {where}: {first['msg']}") from None
+
+
+class WebEnv:
+    """One browser session at a time, stepped by an external policy."""
+
+    def __init__(
+        self,
+        config: AgentConfig | None = None,
+        *,
+        agent: Agent | None = None,
+        reward: RewardMode = "validator",
+    ) -> None:
+        if agent is None:
+            if config is None:
+                raise ConfigError("WebEnv needs a config or a shared agent")
+            agent = shared_agent(config, reward=reward)
+            self._owns_agent = True
+        else:
+            agent.config.require_endpoints(required_roles(reward))
+            self._owns_agent = False
+        self.agent = agent
+        self.reward_mode: RewardMode = reward
+        self.task: TaskSpec | None = None
+        self.result: RunResult | None = None
+        self._episode: Episode | None = None
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._session: BrowserSession | None = None
+        self._writer: TrajectoryWriter | None = None
+        self._step: Step | None = None
+        self._obs: Observation | None = None
+        self._index = 0
+
+    @property
+    def done(self) -> bool:
+        return self._episode is None
+
+    async def reset(self, task: TaskSpec | Mapping[str, Any], *, output_dir: str | Path | None = None) -> Observation:
+        """Start ``task`` (``{"url", "goal", "reference"?}`` or a TaskSpec) in a fresh browser context.
+
+        With ``output_dir`` the run directory is written as by ``Agent`` (exportable).
+        """
+        await self._end_session()
+        spec = _task(task)
+        url = normalize_url(spec.url)
+        if not spec.goal.strip():
+            raise InputError("the task has an empty goal")
+        if self.reward_mode in ("reference", "both") and not spec.reference:
+            raise InputError(f"reward {self.reward_mode!r} needs reference answers in the task ('reference')")
+        self.task, self.result = spec, None
+        stack = contextlib.AsyncExitStack()
+        try:
+            # The same protections as Agent runs: the navigation guard and secrets typed from placeholders.
+            policy = self.agent.navigation_policy(url)
+            guard = NavigationGuard(policy)
+            session = await stack.enter_async_context(self.agent.browsers.session(block_service_workers=guard.active))
+            await session.set_guard(guard)
+            page: PageDriver = SecretPage(session, self.agent.secrets) if self.agent.secrets else session
+            roles = self.agent.new_roles(policy)
+            for client in (roles.policy.client, roles.localizer.client, roles.validator.client):
+                stack.callback(client.release)
+            judge = self._reference_judge(list(spec.reference)) if self.reward_mode == "reference" else None
+            settings = self.agent.config.agent
+            limits = BudgetLimits(calls=settings.budget_calls, tokens=settings.budget_tokens, usd=settings.budget_usd)
+            budgets = [Budget(limits, self.agent.price, scope="run")] if limits.active else []
+            episode = Episode(roles, page, settings, url=url, goal=spec.goal, judge=judge, budgets=budgets)
+            await episode.start()
+        except BaseException:
+            await stack.aclose()
+            raise
+        self._stack, self._session, self._episode, self._index = stack, session, episode, 0
+        self._writer = TrajectoryWriter(output_dir) if output_dir is not None else None
+        return await self._observe()
+
+    async def step(
+        self, action: PolicyReply | Mapping[str, Any] | str, *, point: tuple[float, float] | None = None
+    ) -> tuple[Observation, float, bool, dict[str, Any]]:
+        """Carry out one action; returns (observation, reward, done, info).
+
+        ``action``: a PolicyReply, the policy's reply text, or its JSON as a dict (a whole reply or
+        just ``{"action": ...}``). An unusable action is a failed step (reward 0, told to the
+        policy), not an exception. ``point``: where to click, in pixels of the observation's
+        screenshot, instead of asking the localizer.
+        """
+        episode, step, obs = self._episode, self._step, self._obs
+        if episode is None or step is None or obs is None:
+            raise InputError("the environment has no running episode: call reset(task) first")
+        final = step.kind == "final"
+        fatal: Exception | None = None
+        spent: BudgetExceeded | None = None
+        try:
+            reply = _reply(action)
+            where = self._point(reply, obs, point)
+        except (ReplyParseError, LocalizationError) as exc:
+            episode.unusable_reply(step, str(exc))
+        else:
+            try:
+                await episode.apply(step, reply, final, point=where)
+            except (ModelError, BrowserError) as exc:
+                episode.record_failed_call(step, exc)
+                step.error, fatal = str(exc), exc
+            except BudgetExceeded as exc:  # the config's per-run budget: the episode ends, like an Agent run
+                step.outcome, spent = f"stopped: {exc}", exc
+        episode.account(step)
+        if self._writer is not None:
+            self._writer.write_step(self.agent.secrets.redact_model(step))
+        reference_match = self._reference_match(step)
+        needs_match = self.reward_mode == "both"
+        reward = 1.0 if episode.success and (reference_match or not needs_match) else 0.0
+        reason: StopReason | None = None
+        if spent is not None:
+            reason = "budget"
+        elif fatal is not None:
+            reason = "error"
+        elif episode.success or episode.attempts >= episode.settings.max_attempts:
+            reason = "answered"
+        elif final:
+            reason = "max_steps" if episode.out_of_budget(self._index - 1)[0] else "max_time"
+        info: dict[str, Any] = {
+            "step": step,
+            "outcome": step.outcome,
+            "error": step.error,
+            "verdict": step.verdict,
+            "reference_match": reference_match,
+        }
+        if reason is None:
+            return await self._observe(), 0.0, False, info
+        message = str(fatal or spent) if (fatal or spent) is not None else episode.verdict_text()
+        self.result = info["result"] = episode.finish(reason, message, self._index)
+        await self._end_session()
+        return obs, reward if reason == "answered" else 0.0, True, info
+
+    def _point(self, reply: PolicyReply, obs: Observation, point: tuple[float, float] | None) -> Point | None:
+        needs_point = isinstance(reply.action, ClickElement | WriteElement | SelectOption)
+        if not needs_point:
+            return None
+        if point is None:
+            if not self.agent.config.localizer.endpoints() or not self.agent.config.localizer.model:
+                raise ConfigError(
+                    "no localizer model is configured: pass point=(x, y) to step() or configure [localizer]"
+                )
+            return None
+        frame = obs.screenshot.frame
+        x, y = point
+        if not frame.contains(x, y):
+            raise LocalizationError(
+                f"the point ({x:g}, {y:g}) is outside the {frame.image_width}x{frame.image_height} screenshot"
+            )
+        return Point(image=(x, y), viewport=frame.to_css(x, y))
+
+    def _reference_match(self, step: Step) -> bool | None:
+        if self.task is None or not self.task.reference or not isinstance(step.action, Answer):
+            return None
+        if step.verdict is None:
+            return None
+        return reference_matches(step.action.content, list(self.task.reference))
+
+    @staticmethod
+    def _reference_judge(references: Sequence[str]) -> Judge:
+        async def judge(answer: str, url: str, images: list[Screenshot]) -> tuple[Verdict, ModelCall | None]:
+            if reference_matches(answer, list(references)):
+                return Verdict(success=True, feedback="The answer matches the reference answer."), None
+            return Verdict(success=False, feedback="The answer is not the expected one."), None
+
+        return judge
+
+    async def _observe(self) -> Observation:
+        episode, session = self._episode, self._session
+        assert episode is not None and session is not None
+        out_of_steps, out_of_time = episode.out_of_budget(self._index)
+        final = out_of_steps or out_of_time
+        self._index += 1
+        step = Step(index=self._index, kind="final" if final else "action", url=episode.page.url)
+        try:
+            state = await episode.observe(step, final)
+        except BrowserError:
+            self.result = episode.finish("error", "the browser failed while observing the page", self._index)
+            await self._end_session()
+            raise
+        shots = episode.screenshots
+        self._step = step
+        self._obs = Observation(
+            step=step.index,
+            url=step.url,
+            title=step.title,
+            screenshot=shots[-1],
+            events=list(step.events),
+            final=final,
+            messages=episode.roles.policy.messages(state, shots),
+        )
+        return self._obs
+
+    async def _end_session(self) -> None:
+        stack, self._stack = self._stack, None
+        self._episode = self._session = self._step = None
+        if self._writer is not None:
+            if self.result is not None:
+                self.result.output_dir = str(self._writer.directory)
+                self._writer.write_result(self.agent.secrets.redact_model(self.result))
+            self._writer.close()
+            self._writer = None
+        if stack is not None:
+            await stack.aclose()
+
+    async def aclose(self) -> None:
+        """End the running episode (if any); close the agent if this environment made it."""
+        await self._end_session()
+        if self._owns_agent:
+            await self.agent.aclose()
+
+    async def __aenter__(self) -> WebEnv:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

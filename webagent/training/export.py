@@ -1,0 +1,341 @@
+"""Training data from run directories: one JSONL record per model call (or per step).
+
+The prompts are not stored in a run; they are rebuilt from the step records (their ``context``
+holds the inputs the other fields lack) with the same role functions that built the requests, so
+an exported ``messages`` list is what the model was sent, except that each screenshot becomes a
+file path relative to the export directory (``images/<sha256>.jpg``, shared by every record that
+shows it) and a plain-string ``content`` becomes one text part (one Arrow type for ``datasets``).
+
+A call that needed a repair request is exported with its original messages and the repaired reply
+as target (``metadata.repaired``); calls without a usable reply are left out unless asked for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import structlog
+from pydantic import ValidationError
+
+from ..actions import Answer
+from ..batch.results import read_results
+from ..batch.tasks import reference_matches
+from ..errors import InputError
+from ..files import write_atomic
+from ..images import Frame, Screenshot
+from ..model.client import Message
+from ..records import ModelCall, RunResult, Step
+from ..roles.localizer import LOCALIZER_PROFILES, localizer_messages
+from ..roles.policy import PolicyState, policy_messages
+from ..roles.validator import validator_messages
+from ..runs.trajectory import read_trajectory
+
+__all__ = ["ExportOptions", "ExportStats", "RunRef", "export_sft", "find_runs"]
+
+log = structlog.get_logger("webagent.training")
+
+Per = Literal["call", "step"]
+ROLES = ("policy", "localizer", "validator")
+
+
+@dataclass(frozen=True, slots=True)
+class ExportOptions:
+    per: Per = "call"
+    success_only: bool = False
+    roles: frozenset[str] = frozenset(ROLES)
+    tasks: frozenset[str] | None = None
+    include_failed: bool = False
+
+
+@dataclass(slots=True)
+class ExportStats:
+    runs: int = 0
+    records: int = 0
+    duplicates: int = 0
+    images: int = 0
+    skipped_runs: list[str] = field(default_factory=list)
+    skipped_steps: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "runs": self.runs,
+            "records": self.records,
+            "duplicates": self.duplicates,
+            "images": self.images,
+            "skipped_runs": self.skipped_runs,
+            "skipped_steps": self.skipped_steps,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RunRef:
+    """One run directory and what the export tells about it."""
+
+    directory: Path
+    task_id: str
+    attempt: int | None = None
+    references: tuple[str, ...] = ()
+
+
+def find_runs(inputs: Iterable[str | Path]) -> list[RunRef]:
+    """Run directories (``trajectory.jsonl``) and batch directories (``results.jsonl``) to runs."""
+    runs: list[RunRef] = []
+    for item in inputs:
+        path = Path(item)
+        if (path / "results.jsonl").is_file():
+            try:
+                results = read_results(path)
+            except ValueError as exc:
+                raise InputError(f"{path}/results.jsonl is not a webagent results file: {exc}") from None
+            for task in results:
+                for rec in task.attempt_records:
+                    runs.append(RunRef(path / rec.output_dir, task.id, rec.attempt, tuple(task.reference)))
+        elif (path / "trajectory.jsonl").is_file():
+            runs.append(RunRef(path, path.name))
+        elif not path.is_dir():
+            raise InputError(f"{path} does not exist; give run directories or batch output directories")
+        else:
+            raise InputError(
+                f"{path} is neither a run directory (trajectory.jsonl) nor a batch directory (results.jsonl)"
+            )
+    return runs
+
+
+@dataclass(frozen=True)
+class _StoredShot(Screenshot):
+    """A screenshot file of a run, shown in messages as its path in the export."""
+
+    path: str = ""
+
+    def image_part(self) -> dict[str, object]:
+        return {"type": "image_url", "image_url": {"url": self.path}}
+
+
+class _Images:
+    """Copies screenshots into ``DIR/images`` under their content hash (each file once)."""
+
+    def __init__(self, output: Path) -> None:
+        self.output = output
+        self.directory = output / "images"
+        self._done: dict[Path, str] = {}
+        self.written = 0
+
+    def relative(self, source: Path) -> str:
+        if source not in self._done:
+            data = source.read_bytes()
+            name = f"{hashlib.sha256(data).hexdigest()}{source.suffix}"
+            target = self.directory / name
+            if not target.exists():
+                write_atomic(target, data)  # a killed export never leaves a truncated image behind
+                self.written += 1
+            self._done[source] = f"images/{name}"
+        return self._done[source]
+
+
+class _MissingInput(Exception):
+    """A step lacks what its prompt needs (an older run, a missing screenshot)."""
+
+
+class _Run:
+    """Rebuilds the requests of one run's steps."""
+
+    def __init__(self, ref: RunRef, result: RunResult, steps: list[Step], images: _Images) -> None:
+        self.ref = ref
+        self.result = result
+        self.steps = {s.index: s for s in steps}
+        self.images = images
+
+    def shots(self, last: int, count: int) -> list[Screenshot]:
+        """The screenshots of steps ``last-count+1 .. last`` (the deque the loop sends from)."""
+        out: list[Screenshot] = []
+        for index in range(max(1, last - count + 1), last + 1):
+            step = self.steps.get(index)
+            if step is None or step.screenshot is None:
+                raise _MissingInput(f"step {index} has no screenshot")
+            source = self.ref.directory / step.screenshot
+            if not source.is_file():
+                raise _MissingInput(f"screenshot {source} is missing")
+            w, h = step.image_size
+            mime = "image/png" if source.suffix == ".png" else "image/jpeg"
+            out.append(_StoredShot("", mime, Frame(w, h, w, h), path=self.images.relative(source)))
+        return out
+
+    def messages(self, step: Step, call: ModelCall) -> list[Message]:
+        ctx = step.context
+        if ctx is None:
+            raise _MissingInput("the step has no prompt context (recorded by an older webagent)")
+        match call.role:
+            case "policy":
+                state = PolicyState(
+                    goal=self.result.goal,
+                    url=step.url,
+                    step=step.index,
+                    max_steps=ctx.max_steps,
+                    notes=ctx.notes,
+                    recent=ctx.recent,
+                    events=step.events,
+                    feedback=ctx.feedback,
+                    final=step.kind == "final",
+                )
+                return policy_messages(
+                    state, self.shots(step.index, ctx.screenshots), secrets=ctx.secrets, restrictions=ctx.restrictions
+                )
+            case "localizer":
+                profile = LOCALIZER_PROFILES.get(ctx.localizer_profile or "")
+                if profile is None or step.element is None:
+                    raise _MissingInput("the localizer call has no profile or element")
+                return localizer_messages(profile, step.element, self.shots(step.index, 1)[0])
+            case "validator":
+                if not isinstance(step.action, Answer) or ctx.validator_url is None:
+                    raise _MissingInput("the validator call has no answer or URL")
+                images = self.shots(step.index, ctx.validator_screenshots)
+                return validator_messages(self.result.goal, step.action.content, ctx.validator_url, images, ctx.expect)
+
+    def success(self) -> bool:
+        return self.result.success
+
+    def metadata(self, step: Step) -> dict[str, Any]:
+        refs = list(self.ref.references)
+        return {
+            "task_id": self.ref.task_id,
+            "run": str(self.ref.directory),
+            "attempt": self.ref.attempt or 1,
+            "step": step.index,
+            "success": self.result.success,
+            "reference_match": reference_matches(self.result.answer, refs) if refs else None,
+            "goal": self.result.goal,
+        }
+
+
+def _uniform(messages: list[Message]) -> list[dict[str, Any]]:
+    """Every ``content`` as a list of parts, so Arrow infers one type for the column."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        content = message.get("content")
+        parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        out.append({**message, "content": parts})
+    return out
+
+
+def _image_paths(messages: list[dict[str, Any]]) -> list[str]:
+    return [
+        str(p["image_url"]["url"])
+        for m in messages
+        for p in m["content"]
+        if isinstance(p, dict) and p.get("type") == "image_url"
+    ]
+
+
+def _load_run(ref: RunRef, images: _Images) -> _Run | None:
+    result_path = ref.directory / "result.json"
+    if not result_path.is_file():
+        log.warning("export_run_skipped", run=str(ref.directory), reason="no result.json (unfinished run)")
+        return None
+    try:
+        result = RunResult.model_validate_json(result_path.read_text(encoding="utf-8"))
+        steps = [Step.model_validate(record) for record in read_trajectory(ref.directory)]
+    except (ValidationError, ValueError, OSError) as exc:
+        raise InputError(f"{ref.directory} is not a readable webagent run directory: {exc}") from None
+    return _Run(ref, result, steps, images)
+
+
+def _calls(run: _Run, options: ExportOptions, stats: ExportStats) -> Iterator[tuple[Step, list[dict[str, Any]]]]:
+    """Per step, its exportable calls as ``{role, model, messages, target, repaired, error}``."""
+    for step in run.steps.values():
+        calls: list[dict[str, Any]] = []
+        for call in step.calls:
+            if call.role not in options.roles or not call.raw:
+                continue
+            if call.error is not None and not options.include_failed:
+                continue
+            try:
+                messages = _uniform(run.messages(step, call))
+            except _MissingInput as exc:
+                stats.skipped_steps += 1
+                log.warning("export_step_skipped", run=str(run.ref.directory), step=step.index, reason=str(exc))
+                break
+            calls.append(
+                {
+                    "role": call.role,
+                    "model": call.model,
+                    "messages": messages,
+                    "target": call.raw[-1],
+                    "repaired": len(call.raw) > 1,
+                    "error": call.error,
+                }
+            )
+        else:
+            if calls:
+                yield step, calls
+
+
+def _records(run: _Run, options: ExportOptions, stats: ExportStats) -> Iterator[dict[str, Any]]:
+    for step, calls in _calls(run, options, stats):
+        meta = run.metadata(step)
+        if options.per == "call":
+            for call in calls:
+                yield {
+                    "role": call["role"],
+                    "messages": call["messages"],
+                    "target": call["target"],
+                    "images": _image_paths(call["messages"]),
+                    "metadata": {
+                        **meta,
+                        "model": call["model"],
+                        "repaired": call["repaired"],
+                        "error": call["error"],
+                    },
+                }
+        else:
+            yield {
+                "calls": calls,
+                "images": list(dict.fromkeys(p for c in calls for p in _image_paths(c["messages"]))),
+                "metadata": {
+                    **meta,
+                    "action": step.action.model_dump(mode="json") if step.action else None,
+                    "outcome": step.outcome,
+                },
+            }
+
+
+def _dedup_key(record: dict[str, Any]) -> str:
+    calls = record.get("calls") or [record]
+    content = [(c["role"], c["messages"], c["target"]) for c in calls]
+    return hashlib.sha256(json.dumps(content, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def export_sft(runs: Sequence[RunRef], output: str | Path, options: ExportOptions | None = None) -> ExportStats:
+    """Write ``OUTPUT/data.jsonl`` and ``OUTPUT/images/`` from ``runs``; returns what was written."""
+    options = options or ExportOptions()
+    output = Path(output)
+    output.mkdir(parents=True, exist_ok=True)
+    images = _Images(output)
+    stats = ExportStats()
+    seen: set[str] = set()
+    lines: list[str] = []
+    for ref in runs:
+        if options.tasks is not None and ref.task_id not in options.tasks:
+            continue
+        run = _load_run(ref, images)
+        if run is None:
+            stats.skipped_runs.append(str(ref.directory))
+            continue
+        if options.success_only and not run.success():
+            continue
+        stats.runs += 1
+        for record in _records(run, options, stats):
+            key = _dedup_key(record)
+            if key in seen:
+                stats.duplicates += 1
+                continue
+            seen.add(key)
+            lines.append(json.dumps({"id": key[:16], **record}, ensure_ascii=False) + "\n")
+    write_atomic(output / "data.jsonl", "".join(lines).encode())
+    stats.records = len(lines)
+    stats.images = images.written
+    return stats
