@@ -172,6 +172,28 @@ def task_tag(index: int) -> str:
     return f"[soak-{index:04d}]"
 
 
+def pss_per_open_session(pss: list[tuple[float, int]], opened: list[tuple[float, int]]) -> dict[str, float]:
+    """PSS per session counted over the sessions open at each moment, not all N: with hundreds of
+    tasks, sessions open a few at a time per browser and the first close before the last open.
+    The peak of open sessions, and PSS per open session at the PSS peak and at the open peak."""
+    if not pss or not opened:
+        return {"open_peak": float("nan"), "pss_per_open_mib": float("nan"), "pss_at_open_peak_mib": float("nan")}
+
+    def open_at(t: float) -> int:
+        return min(opened, key=lambda o: abs(o[0] - t))[1]
+
+    def pss_at(t: float) -> int:
+        return min(pss, key=lambda p: abs(p[0] - t))[1]
+
+    t_pss, peak = max(pss, key=lambda p: p[1])
+    t_open, most = max(opened, key=lambda o: o[1])
+    return {
+        "open_peak": float(most),
+        "pss_per_open_mib": peak / 1024 / max(open_at(t_pss), 1),
+        "pss_at_open_peak_mib": pss_at(t_open) / 1024 / max(most, 1),
+    }
+
+
 def soak_script(plans: list[list[Act]], latency: float) -> dict[str, Any]:
     answer = {"action": "answer", "content": ANSWER}
     tasks = []
@@ -680,7 +702,16 @@ async def agent(
         server_cpu = cpu_s(server.proc.pid)
         stuck: list[tuple[str, int]] = []
         abandoned = False
+        opened: list[tuple[float, int]] = []  # (time, sessions open in the agent's browser pool)
+
+        async def count_open() -> None:
+            while True:
+                if runner.agent is not None:
+                    opened.append((time.monotonic(), runner.agent.browsers.open_sessions))
+                await asyncio.sleep(0.5)
+
         with Meter(exclude | {server.proc.pid}) as meter:
+            counter = asyncio.create_task(count_open(), name="count-open")
             run = asyncio.create_task(runner.run(), name="batch")
             killer = (
                 asyncio.create_task(kill_chromium(kill, exclude | {server.proc.pid}), name="kill") if kill else None
@@ -698,6 +729,7 @@ async def agent(
                     abandoned = not done
             stats = runner.stats
             killed = await _killed(killer)
+            counter.cancel()
         server_cpu = cpu_s(server.proc.pid) - server_cpu
     finally:
         server.stop()
@@ -723,6 +755,7 @@ async def agent(
         "cpu_per_step_ms": cpu,
         "split": {**split, "model server (not counted)": round(server_cpu / max(stats.steps, 1) * 1000, 1)},
         "pss_mib": meter.peak_kib / 1024 / max(n, 1),
+        **pss_per_open_session(meter.pss, opened),
         "step_p50_s": percentile(totals, 0.5),
         "step_p90_s": percentile(totals, 0.9),
         "counts": trajectory_counts(out),
@@ -839,7 +872,9 @@ def print_row(row: dict[str, Any]) -> None:
         print(
             f"N={n:<4} agent: {a['finished']}/{n} tasks finished ({a['succeeded']} succeeded), {a['hung']} hung, "
             f"stop reasons {a['stop_reasons']}{errors}, {a['steps']} steps, {a['steps_per_s']:.1f} steps/s, CPU/step "
-            f"{a['cpu_per_step_ms']:.0f} ms, PSS/session {a['pss_mib']:.0f} MiB, step p50 {a['step_p50_s']:.2f} s "
+            f"{a['cpu_per_step_ms']:.0f} ms, PSS/session {a['pss_mib']:.0f} MiB (per open session "
+            f"{a['pss_per_open_mib']:.0f} MiB at the PSS peak, {a['pss_at_open_peak_mib']:.0f} MiB with "
+            f"{a['open_peak']:.0f} open), step p50 {a['step_p50_s']:.2f} s "
             f"p90 {a['step_p90_s']:.2f} s, {a['retried']} re-run\n       counts {a['counts']}\n"
             + (f"       killed {a['killed']}\n" if a["killed"] else "")
             + f"       CPU ms/step by process {a['split']}\n       site {a['site']}",
@@ -918,9 +953,10 @@ def report(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
     print(
         "| N | tasks finished | sessions hung (agent / floor) | captures resent / recovered | pages replaced "
         "| floor steps/s | agent steps/s | agent/floor | CPU/step floor | CPU/step agent | agent/floor CPU "
-        "| PSS/session floor | PSS/session agent | step p50 / p90 floor | step p50 / p90 agent |"
+        "| PSS/session floor | PSS/session agent | agent sessions open at peak | PSS/open session agent "
+        "| step p50 / p90 floor | step p50 / p90 agent |"
     )
-    print("|---" * 15 + "|")
+    print("|---" * 17 + "|")
     nan = float("nan")
     for row in rows:
         f = row.get("floor") or {}
@@ -935,6 +971,7 @@ def report(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
             f"| {f.get('cpu_per_step_ms', nan):.0f} ms | {a.get('cpu_per_step_ms', nan):.0f} ms "
             f"| {_ratio(a.get('cpu_per_step_ms', nan), f.get('cpu_per_step_ms', nan)):.2f} "
             f"| {f.get('pss_mib', nan):.0f} MiB | {a.get('pss_mib', nan):.0f} MiB "
+            f"| {a.get('open_peak', nan):.0f} | {a.get('pss_per_open_mib', nan):.0f} MiB "
             f"| {f.get('step_p50_s', nan):.2f} / {f.get('step_p90_s', nan):.2f} s "
             f"| {a.get('step_p50_s', nan):.2f} / {a.get('step_p90_s', nan):.2f} s |"
         )

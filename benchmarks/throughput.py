@@ -110,6 +110,7 @@ class Meter:
     def __init__(self, exclude: set[int]) -> None:
         self.exclude = exclude
         self.peak_kib = 0
+        self.pss: list[tuple[float, int]] = []  # (monotonic time, PSS KiB of the measured processes)
         self.samples: list[tuple[float, float]] = []  # (monotonic time, CPU seconds since start)
         self._splits: list[dict[str, float]] = []  # CPU seconds since start by process kind, per sample
 
@@ -126,6 +127,7 @@ class Meter:
             record = json.loads(line)
             self.samples.append((record["t"], record["cpu"]))
             self.peak_kib = max(self.peak_kib, record["pss_kib"])
+            self.pss.append((record["t"], record["pss_kib"]))
             self._splits.append(record["split"])
 
     def split(self, lo: float | None = None, hi: float | None = None) -> dict[str, float]:

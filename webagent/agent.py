@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import structlog
 from playwright.async_api import Browser, BrowserContext, Page
 
-from .browser.deadline import within
+from .browser.deadline import on_wait_over, within
 from .browser.guard import NavigationGuard
 from .browser.pool import BrowserPool
 from .browser.secretpage import SecretPage
@@ -20,14 +20,14 @@ from .browser.session import BrowserSession
 from .budget import Budget, BudgetLimits
 from .config import ROLES, AgentConfig, AgentSettings
 from .errors import InputError
-from .loop import Episode, PageDriver, Roles
+from .loop import Episode, Judge, PageDriver, Roles
 from .model.client import EndpointPool, ModelClient
 from .records import ModelCall, RunResult, Step
-from .replay import ReplayCache
+from .replay import ReplayCache, StepReplay
 from .roles.localizer import Localizer
 from .roles.policy import Policy
 from .roles.validator import Validator
-from .runs.trajectory import TrajectoryWriter
+from .runs.trajectory import RunFiles
 from .safety import NavigationPolicy
 from .secrets import Secrets
 from .urls import normalize_url
@@ -94,6 +94,91 @@ class Agent:
             localizer=Localizer(client["localizer"], self.config.localizer),
             validator=Validator(client["validator"]),
         )
+
+    def run_budgets(self, settings: AgentSettings, shared: Sequence[Budget] = ()) -> list[Budget]:
+        """The budgets of one run: the settings' per-run limits (if any) first, then ``shared`` ones."""
+        limits = BudgetLimits(calls=settings.budget_calls, tokens=settings.budget_tokens, usd=settings.budget_usd)
+        own = [Budget(limits, self.price, scope="run")] if limits.active else []
+        return own + list(shared)
+
+    @contextlib.asynccontextmanager
+    async def open_episode(
+        self,
+        url: str,
+        goal: str,
+        *,
+        settings: AgentSettings | None = None,
+        context: BrowserContext | None = None,
+        page: Page | None = None,
+        judge: Judge | None = None,
+        expect: str | None = None,
+        replay: StepReplay | None = None,
+        budgets: Sequence[Budget] | None = None,
+        on_session: Callable[[BrowserSession], None] | None = None,
+        on_progress: Callable[[], None] | None = None,
+        on_queue: Callable[[bool], None] | None = None,
+    ) -> AsyncIterator[Episode]:
+        """An ``Episode`` ready to run on a session with this agent's protections, closed afterwards.
+
+        The one setup of every run, for ``RunStream`` and ``WebEnv`` alike: the navigation guard
+        of ``url``, a session (on ``page``, in ``context``, or from the pool), secrets typed from
+        placeholders and redacted from what the page shows, the roles' clients (released at the
+        end), the run's budgets. ``on_session`` is told the session as soon as it exists (before
+        the guard is set, so that a browser dying there is known); ``budgets``: the run's budgets
+        (default ``run_budgets(settings)``); ``on_progress`` is called at each
+        model answer.
+        """
+        policy = self.navigation_policy(url)
+        roles = self.new_roles(policy)
+        clients = (roles.policy.client, roles.localizer.client, roles.validator.client)
+        if on_progress is not None:
+            for client in clients:
+                client.on_answer = on_progress
+        try:
+            opening = self._session(NavigationGuard(policy), context=context, page=page, on_queue=on_queue)
+            async with opening as (session, guard):
+                if on_session is not None:
+                    on_session(session)
+                await session.set_guard(guard)
+                driver: PageDriver = SecretPage(session, self.secrets) if self.secrets else session
+                yield Episode(
+                    roles,
+                    driver,
+                    settings or self.config.agent,
+                    url=url,
+                    goal=goal,
+                    judge=judge,
+                    expect=expect,
+                    replay=replay,
+                    budgets=self.run_budgets(settings or self.config.agent) if budgets is None else budgets,
+                )
+        finally:
+            for client in clients:
+                client.release()
+
+    @contextlib.asynccontextmanager
+    async def _session(
+        self,
+        guard: NavigationGuard,
+        *,
+        context: BrowserContext | None,
+        page: Page | None,
+        on_queue: Callable[[bool], None] | None,
+    ) -> AsyncIterator[tuple[BrowserSession, NavigationGuard]]:
+        config = self.browsers.config  # direct_cdp off with secrets (__init__)
+        if page is not None:
+            session = BrowserSession(page, config)
+        elif context is not None:
+            new = await within(context.new_page(), config.open_timeout_s, "new_page")
+            session = BrowserSession(new, config, owns_page=True)
+        else:
+            async with self.browsers.session(block_service_workers=guard.active, on_queue=on_queue) as pooled:
+                yield pooled, guard
+            return
+        try:
+            yield session, guard
+        finally:
+            await session.close()
 
     def stream(
         self,
@@ -200,21 +285,26 @@ class RunStream:
         self.settings = settings
         self.cache = cache
         self.cache_key = cache_key
-        self.budgets = list(budgets)
-        limits = BudgetLimits(calls=settings.budget_calls, tokens=settings.budget_tokens, usd=settings.budget_usd)
-        if limits.active:
-            self.budgets.insert(0, Budget(limits, agent.price, scope="run"))
+        self.budgets = agent.run_budgets(settings, budgets)
         self.trace = trace
         self.result: RunResult | None = None
         self.session: BrowserSession | None = None
-        self.policy = agent.navigation_policy(url)
         self._gen: AsyncIterator[Step] | None = None
-        #: ``time.monotonic()`` of the last sign of progress: the run started, a step finished or
-        #: a model call was answered (what a batch watchdog looks at).
+        #: ``time.monotonic()`` of the last sign of progress: the run started, a step finished, a
+        #: model call was answered or a bounded browser wait ended (what a batch watchdog looks at).
         self.last_progress = time.monotonic()
+        #: True while the session waits for its turn to open a page on its browser (not a stall).
+        self.queued = False
 
     def _progressed(self) -> None:
         self.last_progress = time.monotonic()
+
+    def _opened(self, session: BrowserSession) -> None:
+        self.session = session
+
+    def _queued(self, waiting: bool) -> None:
+        self.queued = waiting
+        self._progressed()
 
     def __aiter__(self) -> RunStream:
         return self
@@ -234,61 +324,33 @@ class RunStream:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    @contextlib.asynccontextmanager
-    async def _session(self) -> AsyncIterator[BrowserSession]:
-        config = self.agent.browsers.config  # direct_cdp off with secrets (Agent.__init__)
-        guard = NavigationGuard(self.policy)
-        if self._page is not None:
-            session = self.session = BrowserSession(self._page, config)
-            await session.set_guard(guard)
-            try:
-                yield session
-            finally:
-                await session.close()
-        elif self._context is not None:
-            page = await within(self._context.new_page(), config.open_timeout_s, "new_page")
-            session = self.session = BrowserSession(page, config, owns_page=True)
-            try:
-                await session.set_guard(guard)
-                yield session
-            finally:
-                await session.close()
-        else:
-            async with self.agent.browsers.session(block_service_workers=guard.active) as session:
-                self.session = session  # before the guard: a browser dying there is known to the batch
-                await session.set_guard(guard)
-                yield session
-
     async def _run(self) -> AsyncIterator[Step]:
-        roles = self.agent.new_roles(self.policy)
         self._progressed()
-        for client in (roles.policy.client, roles.localizer.client, roles.validator.client):
-            client.on_answer = self._progressed
-        try:
-            async with self._session() as session:
-                async for step in self._steps(roles, session):
-                    yield step
-        finally:
-            for client in (roles.policy.client, roles.localizer.client, roles.validator.client):
-                client.release()
-
-    async def _steps(self, roles: Roles, session: BrowserSession) -> AsyncIterator[Step]:
-        writer: TrajectoryWriter | None = None
-        secrets = self.agent.secrets
-        page: PageDriver = SecretPage(session, secrets) if secrets else session
+        on_wait_over.set(self._progressed)  # in this run's task: a browser wait that ends is progress
         replay = None
         if self.cache is not None:
             replay = self.cache.replay_for(self.cache_key, goal=self.goal, expect=self.expect)
-        episode = Episode(
-            roles,
-            page,
-            self.settings,
-            url=self.url,
-            goal=self.goal,
+        opened = self.agent.open_episode(
+            self.url,
+            self.goal,
+            settings=self.settings,
+            context=self._context,
+            page=self._page,
             expect=self.expect,
             replay=replay,
             budgets=self.budgets,
+            on_session=self._opened,
+            on_progress=self._progressed,
+            on_queue=self._queued,
         )
+        async with opened as episode:
+            assert self.session is not None
+            async for step in self._steps(episode, self.session, replay):
+                yield step
+
+    async def _steps(self, episode: Episode, session: BrowserSession, replay: StepReplay | None) -> AsyncIterator[Step]:
+        secrets = self.agent.secrets
+        files = RunFiles(self.output_dir)
         # No trace when secrets are set: a trace's DOM snapshots would hold the typed values.
         tracing = self.trace != "off" and self._page is None and self._context is None and not secrets
         if tracing:
@@ -297,10 +359,7 @@ class RunStream:
         try:
             async for step in steps:
                 step = secrets.redact_model(step)  # what the model echoed of a secret it saw on a page
-                if writer is None and self.output_dir is not None:
-                    writer = TrajectoryWriter(self.output_dir)
-                if writer is not None:
-                    writer.write_step(step)
+                files.step(step)
                 self._progressed()
                 yield step
         finally:
@@ -322,15 +381,7 @@ class RunStream:
                 self._progressed()
                 if trace and self.result is not None:
                     self.result.trace = str(trace)
-            if writer is None and self.output_dir is not None and self.result is not None:
-                writer = TrajectoryWriter(self.output_dir)  # a run that ended before its first step
-            if writer is not None and self.result is not None:
-                self.result.output_dir = str(writer.directory)
-                writer.write_result(self.result)
-                writer.close()
-                writer.write_report()
-            elif writer is not None:
-                writer.close()
+            files.finish(self.result)
 
 
 async def _start_tracing(session: BrowserSession) -> None:

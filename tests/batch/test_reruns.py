@@ -41,6 +41,7 @@ class FakeStream:
         self.result: RunResult | None = None
         self.session: FakeSession | None = None
         self.last_progress = time.monotonic()
+        self.queued = False
         self._gen = self._run()
 
     def __aiter__(self) -> FakeStream:
@@ -77,6 +78,11 @@ class FakeStream:
         if plan == "crash_at_open":  # the pool found no live browser for it: no session
             self.agent.browsers.crashes += 1
             raise BrowserError("cannot open a browser context: Target page, context or browser has been closed")
+        if plan == "queued":  # waits its turn to open far longer than the stall limit
+            self.queued = True
+            await asyncio.sleep(0.6)
+            self.queued = False
+            self.last_progress = time.monotonic()
         self.session = FakeSession(crashed=plan.startswith("crash"))
         self.agent.opened += 1
         try:
@@ -232,12 +238,13 @@ async def test_crash_reruns_are_per_attempt(tmp_path: Path, monkeypatch: pytest.
 
 async def test_a_stalled_run_is_cancelled_kept_and_rerun(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "b"
-    plans = {"stuck": ["stall", "ok"], "busy": ["busy"], "fine": ["ok"]}
+    plans = {"stuck": ["stall", "ok"], "busy": ["busy"], "fine": ["ok"], "queued": ["queued"]}
     runner, agent = fake_runner(monkeypatch, out, plans, stall_timeout_s=0.25)
     stats = await asyncio.wait_for(runner.run(), 30)
     rows = by_id(out)
     assert all(r.success for r in rows.values()), rows
     assert not rows["busy"].retried  # answered model calls are progress, even without a step
+    assert not rows["queued"].retried  # waiting for its turn to open is not a stall
     stuck = rows["stuck"]
     assert stuck.retried and stuck.attempts == 1
     record = stuck.attempt_records[0]

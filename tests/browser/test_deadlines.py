@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 from PIL import Image
 from playwright.async_api import Browser
+from playwright.async_api import Error as PlaywrightError
 
-from webagent.browser.deadline import BoundedCDPSession, CommandTimeout, within
+from webagent.browser.deadline import BoundedCDPSession, CommandTimeout, on_wait_over, within
 from webagent.browser.devtools import DevToolsSession
 from webagent.browser.session import BrowserSession
 from webagent.config import PROFILES, BrowserConfig
@@ -101,6 +102,34 @@ async def test_within_cancels_what_it_waits_for() -> None:
     with pytest.raises(CommandTimeout, match=r"forever: no answer from the browser within 0\.05 s"):
         await within(forever(), 0.05, "forever")
     assert started.is_set() and cancelled
+
+
+async def test_a_bounded_wait_that_ends_is_progress_and_a_cancelled_one_is_not() -> None:
+    ended: list[str] = []
+
+    async def answer() -> str:
+        return "ok"
+
+    async def fail() -> None:
+        raise PlaywrightError("Target crashed")
+
+    async def run() -> None:  # in its own task, as a batch runs each task
+        on_wait_over.set(lambda: ended.append("wait over"))
+        assert await within(answer(), 1.0, "answer") == "ok"
+        with pytest.raises(CommandTimeout):
+            await within(asyncio.Event().wait(), 0.01, "forever")
+        with pytest.raises(PlaywrightError):
+            await within(fail(), 1.0, "fail")
+        assert len(ended) == 3
+        waiting = asyncio.create_task(within(asyncio.Event().wait(), 10.0, "forever"))
+        await asyncio.sleep(0.01)
+        waiting.cancel()  # the run itself cancelled: no progress
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+
+    await asyncio.create_task(run())
+    assert ended == ["wait over"] * 3
+    assert on_wait_over.get() is None  # set in the run's task only
 
 
 def _colour(data: bytes, x: int, y: int) -> tuple[int, int, int]:

@@ -167,7 +167,7 @@ async def test_env_runs_guarded_and_types_secrets_without_writing_them(
             assert "{{QUERY}}" in obs.messages[1]["content"][0]["text"]  # the policy is told the name only
             obs, *_ = await env.step({**WRITE, "content": "{{QUERY}}"})
             assert obs.url.endswith("/catalog/search?q={{QUERY}}")  # what the policy sees
-            assert env._session is not None and env._session.url.endswith(f"?q={value}")  # what was typed
+            assert env.session is not None and env.session.url.endswith(f"?q={value}")  # what was typed
         blocked = config.model_copy(deep=True)
         blocked.browser.allowed_domains = ["example.com"]
         async with Agent(blocked, browser=browser) as agent, WebEnv(agent=agent) as env:

@@ -145,6 +145,8 @@ class BatchRunner:
         self._left_behind: set[asyncio.Task[Any]] = set()  # runs whose cleanup outlasted its bound
         self.stopping = False
         self.stats = BatchStats(len(tasks), 0)
+        #: The agent of the running batch (its browser pool says how many sessions are open).
+        self.agent: Agent | None = None
 
     @property
     def results(self) -> ResultsFile:
@@ -168,7 +170,7 @@ class BatchRunner:
         for task in pending:
             queue.put_nowait(task)
         try:
-            agent = Agent(self.config)
+            agent = self.agent = Agent(self.config)
         except BaseException:
             self.results.close()
             raise

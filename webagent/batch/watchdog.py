@@ -25,9 +25,11 @@ log = structlog.get_logger("webagent.batch")
 
 
 class Progressing(Protocol):
-    """A run that says when it last made progress (``RunStream``)."""
+    """A run that says when it last made progress (``RunStream``), and whether it waits its turn
+    to open a session (a queue bounded by the deadlines of the opens ahead of it, not a stall)."""
 
     last_progress: float
+    queued: bool
 
 
 async def wait_for_progress(stream: Progressing, run: asyncio.Task[Any], limit_s: float) -> float | None:
@@ -36,6 +38,10 @@ async def wait_for_progress(stream: Progressing, run: asyncio.Task[Any], limit_s
         if limit_s <= 0:
             await asyncio.wait({run})
             return None
+        if stream.queued:  # its clock starts when it gets its turn
+            if (await asyncio.wait({run}, timeout=min(limit_s, 1.0)))[0]:
+                return None
+            continue
         idle = time.monotonic() - stream.last_progress
         if idle >= limit_s:
             return idle

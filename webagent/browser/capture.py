@@ -122,6 +122,7 @@ class ScreenCapture:
         self._shot_scroll: Scroll | None = None  # the scroll offsets its clip used
         self._prefetched: Prefetch | None = None  # started by settle and checked: the next screenshot
         self._action_events = 0  # page events reported before the current action began
+        self._dialog_opened = False  # a JavaScript dialog opened during the current action
         #: Screenshots that were taken by ``settle`` ahead of time (for tests and benchmarks).
         self.prefetched_shots = 0
         #: Screenshots sent again because a navigation committed while they waited (Chromium drops
@@ -338,7 +339,11 @@ class ScreenCapture:
     def _quiet(self) -> bool:
         """Whether the action so far raised no page event (dialog, download, ...), no new tab, no crash."""
         return not (
-            self._crashed or self._popup_requested or self._new_pages or len(self._events) > self._action_events
+            self._crashed
+            or self._popup_requested
+            or self._dialog_opened
+            or self._new_pages
+            or len(self._events) > self._action_events
         )
 
     def _start_prefetch(self) -> Prefetch | None:

@@ -8,18 +8,24 @@ such await in ``webagent.browser`` goes through ``within`` (or a CDP channel tha
 command itself, ``webagent.browser.devtools``), so a browser that stops answering costs a
 deadline, never a hung session. A command past its deadline raises ``CommandTimeout``, a
 Playwright ``TimeoutError``, which every caller already handles as "the page did not respond".
+
+A bounded wait that ends, answered or past its deadline, is progress (``waited``): a batch's
+watchdog looks for runs stuck in an unbounded wait, not for slow browsers on a loaded machine,
+whose commands keep ending (each within its deadline) while a step takes long.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from playwright.async_api import CDPSession
+from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
-__all__ = ["DEFAULT_COMMAND_TIMEOUT_S", "BoundedCDPSession", "CommandTimeout", "within"]
+__all__ = ["DEFAULT_COMMAND_TIMEOUT_S", "BoundedCDPSession", "CommandTimeout", "on_wait_over", "waited", "within"]
 
 T = TypeVar("T")
 
@@ -27,17 +33,34 @@ T = TypeVar("T")
 DEFAULT_COMMAND_TIMEOUT_S = 15.0
 
 
+#: Called when a bounded browser wait of the current run ends (set per run task: ``RunStream``).
+on_wait_over: ContextVar[Callable[[], None] | None] = ContextVar("webagent_on_wait_over", default=None)
+
+
 class CommandTimeout(PlaywrightTimeoutError):
     """A browser command that was not answered within its deadline."""
+
+
+def waited() -> None:
+    """A bounded wait of this run ended (answered or past its deadline): tell ``on_wait_over``."""
+    hook = on_wait_over.get()
+    if hook is not None:
+        hook()
 
 
 async def within(awaitable: Awaitable[T], seconds: float, what: str) -> T:
     """``await awaitable``, or CommandTimeout after ``seconds`` (the awaitable is cancelled)."""
     try:
         async with asyncio.timeout(seconds):
-            return await awaitable
+            result = await awaitable
     except TimeoutError:
+        waited()
         raise CommandTimeout(f"{what}: no answer from the browser within {seconds:g} s") from None
+    except PlaywrightError:
+        waited()
+        raise
+    waited()
+    return result
 
 
 class BoundedCDPSession:

@@ -38,7 +38,7 @@ import structlog
 from playwright.async_api import Browser, BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
 
-from .deadline import DEFAULT_COMMAND_TIMEOUT_S, CommandTimeout, within
+from .deadline import DEFAULT_COMMAND_TIMEOUT_S, CommandTimeout, on_wait_over, within
 
 __all__ = [
     "CDPChannel",
@@ -239,6 +239,9 @@ class DevTools(asyncio.Protocol):
         if session_id is not None:
             message["sessionId"] = session_id
         seconds = timeout_s or self.timeout_s
+        hook = on_wait_over.get()
+        if hook is not None:  # answered or past its deadline: the run's progress (deadline.waited)
+            future.add_done_callback(lambda done: None if done.cancelled() else hook())
         timer = loop.call_later(seconds, self._expire, key, seconds)
         self._pending[key] = _Pending(future, method, session_id, timer)
         self._out.append(_frame(json.dumps(message, separators=(",", ":")).encode()))

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import structlog
@@ -93,6 +93,7 @@ class BrowserPool:
         self.launched = 0
         self.crashes = 0
         self.stuck = 0  # browsers retired because they did not answer opening a session
+        self.open_sessions = 0  # sessions opened and not closed yet (for monitoring)
         self.disconnect_wait_s = DISCONNECT_WAIT_S
         if browser is not None:
             self._watch(_Slot(browser, owned=False))
@@ -167,8 +168,15 @@ class BrowserPool:
         await self._release(slot)
 
     @contextlib.asynccontextmanager
-    async def session(self, *, block_service_workers: bool = False) -> AsyncIterator[BrowserSession]:
-        """A new context on a pooled browser, closed on exit."""
+    async def session(
+        self, *, block_service_workers: bool = False, on_queue: Callable[[bool], None] | None = None
+    ) -> AsyncIterator[BrowserSession]:
+        """A new context on a pooled browser, closed on exit.
+
+        ``on_queue(True)`` is called while the session waits for its turn to open (behind the
+        ``OPENS_AT_ONCE`` opening on its browser, each within its own deadline), ``on_queue(False)``
+        once it opens: a batch's watchdog does not count that wait as a stall.
+        """
         slot: _Slot | None = await self._acquire()
         try:
             tries = 1
@@ -177,7 +185,11 @@ class BrowserPool:
                 try:
                     # A few opens at a time per browser: hundreds at once would all wait on
                     # Chromium's one UI thread, and the deadline would measure that queue.
+                    if on_queue is not None:
+                        on_queue(True)
                     async with slot.opening:
+                        if on_queue is not None:
+                            on_queue(False)
                         if slot.retiring:
                             raise _Retired
                         session = await BrowserSession.create(
@@ -202,9 +214,11 @@ class BrowserPool:
                 released, slot = slot, None
                 await self._release(released)
                 slot = await self._acquire()
+            self.open_sessions += 1
             try:
                 yield session
             finally:
+                self.open_sessions -= 1
                 await session.close()
         finally:
             if slot is not None:

@@ -63,6 +63,7 @@ class Settling:
     _popup_requested: bool
     _new_page_arrived: asyncio.Event
     _action_events: int
+    _dialog_opened: bool
     _settled_scroll: Scroll | None
 
     if TYPE_CHECKING:
@@ -92,6 +93,7 @@ class Settling:
                 ("Page.frameStartedNavigating", self._on_started_navigating),
                 ("Page.fileChooserOpened", self._on_file_chooser),
                 ("Page.frameNavigated", self._on_frame_committed),
+                ("Page.javascriptDialogOpening", self._on_dialog_opening),
             ):
                 cdp.on(event, self._while_current(cdp, handler))
             try:
@@ -172,6 +174,11 @@ class Settling:
         if params.get("frameId") == self._main_frame_id and params.get("navigationType") not in _SAME_DOCUMENT:
             self._nav_requested = True
 
+    def _on_dialog_opening(self, params: Any) -> None:
+        # On the session's own CDP channel, in order with settle's check: Playwright's "dialog"
+        # event (which accepts it and reports it) may come after the check has answered.
+        self._dialog_opened = True
+
     # -- settling ---------------------------------------------------------------------------
     async def _before_action(self) -> None:
         if self._crashed:
@@ -180,6 +187,7 @@ class Settling:
             await self._cdp_session()
         self._drop_prefetch()
         self._action_events = len(self._events)
+        self._dialog_opened = False
         self._invalidate_view()
         self._nav_requested = False
         self._nav_committed.clear()

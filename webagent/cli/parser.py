@@ -173,8 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=300.0,
         metavar="S",
-        help="cancel and re-run (once) a session that made no progress (no step, no model reply) for S "
-        "seconds (default 300; 0 = never)",
+        help="cancel and re-run (once) a session that made no progress (no step, no model reply, no "
+        "browser command answered or timed out) for S seconds (default 300; 0 = never)",
     )
     batch.add_argument(
         "--ray",

@@ -10,7 +10,7 @@ import structlog
 from ..files import write_atomic
 from ..records import RunResult, Step
 
-__all__ = ["TrajectoryWriter", "read_trajectory"]
+__all__ = ["RunFiles", "TrajectoryWriter", "read_trajectory"]
 
 log = structlog.get_logger("webagent.runs")
 
@@ -48,6 +48,41 @@ class TrajectoryWriter:
 
     def close(self) -> None:
         self._trajectory.close()
+
+
+class RunFiles:
+    """The run directory of one run, if it has one: each step as it comes, then the result and report.
+
+    The directory is made at the first step, or at the end for a run that ended before its first.
+    """
+
+    def __init__(self, directory: str | Path | None) -> None:
+        self.directory = Path(directory) if directory is not None else None
+        self._writer: TrajectoryWriter | None = None
+
+    def _open(self) -> TrajectoryWriter | None:
+        if self._writer is None and self.directory is not None:
+            self._writer = TrajectoryWriter(self.directory)
+        return self._writer
+
+    def step(self, step: Step) -> None:
+        """Append the step (already redacted) to the trajectory."""
+        writer = self._open()
+        if writer is not None:
+            writer.write_step(step)
+
+    def finish(self, result: RunResult | None) -> None:
+        """Write ``result.json`` (setting ``result.output_dir``) and ``report.html``; close the trajectory."""
+        writer = self._open() if result is not None else self._writer
+        if writer is None:
+            return
+        if result is not None:
+            result.output_dir = str(writer.directory)
+            writer.write_result(result)
+        writer.close()
+        if result is not None:
+            writer.write_report()
+        self._writer = None
 
 
 def read_trajectory(directory: str | Path) -> list[dict[str, object]]:

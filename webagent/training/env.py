@@ -29,18 +29,15 @@ from pydantic import ValidationError
 from ..actions import Answer, ClickElement, PolicyReply, SelectOption, WriteElement
 from ..agent import Agent
 from ..batch.tasks import TaskSpec, reference_matches
-from ..browser.guard import NavigationGuard
-from ..browser.secretpage import SecretPage
 from ..browser.session import BrowserSession
-from ..budget import Budget, BudgetLimits
 from ..config import AgentConfig
-from ..errors import BrowserError, BudgetExceeded, ConfigError, InputError, LocalizationError, ModelError
+from ..errors import BrowserError, ConfigError, InputError, LocalizationError, NavigationError
 from ..images import Screenshot
-from ..loop import Episode, Judge, PageDriver
+from ..loop import Episode, Judge
 from ..model.client import Message
 from ..model.parsing import ReplyParseError, parse_reply
-from ..records import ModelCall, Point, RunResult, Step, StopReason, Verdict
-from ..runs.trajectory import TrajectoryWriter
+from ..records import ModelCall, Point, RunResult, Step, Verdict
+from ..runs.trajectory import RunFiles
 from ..urls import normalize_url
 
 __all__ = ["Observation", "RewardMode", "WebEnv", "shared_agent"]
@@ -130,11 +127,11 @@ class WebEnv:
         self.result: RunResult | None = None
         self._episode: Episode | None = None
         self._stack: contextlib.AsyncExitStack | None = None
-        self._session: BrowserSession | None = None
-        self._writer: TrajectoryWriter | None = None
+        self._files = RunFiles(None)
+        #: The running episode's browser session (None between episodes).
+        self.session: BrowserSession | None = None
         self._step: Step | None = None
         self._obs: Observation | None = None
-        self._index = 0
 
     @property
     def done(self) -> bool:
@@ -153,28 +150,23 @@ class WebEnv:
         if self.reward_mode in ("reference", "both") and not spec.reference:
             raise InputError(f"reward {self.reward_mode!r} needs reference answers in the task ('reference')")
         self.task, self.result = spec, None
+        self._files = RunFiles(output_dir)
         stack = contextlib.AsyncExitStack()
+        self._stack = stack
+        judge = self._reference_judge(list(spec.reference)) if self.reward_mode == "reference" else None
         try:
-            # The same protections as Agent runs: the navigation guard and secrets typed from placeholders.
-            policy = self.agent.navigation_policy(url)
-            guard = NavigationGuard(policy)
-            session = await stack.enter_async_context(self.agent.browsers.session(block_service_workers=guard.active))
-            await session.set_guard(guard)
-            page: PageDriver = SecretPage(session, self.agent.secrets) if self.agent.secrets else session
-            roles = self.agent.new_roles(policy)
-            for client in (roles.policy.client, roles.localizer.client, roles.validator.client):
-                stack.callback(client.release)
-            judge = self._reference_judge(list(spec.reference)) if self.reward_mode == "reference" else None
-            settings = self.agent.config.agent
-            limits = BudgetLimits(calls=settings.budget_calls, tokens=settings.budget_tokens, usd=settings.budget_usd)
-            budgets = [Budget(limits, self.agent.price, scope="run")] if limits.active else []
-            episode = Episode(roles, page, settings, url=url, goal=spec.goal, judge=judge, budgets=budgets)
-            await episode.start()
+            # The same setup as Agent runs: the navigation guard, secrets, the roles, the run's budget.
+            episode = await stack.enter_async_context(
+                self.agent.open_episode(url, spec.goal, judge=judge, on_session=self._opened)
+            )
+            opened = await episode.open()
         except BaseException:
-            await stack.aclose()
+            await self._end_session()
             raise
-        self._stack, self._session, self._episode, self._index = stack, session, episode, 0
-        self._writer = TrajectoryWriter(output_dir) if output_dir is not None else None
+        self._episode = episode
+        if not opened:
+            await self._end()
+            raise NavigationError(f"the start page did not open: {episode.result and episode.result.message}")
         return await self._observe()
 
     async def step(
@@ -190,37 +182,21 @@ class WebEnv:
         episode, step, obs = self._episode, self._step, self._obs
         if episode is None or step is None or obs is None:
             raise InputError("the environment has no running episode: call reset(task) first")
-        final = step.kind == "final"
-        fatal: Exception | None = None
-        spent: BudgetExceeded | None = None
-        try:
-            reply = _reply(action)
-            where = self._point(reply, obs, point)
-        except (ReplyParseError, LocalizationError) as exc:
-            episode.unusable_reply(step, str(exc))
-        else:
+
+        async def act() -> None:
+            assert episode is not None and step is not None and obs is not None
             try:
-                await episode.apply(step, reply, final, point=where)
-            except (ModelError, BrowserError) as exc:
-                episode.record_failed_call(step, exc)
-                step.error, fatal = str(exc), exc
-            except BudgetExceeded as exc:  # the config's per-run budget: the episode ends, like an Agent run
-                step.outcome, spent = f"stopped: {exc}", exc
-        episode.account(step)
-        if self._writer is not None:
-            self._writer.write_step(self.agent.secrets.redact_model(step))
+                reply = _reply(action)
+                where = self._point(reply, obs, point)
+            except (ReplyParseError, LocalizationError) as exc:
+                episode.unusable_reply(step, str(exc))
+                return
+            await episode.apply(step, reply, point=where)
+
+        await episode.run_step(step, act())
+        result = episode.end_step(step)
+        self._files.step(self.agent.secrets.redact_model(step))
         reference_match = self._reference_match(step)
-        needs_match = self.reward_mode == "both"
-        reward = 1.0 if episode.success and (reference_match or not needs_match) else 0.0
-        reason: StopReason | None = None
-        if spent is not None:
-            reason = "budget"
-        elif fatal is not None:
-            reason = "error"
-        elif episode.success or episode.attempts >= episode.settings.max_attempts:
-            reason = "answered"
-        elif final:
-            reason = "max_steps" if episode.out_of_budget(self._index - 1)[0] else "max_time"
         info: dict[str, Any] = {
             "step": step,
             "outcome": step.outcome,
@@ -228,12 +204,13 @@ class WebEnv:
             "verdict": step.verdict,
             "reference_match": reference_match,
         }
-        if reason is None:
+        if result is None:
             return await self._observe(), 0.0, False, info
-        message = str(fatal or spent) if (fatal or spent) is not None else episode.verdict_text()
-        self.result = info["result"] = episode.finish(reason, message, self._index)
-        await self._end_session()
-        return obs, reward if reason == "answered" else 0.0, True, info
+        info["result"] = result
+        await self._end()
+        needs_match = self.reward_mode == "both"
+        won = result.stop_reason == "answered" and result.success and (reference_match or not needs_match)
+        return obs, 1.0 if won else 0.0, True, info
 
     def _point(self, reply: PolicyReply, obs: Observation, point: tuple[float, float] | None) -> Point | None:
         needs_point = isinstance(reply.action, ClickElement | WriteElement | SelectOption)
@@ -270,17 +247,14 @@ class WebEnv:
         return judge
 
     async def _observe(self) -> Observation:
-        episode, session = self._episode, self._session
-        assert episode is not None and session is not None
-        out_of_steps, out_of_time = episode.out_of_budget(self._index)
-        final = out_of_steps or out_of_time
-        self._index += 1
-        step = Step(index=self._index, kind="final" if final else "action", url=episode.page.url)
+        episode = self._episode
+        assert episode is not None
+        step = episode.next_step()
         try:
-            state = await episode.observe(step, final)
+            state = await episode.observe(step)
         except BrowserError:
-            self.result = episode.finish("error", "the browser failed while observing the page", self._index)
-            await self._end_session()
+            episode.finish("error", "the browser failed while observing the page")
+            await self._end()
             raise
         shots = episode.screenshots
         self._step = step
@@ -290,20 +264,25 @@ class WebEnv:
             title=step.title,
             screenshot=shots[-1],
             events=list(step.events),
-            final=final,
+            final=step.kind == "final",
             messages=episode.roles.policy.messages(state, shots),
         )
         return self._obs
 
+    def _opened(self, session: BrowserSession) -> None:
+        self.session = session
+
+    async def _end(self) -> None:
+        """The episode has ended: keep its result, write its files, close its session."""
+        if self._episode is not None and self._episode.result is not None:
+            self.result = self.agent.secrets.redact_model(self._episode.result)
+        await self._end_session()
+
     async def _end_session(self) -> None:
         stack, self._stack = self._stack, None
-        self._episode = self._session = self._step = None
-        if self._writer is not None:
-            if self.result is not None:
-                self.result.output_dir = str(self._writer.directory)
-                self._writer.write_result(self.agent.secrets.redact_model(self.result))
-            self._writer.close()
-            self._writer = None
+        self._episode = self._step = self._obs = self.session = None
+        self._files.finish(self.result)
+        self._files = RunFiles(None)
         if stack is not None:
             await stack.aclose()
 

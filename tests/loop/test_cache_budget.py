@@ -14,8 +14,8 @@ from webagent.loop import Episode
 from webagent.records import RunResult, Step
 from webagent.replay import ReplayCache, StepReplay
 
-from .conftest import ServerFactory, make_config
-from .test_loop import GOAL, FakePage, script
+from ..conftest import ServerFactory, make_config
+from .test_episode import GOAL, FakePage, script
 
 CLICK_FOREVER = [{"action": {"action": "click_element", "element": "big button"}}]
 SOLVE = [

@@ -17,7 +17,7 @@ from webagent.images import Frame, Screenshot
 from webagent.loop import Episode
 from webagent.records import RunResult, Step
 
-from .conftest import ServerFactory, make_config
+from ..conftest import ServerFactory, make_config
 
 GOAL = "Find the answer to everything"
 

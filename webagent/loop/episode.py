@@ -1,0 +1,396 @@
+"""One task on one page: observe → policy → localize → act → (answer → validate), one Step per turn.
+
+``Episode`` is the one loop driver. ``steps()`` runs a whole task with the policy model (what
+``Agent`` streams); ``WebEnv`` drives the same episode a step at a time with a policy outside the
+process, through the same four calls: ``next_step`` (the step and whether it is the final one),
+``observe``, ``run_step`` (the step's work under the run's time limit; a fatal error is kept, not
+raised) and ``end_step`` (accounting, and the result when the step ends the run). The stop reason
+and the result are worked out in one place, whoever drives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+
+import structlog
+
+from ..actions import Action, Answer, ClickElement, PolicyReply, SelectOption, WriteElement, describe_action
+from ..budget import Budget
+from ..config import AgentSettings
+from ..errors import ActionError, BrowserError, BudgetExceeded, LocalizationError, ModelError, ModelReplyError
+from ..images import Screenshot
+from ..records import ModelCall, Point, PromptContext, RunResult, Step, StopReason, Verdict
+from ..replay import CachedStep, StepReplay, fingerprint
+from ..roles.policy import PolicyState
+from .meter import Meter
+from .page import PageDriver, Roles, perform
+
+__all__ = ["Episode", "Judge"]
+
+log = structlog.get_logger("webagent.loop")
+NOTE_MAX_CHARS = 400
+#: The final answer is asked for when less than this share of ``max_time_s`` is left (at most
+#: ``FINAL_RESERVE_MAX_S``); at ``max_time_s`` the run ends wherever it is.
+FINAL_RESERVE = 0.25
+FINAL_RESERVE_MAX_S = 60.0
+
+#: A judge other than the validator model: (answer, url, screenshots) -> (verdict, model call or None).
+Judge = Callable[[str, str, list[Screenshot]], Awaitable[tuple[Verdict, ModelCall | None]]]
+
+
+class Episode:
+    """One task on one page. Iterate ``steps()`` (or drive it step by step); ``result`` is set when it ends."""
+
+    def __init__(
+        self,
+        roles: Roles,
+        page: PageDriver,
+        settings: AgentSettings,
+        *,
+        url: str,
+        goal: str,
+        judge: Judge | None = None,
+        expect: str | None = None,
+        replay: StepReplay | None = None,
+        budgets: Sequence[Budget] = (),
+    ) -> None:
+        self.roles = roles
+        self.judge = judge
+        self.expect = expect
+        self.replay = replay
+        self.meter = Meter(budgets)
+        self.page = page
+        self.settings = settings
+        self.url = url
+        self.goal = goal
+        self.result: RunResult | None = None
+        self._frame = roles.localizer.frame(*page.viewport)
+        self._shots: deque[Screenshot] = deque(maxlen=settings.screenshots_in_context)
+        self._notes: list[str] = []
+        self._recent: deque[str] = deque(maxlen=max(settings.recent_actions, 1))
+        self._feedback: str | None = None
+        self._feedbacks: list[str] = []
+        self._attempts = 0
+        self._answer: str | None = None
+        self._success = False
+        self._started = time.monotonic()
+        self._started_at = ""
+        self._t0 = 0.0
+        self._index = 0
+        self._out_of_steps = False
+        self._stop: tuple[StopReason, str] | None = None
+
+    @property
+    def success(self) -> bool:
+        """Whether an answer was accepted."""
+        return self._success
+
+    @property
+    def attempts(self) -> int:
+        """Answers judged so far."""
+        return self._attempts
+
+    @property
+    def screenshots(self) -> list[Screenshot]:
+        """The screenshots the policy is shown (oldest first, the current one last)."""
+        return list(self._shots)
+
+    # -- driving ---------------------------------------------------------------------------------
+
+    async def steps(self) -> AsyncIterator[Step]:
+        """Run the task with the policy model. The start URL is opened first (NavigationError if it
+        cannot be). The run ends at ``max_time_s`` wherever it is (stop reason ``max_time``), a step
+        in progress included."""
+        if not await self.open():
+            return
+        try:
+            while True:
+                step = self.next_step()
+                await self.run_step(step, self._turn(step))
+                ended = self.end_step(step)
+                yield step
+                if ended is not None:
+                    return
+        finally:
+            if self.result is None:  # closed early by the consumer
+                self.finish("error", "the run was interrupted")
+
+    async def open(self) -> bool:
+        """Open the start URL within the run's time limit; False (the result set) if the limit passed."""
+        self._started = time.monotonic()
+        self._started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        limit = self._time_limit()
+        t = time.perf_counter()
+        try:
+            async with limit:
+                await self.page.goto(self.url, start=True)
+        except TimeoutError:
+            if not limit.expired():
+                raise
+            self.finish("max_time", self._out_of_time("while opening the start page"))
+            return False
+        finally:
+            self.meter.browser_s += time.perf_counter() - t
+        return True
+
+    def next_step(self) -> Step:
+        """The next step: ``kind == "final"`` when only an answer is asked for (out of steps or time)."""
+        limit = self.settings.max_time_s
+        reserve = min(FINAL_RESERVE * limit, FINAL_RESERVE_MAX_S)
+        self._out_of_steps = self._index >= self.settings.max_steps
+        final = self._out_of_steps or time.monotonic() - self._started >= limit - reserve
+        self._index += 1
+        return Step(index=self._index, kind="final" if final else "action", url=self.page.url)
+
+    async def run_step(self, step: Step, work: Awaitable[None]) -> None:
+        """Run a step's work within the run's time limit; what ends the run is kept for ``end_step``."""
+        limit = self._time_limit()
+        try:
+            async with limit:
+                await work
+        except TimeoutError:
+            if not limit.expired():
+                raise
+            self._stop = ("max_time", self._out_of_time(f"during step {step.index}"))
+            step.error = f"the run's time limit ({self.settings.max_time_s:g} s) ran out during this step"
+            step.outcome = step.outcome or "stopped: out of time"
+        except (ModelError, BrowserError) as exc:
+            self.meter.charge_failed(step, exc)
+            step.error = str(exc)
+            self._stop = ("error", str(exc))
+            log.warning("run_error", error=str(exc))
+        except BudgetExceeded as exc:
+            step.outcome = f"stopped: {exc}"
+            self._stop = ("budget", str(exc))
+        finally:
+            step.recoveries += self.page.drain_recoveries()
+            self.meter.account(step)
+            if self.replay is not None:
+                self.replay.observe(step)
+
+    def end_step(self, step: Step) -> RunResult | None:
+        """The run's result if ``step`` ended it (an error, a spent budget, an accepted answer, the
+        last answer allowed, the final step), else None."""
+        stop = self._stop
+        if stop is None and step.kind == "final":
+            if self._out_of_steps:
+                stop = ("max_steps", f"stopped after {self.settings.max_steps} steps; " + self._verdict())
+            else:
+                stop = ("max_time", f"stopped after {self.settings.max_time_s:g} s; " + self._verdict())
+        if stop is None and (self._success or self._attempts >= self.settings.max_attempts):
+            stop = ("answered", self._verdict())
+        return None if stop is None else self.finish(*stop)
+
+    def finish(self, reason: StopReason, message: str) -> RunResult:
+        """End the run: set and return ``result``."""
+        self.result = RunResult(
+            success=self._success,
+            answer=self._answer,
+            stop_reason=reason,
+            message=message or "the run was interrupted",
+            url=self.url,
+            final_url=self._safe_url(),
+            goal=self.goal,
+            steps=self._index,
+            attempts=self._attempts,
+            feedback=self._feedbacks,
+            usage=self.meter.usage,
+            duration_s=round(time.monotonic() - self._started, 3),
+            model_s=round(self.meter.model_s, 3),
+            browser_s=round(self.meter.browser_s, 3),
+            started_at=self._started_at,
+            replayed_steps=self.replay.replayed if self.replay else 0,
+            calls_saved=self.replay.calls_saved if self.replay else 0,
+        )
+        return self.result
+
+    def _time_limit(self) -> asyncio.Timeout:
+        """The hard wall-clock limit of the run: ``max_time_s`` after its start."""
+        left = self._started + self.settings.max_time_s - time.monotonic()
+        return asyncio.timeout(max(0.0, left))
+
+    def _out_of_time(self, during: str) -> str:
+        return f"stopped at the {self.settings.max_time_s:g} s time limit {during}; " + self._verdict()
+
+    def _verdict(self) -> str:
+        if self._success:
+            return "the validator accepted the answer"
+        if self._attempts:
+            return f"the validator rejected {self._attempts} answer(s)"
+        return "no answer was given"
+
+    def _safe_url(self) -> str:
+        try:
+            return self.page.url
+        except Exception:
+            return ""
+
+    # -- one step ----------------------------------------------------------------------------------
+
+    async def _turn(self, step: Step) -> None:
+        """One step with the policy model (or a replayed recording)."""
+        state = await self.observe(step)
+        if self.replay is not None:
+            cached = await self._replayable(step)
+            if cached is not None:
+                reply = PolicyReply(note=cached.note, thought="(replayed from the cache)", action=cached.action)
+                await self.apply(step, reply, point=cached.point, verdict=cached.verdict)
+                return
+        self.meter.reserve()
+        t1 = time.perf_counter()
+        try:
+            reply, call = await self.roles.policy.decide(state, list(self._shots))
+        except ModelReplyError as exc:
+            self.meter.charge_failed(step, exc)
+            self.unusable_reply(step, str(exc))
+            return
+        finally:
+            step.timings.policy_s = time.perf_counter() - t1
+        self.meter.charge(step, call)
+        await self.apply(step, reply)
+
+    async def _replayable(self, step: Step) -> CachedStep | None:
+        """Fingerprint the observation; the recorded step to replay if it matches."""
+        assert self.replay is not None and step.image is not None
+        text = await self.page.page_text()
+        step.fingerprint = fingerprint(step.url, step.title, text, step.image, start_url=self.url)
+        cached = self.replay.lookup(step.fingerprint)
+        step.replayed = cached is not None
+        return cached
+
+    async def observe(self, step: Step) -> PolicyState:
+        """Screenshot, title and events into ``step``; the policy's inputs for it."""
+        self._t0 = t0 = time.perf_counter()
+        shot = await self.page.screenshot(self._frame)
+        self._shots.append(shot)
+        step.image = shot
+        step.image_size = (shot.frame.image_width, shot.frame.image_height)
+        step.title = await self.page.title()
+        step.events = self.page.drain_events()
+        step.timings.observe_s = time.perf_counter() - t0
+        state = PolicyState(
+            goal=self.goal,
+            url=step.url,
+            step=step.index,
+            max_steps=self.settings.max_steps,
+            notes=self._visible_notes(),
+            recent=list(self._recent) if self.settings.recent_actions else [],
+            events=step.events,
+            feedback=self._feedback,
+            final=step.kind == "final",
+        )
+        step.context = PromptContext(
+            max_steps=state.max_steps,
+            notes=state.notes,
+            recent=state.recent,
+            feedback=state.feedback,
+            screenshots=len(self._shots),
+            localizer_profile=self.roles.localizer.profile.name,
+            secrets=list(self.roles.policy.secret_names),
+            restrictions=self.roles.policy.restrictions,
+            expect=self.expect,
+        )
+        return state
+
+    def unusable_reply(self, step: Step, error: str) -> None:
+        """Record a policy reply that could not be used; the policy is told at the next step."""
+        step.error = error
+        step.outcome = "failed: the policy's reply was unusable"
+        self._recent.append(f"step {step.index}: (no valid action) -> {step.outcome}")
+
+    async def apply(
+        self, step: Step, reply: PolicyReply, *, point: Point | None = None, verdict: Verdict | None = None
+    ) -> None:
+        """Carry out the policy's reply (``point``: skip the localizer; ``verdict``: skip the validator)."""
+        step.note, step.thought, step.action = reply.note, reply.thought, reply.action
+        note = " ".join(reply.note.split())[:NOTE_MAX_CHARS]
+        if note and (not self._notes or self._notes[-1] != note):
+            self._notes.append(note)
+        action = reply.action
+        if step.kind == "final" and not isinstance(action, Answer):
+            step.outcome = "no answer given at the final step"
+            return
+        try:
+            step.outcome = await self._perform(step, action, point, verdict)
+        except (ActionError, LocalizationError, ModelReplyError) as exc:
+            if isinstance(exc, ModelReplyError | LocalizationError):
+                self.meter.charge_failed(step, exc)
+            step.error = str(exc)
+            step.outcome = f"failed: {exc}"
+        self._recent.append(f"step {step.index}: {describe_action(action)} -> {step.outcome}")
+        step.timings.total_s = time.perf_counter() - self._t0
+
+    async def _perform(
+        self, step: Step, action: Action, point: Point | None = None, verdict: Verdict | None = None
+    ) -> str:
+        if isinstance(action, Answer):
+            return await self._validate(step, action, verdict)
+        if isinstance(action, ClickElement | WriteElement | SelectOption):
+            step.element = action.element
+        if point is not None:
+            step.point = point
+        elif isinstance(action, ClickElement | WriteElement | SelectOption):
+            self.meter.reserve()
+            t = time.perf_counter()
+            try:
+                point, call = await self.roles.localizer.locate(action.element, self._shots[-1])
+                self.meter.charge(step, call)
+            finally:
+                step.timings.localize_s = time.perf_counter() - t
+            step.point = point
+        before = self.page.url
+        t = time.perf_counter()
+        try:
+            outcome = await perform(self.page, action, point)
+        finally:
+            step.timings.act_s = time.perf_counter() - t
+        after = self.page.url
+        if after != before:
+            outcome += f", now at {after}"
+        return outcome
+
+    async def _validate(self, step: Step, answer: Answer, cached: Verdict | None = None) -> str:
+        if cached is None and self.judge is None:
+            self.meter.reserve()
+        self._attempts += 1
+        self._answer = answer.content
+        images = list(self._shots)[-self.settings.validator_screenshots :]
+        url = self.page.url
+        if step.context is not None:
+            step.context.validator_url, step.context.validator_screenshots = url, len(images)
+        if cached is not None:
+            verdict = cached
+        else:
+            t = time.perf_counter()
+            try:
+                if self.judge is not None:
+                    verdict, judged = await self.judge(answer.content, url, images)
+                else:
+                    verdict, judged = await self.roles.validator.judge(
+                        self.goal, answer.content, url, images, expect=self.expect
+                    )
+            finally:
+                step.timings.validate_s = time.perf_counter() - t
+            if judged is not None:
+                self.meter.charge(step, judged)
+        step.verdict = verdict
+        self._feedbacks.append(verdict.feedback)
+        if verdict.success:
+            self._success = True
+            self._feedback = None
+            return "accepted by the validator"
+        self._feedback = verdict.feedback
+        return "rejected by the validator"
+
+    def _visible_notes(self) -> list[str]:
+        budget = self.settings.notes_max_chars
+        kept: list[str] = []
+        for note in reversed(self._notes):
+            if budget - len(note) < 0:
+                break
+            budget -= len(note)
+            kept.append(note)
+        return kept[::-1]
