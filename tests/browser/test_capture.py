@@ -121,11 +121,11 @@ async def test_a_same_document_navigation_keeps_the_capture_taken_ahead(session:
 )
 async def test_which_navigation_starts_settle_waits_for(session: BrowserSession, kind: str, waited_for: bool) -> None:
     await session.screenshot(SCALED)  # sets up the session's CDP session and learns the main frame
-    session._on_started_navigating({"frameId": session._main_frame_id, "navigationType": kind})
-    assert session._nav_requested is waited_for
-    session._nav_requested = False
-    session._on_started_navigating({"frameId": "a frame of the page", "navigationType": kind})
-    assert session._nav_requested is False  # only the main frame's navigations count
+    session._settler._on_started_navigating({"frameId": session._state.main_frame_id, "navigationType": kind})
+    assert session._state.nav.requested is waited_for
+    session._state.nav.requested = False
+    session._settler._on_started_navigating({"frameId": "a frame of the page", "navigationType": kind})
+    assert session._state.nav.requested is False  # only the main frame's navigations count
 
 
 async def test_a_page_changed_directly_after_a_click_is_captured_afresh(session: BrowserSession) -> None:
@@ -219,12 +219,12 @@ async def test_a_caller_s_own_page_is_never_captured_ahead(browser: Browser) -> 
 
 async def test_events_of_a_dropped_cdp_session_are_ignored(session: BrowserSession) -> None:
     await session.screenshot(SCALED)
-    own = session._cdp
+    own = session._state.cdp
     assert own is not None
     seen: list[object] = []
-    forward = session._while_current(own, seen.append)
+    forward = session._state._while_current(own, seen.append)
     forward({"n": 1})
-    session._cdp = None  # what a tab switch or a crash reopen does: that page's session is left behind
+    session._state.cdp = None  # what a tab switch or a crash reopen does: that page's session is left behind
     forward({"n": 2})
     assert seen == [{"n": 1}]
-    session._cdp = own
+    session._state.cdp = own

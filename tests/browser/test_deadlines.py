@@ -69,7 +69,7 @@ class Unanswered:
 
 
 async def test_a_direct_devtools_command_past_its_deadline_fails_and_is_forgotten(session: BrowserSession) -> None:
-    cdp = await session._cdp_session()
+    cdp = await session._state.cdp_session()
     assert isinstance(cdp, DevToolsSession), "the shared test browser has a direct DevTools connection"
     with pytest.raises(CommandTimeout, match=r"Runtime.evaluate: no answer from the browser within 0.3 s"):
         await cdp.send("Runtime.evaluate", NEVER, timeout_s=0.3)
@@ -148,8 +148,8 @@ async def test_a_screenshot_that_does_not_come_is_taken_again(session: BrowserSe
     that is not answered either, on a new one."""
     await session.page.set_content(GREEN_PAGE)
     await session.screenshot(FRAME)
-    dropping = Unanswered(await session._cdp_session(), drop=drop)
-    session._cdp = dropping  # type: ignore[assignment]
+    dropping = Unanswered(await session._state.cdp_session(), drop=drop)
+    session._state.cdp = dropping  # type: ignore[assignment]
     shot = await session.screenshot(FRAME)
     assert dropping.dropped == drop
     assert _colour(shot.data(), 640, 400)[1] > 120  # the page's green, taken another way
@@ -169,12 +169,12 @@ async def test_a_page_that_gives_no_screenshot_is_reopened_and_the_policy_told(
         await session.goto(url, start=True)
         await session.screenshot(FRAME)
         stuck = session.page
-        session._cdp = Unanswered(await session._cdp_session())  # type: ignore[assignment]
+        session._state.cdp = Unanswered(await session._state.cdp_session())  # type: ignore[assignment]
 
         async def no_luck(params: dict[str, Any]) -> dict[str, Any]:
             raise CommandTimeout("Page.captureScreenshot: no answer from the browser within 2 s")
 
-        session._capture_on_new_session = no_luck  # type: ignore[method-assign]
+        session._capture._capture_on_new_session = no_luck  # type: ignore[method-assign]
         shot = await session.screenshot(FRAME)
         assert session.page is not stuck and stuck.is_closed()  # a fresh tab in the same context
         assert session.page.context is stuck.context and session.url == url
@@ -253,10 +253,10 @@ async def test_a_capture_waiting_when_a_navigation_commits_is_sent_again(browser
         await session.goto(busy_links + "/0", start=True)
         for n in range(1, 4):
             await session.screenshot(FRAME)
-            cdp = await session._cdp_session()
+            cdp = await session._state.cdp_session()
             assert isinstance(cdp, DevToolsSession)
             await cdp.click(640, 100)  # no settle: the capture goes out while the navigation is on its way
-            session._settled_scroll = (0.0, 0.0)  # nor a round trip through the busy page before it
+            session._capture._settled_scroll = (0.0, 0.0)  # nor a round trip through the busy page before it
             async with asyncio.timeout(30):
                 shot = await session.screenshot(FRAME)
             assert shot.data()[:2] == b"\xff\xd8"

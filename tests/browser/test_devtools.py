@@ -50,12 +50,12 @@ async def test_a_launched_browser_gives_sessions_a_direct_connection(browser: Br
         await session.goto(COUNTER, start=True)
         for _ in range(3):
             await session.click(100, 100)
-        assert isinstance(session._cdp, DevToolsSession)
+        assert isinstance(session._state.cdp, DevToolsSession)
         assert await session.title() == "3"  # three clicks, each handled before settle returned
         shot = await session.screenshot(frame_for(1280, 800, PROFILES["holo1.5"]))
         assert base64.b64decode(shot.b64)[:2] == b"\xff\xd8"
         with pytest.raises(DevToolsError, match=r"^No\.such: .*wasn't found") as info:
-            await session._cdp.send("No.such")
+            await session._state.cdp.send("No.such")
         assert isinstance(info.value, PlaywrightError)  # handled wherever Playwright's errors are
     finally:
         await session.close()
@@ -71,7 +71,7 @@ async def assert_playwright_only(config: BrowserConfig) -> None:
             session = await BrowserSession.create(browser, config)
             await session.goto(COUNTER, start=True)
             await session.click(100, 100)
-            assert isinstance(session._cdp, BoundedCDPSession)
+            assert isinstance(session._state.cdp, BoundedCDPSession)
             assert await session.title() == "1"
             await session.close()
         finally:
@@ -143,7 +143,7 @@ async def test_a_lost_connection_moves_open_pages_to_playwright(fresh_browser: t
     session = await BrowserSession.create(browser, config)
     await session.goto(COUNTER, start=True)
     await session.click(100, 100)
-    assert isinstance(session._cdp, DevToolsSession)
+    assert isinstance(session._state.cdp, DevToolsSession)
     connection = devtools_for(browser)
     assert connection is not None
     connection.close()  # as after a bad frame: the browser and the page stay
@@ -153,7 +153,7 @@ async def test_a_lost_connection_moves_open_pages_to_playwright(fresh_browser: t
         await asyncio.sleep(0.05)
     assert devtools_for(browser) is None
     await session.click(100, 100)
-    assert isinstance(session._cdp, BoundedCDPSession)
+    assert isinstance(session._state.cdp, BoundedCDPSession)
     assert await session.title() == "2"
     await session.close()
 

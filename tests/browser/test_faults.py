@@ -206,7 +206,7 @@ async def test_a_page_that_crashes_again_while_it_is_reopened_is_reopened_again(
     try:
         await session.goto(site.url + "/catalog/")
         await crash(session)
-        load, loads = session._load, []
+        load, loads = session._faults.load, []
 
         async def load_then_crash(url: str) -> None:
             await load(url)
@@ -214,7 +214,7 @@ async def test_a_page_that_crashes_again_while_it_is_reopened_is_reopened_again(
             if len(loads) == 1:
                 await crash(session)  # the fresh tab's renderer dies too, before any DevTools session
 
-        monkeypatch.setattr(session, "_load", load_then_crash)
+        monkeypatch.setattr(session._faults, "load", load_then_crash)
         started = time.monotonic()
         shot = await session.screenshot(FRAME)
         assert shot.b64 and time.monotonic() - started < 10.0
@@ -232,7 +232,7 @@ async def test_a_crash_while_the_start_page_loads_opens_it_in_a_new_tab(
     try:
         await session.goto(site.url + "/form/")
         first = session.page
-        load, loads = session._load, []
+        load, loads = session._faults.load, []
 
         async def crash_then_load(url: str) -> None:
             loads.append(url)
@@ -240,7 +240,7 @@ async def test_a_crash_while_the_start_page_loads_opens_it_in_a_new_tab(
                 await crash(session)  # the renderer dies as the navigation starts
             await load(url)
 
-        monkeypatch.setattr(session, "_load", crash_then_load)
+        monkeypatch.setattr(session._faults, "load", crash_then_load)
         await session.goto(site.url + "/catalog/", start=True)  # not a NavigationError: the site is fine
         assert loads == [site.url + "/catalog/"] * 2
         assert session.page is not first and session.url == site.url + "/catalog/"

@@ -757,7 +757,7 @@ async def test_closing_an_owned_session_closes_its_context(browser: Browser) -> 
 
 async def test_a_failed_goto_stays_an_action_error_after_a_tab_closed(session: BrowserSession) -> None:
     """A closed tab seen earlier in the run does not turn a later site failure into a browser crash."""
-    session._saw_target_closed = True  # as after an action on a tab that closed itself
+    session._state.saw_target_closed = True  # as after an action on a tab that closed itself
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

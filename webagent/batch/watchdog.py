@@ -98,7 +98,7 @@ _SKIP_FILES = (os.path.dirname(asyncio.__file__), contextlib.__file__)
 
 def stuck_in(run: asyncio.Task[Any], steps: int, *, opened: bool) -> str:
     """Where a run waits: its step and the innermost webagent calls of its await chain, and the
-    library it waits in, e.g. ``step 3: Episode.steps > BrowserSession.click > BrowserSession._guard
+    library it waits in, e.g. ``step 3: BrowserSession.click > PageControl.click > PageControl._guard
     (in playwright)``."""
     phase = f"step {steps + 1}" if opened else "opening the browser session"
     frames: list[tuple[str, str]] = []  # (qualified name, module)

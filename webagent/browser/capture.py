@@ -1,4 +1,4 @@
-"""Screenshots of a browser session (mixed into ``BrowserSession``).
+"""Screenshots of a browser session, and the capture ``settle`` starts ahead of the next one.
 
 A screenshot is one CDP ``Page.captureScreenshot``, encoded by the browser at the size the model
 needs (``clip.scale`` costs nothing; decoding and resizing in Python would). The clip is in
@@ -29,21 +29,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
-from playwright.async_api import BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Page
 
-from ..config import BrowserConfig
 from ..errors import BrowserError
 from ..images import Frame, Screenshot
 from .deadline import CommandTimeout, within
 from .devtools import CDPChannel, DevToolsSession
-from .faults import first_line
+from .faults import PageFaults
 from .scripts import TWO_FRAMES, VIEW_AFTER_FRAME, VIEW_NOW
+from .state import PageState, first_line
 
-__all__ = ["VIEW_ERRORS", "ScreenCapture"]
+__all__ = ["Prefetch", "ScreenCapture"]
 
 #: What ``_view`` raises on a page that cannot answer (gone, crashed, a throwing getter, a timeout).
 VIEW_ERRORS = (PlaywrightError, TimeoutError, LookupError, TypeError, ValueError)
@@ -95,34 +95,14 @@ def _retrieve(task: asyncio.Future[Any]) -> None:
 class ScreenCapture:
     """Screenshots, the scroll offsets and title they need, and the capture ``settle`` starts early."""
 
-    # Provided by BrowserSession.
-    page: Page
-    context: BrowserContext
-    config: BrowserConfig
-    _events: list[str]
-    _crashed: bool
-    _nav_requested: bool
-    _popup_requested: bool
-    _new_pages: list[Page]
-    _cdp: CDPChannel | None
-    _owns_context: bool
-    _owns_page: bool
-
-    if TYPE_CHECKING:
-
-        async def _cdp_session(self) -> CDPChannel: ...
-        async def _reopen_after_crash(self) -> None: ...
-        async def _reopen(self, url: str) -> str: ...
-        def _target_closed(self, exc: PlaywrightError) -> bool: ...
-
-    def _init_capture(self) -> None:
+    def __init__(self, state: PageState, faults: PageFaults) -> None:
+        self._state = state
+        self._faults = faults  # reopens a page that crashed or gives no screenshot
         self._settled_scroll: Scroll | None = None  # read by settle, used once by screenshot
         self._title: str | None = None
         self._shot_frame: Frame | None = None  # the frame of the last screenshot
         self._shot_scroll: Scroll | None = None  # the scroll offsets its clip used
         self._prefetched: Prefetch | None = None  # started by settle and checked: the next screenshot
-        self._action_events = 0  # page events reported before the current action began
-        self._dialog_opened = False  # a JavaScript dialog opened during the current action
         #: Screenshots that were taken by ``settle`` ahead of time (for tests and benchmarks).
         self.prefetched_shots = 0
         #: Screenshots sent again because a navigation committed while they waited (Chromium drops
@@ -132,6 +112,8 @@ class ScreenCapture:
         self._capture_in_flight: asyncio.Future[Any] | None = None
         self.pages_replaced = 0
         self._recoveries: list[str] = []
+        state.on_page(lambda _: self.invalidate_view())  # another tab: another view
+        state.on_cdp("Page.frameNavigated", self._on_frame_committed)
 
     # -- view -----------------------------------------------------------------------------
     async def title(self) -> str:
@@ -147,16 +129,24 @@ class ScreenCapture:
         except VIEW_ERRORS:
             return (0.0, 0.0)
 
+    async def read_settled_view(self, *, after_frame: bool, timeout_s: float) -> None:
+        """Settle's check that the page handled the action, which reads the scroll offsets of the next
+        screenshot (left unknown if the page cannot answer within ``timeout_s``)."""
+        with contextlib.suppress(*VIEW_ERRORS):
+            async with asyncio.timeout(timeout_s):
+                self._settled_scroll = await self._view(after_frame=after_frame)
+
     async def _view(self, *, after_frame: bool = False) -> Scroll:
         """Scroll offsets and title, read through the page's main thread (so every input handler
         has run). Raw CDP ``Runtime.evaluate`` costs about two thirds of ``page.evaluate``'s CPU,
         counting Python, the Playwright driver and Chromium. Raises on a page that cannot answer."""
-        if self._crashed or self.page.is_closed():
+        state = self._state
+        if state.crashed or state.page.is_closed():
             raise ValueError("the page cannot answer")  # a crashed target may never reply over CDP
         script = VIEW_AFTER_FRAME if after_frame else VIEW_NOW
-        cdp = self._cdp
+        cdp = state.cdp
         if cdp is None:  # no DevTools session yet: none is set up under the caller's deadline
-            x, y, title = await self.page.evaluate(script)
+            x, y, title = await state.page.evaluate(script)
         else:
             reply = await cdp.send(
                 "Runtime.evaluate", {"expression": script, "returnByValue": True, "awaitPromise": True}
@@ -165,16 +155,17 @@ class ScreenCapture:
         self._title = str(title)
         return (float(x), float(y))
 
-    def _invalidate_view(self) -> None:
+    def invalidate_view(self) -> None:
         self._settled_scroll = None
         self._title = None
 
     # -- screenshots ----------------------------------------------------------------------
     def _params(self, frame: Frame, scroll: Scroll | None) -> dict[str, Any]:
-        fmt = self.config.screenshot_format
+        config = self._state.config
+        fmt = config.screenshot_format
         params: dict[str, Any] = {"format": fmt, "optimizeForSpeed": True}
         if fmt == "jpeg":
-            params["quality"] = self.config.jpeg_quality
+            params["quality"] = config.jpeg_quality
         if scroll is not None:
             params["clip"] = {
                 "x": scroll[0],
@@ -186,13 +177,14 @@ class ScreenCapture:
         return params
 
     def _screenshot(self, result: dict[str, Any], frame: Frame) -> Screenshot:
-        return Screenshot(b64=result["data"], mime=f"image/{self.config.screenshot_format}", frame=frame)
+        return Screenshot(b64=result["data"], mime=f"image/{self._state.config.screenshot_format}", frame=frame)
 
     async def screenshot(self, frame: Frame) -> Screenshot:
         """One screenshot, encoded by the browser at the frame's size."""
+        state = self._state
         self._shot_frame = frame
         ready, self._prefetched = self._prefetched, None
-        if ready is not None and ready.frame == frame and ready.page is self.page and not self._crashed:
+        if ready is not None and ready.frame == frame and ready.page is state.page and not state.crashed:
             self._capture_in_flight = ready.task  # a commit now fails it (_CaptureLost): taken again below
             try:
                 result = await ready.task
@@ -208,25 +200,25 @@ class ScreenCapture:
         elif ready is not None:
             ready.drop()
         for attempt in range(3):
-            while self._crashed:  # a reopened page may crash too (MAX_PAGE_CRASHES bounds this)
-                await self._reopen_after_crash()
+            while state.crashed:  # a reopened page may crash too (MAX_PAGE_CRASHES bounds this)
+                await self._faults.reopen_after_crash()
             try:
                 result = await self._capture(frame)
                 break
             except PlaywrightError as exc:
                 # Right after a navigation the new document may have no frame to capture yet.
-                if self._crashed:
+                if state.crashed:
                     continue
-                self._target_closed(exc)
-                if attempt == 2 or self.page.is_closed():
+                state.target_closed(exc)
+                if attempt == 2 or state.page.is_closed():
                     raise BrowserError(f"cannot take a screenshot: {first_line(exc)}") from None
                 with contextlib.suppress(PlaywrightError, TimeoutError):
                     async with asyncio.timeout(0.5):
-                        await self.page.evaluate(TWO_FRAMES)
+                        await state.page.evaluate(TWO_FRAMES)
         return self._screenshot(result, frame)
 
     async def _capture(self, frame: Frame) -> dict[str, Any]:
-        cdp = await self._cdp_session()
+        cdp = await self._state.cdp_session()
         for _ in range(1 + CAPTURE_RESENDS):
             scroll: Scroll | None = None
             if not frame.is_identity:
@@ -255,7 +247,7 @@ class ScreenCapture:
 
     def _send_capture(self, cdp: CDPChannel, params: dict[str, Any], *, flush: bool = True) -> asyncio.Future[Any]:
         """``Page.captureScreenshot`` as a plain future (one that can be failed from outside)."""
-        timeout_s = self.config.capture_timeout_s
+        timeout_s = self._state.config.capture_timeout_s
         if isinstance(cdp, DevToolsSession):
             return cdp.request("Page.captureScreenshot", params, flush=flush, timeout_s=timeout_s)
         waiting: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -274,13 +266,14 @@ class ScreenCapture:
         waiting = self._capture_in_flight
         if waiting is not None and not waiting.done():
             waiting.set_exception(_CaptureLost())
-        self._drop_prefetch()
+        self.drop_prefetch()
 
     # -- a screenshot that does not come ----------------------------------------------------
     async def _recover_capture(self, frame: Frame, params: dict[str, Any]) -> dict[str, Any]:
         """Chromium left a screenshot unanswered (docs/faults.md says when): take it again, then on a
         new DevTools session, and if the page still gives none, reopen it in a new tab (the policy is told)."""
-        timeout_s, url = self.config.capture_timeout_s, self.page.url
+        state = self._state
+        timeout_s, url = state.config.capture_timeout_s, state.page.url
         log.warning("capture_timed_out", url=url, timeout_s=timeout_s)
         for how, again in (("", self._capture_again), (" on a new DevTools session", self._capture_on_new_session)):
             try:
@@ -291,13 +284,13 @@ class ScreenCapture:
             self.captures_recovered += 1
             self._recoveries.append(f"The screenshot did not come within {timeout_s:g} s; it was taken again{how}.")
             return result
-        if not (self._owns_context or self._owns_page):
+        if not state.recovers:
             raise BrowserError(f"the page gives no screenshot (none within {timeout_s:g} s, twice) at {url}")
-        note = await self._reopen(url)
+        note = await self._faults.reopen(url)
         self.pages_replaced += 1
         self._recoveries.append(f"The page gave no screenshot twice; it was reopened in a new tab{note}.")
-        self._events.append(f"The page stopped responding; the agent reopened {url} in a new tab{note}.")
-        cdp = await self._cdp_session()
+        state.report(f"The page stopped responding; the agent reopened {url} in a new tab{note}.")
+        cdp = await state.cdp_session()
         scroll = None if frame.is_identity else await self._read_view()
         self._shot_scroll = scroll
         try:
@@ -311,16 +304,17 @@ class ScreenCapture:
     async def _capture_again(self, params: dict[str, Any]) -> dict[str, Any]:
         """The same capture once more on the session's own CDP session (a capture that was waiting
         when a navigation committed is never answered, but the next one is)."""
-        cdp = await self._cdp_session()
+        cdp = await self._state.cdp_session()
         result: dict[str, Any] = await cdp.send(
-            "Page.captureScreenshot", params, timeout_s=self.config.capture_timeout_s
+            "Page.captureScreenshot", params, timeout_s=self._state.config.capture_timeout_s
         )
         return result
 
     async def _capture_on_new_session(self, params: dict[str, Any]) -> dict[str, Any]:
         """The same capture on a CDP session of its own (through Playwright), closed afterwards."""
-        timeout_s = self.config.capture_timeout_s
-        session = await within(self.context.new_cdp_session(self.page), timeout_s, "new_cdp_session")
+        state = self._state
+        timeout_s = state.config.capture_timeout_s
+        session = await within(state.context.new_cdp_session(state.page), timeout_s, "new_cdp_session")
         try:
             result: dict[str, Any] = await within(
                 session.send("Page.captureScreenshot", params), timeout_s, "Page.captureScreenshot"
@@ -336,47 +330,37 @@ class ScreenCapture:
         return recoveries
 
     # -- the capture settle starts early --------------------------------------------------
-    def _quiet(self) -> bool:
-        """Whether the action so far raised no page event (dialog, download, ...), no new tab, no crash."""
-        return not (
-            self._crashed
-            or self._popup_requested
-            or self._dialog_opened
-            or self._new_pages
-            or len(self._events) > self._action_events
-        )
-
-    def _start_prefetch(self) -> Prefetch | None:
-        """Start the next screenshot now (called by settle right after the input)."""
-        frame, cdp = self._shot_frame, self._cdp
-        if frame is None or cdp is None or not self._owns_context:
+    def start_prefetch(self) -> Prefetch | None:
+        """Start the next screenshot now (settle calls this right after the input of an action that
+        raised no page event and asked for no other page so far)."""
+        state = self._state
+        frame, cdp = self._shot_frame, state.cdp
+        if frame is None or cdp is None or not state.owns_context:
             return None  # on a caller's page: the caller may change it between steps, behind our back
-        if self._nav_requested or not self._quiet() or self.page.is_closed():
-            return None  # the action already asked for another page, or raised a dialog
+        if state.page.is_closed():
+            return None
         scroll = None if frame.is_identity else self._shot_scroll
         if scroll is None and not frame.is_identity:
             return None
         # Not flushed: written together with settle's check, which follows.
-        return Prefetch(self.page, frame, scroll, self._send_capture(cdp, self._params(frame, scroll), flush=False))
+        return Prefetch(state.page, frame, scroll, self._send_capture(cdp, self._params(frame, scroll), flush=False))
 
-    def _check_prefetch(self, started: Prefetch) -> None:
-        """Keep the early capture only if the settled page is the one it shows."""
+    def check_prefetch(self, started: Prefetch, *, quiet: bool) -> None:
+        """Keep the early capture only if the settled page is the one it shows (``quiet``: the action
+        raised no page event, opened no tab, nor is one still pending)."""
         settled = self._settled_scroll  # None: the check failed, or a navigation invalidated the view
         if (
-            started.page is self.page
+            started.page is self._state.page
             and settled is not None
             and (started.scroll is None or started.scroll == settled)
-            and self._quiet()  # also: no new tab still pending (or settle cancelled waiting for one)
+            and quiet
         ):
             self._prefetched = started
         else:
             started.drop()
 
-    def invalidate_capture(self) -> None:
-        """Forget the capture taken ahead by the last action (after changing the page directly)."""
-        self._drop_prefetch()
-
-    def _drop_prefetch(self) -> None:
+    def drop_prefetch(self) -> None:
+        """Forget the capture taken ahead by the last action."""
         if self._prefetched is not None:
             self._prefetched.drop()
             self._prefetched = None

@@ -1,90 +1,63 @@
 """One browser session: a page in its own context, driven like a user with mouse and keyboard.
 
-After each action the session waits only as long as the page needs: one round trip through the
-page's main thread (plus a frame after scrolling), and the load of a navigation or new tab the
-action started, capped by ``settle_timeout_s`` (``webagent.browser.settle``). Screenshots are
-``webagent.browser.capture``'s, new and closed tabs ``webagent.browser.tabs``'.
+``BrowserSession`` is what the agent loop drives (``loop.PageDriver``); it is put together from
+parts, each given the session's ``PageState`` (``webagent.browser.state``: the current tab, its
+CDP session, crash flag, navigation and page events) and the other parts it needs:
 
-Pages that misbehave never hang a run: dialogs (``beforeunload`` included) are accepted, loads
-are capped, and downloads, file choosers, failed navigations and renderer crashes are handled
-by ``webagent.browser.faults`` (each reported as an event for the policy).
+* ``TabFollower`` (``tabs``) moves the session to a tab the page opened, or off one it closed;
+* ``PageFaults`` (``faults``) handles dialogs, downloads, file choosers, failed navigations and
+  renderer crashes, and reopens a page in a fresh tab;
+* ``ScreenCapture`` (``capture``) takes screenshots, and one ahead of time after an action;
+* ``Settler`` (``settle``) tracks the main frame's navigations and waits after each action only
+  as long as the page needs: one round trip through its main thread (plus a frame after
+  scrolling), and the load of a navigation or new tab, capped by ``settle_timeout_s``;
+* ``PageControl`` (``control``) opens URLs, goes back, reloads, clicks, types and scrolls.
+
+Pages that misbehave never hang a run: every browser call is bounded (``deadline``), and each
+problem becomes an event for the policy.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable
-from typing import Any
 
 import structlog
-from playwright.async_api import (
-    Browser,
-    BrowserContext,
-    Dialog,
-    Page,
-)
-from playwright.async_api import (
-    Error as PlaywrightError,
-)
-from playwright.async_api import (
-    Frame as PlaywrightFrame,
-)
-from playwright.async_api import (
-    TimeoutError as PlaywrightTimeoutError,
-)
+from playwright.async_api import Browser, BrowserContext, Page
+from playwright.async_api import Error as PlaywrightError
 
-from ..actions import normalize_key
 from ..config import BrowserConfig
-from ..errors import ActionError, BrowserError, BrowserStuckError, NavigationError
+from ..errors import BrowserError, BrowserStuckError
+from ..images import Frame, Screenshot
 from .capture import ScreenCapture
+from .control import PageControl
 from .deadline import CommandTimeout, within
-from .devtools import CDPChannel, DevToolsSession
-from .faults import PageFaults, first_line
+from .faults import PageFaults
 from .guard import NavigationGuard
-from .scripts import FIND_SELECT, MASK_FOCUSED, PAGE_TEXT
-from .settle import Settling
-from .tabs import TabFollowing
+from .scripts import PAGE_TEXT
+from .settle import Settler
+from .state import PageState, first_line
+from .tabs import TabFollower
 
 __all__ = ["BrowserSession"]
 
 log = structlog.get_logger("webagent.browser")
 
-_TYPE_FAST_ABOVE = 64  # longer texts are inserted at once instead of key by key
 
-
-class BrowserSession(ScreenCapture, TabFollowing, PageFaults, Settling):
+class BrowserSession:
     """A page the agent drives. Create with ``BrowserSession.create`` or wrap an existing page."""
 
     def __init__(
         self, page: Page, config: BrowserConfig, *, owns_context: bool = False, owns_page: bool = False
     ) -> None:
         self.config = config
-        self.page = page
-        self.context: BrowserContext = page.context
-        self._owns_context = owns_context
-        self._owns_page = owns_page
-        self._events: list[str] = []
-        self._new_pages: list[Page] = []
-        self._cdp: CDPChannel | None = None
-        self._nav_requested = False
-        self._nav_committed = asyncio.Event()
-        self._nav_aborted = False
-        self._abort_resolved = asyncio.Event()
-        self._popup_requested = False  # CDP Page.windowOpen: a new tab is on its way
-        self._init_capture()
-        self._main_frame_id = ""
-        self._crashed = False  # the renderer of self.page died; reopened before the next screenshot
-        self._crashes = 0
-        self._saw_target_closed = False  # a call failed because the page, context or browser closed
-        self._nav_failure: str | None = None  # the network error of the last failed navigation
-        self._new_page_arrived = asyncio.Event()
-        self.guard: NavigationGuard | None = None
-        self._error_page_committed = asyncio.Event()  # Chromium's page for a failed navigation
-        size = page.viewport_size or {"width": config.viewport.width, "height": config.viewport.height}
-        self.viewport = (int(size["width"]), int(size["height"]))
-        self.context.on("page", self._on_new_page)
-        self._watch(page)
+        state = self._state = PageState(page, config, owns_context=owns_context, owns_page=owns_page)
+        self.viewport = state.viewport
+        self._tabs = TabFollower(state)
+        self._faults = PageFaults(state, self._tabs)
+        self._capture = ScreenCapture(state, self._faults)
+        self._settler = Settler(state, self._capture, self._tabs)
+        self._control = PageControl(state, self._capture, self._settler, self._tabs, self._faults)
 
     @classmethod
     async def create(
@@ -120,77 +93,45 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults, Settling):
             raise
         return cls(page, config, owns_context=True)
 
-    async def _watch_navigations(self) -> None:
-        if self.guard is not None and self.guard.active:
-            with contextlib.suppress(PlaywrightError):
-                await self._cdp_session()  # its Fetch interception watches navigations from now on
+    # -- what the session drives --------------------------------------------------------------
+    @property
+    def page(self) -> Page:
+        """The tab the session drives now (it moves to a tab the page opens, and off one it closes)."""
+        return self._state.page
+
+    @property
+    def context(self) -> BrowserContext:
+        return self._state.context
+
+    @property
+    def guard(self) -> NavigationGuard | None:
+        return self._state.guard
 
     async def set_guard(self, guard: NavigationGuard) -> None:
         """Enforce a navigation policy on this session's context (before its first navigation)."""
-        self.guard = guard
-        guard.on_event = self._on_guard_event
-        try:
-            await within(guard.install(self.context), self.config.command_timeout_s, "installing the navigation guard")
-        except PlaywrightError as exc:
-            raise BrowserError(f"cannot set up the navigation policy: {first_line(exc)}") from None
-        await self._watch_navigations()
+        await self._state.set_guard(guard)
 
-    def _on_guard_event(self, text: str, main_frame: bool) -> None:
-        self._events.append(text)
-        if main_frame:  # the navigation will not commit (and no download follows): settle() stops waiting
-            self._navigation_settled()
-
-    # -- events ---------------------------------------------------------------------------
-    def _watch(self, page: Page) -> None:
-        page.on("dialog", self._on_dialog)
-        page.on("framenavigated", self._on_frame_navigated)
-        self._watch_faults(page)
-
-    async def _on_dialog(self, dialog: Dialog) -> None:
-        kind = dialog.type
-        message = " ".join(dialog.message.split())[:300]
-        try:
-            accepted = dialog.accept(dialog.default_value) if kind == "prompt" else dialog.accept()
-            await within(accepted, self.config.command_timeout_s, "dialog.accept")
-        except PlaywrightError:
-            return
-        text = (
-            f"A JavaScript {kind} dialog said: {message!r} (it was accepted)."
-            if message
-            else (f"A JavaScript {kind} dialog appeared (it was accepted).")
-        )
-        self._events.append(text)
-
-    def _on_frame_navigated(self, frame: PlaywrightFrame) -> None:
-        if frame == self.page.main_frame:
-            self._navigation_settled()
-            if frame.url.startswith("chrome-error:"):
-                self._error_page_committed.set()
-
+    # -- events and the browser -----------------------------------------------------------------
     def drain_events(self) -> list[str]:
         """Page events since the last call (dialogs, new tabs, crashes, slow loads)."""
-        events, self._events = self._events, []
-        return events
+        return self._state.drain_events()
+
+    def drain_recoveries(self) -> list[str]:
+        """What the session did since the last call to recover from a browser that did not answer."""
+        return self._capture.drain_recoveries()
 
     @property
     def browser_crashed(self) -> bool:
         """Whether the browser under this session disconnected (crashed or was killed)."""
-        browser = self.context.browser
-        return browser is not None and not browser.is_connected()
-
-    def _target_closed(self, exc: PlaywrightError) -> bool:
-        """Whether ``exc`` says the page, context or browser is gone (remembered for the batch)."""
-        closed = "has been closed" in str(exc) or self.page.is_closed() or self.browser_crashed
-        self._saw_target_closed |= closed
-        return closed
+        return self._state.browser_crashed
 
     async def confirm_browser_crash(self, timeout_s: float = 2.0) -> bool:
         """Whether the browser died under this session. When a call already failed because its
         target closed, waits up to ``timeout_s`` for the disconnect (the driver may report it later)."""
-        browser = self.context.browser
+        browser = self._state.context.browser
         if browser is None or not browser.is_connected():
             return browser is not None
-        if not self._saw_target_closed:
+        if not self._state.saw_target_closed:
             return False
         gone = asyncio.Event()
 
@@ -210,206 +151,101 @@ class BrowserSession(ScreenCapture, TabFollowing, PageFaults, Settling):
     # -- observation ----------------------------------------------------------------------
     @property
     def url(self) -> str:
-        return self.page.url
+        return self._state.page.url
+
+    async def title(self) -> str:
+        return await self._capture.title()
 
     async def page_text(self) -> str:
         """The page's visible text and form values (for replay fingerprints; not on the hot path)."""
         try:
             async with asyncio.timeout(5.0):
-                text = await self.page.evaluate(PAGE_TEXT)
+                text = await self._state.page.evaluate(PAGE_TEXT)
         except (PlaywrightError, TimeoutError):
             return ""
         return str(text)
 
-    # -- navigation -----------------------------------------------------------------------
+    async def screenshot(self, frame: Frame) -> Screenshot:
+        """One screenshot, encoded by the browser at the frame's size (``webagent.browser.capture``)."""
+        return await self._capture.screenshot(frame)
+
+    def invalidate_capture(self) -> None:
+        """Forget the capture taken ahead by the last action (after changing the page directly)."""
+        self._capture.drop_prefetch()
+
+    @property
+    def prefetched_shots(self) -> int:
+        """Screenshots that were taken by ``settle`` ahead of time (for tests and benchmarks)."""
+        return self._capture.prefetched_shots
+
+    @property
+    def captures_resent(self) -> int:
+        """Screenshots sent again because a navigation committed while they waited."""
+        return self._capture.captures_resent
+
+    @property
+    def captures_recovered(self) -> int:
+        """Screenshots taken again after one did not come."""
+        return self._capture.captures_recovered
+
+    @property
+    def pages_replaced(self) -> int:
+        """Pages reopened in a new tab because they gave no screenshot."""
+        return self._capture.pages_replaced
+
+    # -- actions (``webagent.browser.control``) ---------------------------------------------
     async def goto(self, url: str, *, start: bool = False) -> None:
         """Open ``url``. At the start of a run a failure is a NavigationError, later an ActionError."""
-        if self._crashed:
-            await self._replace_page()
-        self._drop_prefetch()
-        self._invalidate_view()
-        if self.guard is not None and self.guard.active:
-            reason = await self.guard.refuse(url)
-            if reason is not None:
-                if start:
-                    raise NavigationError(
-                        f"cannot open {url}: {reason}; check allowed_domains/blocked_domains/private_network"
-                    )
-                raise ActionError(f"{url} was not opened: {reason}")
-            with contextlib.suppress(PlaywrightError):
-                await self._cdp_session()  # watches redirects from the first request on
-        try:
-            while True:
-                try:
-                    await self._goto(url)
-                    break
-                except PlaywrightTimeoutError:
-                    raise
-                except PlaywrightError as exc:
-                    if not await self._replaced_after_crash_in_load(exc):  # else: the same URL in a new tab
-                        raise
-        except PlaywrightTimeoutError:
-            self._events.append(f"The page was still loading after {self.config.navigation_timeout_s:g} s.")
-        except PlaywrightError as exc:
-            reason = first_line(exc).removeprefix("Page.goto: ")
-            if self._target_closed(exc) and (start or self.browser_crashed):
-                raise BrowserError(f"the page or browser closed while opening {url}: {reason}") from None
-            if start:
-                raise NavigationError(f"cannot open {url}: {reason}; check the URL and that the site is up") from None
-            raise ActionError(f"cannot open {url}: {reason}") from None
-        finally:
-            self._nav_requested = False
-            self._nav_failure = None  # a goto reports its own failure
-
-    async def _goto(self, url: str) -> None:
-        self._error_page_committed.clear()
-        try:
-            await self._load(url)
-        except PlaywrightTimeoutError:
-            raise
-        except PlaywrightError as exc:
-            await self._after_failed_goto(exc)
-            raise
+        await self._control.goto(url, start=start)
 
     async def go_back(self) -> None:
-        await self._before_action()
-        cdp = await self._cdp_session()
-        history = await self._guard(cdp.send("Page.getNavigationHistory"))
-        index = int(history["currentIndex"])
-        if index <= 0 or history["entries"][index - 1]["url"] in ("about:blank", ""):
-            raise ActionError("there is no previous page in this tab's history")
-        await self._navigate(self.page.go_back(wait_until="commit", timeout=self._settle_ms()))
+        await self._control.go_back()
 
     async def refresh(self) -> None:
-        await self._before_action()
-        await self._navigate(self.page.reload(wait_until="commit", timeout=self._settle_ms()))
+        await self._control.refresh()
 
-    async def _navigate(self, awaitable: Any) -> None:
-        """History navigation: wait for the commit, then settle (the load is capped there)."""
-        try:
-            await awaitable
-        except PlaywrightTimeoutError:
-            self._events.append(f"The page was still loading after {self.config.settle_timeout_s:g} s.")
-        except PlaywrightError as exc:
-            raise ActionError(first_line(exc)) from None
-        self._nav_requested = True
-        await self.settle()
-
-    # -- input ----------------------------------------------------------------------------
     async def click(self, x: float, y: float) -> None:
-        await self._before_action()
-        await self._guard(self._click(x, y))
-        await self.settle()
-
-    def _click(self, x: float, y: float) -> Awaitable[None]:
-        """Playwright's ``mouse.click``, or the same three mouse events on the direct DevTools session."""
-        cdp = self._cdp
-        return cdp.click(x, y) if isinstance(cdp, DevToolsSession) else self.page.mouse.click(x, y)
+        await self._control.click(x, y)
 
     async def write(self, x: float, y: float, text: str, *, press_enter: bool, mask: bool = False) -> None:
         """Type into the field at (x, y). ``mask``: the field shows discs from now on (a secret)."""
-        await self._before_action()
-        keyboard = self.page.keyboard
-        await self._guard(self._click(x, y))
-        if mask and not await self._guard(self.page.evaluate(MASK_FOCUSED)):
-            raise ActionError("the secret was not typed: no text field has the focus there (or it is in a frame)")
-        await self._guard(keyboard.press("ControlOrMeta+A"))
-        if not text:
-            await self._guard(keyboard.press("Backspace"))
-        elif len(text) > _TYPE_FAST_ABOVE:
-            await self._guard(keyboard.insert_text(text))
-        else:
-            await self._guard(keyboard.type(text))
-        if press_enter:
-            await self._guard(keyboard.press("Enter"))
-        await self.settle()
+        await self._control.write(x, y, text, press_enter=press_enter, mask=mask)
 
     async def scroll(self, direction: str) -> None:
-        await self._before_action()
-        w, h = self.viewport
-        dx, dy = {"up": (0, -0.8 * h), "down": (0, 0.8 * h), "left": (-0.8 * w, 0), "right": (0.8 * w, 0)}[direction]
-        await self._guard(self.page.mouse.move(w / 2, h / 2))
-        await self._guard(self.page.mouse.wheel(dx, dy))
-        await self.settle(next_frame=True)
+        await self._control.scroll(direction)
 
     async def press(self, key: str) -> None:
-        await self._before_action()
-        await self._guard(self.page.keyboard.press(normalize_key(key)))
-        await self.settle(next_frame=True)
+        await self._control.press(key)
 
     async def select_option(self, x: float, y: float, option: str) -> str:
         """Choose ``option`` in the native select at (x, y); returns the chosen label."""
-        await self._before_action()
-        found = await self._guard(self.page.evaluate(FIND_SELECT, [x, y, option]))
-        if "error" in found:
-            raise ActionError(str(found["error"]))
-        handle = await self._guard(self.page.evaluate_handle(f"document.elementFromPoint({x}, {y})"))
-        element = handle.as_element()
-        if element is None:
-            raise ActionError("the dropdown disappeared")
-        target = await self._guard(
-            element.evaluate_handle(
-                "el => (el.tagName === 'LABEL' && el.control ? el.control : el).closest('select') "
-                "|| el.querySelector('select')"
-            )
-        )
-        select = target.as_element()
-        if select is None:
-            raise ActionError("the dropdown disappeared")
-        await self._guard(select.select_option(index=int(found["index"]), timeout=self._settle_ms()))
-        await self.settle()
-        return str(found["label"])
+        return await self._control.select_option(x, y, option)
 
     async def wait(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
-        await self.settle(next_frame=True)
+        await self._control.wait(seconds)
 
-    async def _guard(self, awaitable: Any) -> Any:
-        """Turn Playwright failures during an action into ActionError (or BrowserError if gone)."""
-        timeout_s = self.config.command_timeout_s
-        try:
-            return await within(awaitable, timeout_s, "the action")
-        except PlaywrightTimeoutError as exc:
-            seconds = timeout_s if isinstance(exc, CommandTimeout) else self.config.settle_timeout_s
-            raise ActionError(f"the page did not respond within {seconds:g} s") from None
-        except PlaywrightError as exc:
-            if self._crashed:
-                raise ActionError("the page crashed during the action (its renderer process died)") from None
-            if self._target_closed(exc):
-                if self.browser_crashed:
-                    raise BrowserError(f"the browser is gone: {first_line(exc)}") from None
-                if await self._closed_itself():
-                    return None  # the action closed its own tab (window.close()): settle() moves on
-            if self.page.is_closed() and not self.context.pages:
-                raise BrowserError(f"the browser page is gone: {first_line(exc)}") from None
-            raise ActionError(first_line(exc)) from None
+    async def settle(self, *, next_frame: bool = False) -> None:
+        """Wait until the page has reacted to the last action, at most ``settle_timeout_s``."""
+        await self._settler.settle(next_frame=next_frame)
 
-    async def _closed_itself(self) -> bool:
-        """Whether the page closed while other tabs of the context stay open (waits briefly for the
-        close event, which the driver may report after the failed call)."""
-        if not self.page.is_closed():
-            with contextlib.suppress(PlaywrightError, TimeoutError):
-                await self.page.wait_for_event("close", timeout=1000)
-        return self.page.is_closed() and any(not p.is_closed() for p in self.context.pages)
-
+    # -- closing --------------------------------------------------------------------------
     async def close(self) -> None:
         """Undo what the session set up on a caller's page, or close its own tab or context; each
         step bounded (a browser that stopped answering is left to the pool, which closes it)."""
-        self._drop_prefetch()
+        state = self._state
+        self._capture.drop_prefetch()
         timeout_s = self.config.open_timeout_s
-        if self.guard is not None and not self._owns_context:
+        if state.guard is not None and not state.owns_context:
             with contextlib.suppress(PlaywrightError):
-                await within(self.guard.uninstall(), timeout_s, "removing the navigation guard")
-        if self._cdp is not None and not self._owns_context:  # a caller's page: no Fetch interception left
+                await within(state.guard.uninstall(), timeout_s, "removing the navigation guard")
+        if not state.owns_context:  # a caller's page: no Fetch interception left
+            await state.detach_cdp()
+        if state.owns_page and not state.owns_context:
             with contextlib.suppress(PlaywrightError):
-                await within(self._cdp.detach(), timeout_s, "CDPSession.detach")
-            self._cdp = None
-        if self._owns_page and not self._owns_context:
+                await within(state.page.close(), timeout_s, "page.close")
+        if state.owns_context:
             with contextlib.suppress(PlaywrightError):
-                await within(self.page.close(), timeout_s, "page.close")
-        if self._owns_context:
-            with contextlib.suppress(PlaywrightError):
-                await within(self.context.close(), timeout_s, "context.close")
+                await within(state.context.close(), timeout_s, "context.close")
 
 
 async def _new_page(context: BrowserContext, timeout_s: float) -> Page:

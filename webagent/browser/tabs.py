@@ -1,4 +1,4 @@
-"""How a browser session follows tabs (mixed into ``BrowserSession``).
+"""How a browser session follows tabs: which page it drives.
 
 A link with ``target=_blank`` or a ``window.open`` announces the new tab over CDP
 (``Page.windowOpen``) before it exists; ``settle`` then waits for it and the session switches to
@@ -13,37 +13,26 @@ import asyncio
 import contextlib
 import time
 
-from playwright.async_api import BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Page
 
-from ..config import BrowserConfig
 from .deadline import within
-from .devtools import CDPChannel
-from .guard import NavigationGuard
+from .devtools import DevToolsSession
+from .state import PageState
 
-__all__ = ["TabFollowing"]
+__all__ = ["TabFollower"]
 
 
-class TabFollowing:
-    """New tabs and closed tabs: which page the session drives."""
+class TabFollower:
+    """New tabs and closed tabs: the tabs of the context the session has not switched to yet."""
 
-    # Provided by BrowserSession.
-    page: Page
-    context: BrowserContext
-    config: BrowserConfig
-    guard: NavigationGuard | None
-    _events: list[str]
-    _new_pages: list[Page]
-    _cdp: CDPChannel | None
-    _nav_committed: asyncio.Event
-    _popup_requested: bool
-    _new_page_arrived: asyncio.Event
-
-    def _watch(self, page: Page) -> None:
-        raise NotImplementedError
-
-    def _invalidate_view(self) -> None:
-        raise NotImplementedError
+    def __init__(self, state: PageState) -> None:
+        self._state = state
+        self._new_pages: list[Page] = []  # opened in the context since the session last looked
+        self._popup_requested = False  # CDP Page.windowOpen: a new tab is on its way
+        self._new_page_arrived = asyncio.Event()
+        state.context.on("page", self._on_new_page)
+        state.on_cdp("Page.windowOpen", self._on_window_open)
 
     def _on_new_page(self, page: Page) -> None:
         self._new_pages.append(page)
@@ -52,42 +41,73 @@ class TabFollowing:
     def _on_window_open(self, _: object) -> None:
         self._popup_requested = True
 
+    @property
+    def pending(self) -> bool:
+        """Whether a new tab opened, or is on its way, that the session has not switched to."""
+        return self._popup_requested or bool(self._new_pages)
+
+    def reset(self) -> None:
+        """Before an action: no new tab asked for yet."""
+        self._popup_requested = False
+        self._new_page_arrived.clear()
+
+    def forget(self, page: Page) -> None:
+        """``page`` was opened by the session itself (in place of a crashed one), not by the page."""
+        self._new_pages = [p for p in self._new_pages if p is not page]
+
+    async def follow(self, deadline: float) -> None:
+        """After an action: move to the tab it opened, or off the tab it closed."""
+        page = self._state.page
+        cdp = self._state.cdp
+        if isinstance(cdp, DevToolsSession) and cdp.gone and not page.is_closed():
+            # The tab closed itself (window.close()): DevTools says so a moment before Playwright.
+            with contextlib.suppress(PlaywrightError):
+                await page.wait_for_event("close", timeout=1000)
+        if self._popup_requested and not self._new_pages:
+            # The page asked for a new tab (link with target=_blank, window.open): wait for it.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                    await self._new_page_arrived.wait()
+        if self._new_pages:
+            await self._switch_to_new_page(deadline)
+        elif self._state.page.is_closed():
+            self._switch_to_open_page()
+
     async def _switch_to_new_page(self, deadline: float) -> None:
+        state = self._state
         page = self._new_pages[-1]
         self._new_pages.clear()
-        if page.is_closed() or page is self.page:
+        if page.is_closed() or page is state.page:
             return
-        if self.guard is not None and self.guard.active:
+        guard = state.guard
+        if guard is not None and guard.active:
             blocked = await self._popup_was_blocked(page, deadline)
-            if not blocked and not self.guard.every_request and page.url not in ("about:blank", ""):
+            if not blocked and not guard.every_request and page.url not in ("about:blank", ""):
                 # Navigation-only mode has no route to stop a new tab's first request: check where it went.
-                reason = await self.guard.refuse(page.url)
+                reason = await guard.refuse(page.url)
                 if reason is not None:
                     blocked = True
-                    self._events.append(f"Blocked a new tab that opened {page.url}: {reason}.")
+                    state.report(f"Blocked a new tab that opened {page.url}: {reason}.")
             if blocked:
                 with contextlib.suppress(PlaywrightError):
-                    await within(page.close(), self.config.open_timeout_s, "page.close")
-                self._events.append("The blocked tab was closed; the agent stayed on this page.")
+                    await within(page.close(), state.config.open_timeout_s, "page.close")
+                state.report("The blocked tab was closed; the agent stayed on this page.")
                 return
-        self.page = page
-        self._cdp = None
-        self._invalidate_view()
-        self._nav_committed.clear()
+        state.switch_to(page)
+        state.nav.expect_commit()
         self._popup_requested = False
-        self._watch(page)
         try:
             remaining = max(1.0, (deadline - time.monotonic()) * 1000)
             await page.wait_for_load_state("load", timeout=remaining)
-            await within(page.bring_to_front(), self.config.command_timeout_s, "page.bring_to_front")
+            await within(page.bring_to_front(), state.config.command_timeout_s, "page.bring_to_front")
         except PlaywrightError:
             pass
-        self._events.append(f"A new tab opened ({page.url}); the agent switched to it.")
+        state.report(f"A new tab opened ({page.url}); the agent switched to it.")
 
     async def _popup_was_blocked(self, page: Page, deadline: float) -> bool:
         """Whether a new tab's first navigation was refused (it then stays on about:blank)."""
-        assert self.guard is not None
-        blocked = self.guard.popup_blocked
+        assert self._state.guard is not None
+        blocked = self._state.guard.popup_blocked
         if not blocked.is_set() and page.url in ("about:blank", ""):
             remaining = max(0.05, deadline - time.monotonic())
             load = asyncio.ensure_future(page.wait_for_load_state("domcontentloaded", timeout=remaining * 1000))
@@ -103,10 +123,16 @@ class TabFollowing:
         return was_blocked
 
     def _switch_to_open_page(self) -> None:
-        pages = [p for p in self.context.pages if not p.is_closed()]
+        pages = [p for p in self._state.context.pages if not p.is_closed()]
         if pages:
-            self.page = pages[-1]
-            self._cdp = None
-            self._invalidate_view()
-            self._watch(self.page)
-            self._events.append(f"The tab was closed; the agent switched to {self.page.url}.")
+            self._state.switch_to(pages[-1])
+            self._state.report(f"The tab was closed; the agent switched to {pages[-1].url}.")
+
+    async def closed_itself(self) -> bool:
+        """Whether the page closed while other tabs of the context stay open (waits briefly for the
+        close event, which the driver may report after the failed call)."""
+        page = self._state.page
+        if not page.is_closed():
+            with contextlib.suppress(PlaywrightError, TimeoutError):
+                await page.wait_for_event("close", timeout=1000)
+        return page.is_closed() and any(not p.is_closed() for p in self._state.context.pages)

@@ -1,0 +1,213 @@
+"""What a browser session does on the page: open a URL, go back, reload, mouse and keyboard.
+
+Each action starts from a page that has not crashed (``Settler.before_action``), bounds every
+browser call it makes (a Playwright failure becomes an ActionError, or a BrowserError when the page
+or browser is gone), and ends with ``settle``: the wait until the page has reacted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable
+from typing import Any
+
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
+
+from ..actions import normalize_key
+from ..errors import ActionError, BrowserError, NavigationError
+from .capture import ScreenCapture
+from .deadline import CommandTimeout, within
+from .devtools import DevToolsSession
+from .faults import PageFaults
+from .scripts import FIND_SELECT, MASK_FOCUSED
+from .settle import Settler
+from .state import PageState, first_line
+from .tabs import TabFollower
+
+__all__ = ["PageControl"]
+
+_TYPE_FAST_ABOVE = 64  # longer texts are inserted at once instead of key by key
+
+
+class PageControl:
+    """Navigation and input on the session's current page, each bounded and settled."""
+
+    def __init__(
+        self, state: PageState, capture: ScreenCapture, settler: Settler, tabs: TabFollower, faults: PageFaults
+    ) -> None:
+        self._state = state
+        self._capture = capture
+        self._settler = settler
+        self._tabs = tabs
+        self._faults = faults
+
+    # -- navigation -----------------------------------------------------------------------
+    async def goto(self, url: str, *, start: bool = False) -> None:
+        """Open ``url``. At the start of a run a failure is a NavigationError, later an ActionError."""
+        state = self._state
+        if state.crashed:
+            await self._faults.replace_page()
+        self._capture.drop_prefetch()
+        self._capture.invalidate_view()
+        if state.guard is not None and state.guard.active:
+            reason = await state.guard.refuse(url)
+            if reason is not None:
+                if start:
+                    raise NavigationError(
+                        f"cannot open {url}: {reason}; check allowed_domains/blocked_domains/private_network"
+                    )
+                raise ActionError(f"{url} was not opened: {reason}")
+            with contextlib.suppress(PlaywrightError):
+                await state.cdp_session()  # watches redirects from the first request on
+        try:
+            while True:
+                try:
+                    await self._goto(url)
+                    break
+                except PlaywrightTimeoutError:
+                    raise
+                except PlaywrightError as exc:
+                    if not await self._faults.replaced_after_crash_in_load(exc):  # else: the same URL in a new tab
+                        raise
+        except PlaywrightTimeoutError:
+            state.report(f"The page was still loading after {state.config.navigation_timeout_s:g} s.")
+        except PlaywrightError as exc:
+            reason = first_line(exc).removeprefix("Page.goto: ")
+            if state.target_closed(exc) and (start or state.browser_crashed):
+                raise BrowserError(f"the page or browser closed while opening {url}: {reason}") from None
+            if start:
+                raise NavigationError(f"cannot open {url}: {reason}; check the URL and that the site is up") from None
+            raise ActionError(f"cannot open {url}: {reason}") from None
+        finally:
+            state.nav.finish()  # a goto reports its own failure
+
+    async def _goto(self, url: str) -> None:
+        self._state.nav.start_goto()
+        try:
+            await self._faults.load(url)
+        except PlaywrightTimeoutError:
+            raise
+        except PlaywrightError as exc:
+            await self._faults.after_failed_goto(exc)
+            raise
+
+    async def go_back(self) -> None:
+        await self._settler.before_action()
+        cdp = await self._state.cdp_session()
+        history = await self._guard(cdp.send("Page.getNavigationHistory"))
+        index = int(history["currentIndex"])
+        if index <= 0 or history["entries"][index - 1]["url"] in ("about:blank", ""):
+            raise ActionError("there is no previous page in this tab's history")
+        page = self._state.page
+        await self._navigate(page.go_back(wait_until="commit", timeout=self._settler.settle_ms()))
+
+    async def refresh(self) -> None:
+        await self._settler.before_action()
+        page = self._state.page
+        await self._navigate(page.reload(wait_until="commit", timeout=self._settler.settle_ms()))
+
+    async def _navigate(self, awaitable: Any) -> None:
+        """History navigation: wait for the commit, then settle (the load is capped there)."""
+        try:
+            await awaitable
+        except PlaywrightTimeoutError:
+            self._state.report(f"The page was still loading after {self._state.config.settle_timeout_s:g} s.")
+        except PlaywrightError as exc:
+            raise ActionError(first_line(exc)) from None
+        self._state.nav.request()
+        await self._settler.settle()
+
+    # -- input ----------------------------------------------------------------------------
+    async def click(self, x: float, y: float) -> None:
+        await self._settler.before_action()
+        await self._guard(self._click(x, y))
+        await self._settler.settle()
+
+    def _click(self, x: float, y: float) -> Awaitable[None]:
+        """Playwright's ``mouse.click``, or the same three mouse events on the direct DevTools session."""
+        cdp = self._state.cdp
+        return cdp.click(x, y) if isinstance(cdp, DevToolsSession) else self._state.page.mouse.click(x, y)
+
+    async def write(self, x: float, y: float, text: str, *, press_enter: bool, mask: bool = False) -> None:
+        """Type into the field at (x, y). ``mask``: the field shows discs from now on (a secret)."""
+        await self._settler.before_action()
+        page = self._state.page
+        keyboard = page.keyboard
+        await self._guard(self._click(x, y))
+        if mask and not await self._guard(page.evaluate(MASK_FOCUSED)):
+            raise ActionError("the secret was not typed: no text field has the focus there (or it is in a frame)")
+        await self._guard(keyboard.press("ControlOrMeta+A"))
+        if not text:
+            await self._guard(keyboard.press("Backspace"))
+        elif len(text) > _TYPE_FAST_ABOVE:
+            await self._guard(keyboard.insert_text(text))
+        else:
+            await self._guard(keyboard.type(text))
+        if press_enter:
+            await self._guard(keyboard.press("Enter"))
+        await self._settler.settle()
+
+    async def scroll(self, direction: str) -> None:
+        await self._settler.before_action()
+        page = self._state.page
+        w, h = self._state.viewport
+        dx, dy = {"up": (0, -0.8 * h), "down": (0, 0.8 * h), "left": (-0.8 * w, 0), "right": (0.8 * w, 0)}[direction]
+        await self._guard(page.mouse.move(w / 2, h / 2))
+        await self._guard(page.mouse.wheel(dx, dy))
+        await self._settler.settle(next_frame=True)
+
+    async def press(self, key: str) -> None:
+        await self._settler.before_action()
+        await self._guard(self._state.page.keyboard.press(normalize_key(key)))
+        await self._settler.settle(next_frame=True)
+
+    async def select_option(self, x: float, y: float, option: str) -> str:
+        """Choose ``option`` in the native select at (x, y); returns the chosen label."""
+        await self._settler.before_action()
+        page = self._state.page
+        found = await self._guard(page.evaluate(FIND_SELECT, [x, y, option]))
+        if "error" in found:
+            raise ActionError(str(found["error"]))
+        handle = await self._guard(page.evaluate_handle(f"document.elementFromPoint({x}, {y})"))
+        element = handle.as_element()
+        if element is None:
+            raise ActionError("the dropdown disappeared")
+        target = await self._guard(
+            element.evaluate_handle(
+                "el => (el.tagName === 'LABEL' && el.control ? el.control : el).closest('select') "
+                "|| el.querySelector('select')"
+            )
+        )
+        select = target.as_element()
+        if select is None:
+            raise ActionError("the dropdown disappeared")
+        await self._guard(select.select_option(index=int(found["index"]), timeout=self._settler.settle_ms()))
+        await self._settler.settle()
+        return str(found["label"])
+
+    async def wait(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        await self._settler.settle(next_frame=True)
+
+    async def _guard(self, awaitable: Any) -> Any:
+        """Turn Playwright failures during an action into ActionError (or BrowserError if gone)."""
+        state = self._state
+        timeout_s = state.config.command_timeout_s
+        try:
+            return await within(awaitable, timeout_s, "the action")
+        except PlaywrightTimeoutError as exc:
+            seconds = timeout_s if isinstance(exc, CommandTimeout) else state.config.settle_timeout_s
+            raise ActionError(f"the page did not respond within {seconds:g} s") from None
+        except PlaywrightError as exc:
+            if state.crashed:
+                raise ActionError("the page crashed during the action (its renderer process died)") from None
+            if state.target_closed(exc):
+                if state.browser_crashed:
+                    raise BrowserError(f"the browser is gone: {first_line(exc)}") from None
+                if await self._tabs.closed_itself():
+                    return None  # the action closed its own tab (window.close()): settle() moves on
+            if state.page.is_closed() and not state.context.pages:
+                raise BrowserError(f"the browser page is gone: {first_line(exc)}") from None
+            raise ActionError(first_line(exc)) from None

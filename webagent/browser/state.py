@@ -1,0 +1,279 @@
+"""The page a browser session drives, and what every part of the session reads of it.
+
+``BrowserSession`` is made of parts, each given this one ``PageState`` in its constructor (and the
+other parts it needs): ``capture`` (screenshots), ``settle`` (the wait after an action), ``tabs``
+(new and closed tabs), ``faults`` (downloads, dialogs, crashes, reopening a page) and ``control``
+(goto, history, mouse and keyboard). The state holds what they share: the current tab, its own CDP
+session, whether its renderer crashed, where the main frame's navigation stands (``Navigation``)
+and the page events the policy reads next. Only this module assigns those fields; the parts
+change them through the methods here.
+
+A part subscribes to what it handles: ``on_page`` for the Playwright events of each page the session
+drives (the first one and every tab it moves to), ``on_cdp`` for the events of each CDP session it
+opens on them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+from playwright.async_api import BrowserContext, Page
+from playwright.async_api import Error as PlaywrightError
+
+from ..config import BrowserConfig
+from ..errors import BrowserError
+from .deadline import BoundedCDPSession, within
+from .devtools import CDPChannel, DevToolsSession, devtools_for
+from .guard import NavigationGuard
+
+__all__ = ["Navigation", "PageState", "first_line"]
+
+log = structlog.get_logger("webagent.browser")
+
+
+class Navigation:
+    """The main frame's navigation that the last action started: whether the page asked to leave its
+    document, and whether that navigation committed, was aborted or failed (``settle`` waits on it)."""
+
+    def __init__(self) -> None:
+        self.requested = False  # the page asked for another document: settle waits for its commit and load
+        self.committed = asyncio.Event()  # the main frame committed (or never will: a download, a crash, a block)
+        self.aborted = False
+        self.abort_resolved = asyncio.Event()  # after an aborted navigation: a download began, or a page committed
+        self.failure: str | None = None  # the network error of the last failed navigation
+        self.error_page_committed = asyncio.Event()  # Chromium's page for a failed navigation
+
+    def reset(self) -> None:
+        """Before an action: nothing requested, committed or failed yet."""
+        self.requested = False
+        self.committed.clear()
+        self.aborted = False
+        self.abort_resolved.clear()
+        self.failure = None
+
+    def request(self) -> None:
+        self.requested = True
+
+    def expect_commit(self) -> None:
+        """A new page is driven: a commit seen on the one before does not count."""
+        self.committed.clear()
+
+    def settled(self) -> None:
+        """The navigation settle may be waiting for has committed, or never will (a download, a crash,
+        a guard block): end both the wait for its commit and the grace for a late download."""
+        self.committed.set()
+        self.abort_resolved.set()
+
+    def main_frame_committed(self, url: str) -> None:
+        self.settled()
+        if url.startswith("chrome-error:"):
+            self.error_page_committed.set()
+
+    def abort(self) -> None:
+        """The navigation request was aborted (replaced by another navigation, or a download): nothing commits."""
+        self.aborted = True
+        self.committed.set()
+
+    def fail(self, text: str) -> None:
+        """The navigation failed (Chromium's error page commits next); ``text`` is reported when settled."""
+        self.failure = text
+
+    def start_goto(self) -> None:
+        self.error_page_committed.clear()
+
+    def finish(self) -> str | None:
+        """The wait for the navigation is over: its failure, to be reported (None if none)."""
+        failure, self.failure = self.failure, None
+        self.requested = False
+        return failure
+
+
+class PageState:
+    """The tab a session drives, its own CDP session, its crash flag, navigation and page events."""
+
+    def __init__(self, page: Page, config: BrowserConfig, *, owns_context: bool, owns_page: bool) -> None:
+        self.config = config
+        self.page = page
+        self.context: BrowserContext = page.context
+        self.owns_context = owns_context
+        self.owns_page = owns_page
+        size = page.viewport_size or {"width": config.viewport.width, "height": config.viewport.height}
+        self.viewport = (int(size["width"]), int(size["height"]))
+        self.guard: NavigationGuard | None = None
+        self.cdp: CDPChannel | None = None  # the session's own CDP session on self.page (see cdp_session)
+        self.main_frame_id = ""
+        self.crashed = False  # the renderer of self.page died; reopened before the next screenshot
+        self.saw_target_closed = False  # a call failed because the page, context or browser closed
+        self.nav = Navigation()
+        self.events: list[str] = []
+        self._page_watchers: list[Callable[[Page], None]] = []
+        self._cdp_handlers: list[tuple[str, Callable[[Any], None]]] = []
+
+    @property
+    def recovers(self) -> bool:
+        """Whether the page is the session's own, so that it may be replaced by a fresh tab."""
+        return self.owns_context or self.owns_page
+
+    # -- page events and switching pages ----------------------------------------------------
+    def report(self, text: str) -> None:
+        """A page event for the policy's next observation."""
+        self.events.append(text)
+
+    def drain_events(self) -> list[str]:
+        events, self.events = self.events, []
+        return events
+
+    def on_page(self, watch: Callable[[Page], None]) -> None:
+        """Call ``watch`` with the current page now, and with each page the session moves to."""
+        self._page_watchers.append(watch)
+        watch(self.page)
+
+    def on_cdp(self, event: str, handler: Callable[[Any], None]) -> None:
+        """Handle ``event`` of each CDP session the session opens (while it is the current one)."""
+        self._cdp_handlers.append((event, handler))
+
+    def switch_to(self, page: Page) -> None:
+        """Drive ``page`` from now on (a new tab, or the last open one); its CDP session opens anew."""
+        self.page = page
+        self.cdp = None
+        for watch in self._page_watchers:
+            watch(page)
+
+    def replace(self, page: Page) -> None:
+        """Drive ``page``, a fresh tab opened in place of one whose renderer died or that stopped answering."""
+        self.crashed = False
+        self.switch_to(page)
+
+    def note_crash(self, page: Page) -> bool:
+        """The renderer of ``page`` died: whether it is the current page (which then counts as crashed)."""
+        if page is not self.page:
+            return False
+        self.crashed = True
+        self.nav.settled()
+        return True
+
+    # -- the browser under the session ------------------------------------------------------
+    @property
+    def browser_crashed(self) -> bool:
+        browser = self.context.browser
+        return browser is not None and not browser.is_connected()
+
+    def target_closed(self, exc: PlaywrightError) -> bool:
+        """Whether ``exc`` says the page, context or browser is gone (remembered for the batch)."""
+        closed = "has been closed" in str(exc) or self.page.is_closed() or self.browser_crashed
+        self.saw_target_closed |= closed
+        return closed
+
+    # -- the navigation guard -----------------------------------------------------------------
+    async def set_guard(self, guard: NavigationGuard) -> None:
+        """Enforce a navigation policy on the context (before the first navigation)."""
+        self.guard = guard
+        guard.on_event = self._on_guard_event
+        try:
+            await within(guard.install(self.context), self.config.command_timeout_s, "installing the navigation guard")
+        except PlaywrightError as exc:
+            raise BrowserError(f"cannot set up the navigation policy: {first_line(exc)}") from None
+        await self.watch_navigations()
+
+    def _on_guard_event(self, text: str, main_frame: bool) -> None:
+        self.report(text)
+        if main_frame:  # the navigation will not commit (and no download follows): settle() stops waiting
+            self.nav.settled()
+
+    async def watch_navigations(self) -> None:
+        """Attach the navigation guard's interception to the current page (no-op without a guard)."""
+        if self.guard is not None and self.guard.active:
+            with contextlib.suppress(PlaywrightError):
+                await self.cdp_session()  # its Fetch interception watches navigations from now on
+
+    # -- the session's own CDP session ------------------------------------------------------
+    async def cdp_session(self) -> CDPChannel:
+        """The CDP session on the current page, opened (with every ``on_cdp`` handler) when there is none."""
+        lost = self.cdp
+        if isinstance(lost, DevToolsSession) and lost.closed and not lost.gone and not self.page.is_closed():
+            self.cdp = None  # its connection was lost with the page still open: a new session
+        if self.cdp is None:
+            cdp = await self._open_cdp()
+            for event, handler in self._cdp_handlers:
+                cdp.on(event, self._while_current(cdp, handler))
+            try:
+                await self._set_up(cdp)
+            except BaseException:
+                with contextlib.suppress(PlaywrightError, TimeoutError):
+                    async with asyncio.timeout(2.0):
+                        await cdp.detach()  # no handlers left behind
+                raise
+            self.cdp = cdp
+        return self.cdp
+
+    async def _open_cdp(self) -> CDPChannel:
+        """A session on the browser's own DevTools port where there is one (``webagent.browser.devtools``:
+        no driver hop per command), else Playwright's."""
+        if self.config.direct_cdp:
+            devtools = devtools_for(self.context.browser)
+            if devtools is not None:
+                try:
+                    return await devtools.attach(self.context, self.page)
+                except PlaywrightError as exc:
+                    log.debug("devtools_attach_failed", error=first_line(exc))
+        timeout_s = self.config.command_timeout_s
+        session = await within(self.context.new_cdp_session(self.page), timeout_s, "new_cdp_session")
+        return BoundedCDPSession(session, timeout_s)
+
+    def _while_current(self, cdp: CDPChannel, handler: Callable[[Any], None]) -> Callable[[Any], None]:
+        """``handler`` for the events of ``cdp`` while it is the session's own: a tab the session
+        has left (or a page it replaced) keeps its CDP session, whose events must not count."""
+
+        def forward(params: Any) -> None:
+            if self.cdp is cdp:
+                handler(params)
+
+        return forward
+
+    async def _set_up(self, cdp: CDPChannel) -> None:
+        # A crashed page never answers Page.enable; a new renderer on a loaded machine may take long.
+        # A PlaywrightError for a crashed page: the screenshot reopens it (a BrowserError would end the run).
+        if self.crashed:
+            raise PlaywrightError("Page.enable: Target crashed")
+        timeout_s = self.config.command_timeout_s
+        try:
+            async with asyncio.timeout(timeout_s):
+                await cdp.send("Page.enable")
+        except TimeoutError:
+            if self.crashed:
+                raise PlaywrightError("Page.enable: Target crashed") from None
+            raise BrowserError(f"the page does not answer DevTools requests (none within {timeout_s:g} s)") from None
+        # Choosers are intercepted here rather than through Playwright's "filechooser" event, which
+        # the driver reports a round trip later: a chooser then reaches the very next observation.
+        # Its failure (an old browser) costs only that report, as Playwright ignores it too.
+        intercept: Any
+        tree: Any
+        intercept, tree = await asyncio.gather(
+            cdp.send("Page.setInterceptFileChooserDialog", {"enabled": True}),
+            cdp.send("Page.getFrameTree"),
+            return_exceptions=True,
+        )
+        if isinstance(tree, BaseException):
+            raise tree
+        if isinstance(intercept, BaseException):
+            log.debug("file_chooser_interception_unavailable", error=first_line(intercept))
+        self.main_frame_id = str(tree["frameTree"]["frame"]["id"])
+        if self.guard is not None:
+            await self.guard.attach(cdp, self.main_frame_id)
+
+    async def detach_cdp(self) -> None:
+        """Detach the session's own CDP session (from a caller's page: no Fetch interception left)."""
+        if self.cdp is not None:
+            with contextlib.suppress(PlaywrightError):
+                await within(self.cdp.detach(), self.config.open_timeout_s, "CDPSession.detach")
+            self.cdp = None
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (Playwright appends call logs)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
