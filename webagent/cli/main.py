@@ -28,6 +28,8 @@ __all__ = ["configure_logging", "default_output", "main"]
 def configure_logging(verbosity: int) -> None:
     level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
     logging.basicConfig(level=level, stream=sys.stderr, format="%(message)s")
+    for name in ("httpx2", "openai"):  # httpx2 logs every model request at INFO: shown from -vv only
+        logging.getLogger(name).setLevel(logging.WARNING if verbosity <= 1 else logging.DEBUG)
     structlog.configure(
         processors=[
             redact_log_event,  # no secret value in any log line
