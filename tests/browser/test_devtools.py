@@ -1,23 +1,25 @@
 """The direct DevTools connection: sessions use it when the browser offers one, fall back to
 Playwright's CDP sessions when not, and fail commands cleanly when a page or browser goes away.
-The WebSocket framing is tested without a browser against a fake transport."""
+The CDP layer (replies, events, deadlines, sessions, closing) is tested without a browser against a
+fake DevTools endpoint; the WebSocket itself is aiohttp's."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import aiohttp
 import pytest
+from aiohttp import web
 from playwright.async_api import Browser, async_playwright
 from playwright.async_api import Error as PlaywrightError
 
 from webagent.agent import Agent
 from webagent.browser import devtools, launcher
-from webagent.browser.deadline import BoundedCDPSession
+from webagent.browser.deadline import BoundedCDPSession, CommandTimeout
 from webagent.browser.devtools import DevTools, DevToolsError, DevToolsSession, devtools_for, free_port
 from webagent.browser.launcher import launch_browser
 from webagent.browser.session import BrowserSession
@@ -171,232 +173,278 @@ def test_secrets_keep_the_port_closed_unless_asked(
     assert config.browser.direct_cdp is True or "direct_cdp" in browser_section  # the config is left as it is
 
 
-# -- the wire, without a browser ------------------------------------------------------------------
-class FakeTransport(asyncio.Transport):
-    def __init__(self) -> None:
-        super().__init__()
-        self.written = bytearray()
-        self.writes = 0
-        self.closed = False
+# -- the CDP layer, against a fake DevTools endpoint ----------------------------------------------
+class FakeBrowser:
+    """A DevTools endpoint on 127.0.0.1 (aiohttp's server): ``/json/version`` and one WebSocket,
+    whose commands it records; the test says what it sends back."""
 
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        self.written += data
-        self.writes += 1
+    def __init__(self, *, hold: bool = False) -> None:
+        self.hold = hold  # read nothing once connected (a browser that no longer answers, close included)
+        self.commands: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.released = asyncio.Event()
+        self.socket: web.WebSocketResponse | None = None
+        self.request: web.Request | None = None
+        self.runner: web.AppRunner | None = None
+        self.port = 0
 
-    def close(self) -> None:
-        self.closed = True
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get("/json/version", self._version)
+        app.router.add_get("/devtools/browser/fake", self._socket)
+        self.runner = web.AppRunner(app, shutdown_timeout=1)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
-    def is_closing(self) -> bool:
-        return self.closed
+    async def stop(self) -> None:
+        self.released.set()
+        assert self.runner is not None
+        await self.runner.cleanup()
 
+    async def _version(self, request: web.Request) -> web.Response:
+        return web.json_response({"webSocketDebuggerUrl": f"ws://127.0.0.1:{self.port}/devtools/browser/fake"})
 
-def server_frame(payload: bytes, opcode: int = 0x1, fin: bool = True, mask: bytes = b"") -> bytes:
-    size = len(payload)
-    head = bytes([(0x80 if fin else 0) | opcode])
-    bit = 0x80 if mask else 0
-    if size < 126:
-        head += bytes([bit | size])
-    elif size < 1 << 16:
-        head += bytes([bit | 126]) + size.to_bytes(2, "big")
-    else:
-        head += bytes([bit | 127]) + size.to_bytes(8, "big")
-    body = bytes(b ^ mask[i % 4] for i, b in enumerate(payload)) if mask else payload
-    return head + mask + body
+    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(max_msg_size=0)
+        await ws.prepare(request)
+        self.socket, self.request = ws, request
+        if self.hold:
+            await self.released.wait()
+            return ws
+        async for message in ws:
+            self.commands.put_nowait(json.loads(message.data))
+        return ws
 
+    async def command(self) -> dict[str, Any]:
+        return await asyncio.wait_for(self.commands.get(), 5)
 
-def client_frames(data: bytes) -> list[tuple[int, bytes]]:
-    """(opcode, unmasked payload) of each frame the client wrote; every one must be final and masked."""
-    frames = []
-    while data:
-        assert data[0] & 0x80 and data[1] & 0x80
-        size, start = data[1] & 0x7F, 2
-        if size == 126:
-            size, start = int.from_bytes(data[2:4], "big"), 4
-        elif size == 127:
-            size, start = int.from_bytes(data[2:10], "big"), 10
-        mask = data[start : start + 4]
-        body = bytes(b ^ mask[i % 4] for i, b in enumerate(data[start + 4 : start + 4 + size]))
-        frames.append((data[0] & 0x0F, body))
-        data = data[start + 4 + size :]
-    return frames
+    async def send(self, message: dict[str, Any] | str) -> None:
+        assert self.socket is not None
+        await self.socket.send_str(message if isinstance(message, str) else json.dumps(message))
 
 
 @pytest.fixture
-async def wire() -> tuple[DevTools, FakeTransport]:
-    connection = DevTools()
-    transport = FakeTransport()
-    connection.connection_made(transport)
-    return connection, transport
+async def fake() -> AsyncIterator[FakeBrowser]:
+    server = FakeBrowser()
+    await server.start()
+    yield server
+    await server.stop()
 
 
-async def test_commands_are_masked_frames_and_replies_resolve_them(wire: tuple[DevTools, FakeTransport]) -> None:
-    connection, transport = wire
-    big = "x" * 70_000  # an 8-byte length
+@pytest.fixture
+async def connection(fake: FakeBrowser) -> AsyncIterator[DevTools]:
+    connected = await DevTools.connect("127.0.0.1", fake.port)
+    yield connected
+    connected.close()
+    await closed_fully(connected)
+
+
+async def closed_fully(connection: DevTools) -> None:
+    """Wait for the socket's closing (bounded by CLOSE_TIMEOUT_S, which close() does not wait for)."""
+    assert connection._closer is not None
+    await asyncio.wait_for(asyncio.shield(connection._closer), devtools.CLOSE_TIMEOUT_S + 2)
+
+
+def with_session(connection: DevTools, session_id: str = "S") -> DevToolsSession:
+    session = DevToolsSession(connection, session_id)
+    connection.sessions[session_id] = session
+    return session
+
+
+async def test_replies_resolve_their_commands_in_any_order(connection: DevTools, fake: FakeBrowser) -> None:
+    big = "x" * 70_000
     first = connection.request("Runtime.evaluate", {"expression": "1"}, "S1")
     second = connection.request("Runtime.evaluate", {"expression": big})
-    sent = [json.loads(body) for _, body in client_frames(bytes(transport.written))]
-    assert sent == [
+    assert [await fake.command(), await fake.command()] == [
         {"id": 1, "method": "Runtime.evaluate", "params": {"expression": "1"}, "sessionId": "S1"},
         {"id": 2, "method": "Runtime.evaluate", "params": {"expression": big}},
     ]
-    reply = json.dumps({"id": 2, "result": {"value": big}}).encode()
-    stream = server_frame(reply) + server_frame(b'{"id": 1, "error": {"code": -32000, "message": "nope"}}')
-    for i in range(0, len(stream), 1000):  # arriving in pieces
-        connection.data_received(stream[i : i + 1000])
+    await fake.send({"id": 2, "result": {"value": big}})
+    await fake.send({"id": 1, "error": {"code": -32000, "message": "nope"}})
     assert (await second) == {"value": big}
     with pytest.raises(DevToolsError, match=r"^Runtime\.evaluate: nope$"):
         await first
 
 
-async def test_fragments_pings_and_masked_frames(wire: tuple[DevTools, FakeTransport]) -> None:
-    connection, transport = wire
-    session = DevToolsSession(connection, "S")
-    connection.sessions["S"] = session
+async def test_large_messages_both_ways(connection: DevTools, fake: FakeBrowser) -> None:
+    """Above aiohttp's default limit of 4 MiB: a full-page screenshot can be tens of MB."""
+    sent = "a" * 12_000_000
+    pending = connection.request("Runtime.evaluate", {"expression": sent}, "S")
+    command = await fake.command()
+    assert command["params"]["expression"] == sent
+    shot = "b" * 24_000_000
+    await fake.send({"id": command["id"], "result": {"data": shot}, "sessionId": "S"})
+    assert (await asyncio.wait_for(pending, 10))["data"] == shot
+
+
+async def test_events_reach_their_sessions_handlers_even_past_a_failing_one(
+    connection: DevTools, fake: FakeBrowser
+) -> None:
+    session = with_session(connection)
+    other = with_session(connection, "T")
     seen: list[Any] = []
+    session.on("Page.windowOpen", lambda _: 1 / 0)  # a handler's bug stops neither the others nor the reader
     session.on("Page.windowOpen", seen.append)
-    message = json.dumps({"method": "Page.windowOpen", "params": {"url": "u" * 300}, "sessionId": "S"}).encode()
-    connection.data_received(
-        server_frame(message[:100], fin=False)
-        + server_frame(b"ping!", opcode=0x9)  # a control frame between fragments
-        + server_frame(message[100:], opcode=0x0)
-        + server_frame(message, mask=b"\x01\x02\x03\x04")
-    )
-    assert seen == [{"url": "u" * 300}] * 2
-    assert client_frames(bytes(transport.written)) == [(0xA, b"ping!")]
-
-
-async def test_a_failing_handler_does_not_stop_the_reader(wire: tuple[DevTools, FakeTransport]) -> None:
-    connection, _ = wire
-    session = DevToolsSession(connection, "S")
-    connection.sessions["S"] = session
-    session.on("Page.windowOpen", lambda _: 1 / 0)
-    pending = connection.request("Page.enable", None, "S")
-    event = json.dumps({"method": "Page.windowOpen", "params": {}, "sessionId": "S"}).encode()
-    connection.data_received(server_frame(event) + server_frame(b'{"id": 1, "result": {}, "sessionId": "S"}'))
-    assert await pending == {}
-
-
-async def test_a_crash_fails_the_sessions_pending_commands(wire: tuple[DevTools, FakeTransport]) -> None:
-    connection, _ = wire
-    session = DevToolsSession(connection, "S")
-    connection.sessions["S"] = session
-    mine = session.request("Runtime.evaluate", {"expression": "1"})
-    theirs = connection.request("Runtime.evaluate", {"expression": "1"}, "T")
-    connection.data_received(server_frame(b'{"method": "Inspector.targetCrashed", "params": {}, "sessionId": "S"}'))
-    with pytest.raises(DevToolsError, match="Target crashed"):
-        await mine
-    assert not theirs.done()
-
-
-async def test_the_handshake_checks_the_accept_key(wire: tuple[DevTools, FakeTransport]) -> None:
-    connection, transport = wire
-    upgrading = asyncio.ensure_future(connection._upgrade("127.0.0.1", 9, "/devtools/browser/x"))
-    await asyncio.sleep(0)
-    assert transport.written.startswith(b"GET /devtools/browser/x HTTP/1.1\r\n")
-    connection.data_received(b"HTTP/1.1 101 Switching Protocols\r\nSec-WebSocket-Accept: wrong\r\n\r\n")
-    with pytest.raises(ConnectionError, match="not a DevTools WebSocket"):
-        await upgrading
-    assert transport.closed
-
-    good, good_transport = DevTools(), FakeTransport()
-    good.connection_made(good_transport)
-    upgrading = asyncio.ensure_future(good._upgrade("127.0.0.1", 9, "/devtools/browser/x"))
-    await asyncio.sleep(0)
-    accept = base64.b64encode(hashlib.sha1(good._key + devtools._GUID).digest())
-    frame = server_frame(b'{"method": "Target.targetCreated", "params": {}}')
-    good.data_received(b"HTTP/1.1 101 Switching Protocols\r\nSec-WebSocket-Accept: " + accept + b"\r\n\r\n" + frame)
-    await upgrading  # and the frame right behind the head is read, not lost
-    assert not good_transport.closed
-
-
-async def test_a_lost_connection_fails_everything_pending(wire: tuple[DevTools, FakeTransport]) -> None:
-    connection, _ = wire
-    session = DevToolsSession(connection, "S")
-    connection.sessions["S"] = session
+    other.on("Page.windowOpen", lambda params: seen.append(("T", params)))
     pending = session.request("Page.enable")
-    connection.connection_lost(None)
-    with pytest.raises(DevToolsError, match=r"^Page\.enable: .*has been closed"):
-        await pending
-    assert connection.closed and session.closed
+    command = await fake.command()
+    await fake.send({"method": "Page.windowOpen", "params": {"url": "u" * 300}, "sessionId": "S"})
+    await fake.send({"method": "Page.frameNavigated", "params": {}, "sessionId": "S"})  # nobody listens
+    await fake.send({"method": "Page.windowOpen", "params": {"url": "elsewhere"}, "sessionId": "U"})  # no such session
+    await fake.send({"id": command["id"], "result": {}, "sessionId": "S"})
+    assert await pending == {}
+    assert seen == [{"url": "u" * 300}]
+
+
+async def test_a_command_never_answered_fails_at_its_deadline(connection: DevTools, fake: FakeBrowser) -> None:
+    session = with_session(connection)
+    with pytest.raises(CommandTimeout, match=r"^Page\.captureScreenshot: no answer from the browser within 0\.2 s$"):
+        await session.send("Page.captureScreenshot", timeout_s=0.2)
+    assert not connection._pending
+    late = await fake.command()
+    await fake.send({"id": late["id"], "result": {"data": "late"}, "sessionId": "S"})  # ignored
+    connection.timeout_s = 0.2  # the connection's own deadline, where the command names none
+    with pytest.raises(CommandTimeout, match=r"within 0\.2 s"):
+        await session.send("Runtime.evaluate", {"expression": "1"})
+    assert not connection._pending and not connection.closed  # the connection goes on
+
+
+@pytest.mark.parametrize("how", ["close frame", "dropped"])
+async def test_a_socket_closed_mid_command_fails_every_pending_command(
+    connection: DevTools, fake: FakeBrowser, how: str
+) -> None:
+    session = with_session(connection)
+    pending = [session.request("Page.enable"), connection.request("Target.getTargets", None)]
+    await fake.command()
+    await fake.command()
+    if how == "close frame":
+        assert fake.socket is not None
+        await fake.socket.close()
+    else:
+        assert fake.request is not None and fake.request.transport is not None
+        fake.request.transport.abort()
+    for future, method in zip(pending, ("Page.enable", "Target.getTargets"), strict=True):
+        with pytest.raises(DevToolsError, match=rf"^{method}: .*has been closed"):
+            await asyncio.wait_for(future, 5)
+    assert connection.closed and session.closed and not connection.sessions
     with pytest.raises(DevToolsError, match="has been closed"):
         await session.send("Page.enable")
+    with pytest.raises(DevToolsError, match="has been closed"):
+        await connection.request("Page.enable", None)
+    await closed_fully(connection)
 
 
-async def test_a_click_is_one_write_and_unflushed_commands_go_out_with_the_next(
-    wire: tuple[DevTools, FakeTransport],
-) -> None:
-    connection, transport = wire
-    session = DevToolsSession(connection, "S")
-    connection.sessions["S"] = session
+async def test_close_fails_everything_at_once_and_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(devtools, "CLOSE_TIMEOUT_S", 0.3)
+    fake = FakeBrowser(hold=True)  # never answers the closing handshake
+    await fake.start()
+    try:
+        connection = await DevTools.connect("127.0.0.1", fake.port)
+        session = with_session(connection)
+        pending = session.request("Page.enable")
+        started = asyncio.get_running_loop().time()
+        connection.close()
+        assert connection.closed and session.closed and pending.done()
+        with pytest.raises(DevToolsError, match=r"^Page\.enable: .*has been closed"):
+            await pending
+        await closed_fully(connection)
+        assert asyncio.get_running_loop().time() - started < 2
+    finally:
+        await fake.stop()
+
+
+async def test_a_click_sends_its_three_events_together_in_order(connection: DevTools, fake: FakeBrowser) -> None:
+    session = with_session(connection)
     clicking = asyncio.ensure_future(session.click(10, 20))
-    await asyncio.sleep(0)
-    frames = [json.loads(body) for _, body in client_frames(bytes(transport.written))]
-    assert transport.writes == 1
-    assert [(f["params"]["type"], f["params"]["buttons"]) for f in frames] == [
+    commands = [await fake.command() for _ in range(3)]  # all three before any reply
+    assert [(c["params"]["type"], c["params"]["buttons"]) for c in commands] == [
         ("mouseMoved", 0),
         ("mousePressed", 1),
         ("mouseReleased", 0),
     ]
-    assert all(f["params"]["x"] == 10 and f["params"]["y"] == 20 and f["sessionId"] == "S" for f in frames)
-    replies = b"".join(server_frame(b'{"id": %d, "result": {}, "sessionId": "S"}' % f["id"]) for f in frames)
-    connection.data_received(replies)
-    await clicking
+    assert all(c["params"]["x"] == 10 and c["params"]["y"] == 20 and c["sessionId"] == "S" for c in commands)
+    for c in commands:
+        await fake.send({"id": c["id"], "result": {}, "sessionId": "S"})
+    await asyncio.wait_for(clicking, 5)
 
-    shot = session.request("Page.captureScreenshot", flush=False)
-    assert transport.writes == 1  # held back ...
-    check = session.request("Runtime.evaluate", {"expression": "1"})
-    assert transport.writes == 2  # ... and written with the next command
-    assert [json.loads(b)["method"] for _, b in client_frames(bytes(transport.written))][3:] == [
-        "Page.captureScreenshot",
-        "Runtime.evaluate",
-    ]
-    alone = session.request("Page.captureScreenshot", flush=False)
-    await asyncio.sleep(0)
-    assert transport.writes == 3  # nothing followed: out on the next loop turn
-    for future in (shot, check, alone):
-        future.cancel()
+    alone = session.request("Page.captureScreenshot")  # nothing follows: it goes out anyway
+    assert (await fake.command())["method"] == "Page.captureScreenshot"
+    alone.cancel()
 
 
-async def test_a_click_on_a_closing_page_fails_once(wire: tuple[DevTools, FakeTransport]) -> None:
-    connection, _ = wire
-    session = DevToolsSession(connection, "S")
-    connection.sessions["S"] = session
+async def test_a_click_on_a_closing_page_fails_once(connection: DevTools, fake: FakeBrowser) -> None:
+    session = with_session(connection)
     clicking = asyncio.ensure_future(session.click(10, 20))
-    await asyncio.sleep(0)
-    connection.data_received(server_frame(b'{"method": "Target.detachedFromTarget", "params": {"sessionId": "S"}}'))
+    for _ in range(3):
+        await fake.command()
+    await fake.send({"method": "Target.detachedFromTarget", "params": {"sessionId": "S"}})
     with pytest.raises(DevToolsError, match=r"^Input\.dispatchMouseEvent: .*has been closed"):
-        await clicking
-    assert session.closed and not connection._pending
+        await asyncio.wait_for(clicking, 5)
+    assert session.closed and session.gone and not connection._pending and not connection.closed
 
 
-async def test_a_crashed_target_fails_new_commands_at_once(wire: tuple[DevTools, FakeTransport]) -> None:
-    connection, transport = wire
-    session = DevToolsSession(connection, "S")
-    connection.sessions["S"] = session
-    connection.data_received(server_frame(b'{"method": "Inspector.targetCrashed", "params": {}, "sessionId": "S"}'))
-    writes = transport.writes
+async def test_a_crash_fails_the_sessions_pending_commands(connection: DevTools, fake: FakeBrowser) -> None:
+    session = with_session(connection)
+    mine = session.request("Runtime.evaluate", {"expression": "1"})
+    theirs = connection.request("Runtime.evaluate", {"expression": "1"}, "T")
+    await fake.send({"method": "Inspector.targetCrashed", "params": {}, "sessionId": "S"})
+    with pytest.raises(DevToolsError, match="Target crashed"):
+        await asyncio.wait_for(mine, 5)
+    assert not theirs.done()
+    theirs.cancel()
+
+
+async def test_a_crashed_target_fails_new_commands_at_once(connection: DevTools, fake: FakeBrowser) -> None:
+    session = with_session(connection)
+    crashed = asyncio.Event()
+    session.on("Inspector.targetCrashed", lambda _: crashed.set())
+    await fake.send({"method": "Inspector.targetCrashed", "params": {}, "sessionId": "S"})
+    await asyncio.wait_for(crashed.wait(), 5)
     with pytest.raises(DevToolsError, match=r"^Page\.captureScreenshot: Target crashed$"):
         await session.send("Page.captureScreenshot")
-    assert transport.writes == writes  # never sent to a renderer that cannot answer
-    connection.data_received(
-        server_frame(b'{"method": "Inspector.targetReloadedAfterCrash", "params": {}, "sessionId": "S"}')
-    )
+    reloaded = asyncio.Event()
+    session.on("Inspector.targetReloadedAfterCrash", lambda _: reloaded.set())
+    await fake.send({"method": "Inspector.targetReloadedAfterCrash", "params": {}, "sessionId": "S"})
+    await asyncio.wait_for(reloaded.wait(), 5)
     sent = session.request("Page.enable")
-    assert transport.writes == writes + 1
+    assert (await fake.command())["method"] == "Page.enable"  # the capture was never sent: this is the first
     sent.cancel()
 
 
-async def test_an_unknown_session_reads_as_closed(wire: tuple[DevTools, FakeTransport]) -> None:
-    connection, _ = wire
+async def test_an_unknown_session_reads_as_closed(connection: DevTools, fake: FakeBrowser) -> None:
     pending = connection.request("Runtime.evaluate", {"expression": "1"}, "S")
-    error = b'{"id": 1, "error": {"code": -32001, "message": "Session with given id not found."}}'
-    connection.data_received(server_frame(error))
+    command = await fake.command()
+    await fake.send({"id": command["id"], "error": {"code": -32001, "message": "Session with given id not found."}})
     with pytest.raises(DevToolsError, match="has been closed"):
-        await pending
+        await asyncio.wait_for(pending, 5)
 
 
-@pytest.mark.parametrize("message", [b"[]", b"not json", b'"a string"'])
-async def test_a_bad_message_closes_the_connection(wire: tuple[DevTools, FakeTransport], message: bytes) -> None:
-    connection, transport = wire
-    connection.data_received(server_frame(message))
-    assert transport.closed  # connection_lost follows: every session falls back to Playwright
+@pytest.mark.parametrize("message", ["[]", "not json", '"a string"'])
+async def test_a_bad_message_closes_the_connection(connection: DevTools, fake: FakeBrowser, message: str) -> None:
+    pending = connection.request("Page.enable", None)
+    await fake.command()
+    await fake.send(message)
+    with pytest.raises(DevToolsError, match="has been closed"):  # every session falls back to Playwright
+        await asyncio.wait_for(pending, 5)
+    assert connection.closed
+
+
+@pytest.mark.parametrize(
+    ("routes", "error"), [([], aiohttp.ClientResponseError), (["/json/version"], aiohttp.WSServerHandshakeError)]
+)
+async def test_an_http_server_that_is_not_devtools_is_refused(
+    fake: FakeBrowser, routes: list[str], error: type[Exception]
+) -> None:
+    app = web.Application()  # no /json/version, or one that names a socket this server does not have
+    for route in routes:
+        app.router.add_get(route, fake._version)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        with pytest.raises(error):
+            await DevTools.connect("127.0.0.1", site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+    finally:
+        await runner.cleanup()

@@ -245,11 +245,11 @@ class ScreenCapture:
         waiting = self._capture_in_flight = self._send_capture(cdp, params)
         return waiting
 
-    def _send_capture(self, cdp: CDPChannel, params: dict[str, Any], *, flush: bool = True) -> asyncio.Future[Any]:
+    def _send_capture(self, cdp: CDPChannel, params: dict[str, Any]) -> asyncio.Future[Any]:
         """``Page.captureScreenshot`` as a plain future (one that can be failed from outside)."""
         timeout_s = self._state.config.capture_timeout_s
         if isinstance(cdp, DevToolsSession):
-            return cdp.request("Page.captureScreenshot", params, flush=flush, timeout_s=timeout_s)
+            return cdp.request("Page.captureScreenshot", params, timeout_s=timeout_s)
         waiting: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         sent = asyncio.ensure_future(cdp.send("Page.captureScreenshot", params, timeout_s=timeout_s))
         sent.add_done_callback(lambda task: _relay(task, waiting))
@@ -342,8 +342,8 @@ class ScreenCapture:
         scroll = None if frame.is_identity else self._shot_scroll
         if scroll is None and not frame.is_identity:
             return None
-        # Not flushed: written together with settle's check, which follows.
-        return Prefetch(state.page, frame, scroll, self._send_capture(cdp, self._params(frame, scroll), flush=False))
+        # Sent with settle's check, which follows in the same loop turn (DevTools.request).
+        return Prefetch(state.page, frame, scroll, self._send_capture(cdp, self._params(frame, scroll)))
 
     def check_prefetch(self, started: Prefetch, *, quiet: bool) -> None:
         """Keep the early capture only if the settled page is the one it shows (``quiet``: the action

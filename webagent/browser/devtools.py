@@ -1,7 +1,7 @@
 """A direct DevTools connection to a browser this process launched, for the per-step hot path.
 
 Every Playwright call crosses two hops: Python to the Playwright driver (a Node.js process) and
-the driver to Chromium. The session's own CDP session (``BrowserSession._cdp``) is instead a
+the driver to Chromium. The session's own CDP session (``PageState.cdp``) is instead a
 flattened CDP session (``Target.attachToTarget``) on a WebSocket straight to Chromium's DevTools
 port: the three commands of an agent step (the click, settle's check and the screenshot), and
 what already went over that session (navigation events, file choosers, new-tab notices, the
@@ -17,23 +17,24 @@ on Playwright's own CDP sessions, which offer the same ``send``/``on``/``detach`
 browser runs, any local process may connect to the port, as to any remote-debugging port: an
 ``Agent`` with secrets configured leaves it off unless ``direct_cdp`` is set explicitly.
 
-The WebSocket client is minimal on purpose: one text frame per command, written at once; replies
-and events parsed as bytes arrive. Handlers registered with ``on`` must be plain functions.
+The WebSocket itself is aiohttp's (``ClientSession.ws_connect``: handshake, framing, masking,
+pings, closing); this module keeps the CDP part: command ids, replies, deadlines, flattened
+sessions and their events. A reader task dispatches each message as it arrives (handlers
+registered with ``on`` must be plain functions); a writer task sends the commands of a loop turn
+right after it, one text frame each.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import hashlib
 import json
-import os
 import socket
 import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 
+import aiohttp
 import structlog
 from playwright.async_api import Browser, BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
@@ -53,8 +54,10 @@ __all__ = [
 log = structlog.get_logger("webagent.browser")
 
 CONNECT_TIMEOUT_S = 10.0
-_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455's handshake constant
-_CLOSED = "Target page, context or browser has been closed"  # what BrowserSession._target_closed looks for
+CLOSE_TIMEOUT_S = 2.0  # for the closing handshake, after close() has failed every command waiting
+MAX_MESSAGE = 256 * 1024 * 1024  # a full-page screenshot can be tens of MB (Playwright's own limit)
+_CLOSED = "Target page, context or browser has been closed"  # what PageState.target_closed looks for
+_CLOSING: set[asyncio.Task[None]] = set()
 
 
 class CDPChannel(Protocol):
@@ -95,17 +98,16 @@ class DevToolsSession:
         method: str,
         params: dict[str, Any] | None = None,
         *,
-        flush: bool = True,
         timeout_s: float | None = None,
     ) -> asyncio.Future[Any]:
         """Send a command; its reply (the ``result`` object) is the future's, or CommandTimeout
-        after ``timeout_s`` (default: the connection's). ``flush=False``: it goes out with the next
-        command sent (one write for both), at the latest on the next loop turn."""
+        after ``timeout_s`` (default: the connection's). It goes out right after the current loop
+        turn, with the other commands of that turn (``DevTools.request``)."""
         if self.closed or self.crashed:
             future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             future.set_exception(DevToolsError(f"{method}: {'Target crashed' if self.crashed else _CLOSED}"))
             return future
-        return self._devtools.request(method, params, self.session_id, flush=flush, timeout_s=timeout_s)
+        return self._devtools.request(method, params, self.session_id, timeout_s=timeout_s)
 
     async def send(self, method: str, params: dict[str, Any] | None = None, *, timeout_s: float | None = None) -> Any:
         return await self.request(method, params, timeout_s=timeout_s)
@@ -115,14 +117,14 @@ class DevToolsSession:
 
     async def click(self, x: float, y: float) -> None:
         """A left click as Playwright's ``mouse.click`` sends it (move, press, release), the three
-        events written at once; done when the page has handled the release. Playwright's own idea
+        events sent together; done when the page has handled the release. Playwright's own idea
         of the mouse position is not updated: code that relies on it moves the mouse first."""
         base = {"x": x, "y": y, "modifiers": 0}
         move = {"type": "mouseMoved", "button": "none", "buttons": 0, **base}
         press = {"button": "left", "clickCount": 1, **base}
         for params in (move, {"type": "mousePressed", "buttons": 1, **press}):
             # Their failures (a closed page) are the release's too: read here, not left unretrieved.
-            self.request("Input.dispatchMouseEvent", params, flush=False).add_done_callback(_retrieve)
+            self.request("Input.dispatchMouseEvent", params).add_done_callback(_retrieve)
         await self.request("Input.dispatchMouseEvent", {"type": "mouseReleased", "buttons": 0, **press})
 
     async def detach(self) -> None:
@@ -149,55 +151,53 @@ class DevToolsSession:
         self._devtools.sessions.pop(self.session_id, None)
 
 
-class DevTools(asyncio.Protocol):
+class DevTools:
     """One WebSocket connection to a browser's DevTools endpoint, shared by its sessions."""
 
-    def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
+    def __init__(self, http: aiohttp.ClientSession, ws: aiohttp.ClientWebSocketResponse) -> None:
         self.sessions: dict[str, DevToolsSession] = {}
         #: Deadline of a command (``browser.command_timeout_s``): an unanswered one fails with CommandTimeout.
         self.timeout_s = DEFAULT_COMMAND_TIMEOUT_S
+        self.closed = False
+        self._http = http
+        self._ws = ws
         self._pending: dict[int, _Pending] = {}
         self._next_id = 0
-        self._buffer = bytearray()
-        self._fragments = bytearray()
-        self._handshake: asyncio.Future[None] | None = None
-        self._key = b""
-        self._out: list[bytes] = []  # frames of commands sent with flush=False, not written yet
-        self._flush_soon = False
-        self.closed = False
+        self._out: list[str] = []  # commands not written yet
+        self._writer: asyncio.Task[None] | None = None
+        self._closer: asyncio.Task[None] | None = None
+        self._reader = asyncio.get_running_loop().create_task(self._read())
 
     # -- connecting -----------------------------------------------------------------------
     @classmethod
     async def connect(cls, host: str, port: int) -> DevTools:
         """Connect to the browser listening on ``host:port`` (``/json/version``, then its WebSocket)."""
-        devtools: DevTools | None = None
+        # No proxies (trust_env off) and no pooling: one connection for the version, one for the socket.
+        http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True))
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT_S):
                 try:
-                    info = await _get_json(host, port, "/json/version")
-                except ConnectionRefusedError:  # not listening yet: once more, a moment later
+                    info = await _get_json(http, host, port, "/json/version")
+                except aiohttp.ClientConnectorError:  # not listening yet: once more, a moment later
                     await asyncio.sleep(0.2)
-                    info = await _get_json(host, port, "/json/version")
-                url = str(info["webSocketDebuggerUrl"])
-                path = "/" + url.split("://", 1)[1].split("/", 1)[1]
-                _, devtools = await asyncio.get_running_loop().create_connection(cls, host, port)
-                await devtools._upgrade(host, port, path)
+                    info = await _get_json(http, host, port, "/json/version")
+                # The socket's path, on the address we were given (not the one the browser names).
+                path = "/" + str(info["webSocketDebuggerUrl"]).split("://", 1)[1].split("/", 1)[1]
+                ws = await http.ws_connect(
+                    f"ws://{host}:{port}{path}",
+                    max_msg_size=MAX_MESSAGE,
+                    compress=0,  # loopback: deflating screenshots would only cost CPU
+                    # No heartbeat: a browser busy with 100 sessions can take seconds to answer a
+                    # ping, and a browser that stops answering is caught by each command's deadline.
+                    # Pings from the browser are answered (autoping).
+                    heartbeat=None,
+                    autoping=True,
+                    timeout=aiohttp.ClientWSTimeout(ws_receive=None, ws_close=CLOSE_TIMEOUT_S),
+                )
         except BaseException:
-            if devtools is not None:
-                devtools.close()
+            await http.close()
             raise
-        return devtools
-
-    async def _upgrade(self, host: str, port: int, path: str) -> None:
-        assert self.transport is not None
-        self._key = base64.b64encode(os.urandom(16))
-        self._handshake = asyncio.get_running_loop().create_future()
-        self.transport.write(
-            f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            f"Sec-WebSocket-Key: {self._key.decode()}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
-        )
-        await self._handshake
+        return cls(http, ws)
 
     async def attach(self, context: BrowserContext, page: Page) -> DevToolsSession:
         """A CDP session of ``page`` on this connection (its target id asked of Playwright once)."""
@@ -214,9 +214,26 @@ class DevTools(asyncio.Protocol):
         return session
 
     def close(self) -> None:
-        if self.transport is not None and not self.closed:
-            self.transport.close()
-            self.connection_lost(None)  # closed now, even if asyncio reports it later (or never)
+        """Closed now: every command waiting fails and its sessions are closed. The socket's closing
+        handshake follows in the background, for at most ``CLOSE_TIMEOUT_S``."""
+        self._lost()
+        if self._closer is None:
+            self._closer = asyncio.get_running_loop().create_task(self._shutdown())
+            _CLOSING.add(self._closer)  # kept to its end, even once nothing else refers to this connection
+            self._closer.add_done_callback(_CLOSING.discard)
+
+    async def _shutdown(self) -> None:
+        try:
+            for task in (self._reader, self._writer):
+                if task is not None and task is not asyncio.current_task():
+                    task.cancel()
+                    await asyncio.wait([task])
+            async with asyncio.timeout(CLOSE_TIMEOUT_S):
+                await self._ws.close()  # cancelled past its deadline: the connection is dropped
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            log.debug("devtools_close_failed", error=str(exc) or type(exc).__name__)
+        finally:
+            await self._http.close()
 
     # -- commands -------------------------------------------------------------------------
     def request(
@@ -225,12 +242,14 @@ class DevTools(asyncio.Protocol):
         params: dict[str, Any] | None,
         session_id: str | None = None,
         *,
-        flush: bool = True,
         timeout_s: float | None = None,
     ) -> asyncio.Future[Any]:
+        """Send a command; its reply (the ``result`` object) is the future's, or CommandTimeout
+        after ``timeout_s`` (default: ``timeout_s`` of the connection). The writer task sends it
+        right after the current loop turn, with (and in the order of) the others of that turn."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
-        if self.closed or self.transport is None:
+        if self.closed:
             future.set_exception(DevToolsError(f"{method}: {_CLOSED}"))
             return future
         self._next_id += 1
@@ -244,20 +263,21 @@ class DevTools(asyncio.Protocol):
             future.add_done_callback(lambda done: None if done.cancelled() else hook())
         timer = loop.call_later(seconds, self._expire, key, seconds)
         self._pending[key] = _Pending(future, method, session_id, timer)
-        self._out.append(_frame(json.dumps(message, separators=(",", ":")).encode()))
-        if flush:
-            self._flush()
-        elif not self._flush_soon:  # nothing else may follow: out on the next loop turn anyway
-            self._flush_soon = True
-            loop.call_soon(self._flush)
+        self._out.append(json.dumps(message, separators=(",", ":")))
+        if self._writer is None or self._writer.done():
+            self._writer = loop.create_task(self._write())
         return future
 
-    def _flush(self) -> None:
-        """Write the frames waiting (one system call: each write wakes the browser's I/O thread)."""
-        self._flush_soon = False
-        if self._out and self.transport is not None and not self.closed:
-            self.transport.write(b"".join(self._out))
-        self._out.clear()
+    async def _write(self) -> None:
+        """Send the commands waiting, until there are none (one writer: they go out in order)."""
+        try:
+            while self._out and not self.closed:
+                batch, self._out = self._out, []
+                for text in batch:
+                    await self._ws.send_str(text)
+        except (aiohttp.ClientError, OSError, RuntimeError) as exc:  # the socket is closing or gone
+            log.debug("devtools_write_failed", error=str(exc) or type(exc).__name__)
+            self.close()
 
     def _expire(self, key: int, seconds: float) -> None:
         """A command's deadline passed: its reply, should it still come, is ignored."""
@@ -272,25 +292,10 @@ class DevTools(asyncio.Protocol):
                 del self._pending[key]
                 entry.fail(DevToolsError(f"{entry.method}: {reason}"))
 
-    # -- asyncio.Protocol -----------------------------------------------------------------
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # a stream transport (uvloop's too)
-
-    def data_received(self, data: bytes) -> None:
-        self._buffer += data
-        try:
-            handshake = self._handshake
-            if handshake is not None and not handshake.done() and not self._read_handshake():
-                return
-            self._read_frames()
-        except Exception as exc:  # a bad frame or message: sessions fall back to Playwright's
-            log.warning("devtools_protocol_error", error=str(exc) or type(exc).__name__)
-            self.close()
-
-    def connection_lost(self, exc: Exception | None) -> None:
+    def _lost(self) -> None:
+        """No more commands: every one waiting fails, and every session is closed."""
         self.closed = True
-        if self._handshake is not None and not self._handshake.done():
-            self._handshake.set_exception(ConnectionError("the DevTools connection closed during the handshake"))
+        self._out.clear()
         pending, self._pending = self._pending, {}
         for entry in pending.values():
             entry.fail(DevToolsError(f"{entry.method}: {_CLOSED}"))
@@ -298,60 +303,22 @@ class DevTools(asyncio.Protocol):
             session.closed = True
         self.sessions.clear()
 
-    # -- the wire -------------------------------------------------------------------------
-    def _read_handshake(self) -> bool:
-        end = self._buffer.find(b"\r\n\r\n")
-        if end < 0:
-            return False
-        head = bytes(self._buffer[:end]).decode("latin-1").split("\r\n")
-        del self._buffer[: end + 4]
-        assert self._handshake is not None
-        accept = base64.b64encode(hashlib.sha1(self._key + _GUID).digest()).decode()
-        if " 101 " not in head[0] + " " or _fields(head).get("sec-websocket-accept") != accept:
-            self._handshake.set_exception(ConnectionError(f"not a DevTools WebSocket: {head[0]}"))
-            self.close()
-            return False
-        self._handshake.set_result(None)
-        return True
-
-    def _read_frames(self) -> None:
-        buf = self._buffer
-        while len(buf) >= 2:
-            first, second = buf[0], buf[1]
-            size, start = second & 0x7F, 2
-            if size == 126:
-                if len(buf) < 4:
-                    return
-                size, start = int.from_bytes(buf[2:4], "big"), 4
-            elif size == 127:
-                if len(buf) < 10:
-                    return
-                size, start = int.from_bytes(buf[2:10], "big"), 10
-            mask = b""
-            if second & 0x80:  # servers do not mask; tolerated anyway
-                mask, start = bytes(buf[start : start + 4]), start + 4
-            if len(buf) < start + size:
-                return
-            payload = bytes(buf[start : start + size])
-            del buf[: start + size]
-            if mask:
-                payload = _xor(payload, mask)
-            self._on_frame(first & 0x0F, bool(first & 0x80), payload)
-
-    def _on_frame(self, opcode: int, fin: bool, payload: bytes) -> None:
-        if opcode in (0x0, 0x1, 0x2):  # continuation, text, binary
-            if not fin or self._fragments:
-                self._fragments += payload
-                if not fin:
-                    return
-                payload, self._fragments = bytes(self._fragments), bytearray()
-            self._on_message(payload)
-        elif opcode == 0x9 and self.transport is not None:  # ping
-            self.transport.write(_frame(payload, opcode=0xA))
-        elif opcode == 0x8:  # close
+    # -- replies and events ---------------------------------------------------------------
+    async def _read(self) -> None:
+        try:
+            async for message in self._ws:  # until the socket closes
+                if message.type is aiohttp.WSMsgType.ERROR:  # too big, bad frame: sessions fall back to Playwright's
+                    log.warning("devtools_protocol_error", error=str(message.data) or type(message.data).__name__)
+                    break
+                try:
+                    self._on_message(message.data)
+                except Exception as exc:  # a bad message: sessions fall back to Playwright's
+                    log.warning("devtools_protocol_error", error=str(exc) or type(exc).__name__)
+                    break
+        finally:
             self.close()
 
-    def _on_message(self, payload: bytes) -> None:
+    def _on_message(self, payload: str | bytes) -> None:
         message = json.loads(payload)
         key = message.get("id")
         if key is not None:
@@ -397,49 +364,16 @@ class _Pending:
             self.future.set_exception(exc)
 
 
-def _fields(head: list[str]) -> dict[str, str]:
-    """The header fields of an HTTP head's lines (status line first), names lowercased."""
-    return {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in head[1:])}
-
-
 def _retrieve(future: asyncio.Future[Any]) -> None:
     if not future.cancelled():
         future.exception()
 
 
-def _frame(payload: bytes, opcode: int = 0x1) -> bytes:
-    """A final, masked client frame (RFC 6455 requires clients to mask)."""
-    size = len(payload)
-    if size < 126:
-        head = bytes((0x80 | opcode, 0x80 | size))
-    elif size < 1 << 16:
-        head = bytes((0x80 | opcode, 0x80 | 126)) + size.to_bytes(2, "big")
-    else:
-        head = bytes((0x80 | opcode, 0x80 | 127)) + size.to_bytes(8, "big")
-    mask = os.urandom(4)
-    return head + mask + _xor(payload, mask)
-
-
-def _xor(payload: bytes, mask: bytes) -> bytes:
-    size = len(payload)
-    if not size:
-        return payload
-    key = (mask * (size // 4 + 1))[:size]
-    return (int.from_bytes(payload, "big") ^ int.from_bytes(key, "big")).to_bytes(size, "big")
-
-
-async def _get_json(host: str, port: int, path: str) -> Any:
-    """GET a JSON document of the DevTools HTTP server (which keeps the connection open)."""
-    reader, writer = await asyncio.open_connection(host, port)
-    try:
-        writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
-        head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
-        if " 200 " not in head[0] + " ":
-            raise ConnectionError(f"GET {path}: {head[0]}")
-        body = await reader.readexactly(int(_fields(head)["content-length"]))
-    finally:
-        writer.close()
-    return json.loads(body)
+async def _get_json(http: aiohttp.ClientSession, host: str, port: int, path: str) -> Any:
+    """GET a JSON document of the DevTools HTTP server."""
+    async with http.get(f"http://{host}:{port}{path}") as response:
+        response.raise_for_status()
+        return await response.json(content_type=None)
 
 
 # -- which browser has one ------------------------------------------------------------------------
