@@ -95,7 +95,8 @@ async def sender(variant: str, base_url: str) -> tuple[Callable[[], Awaitable[No
     msgs = messages()
     if variant == "client":
         from webagent.config import RoleConfig
-        from webagent.model.client import EndpointPool, ModelClient
+        from webagent.model.client import ModelClient
+        from webagent.model.endpoints import EndpointPool
         from webagent.records import RoleUsage
 
         config = RoleConfig(base_url=base_url, model="m", api_key="k")

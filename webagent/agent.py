@@ -21,7 +21,8 @@ from .budget import Budget, BudgetLimits
 from .config import ROLES, AgentConfig, AgentSettings
 from .errors import InputError
 from .loop import Episode, Judge, PageDriver, Roles
-from .model.client import EndpointPool, ModelClient
+from .model.client import ModelClient
+from .model.endpoints import EndpointPool
 from .records import ModelCall, RunResult, Step
 from .replay import ReplayCache, StepReplay
 from .roles.localizer import Localizer

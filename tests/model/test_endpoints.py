@@ -12,7 +12,8 @@ from pydantic import ValidationError
 from webagent.config import RoleConfig, load_config
 from webagent.errors import ConfigError, ModelUnavailableError
 from webagent.model import client as client_module
-from webagent.model.client import EndpointPool, ModelClient
+from webagent.model.client import ModelClient
+from webagent.model.endpoints import EndpointPool
 from webagent.records import RoleUsage
 
 from ..conftest import ServerFactory

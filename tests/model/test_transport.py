@@ -20,7 +20,9 @@ import pytest
 from webagent.config import RoleConfig
 from webagent.errors import ModelError, ModelUnavailableError
 from webagent.model import client as client_module
-from webagent.model.client import EndpointPool, ModelClient, parse_retry_after, retry_after
+from webagent.model.client import ModelClient
+from webagent.model.endpoints import EndpointPool
+from webagent.model.replies import parse_retry_after, retry_after
 from webagent.records import RoleUsage
 
 from ..conftest import ServerFactory

@@ -17,12 +17,8 @@ CPU per request more (``benchmarks/model_cpu.py``, ``docs/benchmarks.md``). vLLM
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import json
-import os
-import socket
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -30,15 +26,15 @@ import aiohttp
 import httpx2
 import openai
 import structlog
-from openai import AsyncOpenAI, RequestOptions
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
-from .._version import __version__
 from ..config import RoleConfig
 from ..errors import ModelError, ModelReplyError, ModelUnavailableError
 from ..records import ModelCall, RoleUsage
 from ..secrets import Secrets
+from .endpoints import ENDPOINT_COOLDOWN_S, Endpoint, EndpointPool
 from .parsing import ReplyParseError
+from .replies import HTTPStatusError, NoReplyError, no_reply, read_completion, retry_wait, retryable, short
 from .wire import encode_chat_body
 
 __all__ = ["Completion", "Message", "ModelClient"]
@@ -47,9 +43,6 @@ log = structlog.get_logger("webagent.model")
 T = TypeVar("T")
 Message = dict[str, Any]
 
-RETRY_MAX_WAIT_S = 30.0
-RETRY_BASE_S = 0.5
-
 
 @dataclass(frozen=True, slots=True)
 class Completion:
@@ -57,153 +50,6 @@ class Completion:
     prompt_tokens: int
     completion_tokens: int
     latency_s: float
-
-
-class HTTPStatusError(Exception):
-    """A reply with an error status (inside the client; callers get a ModelError)."""
-
-    def __init__(self, response: httpx2.Response) -> None:
-        self.status = response.status_code
-        self.retry_after_s = retry_after(response.headers)
-        self.detail = _error_detail(response.content)
-        super().__init__(f"HTTP {self.status}: {self.detail}")
-
-
-class NoReplyError(Exception):
-    """No HTTP reply came back: the connection was refused or dropped, or the deadline passed."""
-
-    def __init__(self, message: str, *, timeout: bool = False) -> None:
-        super().__init__(message)
-        self.timeout = timeout
-
-
-def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, NoReplyError):  # refused, dropped or timed out
-        return True
-    if isinstance(exc, HTTPStatusError):
-        return exc.status in (408, 409, 429) or exc.status >= 500
-    return False
-
-
-def _wait(state: RetryCallState) -> float:
-    exc = state.outcome.exception() if state.outcome else None
-    hinted = exc.retry_after_s if isinstance(exc, HTTPStatusError) else None
-    if hinted is not None:
-        return min(hinted, RETRY_MAX_WAIT_S)
-    backoff: float = RETRY_BASE_S * 2.0 ** (state.attempt_number - 1)
-    return min(backoff, RETRY_MAX_WAIT_S)
-
-
-ENDPOINT_COOLDOWN_S = 30.0
-
-
-# The SDK's telemetry headers (``X-Stainless-*``) are left out: an OpenAI-compatible server has no
-# use for them and each one is parsed and normalised by httpx on every request. Retries are ours,
-# so the SDK's retry count would always say 0 anyway.
-_OMITTED_HEADERS = (
-    "X-Stainless-Lang",
-    "X-Stainless-Package-Version",
-    "X-Stainless-OS",
-    "X-Stainless-Arch",
-    "X-Stainless-Runtime",
-    "X-Stainless-Runtime-Version",
-    "X-Stainless-Async",
-    "X-Stainless-Retry-Count",
-    "X-Stainless-Read-Timeout",
-)
-
-
-class Endpoint:
-    """One server of a role, with its load: requests in flight and sessions stuck to it."""
-
-    def __init__(self, base_url: str) -> None:
-        self.base_url = base_url
-        self.url = base_url.rstrip("/") + "/chat/completions"
-        self.in_flight = 0
-        self.sessions = 0
-        self.down_until = 0.0
-        self.client: AsyncOpenAI | None = None  # made on first use, in the running event loop
-
-    def load(self) -> tuple[bool, int, int]:
-        return (time.monotonic() < self.down_until, self.in_flight, self.sessions)
-
-
-class EndpointPool:
-    """The servers of one role, shared by every session, over one pool of HTTP connections.
-
-    ``http_client`` replaces the ``httpx2.AsyncClient`` under the SDK (tests pass one with an
-    ``httpx2.MockTransport``); the caller closes it. By default the pool makes the SDK's
-    aiohttp-backed client (proxies from ``HTTP(S)_PROXY``/``NO_PROXY``, TLS trust from the system),
-    one per event loop, and closes it in ``aclose``.
-    """
-
-    def __init__(self, role: str, config: RoleConfig, http_client: httpx2.AsyncClient | None = None) -> None:
-        urls = config.endpoints() if config.model else []
-        self.role = role
-        self.config = config
-        self.endpoints = [Endpoint(url) for url in urls]
-        self._given = http_client
-        self._http: httpx2.AsyncClient | None = http_client
-        self._loop: asyncio.AbstractEventLoop | None = None
-        headers: dict[str, Any] = dict.fromkeys(_OMITTED_HEADERS, openai.omit)
-        headers["Content-Type"] = "application/json"
-        self.options: RequestOptions = {
-            "headers": headers,
-            "timeout": config.timeout_s,
-            "max_retries": 0,
-            "security": {"bearer_auth": True},
-        }
-
-    def client(self, endpoint: Endpoint) -> AsyncOpenAI:
-        """The SDK client of ``endpoint`` (one per endpoint, shared by every session)."""
-        if self._given is None and self._loop is not asyncio.get_running_loop():
-            # The default client's connections belong to the loop they were made in; a new loop
-            # (another asyncio.run: an Agent run twice without aclose) gets its own. The old
-            # ones died with their loop.
-            self._loop = asyncio.get_running_loop()
-            self._http = openai.DefaultAioHttpClient(timeout=self.config.timeout_s)
-            for e in self.endpoints:
-                e.client = None
-        client = endpoint.client
-        if client is None:
-            api_key = self.config.api_key or _default_api_key()
-            if not (api_key.isascii() and api_key.isprintable()):  # would be refused, or split the header
-                raise ModelError(
-                    f"the {self.role} model's API key has a line break or a non-ASCII character; check the API key",
-                    role=self.role,
-                )
-            client = endpoint.client = AsyncOpenAI(
-                base_url=endpoint.base_url,
-                api_key=api_key,
-                max_retries=0,
-                timeout=self.config.timeout_s,
-                default_headers={"User-Agent": f"webagent/{__version__}"},
-                http_client=self._http,
-            )
-        return client
-
-    def pick(self, exclude: Endpoint | None = None) -> Endpoint:
-        """The least-loaded endpoint (healthy first, then fewest requests in flight, then sessions)."""
-        if not self.endpoints:
-            raise ModelError(f"the {self.role} model has no base_url/model configured", role=self.role)
-        candidates = [e for e in self.endpoints if e is not exclude] or self.endpoints
-        return min(candidates, key=Endpoint.load)
-
-    async def aclose(self) -> None:
-        """Close the pool's own HTTP connections (it opens new ones if used again)."""
-        http, loop = self._http, self._loop
-        if self._given is None:
-            self._http = self._loop = None
-            for e in self.endpoints:
-                e.client = None
-        if http is None or http is self._given or http.is_closed:
-            return
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:  # a client of a closed loop cannot be closed any more
-            await http.aclose()
 
 
 class ModelClient:
@@ -296,7 +142,7 @@ class ModelClient:
             except openai.APIStatusError as exc:
                 raise HTTPStatusError(exc.response) from None
             except (openai.OpenAIError, httpx2.HTTPError, aiohttp.ClientError, OSError) as exc:
-                raise _no_reply(exc, timeout_s) from None  # OSError includes the deadline's TimeoutError
+                raise no_reply(exc, timeout_s) from None  # OSError includes the deadline's TimeoutError
             if response.status_code >= 300:  # a redirect not followed
                 raise HTTPStatusError(response)
             return response.content
@@ -308,7 +154,7 @@ class ModelClient:
             try:  # the first attempt outside tenacity: most requests need no retry machinery
                 reply = await post()
             except (HTTPStatusError, NoReplyError) as exc:
-                if not _retryable(exc):
+                if not retryable(exc):
                     raise
                 first = exc
             if first is not None:
@@ -320,7 +166,7 @@ class ModelClient:
         except NoReplyError as exc:
             usage.failures += 1
             usage.latency_s += time.perf_counter() - start
-            what = "timed out" if exc.timeout else f"could not be reached ({_short(exc, 120)})"
+            what = "timed out" if exc.timeout else f"could not be reached ({short(exc, 120)})"
             raise ModelUnavailableError(
                 f"the {self.role} model at {endpoint.base_url} {what} after "
                 f"{self.config.max_retries + 1} attempts; check the server and --{self.role}-base-url",
@@ -331,7 +177,7 @@ class ModelClient:
         latency = time.perf_counter() - start
         if self.on_answer is not None:
             self.on_answer()
-        text, prompt_tokens, completion_tokens = _read_completion(reply)
+        text, prompt_tokens, completion_tokens = read_completion(reply)
         usage.calls += 1
         usage.prompt_tokens += prompt_tokens
         usage.completion_tokens += completion_tokens
@@ -343,9 +189,9 @@ class ModelClient:
         so its wait, the retry count and the stop rule are the same as if tenacity had made it)."""
         failed: Exception | None = first
         retrying = AsyncRetrying(
-            retry=retry_if_exception(_retryable),
+            retry=retry_if_exception(retryable),
             stop=stop_after_attempt(self.config.max_retries + 1),
-            wait=_wait,
+            wait=retry_wait,
             reraise=True,
             before_sleep=lambda st: self._on_retry(st, usage),
         )
@@ -362,12 +208,12 @@ class ModelClient:
         if self.on_answer is not None:  # an attempt ended within its deadline: not a stuck run
             self.on_answer()
         exc = state.outcome.exception() if state.outcome else None
-        log.info("model_retry", role=self.role, attempt=state.attempt_number, error=_short(exc))
+        log.info("model_retry", role=self.role, attempt=state.attempt_number, error=short(exc))
 
     def _status_error(self, exc: HTTPStatusError, base_url: str) -> ModelError:
-        detail = _short(exc.detail)
+        detail = short(exc.detail)
         where = f"the {self.role} model {self.model!r} at {base_url}"
-        if _retryable(exc):
+        if retryable(exc):
             return ModelUnavailableError(
                 f"{where} kept failing (HTTP {exc.status}: {detail}) after {self.config.max_retries + 1} attempts",
                 role=self.role,
@@ -436,128 +282,7 @@ class ModelClient:
             ) from None
 
 
-def _read_completion(raw: bytes) -> tuple[str, int, int]:
-    """Reply text and token counts from a chat.completion body (odd bodies give empty text)."""
-    try:
-        data = json.loads(raw)
-        message = data["choices"][0]["message"]
-        text = message.get("content") or ""
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-        return (raw.decode("utf-8", "replace")[:2000] if isinstance(raw, bytes) else ""), 0, 0
-    usage = data.get("usage") or {}
-    return str(text), int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-
-
 def _repair_text(error: str, hint: str) -> str:
     from ..prompts import render
 
     return render("repair.jinja", error=error, hint=hint)
-
-
-def _error_detail(body: bytes) -> str:
-    """The message of an error reply (OpenAI's ``{"error": {"message": ...}}`` and common variants)."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        data = None
-    if isinstance(data, dict):
-        error = data.get("error", data)
-        for value in (error.get("message"), error.get("detail")) if isinstance(error, dict) else (error,):
-            if isinstance(value, str) and value.strip():
-                return value
-    text = body.decode("utf-8", "replace").strip()
-    return text or "no details in the reply"
-
-
-def retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (delay-seconds or an HTTP date), or None."""
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
-        try:
-            return max(0.0, float(millis) / 1000.0)
-        except ValueError:
-            pass
-    return parse_retry_after(headers.get("retry-after"), now=now)
-
-
-def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delay-seconds or an HTTP date), or None."""
-    if value is None:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
-def _no_reply(exc: BaseException, timeout_s: float) -> NoReplyError:
-    """What went wrong, from the innermost cause the SDK, httpx and aiohttp wrapped.
-
-    The innermost cause decides: the SDK's aiohttp bridge reports a server that closed the
-    connection as a connect timeout, for one.
-    """
-    chain: list[BaseException] = []
-    link: BaseException | None = exc
-    while link is not None and len(chain) < 10:
-        chain.append(link)
-        link = link.__cause__ or link.__context__
-    os_error: OSError | None = None
-    for cause in reversed(chain):
-        if isinstance(cause, TimeoutError | httpx2.TimeoutException):
-            return NoReplyError(f"no reply within {timeout_s:g} s", timeout=True)
-        if isinstance(cause, aiohttp.ClientError):  # names the host and port, unlike its OSError
-            return NoReplyError(_describe_aiohttp(cause))
-        if isinstance(cause, OSError) and os_error is None:
-            os_error = cause
-    if os_error is not None:
-        return NoReplyError(_describe_os_error(os_error))
-    if isinstance(exc, openai.APITimeoutError):
-        return NoReplyError(f"no reply within {timeout_s:g} s", timeout=True)
-    innermost = chain[-1]
-    text = " ".join(str(innermost).split())
-    return NoReplyError(text or type(innermost).__name__)
-
-
-def _describe_aiohttp(exc: aiohttp.ClientError) -> str:
-    """A short reason: "connection refused (host:port)", "server disconnected", ..."""
-    if isinstance(exc, aiohttp.ClientSSLError):
-        return f"TLS failed ({exc.host}:{exc.port}): {exc.os_error}"
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return f"{_describe_os_error(exc.os_error)} ({exc.host}:{exc.port})"
-    if isinstance(exc, aiohttp.NonHttpUrlClientError | aiohttp.InvalidURL):
-        return f"not an http(s) URL: {exc}"
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
-        return "the server closed the connection without a reply"
-    if isinstance(exc, aiohttp.ClientResponseError) and exc.status == 400 and exc.message:
-        return f"bad HTTP reply: {' '.join(exc.message.split())}"  # aiohttp could not parse the reply
-    text = " ".join(str(exc).split())
-    return text or type(exc).__name__
-
-
-def _describe_os_error(error: OSError) -> str:
-    if isinstance(error, socket.gaierror):
-        reason = f"cannot resolve the host: {error.strerror or error}"
-    elif error.errno:
-        reason = os.strerror(error.errno)
-    else:
-        reason = error.strerror or str(error) or type(error).__name__
-    return reason.lower()
-
-
-def _default_api_key() -> str:
-    return os.environ.get("OPENAI_API_KEY") or "EMPTY"
-
-
-def _short(exc: BaseException | str | None, limit: int = 200) -> str:
-    if exc is None:
-        return ""
-    text = " ".join(str(exc).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,187 @@
+"""What comes back from a model server, read for the client: a completion's text and tokens, an
+error status with its detail and ``Retry-After``, or no reply at all and why (the innermost cause
+of what the SDK, httpx and aiohttp raised); and which of those a retry may cure."""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import os
+import socket
+import time
+from collections.abc import Mapping
+
+import aiohttp
+import httpx2
+import openai
+from tenacity import RetryCallState
+
+__all__ = [
+    "RETRY_BASE_S",
+    "RETRY_MAX_WAIT_S",
+    "HTTPStatusError",
+    "NoReplyError",
+    "error_detail",
+    "no_reply",
+    "parse_retry_after",
+    "read_completion",
+    "retry_after",
+    "retry_wait",
+    "retryable",
+    "short",
+]
+
+RETRY_MAX_WAIT_S = 30.0
+RETRY_BASE_S = 0.5
+
+
+class HTTPStatusError(Exception):
+    """A reply with an error status (inside the client; callers get a ModelError)."""
+
+    def __init__(self, response: httpx2.Response) -> None:
+        self.status = response.status_code
+        self.retry_after_s = retry_after(response.headers)
+        self.detail = error_detail(response.content)
+        super().__init__(f"HTTP {self.status}: {self.detail}")
+
+
+class NoReplyError(Exception):
+    """No HTTP reply came back: the connection was refused or dropped, or the deadline passed."""
+
+    def __init__(self, message: str, *, timeout: bool = False) -> None:
+        super().__init__(message)
+        self.timeout = timeout
+
+
+def retryable(exc: BaseException) -> bool:
+    if isinstance(exc, NoReplyError):  # refused, dropped or timed out
+        return True
+    if isinstance(exc, HTTPStatusError):
+        return exc.status in (408, 409, 429) or exc.status >= 500
+    return False
+
+
+def retry_wait(state: RetryCallState) -> float:
+    exc = state.outcome.exception() if state.outcome else None
+    hinted = exc.retry_after_s if isinstance(exc, HTTPStatusError) else None
+    if hinted is not None:
+        return min(hinted, RETRY_MAX_WAIT_S)
+    backoff: float = RETRY_BASE_S * 2.0 ** (state.attempt_number - 1)
+    return min(backoff, RETRY_MAX_WAIT_S)
+
+
+def read_completion(raw: bytes) -> tuple[str, int, int]:
+    """Reply text and token counts from a chat.completion body (odd bodies give empty text)."""
+    try:
+        data = json.loads(raw)
+        message = data["choices"][0]["message"]
+        text = message.get("content") or ""
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        return (raw.decode("utf-8", "replace")[:2000] if isinstance(raw, bytes) else ""), 0, 0
+    usage = data.get("usage") or {}
+    return str(text), int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+
+
+def error_detail(body: bytes) -> str:
+    """The message of an error reply (OpenAI's ``{"error": {"message": ...}}`` and common variants)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        error = data.get("error", data)
+        for value in (error.get("message"), error.get("detail")) if isinstance(error, dict) else (error,):
+            if isinstance(value, str) and value.strip():
+                return value
+    text = body.decode("utf-8", "replace").strip()
+    return text or "no details in the reply"
+
+
+def retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (delay-seconds or an HTTP date), or None."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    return parse_retry_after(headers.get("retry-after"), now=now)
+
+
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delay-seconds or an HTTP date), or None."""
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def no_reply(exc: BaseException, timeout_s: float) -> NoReplyError:
+    """What went wrong, from the innermost cause the SDK, httpx and aiohttp wrapped.
+
+    The innermost cause decides: the SDK's aiohttp bridge reports a server that closed the
+    connection as a connect timeout, for one.
+    """
+    chain: list[BaseException] = []
+    link: BaseException | None = exc
+    while link is not None and len(chain) < 10:
+        chain.append(link)
+        link = link.__cause__ or link.__context__
+    os_error: OSError | None = None
+    for cause in reversed(chain):
+        if isinstance(cause, TimeoutError | httpx2.TimeoutException):
+            return NoReplyError(f"no reply within {timeout_s:g} s", timeout=True)
+        if isinstance(cause, aiohttp.ClientError):  # names the host and port, unlike its OSError
+            return NoReplyError(_describe_aiohttp(cause))
+        if isinstance(cause, OSError) and os_error is None:
+            os_error = cause
+    if os_error is not None:
+        return NoReplyError(_describe_os_error(os_error))
+    if isinstance(exc, openai.APITimeoutError):
+        return NoReplyError(f"no reply within {timeout_s:g} s", timeout=True)
+    innermost = chain[-1]
+    text = " ".join(str(innermost).split())
+    return NoReplyError(text or type(innermost).__name__)
+
+
+def _describe_aiohttp(exc: aiohttp.ClientError) -> str:
+    """A short reason: "connection refused (host:port)", "server disconnected", ..."""
+    if isinstance(exc, aiohttp.ClientSSLError):
+        return f"TLS failed ({exc.host}:{exc.port}): {exc.os_error}"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return f"{_describe_os_error(exc.os_error)} ({exc.host}:{exc.port})"
+    if isinstance(exc, aiohttp.NonHttpUrlClientError | aiohttp.InvalidURL):
+        return f"not an http(s) URL: {exc}"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "the server closed the connection without a reply"
+    if isinstance(exc, aiohttp.ClientResponseError) and exc.status == 400 and exc.message:
+        return f"bad HTTP reply: {' '.join(exc.message.split())}"  # aiohttp could not parse the reply
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
+def _describe_os_error(error: OSError) -> str:
+    if isinstance(error, socket.gaierror):
+        reason = f"cannot resolve the host: {error.strerror or error}"
+    elif error.errno:
+        reason = os.strerror(error.errno)
+    else:
+        reason = error.strerror or str(error) or type(error).__name__
+    return reason.lower()
+
+
+def short(exc: BaseException | str | None, limit: int = 200) -> str:
+    if exc is None:
+        return ""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
