@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from webagent.config import RoleConfig, load_config
 from webagent.errors import ConfigError, ModelUnavailableError
-from webagent.model import client as client_module
+from webagent.model import replies as replies_module
 from webagent.model.client import ModelClient
 from webagent.model.endpoints import EndpointPool
 from webagent.records import RoleUsage
@@ -24,7 +24,7 @@ SCRIPT: dict[str, Any] = {"tasks": [{"id": "t", "match": "anything", "validator"
 
 @pytest.fixture(autouse=True)
 def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(client_module, "RETRY_BASE_S", 0.01)
+    monkeypatch.setattr(replies_module, "RETRY_BASE_S", 0.01)
 
 
 def two_server_config(a: Any, b: Any, **extra: Any) -> RoleConfig:

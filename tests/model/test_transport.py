@@ -19,7 +19,7 @@ import pytest
 
 from webagent.config import RoleConfig
 from webagent.errors import ModelError, ModelUnavailableError
-from webagent.model import client as client_module
+from webagent.model import replies as replies_module
 from webagent.model.client import ModelClient
 from webagent.model.endpoints import EndpointPool
 from webagent.model.replies import parse_retry_after, retry_after
@@ -132,7 +132,7 @@ async def test_retry_after_ms_and_the_cap(waits: list[float]) -> None:
         httpx2.Response(200, content=OK_BODY),
     )
     await scripted_client(script, max_retries=3).complete(MESSAGES, usage=RoleUsage())
-    assert waits == [0.25, client_module.RETRY_MAX_WAIT_S, 2.0]
+    assert waits == [0.25, replies_module.RETRY_MAX_WAIT_S, 2.0]
 
 
 async def test_error_details_come_from_the_reply_body() -> None:
