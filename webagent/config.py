@@ -123,6 +123,12 @@ class AgentSettings(_Section):
     recent_actions: int = Field(default=8, ge=0, description="Recent actions shown to the policy")
     notes_max_chars: int = Field(default=1200, ge=0, description="Budget for notes shown to the policy")
     validator_screenshots: int = Field(default=2, ge=1, description="Final screenshots shown to the validator")
+    repeat_warning_after: int = Field(
+        default=3,
+        ge=0,
+        description="The policy is told to try something else once the same action has changed nothing visible "
+        "this many times in a row (0: never; a single action that changed nothing is always told)",
+    )
     budget_calls: int | None = Field(default=None, ge=0, description="Hard limit on model calls per run")
     budget_tokens: int | None = Field(default=None, ge=0, description="Hard limit on tokens (all roles) per run")
     budget_usd: float | None = Field(default=None, ge=0, description="Hard limit on dollars per run")

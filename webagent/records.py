@@ -110,6 +110,9 @@ class PromptContext(_Record):
     notes: list[str] = Field(default_factory=list, description="Notes shown to the policy")
     recent: list[str] = Field(default_factory=list, description="Recent-action lines shown to the policy")
     feedback: str | None = Field(default=None, description="Validator feedback shown to the policy")
+    progress: str | None = Field(
+        default=None, description="What the policy was told of its last action changing nothing (see Step.unchanged)"
+    )
     screenshots: int = Field(default=1, description="Screenshots in the policy request: those of the last N steps")
     localizer_profile: str | None = None
     validator_url: str | None = Field(default=None, description="URL the validator was told")
@@ -164,6 +167,16 @@ class Step(_Record):
         default=None, description="With a replay cache: True if replayed without models, False if re-planned"
     )
     fingerprint: Fingerprint | None = None
+    unchanged: bool = Field(
+        default=False,
+        description="The previous step's action was carried out and changed nothing visible: this step saw the "
+        "same URL and the same screenshot (the policy was told)",
+    )
+    repeated: int = Field(
+        default=0,
+        description="Times in a row the previous step's action, the same each time, changed nothing (0 for a wait); "
+        "from agent.repeat_warning_after on the policy was told to try something else",
+    )
     image: SkipValidation[Screenshot | None] = Field(default=None, exclude=True, repr=False)
     """The screenshot itself (not serialised); the trajectory writer saves it as a file."""
 

@@ -22,9 +22,9 @@ from ..conftest import ServerFactory, make_config
 GOAL = "Find the answer to everything"
 
 
-def _png(w: int, h: int) -> str:
+def _png(w: int, h: int, look: int = 0) -> str:
     buf = io.BytesIO()
-    Image.new("RGB", (w, h), (200, 220, 240)).save(buf, "PNG")
+    Image.new("RGB", (w, h), (200, 220, look % 256)).save(buf, "PNG")
     return base64.b64encode(buf.getvalue()).decode()
 
 
@@ -38,8 +38,11 @@ class FakePage:
         self.shots = 0
         self.events: list[str] = []
         self.fail: dict[str, str] = {}
-        self._png: dict[tuple[int, int], str] = {}
+        self._png: dict[tuple[int, int, int], str] = {}
         self.text = "fake page text"
+        #: What the screenshot shows; with ``changing`` every action changes it.
+        self.look = 0
+        self.changing = False
 
     @property
     def url(self) -> str:
@@ -53,10 +56,10 @@ class FakePage:
 
     async def screenshot(self, frame: Frame) -> Screenshot:
         self.shots += 1
-        size = (frame.image_width, frame.image_height)
-        if size not in self._png:
-            self._png[size] = _png(*size)
-        return Screenshot(self._png[size], "image/png", frame)
+        key = (frame.image_width, frame.image_height, self.look)
+        if key not in self._png:
+            self._png[key] = _png(*key)
+        return Screenshot(self._png[key], "image/png", frame)
 
     def drain_events(self) -> list[str]:
         events, self.events = self.events, []
@@ -67,6 +70,8 @@ class FakePage:
 
     def _record(self, *call: Any) -> None:
         self.calls.append(call)
+        if self.changing:
+            self.look += 1
         if call[0] in self.fail:
             raise ActionError(self.fail.pop(call[0]))
 
@@ -341,3 +346,95 @@ async def test_server_errors_are_retried(model_server: ServerFactory) -> None:
         result, _ = await run_episode(make_config(server), FakePage())
     assert result.success
     assert result.usage.policy.retries == 2 and result.usage.validator.retries == 1
+
+
+# -- progress signals --------------------------------------------------------------------------
+
+UNCHANGED = 'Your last action (click_element "big button") changed nothing visible on the page'
+REPEATED = 'WARNING: you have done the same action (click_element "big button")'
+
+
+async def test_an_action_that_changes_nothing_is_told_and_recorded(model_server: ServerFactory) -> None:
+    policy = [
+        {"when": {"step": 1}, "action": {"action": "click_element", "element": "big button"}},
+        {"when": {"step": 2}, "action": {"action": "scroll", "direction": "down"}},
+        {"action": {"action": "answer", "content": "42"}},
+    ]
+    page = FakePage()
+    async with model_server(script(policy)) as server:
+        result, steps = await run_episode(make_config(server), page)
+        texts = [r.text for r in server.requests if r.role == "policy"]
+    assert result.success and len(texts) == 3
+    assert "changed nothing" not in texts[0]  # no signal at step 1
+    line = UNCHANGED + " (same URL, same screenshot)."
+    assert line in texts[1].split("\n")
+    assert "Your last action (scroll down) changed nothing visible" in texts[2]
+    assert UNCHANGED not in texts[2] and "WARNING" not in texts[2]
+    assert [(s.unchanged, s.repeated) for s in steps] == [(False, 0), (True, 1), (True, 1)]
+    assert steps[1].context is not None and steps[1].context.progress == line
+    # Recorded in the trajectory record.
+    record = steps[1].model_dump(mode="json")
+    assert record["unchanged"] is True and record["repeated"] == 1 and record["context"]["progress"] == line
+
+
+@pytest.mark.parametrize("after", [2, 3])
+async def test_the_same_action_repeated_on_an_unchanged_page_is_flagged(
+    model_server: ServerFactory, after: int
+) -> None:
+    policy = [
+        {"when": {"step": 6}, "action": {"action": "answer", "content": "42"}},
+        {"action": {"action": "click_element", "element": "big button"}},
+    ]
+    async with model_server(script(policy)) as server:
+        result, steps = await run_episode(make_config(server, repeat_warning_after=after), FakePage())
+        texts = [r.text for r in server.requests if r.role == "policy"]
+    assert result.success and len(steps) == 6
+    assert [s.repeated for s in steps] == [0, 1, 2, 3, 4, 5]
+    flagged = [i + 1 for i, text in enumerate(texts) if REPEATED in text]
+    assert flagged == list(range(after + 1, 7))  # step N+1 sees the Nth click that changed nothing
+    assert f"{REPEATED} {after} times and the page has not changed" in texts[after]
+    assert all(UNCHANGED in text for text in texts[1:after])  # the plain line until then
+
+
+async def test_a_page_that_changes_gives_no_signal(model_server: ServerFactory) -> None:
+    policy = [
+        {"when": {"step": 5}, "action": {"action": "answer", "content": "42"}},
+        {"action": {"action": "click_element", "element": "big button"}},
+    ]
+    page = FakePage()
+    page.changing = True
+    async with model_server(script(policy)) as server:
+        result, steps = await run_episode(make_config(server, repeat_warning_after=2), page)
+        texts = [r.text for r in server.requests if r.role == "policy"]
+    assert result.success and len(texts) == 5
+    assert not any("changed nothing" in t or "WARNING" in t for t in texts)
+    assert not any(s.unchanged or s.repeated for s in steps)
+    assert all(s.context is not None and s.context.progress is None for s in steps)
+
+
+async def test_a_wait_on_an_unchanged_page_is_told_but_no_repeat(model_server: ServerFactory) -> None:
+    policy = [
+        {"when": {"step": 4}, "action": {"action": "answer", "content": "42"}},
+        {"action": {"action": "wait", "seconds": 0}},
+    ]
+    async with model_server(script(policy)) as server:
+        result, steps = await run_episode(make_config(server, repeat_warning_after=1), FakePage())
+        texts = [r.text for r in server.requests if r.role == "policy"]
+    assert result.success
+    assert all("Nothing visible changed while you waited (wait 0s)" in t for t in texts[1:])
+    assert not any("WARNING" in t for t in texts)
+    assert [(s.unchanged, s.repeated) for s in steps] == [(False, 0), (True, 0), (True, 0), (True, 0)]
+
+
+async def test_a_failed_action_gives_no_progress_signal(model_server: ServerFactory) -> None:
+    policy = [
+        {"when": {"step": 2}, "action": {"action": "answer", "content": "42"}},
+        {"action": {"action": "click_element", "element": "big button"}},
+    ]
+    page = FakePage()
+    page.fail["click"] = "no element takes clicks there"
+    async with model_server(script(policy)) as server:
+        result, steps = await run_episode(make_config(server), page)
+        second = [r for r in server.requests if r.role == "policy"][1]
+    assert result.success and steps[0].error
+    assert "changed nothing" not in second.text and not steps[1].unchanged

@@ -82,6 +82,7 @@ def test_policy_user_text() -> None:
         recent=['click_element "Search"', "scroll down"],
         events=["dialog: Are you sure?"],
         feedback=FEEDBACK,
+        progress="Your last action (scroll down) changed nothing visible on the page.",
     )
     messages = Policy(_client()).messages(state, [_shot()])
     assert len(messages) == 2
@@ -97,10 +98,12 @@ def test_policy_user_text() -> None:
     assert '- click_element "Search"' in lines
     assert "- scroll down" in lines
     assert "- dialog: Are you sure?" in lines
+    assert "Your last action (scroll down) changed nothing visible on the page." in lines
     assert "Validator feedback on your last answer:\n" + FEEDBACK + "\n" in text
     assert "FINAL STEP" not in text
     # Sections appear in order.
-    order = ["Task:", "Current URL:", "Step:", "Notes so far:", "Recent actions:", "Page events", "Validator feedback"]
+    order = ["Task:", "Current URL:", "Step:", "Notes so far:", "Recent actions:", "Your last action", "Page events"]
+    order.append("Validator feedback")
     positions = [text.index(marker) for marker in order]
     assert positions == sorted(positions)
 
@@ -108,7 +111,7 @@ def test_policy_user_text() -> None:
 def test_policy_user_text_without_optional_sections() -> None:
     text = _text(Policy(_client()).messages(_state(), [_shot()])[1])
     assert text.startswith(f"Task: {GOAL}\nCurrent URL: ")
-    for absent in ("Notes so far", "Recent actions", "Page events", "Validator feedback", "FINAL STEP"):
+    for absent in ("Notes so far", "Recent actions", "Page events", "Validator feedback", "FINAL STEP", "changed"):
         assert absent not in text
 
 
@@ -208,6 +211,7 @@ def test_missing_variable_is_an_error() -> None:
         "events": [],
         "feedback": None,
         "final": False,
+        "progress": None,
         "n_images": 1,
         "secrets": [],
         "restrictions": "",

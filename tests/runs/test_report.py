@@ -62,6 +62,9 @@ def _steps() -> list[dict[str, Any]]:
             "title": "Cart",
             "screenshot": "step_002.jpg",
             "events": ["dialog: alert('hi')"],
+            "unchanged": True,
+            "repeated": 3,
+            "context": {"max_steps": 30, "progress": "WARNING: you have done the same action <b>3 times</b>"},
             "thought": "Type the coupon",
             "action": {"action": "write_element", "element": "coupon", "content": "X&Y", "press_enter": True},
             "outcome": "",
@@ -146,6 +149,11 @@ def test_report_is_self_contained_and_escaped(tmp_path: Path) -> None:
     assert "Buy the red thing &amp; report the total" in page
     assert "dialog: alert(&#x27;hi&#x27;)" in page
     assert "<details>" in page and "incomplete" not in page
+    # Step 2 saw the page unchanged after the same action, three times.
+    step2 = page[page.index('id="step-2"') : page.index('id="step-3"')]
+    assert 'class="tag unchanged"' in step2 and "same action 3× without effect" in step2
+    assert "WARNING: you have done the same action &lt;b&gt;3 times&lt;/b&gt;" in step2
+    assert page.count('class="tag unchanged"') == 1 and page.count('class="tag repeated"') == 1
     # Streamed to disk part by part, it is the very page render_report_html builds in memory.
     assert path.read_bytes() == render_report_html(*load_run(run)).encode()
     embedded = re.findall(r'src="data:image/[a-z]+;base64,([^"]*)"', page)
@@ -167,11 +175,13 @@ def test_pure_core_handles_odd_input() -> None:
     steps: list[dict[str, Any]] = [
         {"index": 1, "url": "u", "screenshot": "../../etc/passwd", "point": {"image": [1, 2]}},
         {"index": 2, "url": "u", "image_size": [0, 0], "point": "bad", "action": "bad"},
+        {"index": 3, "url": "u", "unchanged": True, "repeated": 1e999, "context": {"progress": ["x"]}},
     ]
     page = render_report_html({"success": False}, steps, {})
     assert 'id="verdict" class="fail">FAIL<' in page
     assert 'class="click-marker"' not in page
-    assert page.count('class="step') == 2 and "missing" in page
+    assert page.count('class="step') == 3 and "missing" in page
+    assert 'class="tag unchanged"' in page and 'class="tag repeated"' not in page
 
 
 @pytest.mark.browser

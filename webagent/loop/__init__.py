@@ -11,7 +11,8 @@ replayed (recorded action, point and verdict; no model call), and from the first
 models plan as usual.
 
 ``episode.py`` drives a run (``Episode``), ``page.py`` says what it needs from a page
-(``PageDriver``) and carries actions out on it, ``meter.py`` keeps its usage and budgets. The loop
+(``PageDriver``) and carries actions out on it, ``meter.py`` keeps its usage and budgets,
+``progress.py`` tells the policy when its last action changed nothing visible. The loop
 never imports the browser: ``Agent`` hands it a ``BrowserSession`` as a ``PageDriver``.
 """
 

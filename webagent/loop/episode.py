@@ -27,6 +27,7 @@ from ..replay import CachedStep, StepReplay, fingerprint
 from ..roles.policy import PolicyState
 from .meter import Meter
 from .page import PageDriver, Roles, perform
+from .progress import ProgressTracker
 
 __all__ = ["Episode", "Judge"]
 
@@ -73,6 +74,7 @@ class Episode:
         self._recent: deque[str] = deque(maxlen=max(settings.recent_actions, 1))
         self._feedback: str | None = None
         self._feedbacks: list[str] = []
+        self._progress = ProgressTracker(settings.repeat_warning_after)
         self._attempts = 0
         self._answer: str | None = None
         self._success = False
@@ -270,6 +272,8 @@ class Episode:
         step.image_size = (shot.frame.image_width, shot.frame.image_height)
         step.title = await self.page.title()
         step.events = self.page.drain_events()
+        progress = self._progress.observe(step.url, shot, events=bool(step.events))
+        step.unchanged, step.repeated = progress.unchanged, progress.repeated
         step.timings.observe_s = time.perf_counter() - t0
         state = PolicyState(
             goal=self.goal,
@@ -281,12 +285,14 @@ class Episode:
             events=step.events,
             feedback=self._feedback,
             final=step.kind == "final",
+            progress=progress.line,
         )
         step.context = PromptContext(
             max_steps=state.max_steps,
             notes=state.notes,
             recent=state.recent,
             feedback=state.feedback,
+            progress=state.progress,
             screenshots=len(self._shots),
             localizer_profile=self.roles.localizer.profile.name,
             secrets=list(self.roles.policy.secret_names),
@@ -320,6 +326,7 @@ class Episode:
                 self.meter.charge_failed(step, exc)
             step.error = str(exc)
             step.outcome = f"failed: {exc}"
+        self._progress.acted(action if step.error is None else None)
         self._recent.append(f"step {step.index}: {describe_action(action)} -> {step.outcome}")
         step.timings.total_s = time.perf_counter() - self._t0
 

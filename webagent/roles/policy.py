@@ -34,6 +34,8 @@ class PolicyState:
     events: list[str] = field(default_factory=list)
     feedback: str | None = None
     final: bool = False
+    progress: str | None = None
+    """The previous action changed nothing visible (or was repeated to no effect), in words."""
 
 
 class Policy:
@@ -78,6 +80,7 @@ def policy_messages(
         events=state.events,
         feedback=state.feedback,
         final=state.final,
+        progress=state.progress,
         n_images=len(images),
         secrets=list(secrets),
         restrictions=restrictions,

@@ -50,6 +50,7 @@ pre{white-space:pre-wrap;background:#f6f8fa;padding:6px;margin:4px 0}
 .muted{color:#59636e}
 .tag{font-size:12px;font-weight:600;border-radius:10px;padding:1px 8px;vertical-align:middle}
 .tag.replayed{background:#ddf4ff;color:#0550ae}.tag.replanned{background:#fff1e5;color:#953800}
+.tag.unchanged{background:#eaeef2;color:#424a53}.tag.repeated{background:#ffebe9;color:#82071e}
 """
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
@@ -175,6 +176,18 @@ def _calls_html(calls: object) -> str:
     return f"<details><summary>Raw model replies ({len(parts)} model calls)</summary>{''.join(parts)}</details>"
 
 
+def _progress_tags(step: dict[str, Any]) -> str:
+    """Badges for a step that saw the page as it was before the previous step's action."""
+    if step.get("unchanged") is not True:
+        return ""
+    title = escape("same URL and same screenshot as the step before, after its action")
+    tags = f' <span class="tag unchanged" title="{title}">no visible change</span>'
+    repeated = step.get("repeated")
+    if isinstance(repeated, int) and not isinstance(repeated, bool) and repeated >= 2:
+        tags += f' <span class="tag repeated">same action {repeated}× without effect</span>'
+    return tags
+
+
 def step_html(step: dict[str, Any], images: dict[str, bytes]) -> str:
     return _join(_step_parts(step, images))
 
@@ -201,6 +214,7 @@ def _step_parts(step: dict[str, Any], images: dict[str, bytes]) -> list[str | by
     rows = [
         ("URL", escape(step.get("url"))),
         ("Title", escape(step.get("title"))),
+        ("Previous action", escape(_dict(step.get("context")).get("progress"))),
         ("Action", _action_html(step.get("action"))),
         ("Element", escape(step.get("element"))),
         ("Click point", pt),
@@ -218,7 +232,8 @@ def _step_parts(step: dict[str, Any], images: dict[str, bytes]) -> list[str | by
         replay = ' <span class="tag replayed">replayed from cache</span>'
     elif step.get("replayed") is False:
         replay = ' <span class="tag replanned">re-planned by the models</span>'
-    head = f'<section class="{cls}" id="step-{idx}"><h2>Step {idx} · {escape(step.get("kind", "action"))}{replay}</h2>'
+    tags = replay + _progress_tags(step)
+    head = f'<section class="{cls}" id="step-{idx}"><h2>Step {idx} · {escape(step.get("kind", "action"))}{tags}</h2>'
     return [head + _dl(rows), *_shot_parts(step, images), _calls_html(step.get("calls")) + "</section>"]
 
 

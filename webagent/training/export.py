@@ -181,6 +181,7 @@ class _Run:
                     events=step.events,
                     feedback=ctx.feedback,
                     final=step.kind == "final",
+                    progress=ctx.progress,
                 )
                 return policy_messages(
                     state, self.shots(step.index, ctx.screenshots), secrets=ctx.secrets, restrictions=ctx.restrictions
