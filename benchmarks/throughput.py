@@ -127,7 +127,8 @@ class Meter:
             record = json.loads(line)
             self.samples.append((record["t"], record["cpu"]))
             self.peak_kib = max(self.peak_kib, record["pss_kib"])
-            self.pss.append((record["t"], record["pss_kib"]))
+            if record["pss_kib"]:  # PSS is read every 5th sample (0 in the others)
+                self.pss.append((record["t"], record["pss_kib"]))
             self._splits.append(record["split"])
 
     def split(self, lo: float | None = None, hi: float | None = None) -> dict[str, float]:
