@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator
@@ -25,7 +26,7 @@ from PIL import Image
 
 from webagent.testing.images import image_size, shrink_images
 from webagent.testing.script import load_script, parse_policy_prompt
-from webagent.testing.server import READY_PREFIX, FakeModelServer
+from webagent.testing.server import MAX_BODY, READY_PREFIX, FakeModelServer
 
 GOAL = "Find the price of the Blue Widget in the catalog."
 
@@ -419,6 +420,83 @@ def keep_alive_roundtrips(port: int) -> None:
 
 async def test_keep_alive_and_chunked_bodies(server: FakeModelServer) -> None:
     await asyncio.to_thread(keep_alive_roundtrips, server.port)
+
+
+def http_edges(port: int) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    conn.request("GET", "/_stats/")  # a trailing slash is the same route
+    assert conn.getresponse().read() and conn.sock is not None
+    conn.request("GET", "/v1/chat/completions")  # a known path with the wrong method: no route either
+    resp = conn.getresponse()
+    assert resp.status == 404 and resp.getheader("Content-Type") == "application/json"
+    assert json.loads(resp.read())["error"]["message"] == "no route for GET /v1/chat/completions"
+    conn.request("GET", "/metrics")
+    resp = conn.getresponse()
+    assert resp.getheader("Content-Type") == "text/plain; version=0.0.4"
+    assert b'vllm:prompt_tokens_total{model_name="fake"} 0' in resp.read()
+    conn.putrequest("POST", "/policy/v1/chat/completions")  # too large: refused before the body is sent
+    conn.putheader("Content-Length", str(MAX_BODY + 1))
+    conn.endheaders()
+    resp = conn.getresponse()
+    assert resp.status == 413 and resp.getheader("Connection") == "close"
+    assert json.loads(resp.read())["error"]["message"] == "request body too large"
+    conn.close()
+
+
+async def test_http_edges(server: FakeModelServer) -> None:
+    await asyncio.to_thread(http_edges, server.port)
+
+
+async def send_raw(port: int, path: str, messages: Any) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    body = json.dumps({"model": "m", "messages": messages}).encode()
+    writer.write(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+    return reader, writer
+
+
+async def read_until_quiet(reader: asyncio.StreamReader, quiet_s: float = 0.3) -> bytes:
+    data = b""
+    with contextlib.suppress(TimeoutError):
+        while chunk := await asyncio.wait_for(reader.read(65536), quiet_s):
+            data += chunk
+    return data
+
+
+async def test_stall_holds_half_a_reply_until_the_server_stops() -> None:
+    faults = [{"role": "validator", "nth": n, "kind": "stall"} for n in (1, 2)]
+    srv = FakeModelServer(with_(faults=faults))
+    await srv.start()
+    try:
+        reader, writer = await send_raw(srv.port, "/validator/v1/chat/completions", validator_messages("a", "u"))
+        gone, gone_writer = await send_raw(srv.port, "/validator/v1/chat/completions", validator_messages("a", "u"))
+        head, _, body = (await read_until_quiet(reader)).partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 ")
+        length = next(
+            int(v) for k, _, v in (h.partition(b":") for h in head.split(b"\r\n")) if k.lower() == b"content-length"
+        )
+        assert len(body) == length - length // 2  # half of it, and then nothing
+        assert (await read_until_quiet(gone)).startswith(b"HTTP/1.1 200 ")
+        gone_writer.close()  # this client gives up; its stalled reply is still held
+    finally:
+        start = time.perf_counter()
+        await srv.stop()
+        elapsed = time.perf_counter() - start
+    assert elapsed < 1.0 and srv.fault_counts["stall"] == 2
+    assert await asyncio.wait_for(reader.read(), 2) == b""  # the held connection was closed
+    writer.close()
+
+
+async def test_stop_drops_the_requests_in_hand() -> None:
+    async with FakeModelServer(with_(latency_s={"policy": 30.0})) as srv:
+        reader, writer = await send_raw(srv.port, "/policy/v1/chat/completions", policy_messages("x"))
+        for _ in range(500):  # until the server has the request in hand
+            if srv.request_counts["policy"]:
+                break
+            await asyncio.sleep(0.01)
+        start = time.perf_counter()
+    assert time.perf_counter() - start < 1.0
+    assert await asyncio.wait_for(reader.read(), 2) == b""  # closed without a reply
+    writer.close()
 
 
 async def test_reset_stats_and_record_false(server: FakeModelServer) -> None:

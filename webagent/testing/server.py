@@ -1,234 +1,103 @@
-"""Offline OpenAI-compatible model server that answers from a script (stdlib asyncio HTTP/1.1)."""
+"""Offline OpenAI-compatible model server that answers from a script (served by ``aiohttp.web``).
+
+The routes, the request log, the counters and the faults that break the HTTP exchange live here;
+reading the messages, the scripted answers and the fault draws are :mod:`webagent.testing.chat`'s.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
-import contextlib
-import hashlib
 import json
 import math
-import random
-import re
 import signal
 import sys
 import threading
-import time
-import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from http import HTTPStatus
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
 
-from pydantic import BaseModel
+from aiohttp import web
 
-from webagent.testing.images import image_size, shrink_images
-from webagent.testing.script import (
-    FAULT_KINDS,
-    REPLY_FAULTS,
-    ROLES,
-    FaultKind,
-    Role,
-    Script,
-    candidate_answer,
-    format_click,
-    load_script,
-    localizer_profile,
-    parse_policy_prompt,
+from webagent.testing.chat import (
+    FaultDraw,
+    RecordedRequest,
+    completion,
+    digest_images,
+    estimate_usage,
+    first_user,
+    infer_role,
+    recorded,
+    scripted_reply,
 )
+from webagent.testing.images import shrink_images
+from webagent.testing.script import FAULT_KINDS, ROLES, Role, Script, load_script
+
+__all__ = ["MAX_BODY", "READY_PREFIX", "FakeModelServer", "RecordedRequest", "main"]
 
 READY_PREFIX = "webagent fake model server listening on "
-NO_ACTION = json.dumps(
-    {
-        "note": "",
-        "thought": "no scripted rule matched",
-        "action": {"action": "answer", "content": "NO SCRIPTED ACTION"},
-    }
-)
-MALFORMED = "Sure! I think the answer is {broken"
-WRONG_SHAPE: dict[Role, str] = {
-    "policy": '{"note": "x"}',
-    "validator": '{"ok": 1}',
-    "localizer": '{"foo": 1}',
-}
 MAX_BODY = 64 * 1024 * 1024
-_CHAT_RE = re.compile(r"(?:/(?P<role>policy|localizer|validator))?/v1/chat/completions")
-_MODELS_RE = re.compile(r"(?:/(?P<role>policy|localizer|validator))?/v1/models")
+_ROLE = "/{role:policy|localizer|validator}"
+_Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-class RecordedRequest(BaseModel):
-    """One logged chat-completion request (never holds image bytes)."""
-
-    role: Role
-    path: str
-    model: str
-    task: str | None = None
-    step: int | None = None
-    fault: FaultKind | None = None
-    text: str = ""
-    system: str = ""
-    n_images: int = 0
-    image_sizes: list[list[int]] = []
-    messages_count: int = 0
-    extra: dict[str, Any] = {}
-    messages: list[dict[str, Any]] = []
-    """The messages as received, each image URL replaced by ``sha256:<digest of the image bytes>``."""
+def _json(body: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
+    return web.Response(status=status, body=json.dumps(body).encode(), content_type="application/json", headers=headers)
 
 
-# ---------------------------------------------------------------- message helpers
+def _error(
+    status: int, message: str, kind: str, code: str | None = None, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    return _json({"error": {"message": message, "type": kind, "code": code}}, status, headers)
 
 
-def _parts(content: Any) -> list[dict[str, Any]]:
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return [p for p in content if isinstance(p, dict)] if isinstance(content, list) else []
+def _route(method: str, path: str, handler: _Handler) -> web.RouteDef:
+    """A route that also takes the path with trailing slashes (``HEAD`` is no ``GET`` here)."""
+    return web.route(method, path + "{slash:/*}", handler)
 
 
-def _texts(content: Any) -> list[str]:
-    return [str(p.get("text", "")) for p in _parts(content) if p.get("type") == "text"]
+async def _say_keep_alive(request: web.Request, response: web.StreamResponse) -> None:
+    """Name keep-alive in every reply that keeps the connection (aiohttp leaves HTTP/1.1's implicit)."""
+    if response.keep_alive and "Connection" not in response.headers:
+        response.headers["Connection"] = "keep-alive"
 
 
-def _image_urls(content: Any) -> list[str]:
-    urls: list[str] = []
-    for p in _parts(content):
-        if p.get("type") == "image_url":
-            img = p.get("image_url")
-            urls.append(str(img.get("url", "")) if isinstance(img, dict) else str(img or ""))
-    return urls
-
-
-def _digest_images(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        content = message.get("content")
-        if isinstance(content, list):
-            content = [_digest_part(p) for p in content]
-        out.append({**message, "content": content})
-    return out
-
-
-def _digest_part(part: Any) -> Any:
-    if not (isinstance(part, dict) and part.get("type") == "image_url" and isinstance(part.get("image_url"), dict)):
-        return part
-    url = str(part["image_url"].get("url", ""))
-    payload = url.partition(",")[2] if url.startswith("data:") else ""
+@web.middleware
+async def _json_errors(request: web.Request, handler: _Handler) -> web.StreamResponse:
+    """Errors in the OpenAI shape: no route (any unknown path or method is a 404), 413, and 500."""
     try:
-        digest = "sha256:" + hashlib.sha256(base64.b64decode(payload, validate=True)).hexdigest()
-    except ValueError:
-        digest = url
-    return {**part, "image_url": {**part["image_url"], "url": digest}}
+        return await handler(request)
+    except (web.HTTPNotFound, web.HTTPMethodNotAllowed):
+        path = request.rel_url.raw_path
+        return _error(404, f"no route for {request.method} {path}", "invalid_request_error", "not_found")
+    except web.HTTPRequestEntityTooLarge:
+        reply = _error(413, "request body too large", "invalid_request_error")
+        reply.force_close()
+        return reply
+    except ConnectionError:  # the client went away: there is no one to answer
+        return _hang_up(request)
+    except Exception as exc:  # a bug here should reach the client, not hang it
+        return _error(500, f"fake model server error: {exc!r}", "server_error")
 
 
-def _first_user(messages: list[dict[str, Any]]) -> Any:
-    return next((m.get("content") for m in messages if m.get("role") == "user"), "")
+async def _stall(request: web.Request, reply: Any) -> web.StreamResponse:
+    """The "stall" fault: the head and half the body of the reply, then nothing until the server stops."""
+    data = json.dumps(reply).encode()
+    resp = web.StreamResponse()
+    resp.content_type = "application/json"
+    resp.content_length = len(data)
+    await resp.prepare(request)
+    await resp.write(data[: len(data) - len(data) // 2])
+    await asyncio.Event().wait()  # cancelled by stop()
+    return resp
 
 
-def estimate_usage(messages: list[dict[str, Any]], image_sizes: list[list[int]], completion: str) -> dict[str, int]:
-    """OpenAI-style usage: ~4 chars per token plus one token per 28x28-pixel image patch."""
-    chars = sum(len(t) for m in messages for t in _texts(m.get("content")))
-    images = sum((w // 28) * (h // 28) for w, h in image_sizes)
-    prompt, done = math.ceil(chars / 4) + images, math.ceil(len(completion) / 4)
-    return {"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done}
-
-
-def _infer_role(body: dict[str, Any]) -> Role:
-    fmt = body.get("response_format")
-    schema = fmt.get("json_schema") if isinstance(fmt, dict) else None
-    name = schema.get("name") if isinstance(schema, dict) else None
-    return "policy" if name == "policy_reply" else "validator" if name == "validator_verdict" else "localizer"
-
-
-# ---------------------------------------------------------------- HTTP plumbing
-
-
-class _HttpError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-@dataclass
-class _Request:
-    method: str
-    path: str
-    body: bytes
-    keep_alive: bool
-
-
-@dataclass
-class _Response:
-    status: int
-    body: Any
-    headers: dict[str, str] = field(default_factory=dict)
-    stall: bool = False  # "stall" fault: send half the reply, then hold the connection until the server stops
-
-
-def _error(status: int, message: str, kind: str, code: str | None = None) -> _Response:
-    return _Response(status, {"error": {"message": message, "type": kind, "code": code}})
-
-
-async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
-    chunks: list[bytes] = []
-    while size := int((await reader.readuntil(b"\r\n")).split(b";")[0].strip() or b"0", 16):
-        chunks.append(await reader.readexactly(size))
-        await reader.readexactly(2)
-    while await reader.readuntil(b"\r\n") != b"\r\n":  # trailers
-        pass
-    return b"".join(chunks)
-
-
-async def _read_request(reader: asyncio.StreamReader) -> _Request | None:
-    """Read one request; ``None`` when the client closed the connection cleanly."""
-    try:
-        head = await reader.readuntil(b"\r\n\r\n")
-    except asyncio.IncompleteReadError:
-        return None
-    except asyncio.LimitOverrunError:
-        raise _HttpError(431, "request headers too large") from None
-    lines = head.decode("latin-1").split("\r\n")
-    try:
-        method, target, version = lines[0].split(" ", 2)
-    except ValueError:
-        raise _HttpError(400, "malformed request line") from None
-    headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
-    if headers.get("transfer-encoding", "").lower() == "chunked":
-        body = await _read_chunked(reader)
-    else:
-        try:
-            length = int(headers.get("content-length", "0"))
-        except ValueError:
-            raise _HttpError(400, "bad Content-Length") from None
-        if length > MAX_BODY:
-            raise _HttpError(413, "request body too large")
-        body = await reader.readexactly(length)
-    conn = headers.get("connection", "").lower()
-    keep_alive = conn != "close" if version.strip() == "HTTP/1.1" else conn == "keep-alive"
-    return _Request(method.upper(), target.split("?", 1)[0], body, keep_alive)
-
-
-async def _send(writer: asyncio.StreamWriter, resp: _Response, keep_alive: bool) -> None:
-    text = isinstance(resp.body, str)
-    data = resp.body.encode() if text else json.dumps(resp.body).encode()
-    head = [
-        f"HTTP/1.1 {resp.status} {HTTPStatus(resp.status).phrase}",
-        f"Content-Type: {'text/plain; version=0.0.4' if text else 'application/json'}",
-        f"Content-Length: {len(data)}",
-        f"Connection: {'keep-alive' if keep_alive else 'close'}",
-        *(f"{k}: {v}" for k, v in resp.headers.items()),
-    ]
-    reply = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data
-    if resp.stall:
-        writer.write(reply[: len(reply) - len(data) // 2])
-        await writer.drain()
-        await asyncio.Event().wait()  # cancelled when the server stops
-    writer.write(reply)
-    await writer.drain()
-
-
-# ---------------------------------------------------------------- the server
+def _hang_up(request: web.Request) -> web.Response:
+    """Close the connection without a reply: aiohttp cannot send the response returned, and drops it."""
+    if request.transport is not None:
+        request.transport.abort()
+    return web.Response()
 
 
 class FakeModelServer:
@@ -247,9 +116,9 @@ class FakeModelServer:
         self.requests: list[RecordedRequest] = []
         self.request_counts: dict[str, int] = {}
         self.fault_counts: dict[str, int] = {}
-        self._rng = random.Random()
-        self._server: asyncio.Server | None = None
-        self._conns: set[asyncio.Task[Any]] = set()
+        self._faults = FaultDraw(self.script)
+        self._runner: web.AppRunner | None = None
+        self._busy: set[asyncio.Task[Any]] = set()  # the requests being answered, cancelled by stop()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.reset()
@@ -259,7 +128,7 @@ class FakeModelServer:
     @property
     def url(self) -> str:
         """Base URL, e.g. ``http://127.0.0.1:8123``."""
-        if self._server is None:
+        if self._runner is None:
             raise RuntimeError("FakeModelServer is not running")
         host = "127.0.0.1" if self.host in ("", "0.0.0.0") else self.host
         return f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
@@ -283,25 +152,31 @@ class FakeModelServer:
         self._seen_prefixes: set[str] = set()
         self.request_counts.update(dict.fromkeys(ROLES, 0))
         self.fault_counts.update(dict.fromkeys(FAULT_KINDS, 0))
-        self._rng.seed(self.script.seed)
-        even = self.script.fault_schedule == "even"
-        self._owed: dict[str, float] = {k: self._rng.random() for k in self.script.fault_rates} if even else {}
+        self._faults.reset()
 
     async def start(self) -> None:
         """Bind and start serving."""
-        self._server = await asyncio.start_server(self._handle, self.host, self.port, limit=1024 * 1024, backlog=2048)
-        self.port = self._server.sockets[0].getsockname()[1]
+        # shutdown_timeout: stop() has cancelled the requests in hand; one that comes in meanwhile gets a moment.
+        runner = web.AppRunner(self._app(), access_log=None, shutdown_timeout=1.0)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, self.host, self.port, backlog=2048).start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner, self.port = runner, runner.addresses[0][1]
 
     async def stop(self) -> None:
-        """Stop listening and drop open connections."""
-        if self._server is None:
+        """Stop listening and drop open connections, the requests in hand (stalled replies too) with them."""
+        if self._runner is None:
             return
-        self._server.close()
-        for task in list(self._conns):
+        for site in self._runner.sites:
+            await site.stop()
+        for task in self._busy:
             task.cancel()
-        await asyncio.gather(*self._conns, return_exceptions=True)
-        await self._server.wait_closed()
-        self._server = None
+        await asyncio.gather(*self._busy, return_exceptions=True)
+        await self._runner.cleanup()
+        self._runner = None
 
     async def __aenter__(self) -> FakeModelServer:
         await self.start()
@@ -347,81 +222,64 @@ class FakeModelServer:
 
     # ---- HTTP
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._conns.add(task)
-        try:
-            while True:
-                try:
-                    req = await _read_request(reader)
-                except _HttpError as exc:
-                    await _send(writer, _error(exc.status, str(exc), "invalid_request_error"), False)
-                    break
-                if req is None:
-                    break
-                try:
-                    resp = await self._route(req)
-                except Exception as exc:  # a bug here should reach the client, not hang it
-                    resp = _error(500, f"fake model server error: {exc!r}", "server_error")
-                if resp is None:  # "disconnect" fault
-                    writer.transport.abort()
-                    break
-                await _send(writer, resp, req.keep_alive)
-                if not req.keep_alive:
-                    break
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
-            pass
-        except asyncio.CancelledError:
-            pass  # stop() cancels open connections; a cancelled stream task makes 3.11 log an error
-        finally:
-            if task is not None:
-                self._conns.discard(task)
-            with contextlib.suppress(Exception):
-                writer.close()
-
-    async def _route(self, req: _Request) -> _Response | None:
-        path = req.path.rstrip("/") or "/"
-        if req.method == "GET" and path == "/_requests":
-            return _Response(200, [r.model_dump(mode="json") for r in self.requests])
-        if req.method == "GET" and path == "/_stats":
-            return _Response(200, {"requests": self.request_counts, "faults": self.fault_counts})
-        if req.method == "GET" and path == "/metrics":
-            return _Response(200, self._metrics_text())
-        if req.method == "POST" and path == "/_reset":
-            self.reset()
-            return _Response(200, {"ok": True})
-        if req.method == "GET" and (m := _MODELS_RE.fullmatch(path)):
-            roles: Sequence[Role] = [cast(Role, m["role"])] if m["role"] else ROLES
-            data = [
-                {"id": self.script.model_name(r), "object": "model", "created": 0, "owned_by": "webagent"}
-                for r in roles
+    def _app(self) -> web.Application:
+        app = web.Application(client_max_size=MAX_BODY, middlewares=[self._track, _json_errors])
+        app.on_response_prepare.append(_say_keep_alive)
+        chat, models = "/v1/chat/completions", "/v1/models"
+        app.add_routes(
+            [
+                _route("GET", "/_requests", self._requests),
+                _route("GET", "/_stats", self._stats),
+                _route("GET", "/metrics", self._metrics),
+                _route("POST", "/_reset", self._reset),
+                _route("GET", models, self._models),
+                _route("GET", _ROLE + models, self._models),
+                _route("POST", chat, self._chat),
+                _route("POST", _ROLE + chat, self._chat),
             ]
-            return _Response(200, {"object": "list", "data": data})
-        if req.method == "POST" and (m := _CHAT_RE.fullmatch(path)):
-            return await self._chat(req.path, cast("Role | None", m["role"]), req.body)
-        return _error(404, f"no route for {req.method} {req.path}", "invalid_request_error", "not_found")
+        )
+        return app
+
+    @web.middleware
+    async def _track(self, request: web.Request, handler: _Handler) -> web.StreamResponse:
+        task = cast("asyncio.Task[Any]", asyncio.current_task())  # aiohttp runs each request in a task
+        self._busy.add(task)
+        try:
+            return await handler(request)
+        finally:
+            self._busy.discard(task)
+
+    async def _requests(self, request: web.Request) -> web.Response:
+        return _json([r.model_dump(mode="json") for r in self.requests])
+
+    async def _stats(self, request: web.Request) -> web.Response:
+        return _json({"requests": self.request_counts, "faults": self.fault_counts})
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        lines = []
+        for name, value in self.metrics.items():
+            lines += [f"# TYPE {name} counter", f'{name}{{model_name="fake"}} {value}']
+        text = "\n".join(lines) + "\n"
+        return web.Response(body=text.encode(), headers={"Content-Type": "text/plain; version=0.0.4"})
+
+    async def _reset(self, request: web.Request) -> web.Response:
+        self.reset()
+        return _json({"ok": True})
+
+    async def _models(self, request: web.Request) -> web.Response:
+        role = request.match_info.get("role")
+        roles: Sequence[Role] = [cast(Role, role)] if role else ROLES
+        data = [
+            {"id": self.script.model_name(r), "object": "model", "created": 0, "owned_by": "webagent"} for r in roles
+        ]
+        return _json({"object": "list", "data": data})
 
     # ---- chat completions
 
-    def _pick_fault(self, role: Role, nth: int, *, repair: bool = False) -> FaultKind | None:
-        rates = self.script.fault_rates
-        if self.script.fault_schedule == "even":
-            for kind in rates:
-                self._owed[kind] += rates[kind]
-            drawn = sorted((k for k in FAULT_KINDS if self._owed.get(k, 0.0) >= 1.0), key=lambda k: -self._owed[k])
-        else:  # always draw every rate so the random stream does not depend on deterministic faults
-            drawn = [k for k in FAULT_KINDS if k in rates and self._rng.random() < rates[k]]
-        if repair and not self.script.fault_repairs:
-            drawn = [k for k in drawn if k not in REPLY_FAULTS]
-        scripted = next((f.kind for f in self.script.faults if f.role == role and f.nth == nth), None)
-        candidates = [scripted] if scripted else drawn
-        fault = next((k for k in candidates if k != "offtarget" or role == "localizer"), None)
-        if fault is not None and not scripted and fault in self._owed:
-            self._owed[fault] -= 1.0  # an even fault that could not land here stays owed
-        return fault
-
-    async def _chat(self, path: str, role: Role | None, raw: bytes) -> _Response | None:
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        if (request.content_length or 0) > MAX_BODY:  # refused at once (read() would take MAX_BODY first)
+            raise web.HTTPRequestEntityTooLarge(MAX_BODY, request.content_length or 0)
+        raw = await request.read()
         try:
             body = json.loads(raw if self.record else shrink_images(raw))
         except ValueError:
@@ -431,47 +289,31 @@ class FakeModelServer:
                 return _error(400, "request body is not valid JSON", "invalid_request_error")
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return _error(400, "'messages' must be a list", "invalid_request_error")
-        role = role or _infer_role(body)
+        role = cast("Role | None", request.match_info.get("role")) or infer_role(body)
         messages = [m for m in body["messages"] if isinstance(m, dict)]
         model = str(body.get("model") or self.script.model_name(role))
         self.request_counts[role] += 1
         repair = any(m.get("role") == "assistant" for m in messages)  # a reply quoted back for repair
-        fault = self._pick_fault(role, self.request_counts[role], repair=repair)
-        user = _first_user(messages)
-        rec = RecordedRequest(
-            role=role,
-            path=path,
-            model=model,
-            fault=fault,
-            text="\n".join(_texts(user)),
-            system="\n".join(t for m in messages if m.get("role") == "system" for t in _texts(m.get("content"))),
-            messages_count=len(messages),
-            extra={k: v for k, v in body.items() if k not in ("messages", "model")},
-        )
-        sizes = [image_size(u) for m in messages for u in _image_urls(m.get("content"))]
-        rec.n_images, rec.image_sizes = len(sizes), [list(s) for s in sizes if s]
-        content = self._answer(rec, model, user, fault == "offtarget")
-        if fault == "malformed":
-            content = MALFORMED
-        elif fault == "schema":
-            content = WRONG_SHAPE[role]
+        fault = self._faults.pick(role, self.request_counts[role], repair=repair)
+        rec = recorded(body, messages, role=role, path=request.rel_url.raw_path, model=model, fault=fault)
+        content = scripted_reply(self.script, rec, first_user(messages))
         if fault:
             self.fault_counts[fault] += 1
         if self.record:
-            rec.messages = _digest_images(messages)
+            rec.messages = digest_images(messages)
             self.requests.append(rec)
         await asyncio.sleep(self.script.latency(role) + (self.script.slow_s if fault == "slow" else 0.0))
         if fault == "disconnect":
-            return None
+            return _hang_up(request)
         if fault == "500":
             return _error(500, "injected server error", "server_error", "internal_error")
         if fault == "429":
-            resp = _error(429, "injected rate limit", "rate_limit_exceeded", "rate_limit_exceeded")
-            resp.headers["Retry-After"] = str(self.script.retry_after_s)
-            return resp
+            retry_after = {"Retry-After": str(self.script.retry_after_s)}
+            return _error(429, "injected rate limit", "rate_limit_exceeded", "rate_limit_exceeded", retry_after)
         usage = estimate_usage(messages, rec.image_sizes, content)
         self._count_tokens(rec.system, usage)
-        return _Response(200, self._completion(model, content, usage), stall=fault == "stall")
+        reply = completion(model, content, usage)
+        return await _stall(request, reply) if fault == "stall" else _json(reply)
 
     def _count_tokens(self, system: str, usage: dict[str, int]) -> None:
         """vLLM-style counters; the prefix cache "hits" on a system prompt seen before."""
@@ -483,51 +325,6 @@ class FakeModelServer:
             counters["vllm:prefix_cache_hits_total"] += math.ceil(len(system) / 4)
         elif system:
             self._seen_prefixes.add(system)
-
-    def _metrics_text(self) -> str:
-        lines = []
-        for name, value in self.metrics.items():
-            lines += [f"# TYPE {name} counter", f'{name}{{model_name="fake"}} {value}']
-        return "\n".join(lines) + "\n"
-
-    def _answer(self, rec: RecordedRequest, model: str, user: Any, offtarget: bool) -> str:
-        """Scripted reply text; fills ``rec.task``/``rec.step``."""
-        if rec.role == "localizer":
-            return self._click(model, rec.text, rec.image_sizes, offtarget=offtarget)
-        task = self.script.task_for(rec.text)
-        rec.task = task.id if task else None
-        if rec.role == "validator":
-            if task is None:
-                return json.dumps({"success": False, "feedback": "No scripted task matched this request."})
-            ok, feedback = task.judge(candidate_answer(_texts(user)), parse_policy_prompt(rec.text).url)
-            return json.dumps({"success": ok, "feedback": feedback})
-        state = parse_policy_prompt(rec.text)
-        rec.step = state.step
-        rule = task.policy_rule(state) if task else None
-        return rule.reply() if rule else NO_ACTION
-
-    def _click(self, model: str, text: str, sizes: list[list[int]], *, offtarget: bool) -> str:
-        vp = self.script.viewport
-        w, h = sizes[0] if sizes else (vp.width, vp.height)
-        profile = localizer_profile(model, self.script.localizer_profile)
-        hit = None if offtarget else self.script.find_element(text)
-        if hit is None:
-            x, y = (w + 100, h + 100) if offtarget else (w + 50, h // 2)
-        else:
-            scale = max(w / vp.width, h / vp.height)
-            x, y = round(hit[1][0] * scale), round(hit[1][1] * scale)
-        return format_click(profile, x, y, w, h)
-
-    @staticmethod
-    def _completion(model: str, content: str, usage: dict[str, int]) -> dict[str, Any]:
-        return {
-            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-            "usage": usage,
-        }
 
 
 # ---------------------------------------------------------------- CLI
@@ -549,7 +346,8 @@ async def _serve(script: Script, host: str, port: int, record: bool = True) -> N
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m webagent.testing.server --script FILE [--host H] [--port P]``."""
-    parser = argparse.ArgumentParser(prog="python -m webagent.testing.server", description=__doc__)
+    description = (__doc__ or "").partition("\n\n")[0]  # the first paragraph
+    parser = argparse.ArgumentParser(prog="python -m webagent.testing.server", description=description)
     parser.add_argument("--script", required=True, help="script JSON file")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
