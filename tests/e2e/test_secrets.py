@@ -59,21 +59,9 @@ SCRIPT: dict[str, Any] = {
 }
 
 
-class RecordingServer(FakeModelServer):
-    """The offline model server, keeping the raw method, path and body of every request."""
-
-    def __init__(self, script: dict[str, Any]) -> None:
-        super().__init__(script)
-        self.raw: list[bytes] = []
-
-    async def _route(self, req: Any) -> Any:
-        self.raw.append(f"{req.method} {req.path}\n".encode() + req.body)
-        return await super()._route(req)
-
-
 @pytest.fixture
-def recording() -> Iterator[RecordingServer]:
-    server = RecordingServer(SCRIPT)
+def recording() -> Iterator[FakeModelServer]:
+    server = FakeModelServer(SCRIPT, keep_raw=True)
     server.start_in_thread()
     yield server
     server.stop_thread()
@@ -84,7 +72,7 @@ def _occurrences(data: bytes) -> int:
 
 
 def test_secret_is_typed_but_never_leaves_the_agent(
-    recording: RecordingServer, site: SiteServer, tmp_path: Path
+    recording: FakeModelServer, site: SiteServer, tmp_path: Path
 ) -> None:
     out = tmp_path / "run"
     flags = ["--localizer-profile", "holo1.5", "--model", PROFILE_MODELS["holo1.5"], "--api-key", "offline"]

@@ -110,10 +110,14 @@ class FakeModelServer:
         host: str = "127.0.0.1",
         port: int = 0,
         record: bool = True,
+        keep_raw: bool = False,
     ) -> None:
+        """``record``: keep each chat request parsed (``requests``); ``keep_raw``: also keep its
+        method, path and body byte for byte (``raw``: what a test checks for leaked data)."""
         self.script = load_script(script)
-        self.host, self.port, self.record = host, port, record
+        self.host, self.port, self.record, self.keep_raw = host, port, record, keep_raw
         self.requests: list[RecordedRequest] = []
+        self.raw: list[bytes] = []
         self.request_counts: dict[str, int] = {}
         self.fault_counts: dict[str, int] = {}
         self._faults = FaultDraw(self.script)
@@ -140,6 +144,7 @@ class FakeModelServer:
     def reset(self) -> None:
         """Clear the request log, counters and the fault RNG."""
         self.requests.clear()
+        self.raw.clear()
         self.metrics: dict[str, int] = dict.fromkeys(
             (
                 "vllm:prompt_tokens_total",
@@ -280,6 +285,8 @@ class FakeModelServer:
         if (request.content_length or 0) > MAX_BODY:  # refused at once (read() would take MAX_BODY first)
             raise web.HTTPRequestEntityTooLarge(MAX_BODY, request.content_length or 0)
         raw = await request.read()
+        if self.keep_raw:
+            self.raw.append(f"{request.method} {request.rel_url.raw_path}\n".encode() + raw)
         try:
             body = json.loads(raw if self.record else shrink_images(raw))
         except ValueError:
