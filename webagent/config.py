@@ -132,7 +132,7 @@ class AgentSettings(_Section):
         "the task, the notes, the recent actions and the current screenshot",
     )
     epoch_max_chars: int = Field(
-        default=12000,
+        default=8000,
         ge=0,
         description="append: an epoch also ends once its text (turns and replies) reaches this many characters "
         "(0: no limit)",
