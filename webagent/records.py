@@ -114,6 +114,15 @@ class PromptContext(_Record):
         default=None, description="What the policy was told of its last action changing nothing (see Step.unchanged)"
     )
     screenshots: int = Field(default=1, description="Screenshots in the policy request: those of the last N steps")
+    epoch: int | None = Field(
+        default=None,
+        description="Append context: the step whose observation began the policy conversation this request "
+        "continues (None: the window context)",
+    )
+    outcome: str | None = Field(default=None, description="Append context: the previous action's line shown")
+    reply: str | None = Field(
+        default=None, description="Append context: the policy's reply to this step, as appended to the conversation"
+    )
     localizer_profile: str | None = None
     validator_url: str | None = Field(default=None, description="URL the validator was told")
     validator_screenshots: int = Field(default=0, description="Screenshots the validator saw: the last N steps'")

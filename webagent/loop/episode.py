@@ -22,8 +22,10 @@ from ..budget import Budget
 from ..config import AgentSettings
 from ..errors import ActionError, BrowserError, BudgetExceeded, LocalizationError, ModelError, ModelReplyError
 from ..images import Screenshot
+from ..model.client import Message
 from ..records import ModelCall, Point, PromptContext, RunResult, Step, StopReason, Verdict
 from ..replay import CachedStep, StepReplay, fingerprint
+from ..roles.context import PolicyContext
 from ..roles.policy import PolicyState
 from .meter import Meter
 from .page import PageDriver, Roles, perform
@@ -84,6 +86,9 @@ class Episode:
         self._index = 0
         self._out_of_steps = False
         self._stop: tuple[StopReason, str] | None = None
+        #: The append-only policy conversation (None: the window context); ``_messages``: its request.
+        self._context = PolicyContext.for_settings(settings, roles.policy)
+        self._messages: list[Message] | None = None
 
     @property
     def success(self) -> bool:
@@ -99,6 +104,12 @@ class Episode:
     def screenshots(self) -> list[Screenshot]:
         """The screenshots the policy is shown (oldest first, the current one last)."""
         return list(self._shots)
+
+    def policy_messages(self, state: PolicyState) -> list[Message]:
+        """The policy request of the step last observed (``state``: what ``observe`` returned)."""
+        if self._messages is not None:
+            return list(self._messages)
+        return self.roles.policy.messages(state, list(self._shots))
 
     # -- driving ---------------------------------------------------------------------------------
 
@@ -244,15 +255,15 @@ class Episode:
         self.meter.reserve()
         t1 = time.perf_counter()
         try:
-            reply, call = await self.roles.policy.decide(state, list(self._shots))
+            reply, call = await self.roles.policy.decide(state, list(self._shots), messages=self._messages)
         except ModelReplyError as exc:
             self.meter.charge_failed(step, exc)
-            self.unusable_reply(step, str(exc))
+            self.unusable_reply(step, str(exc), raw=exc.call.raw[-1] if exc.call and exc.call.raw else None)
             return
         finally:
             step.timings.policy_s = time.perf_counter() - t1
         self.meter.charge(step, call)
-        await self.apply(step, reply)
+        await self.apply(step, reply, raw=call.raw[-1] if call.raw else None)
 
     async def _replayable(self, step: Step) -> CachedStep | None:
         """Fingerprint the observation; the recorded step to replay if it matches."""
@@ -286,7 +297,10 @@ class Episode:
             feedback=self._feedback,
             final=step.kind == "final",
             progress=progress.line,
+            outcome=self._recent[-1] if self._recent else None,
         )
+        if self._context is not None:
+            self._messages = self._context.observe(state, shot)
         step.context = PromptContext(
             max_steps=state.max_steps,
             notes=state.notes,
@@ -299,18 +313,29 @@ class Episode:
             restrictions=self.roles.policy.restrictions,
             expect=self.expect,
         )
+        if self._context is not None:
+            step.context.epoch, step.context.outcome = self._context.epoch, state.outcome
         return state
 
-    def unusable_reply(self, step: Step, error: str) -> None:
-        """Record a policy reply that could not be used; the policy is told at the next step."""
+    def unusable_reply(self, step: Step, error: str, *, raw: str | None = None) -> None:
+        """Record a policy reply that could not be used (``raw``: its text); the policy is told at the next step."""
+        self._replied(step, raw)
         step.error = error
         step.outcome = "failed: the policy's reply was unusable"
         self._recent.append(f"step {step.index}: (no valid action) -> {step.outcome}")
 
     async def apply(
-        self, step: Step, reply: PolicyReply, *, point: Point | None = None, verdict: Verdict | None = None
+        self,
+        step: Step,
+        reply: PolicyReply,
+        *,
+        point: Point | None = None,
+        verdict: Verdict | None = None,
+        raw: str | None = None,
     ) -> None:
-        """Carry out the policy's reply (``point``: skip the localizer; ``verdict``: skip the validator)."""
+        """Carry out the policy's reply (``point``: skip the localizer; ``verdict``: skip the validator;
+        ``raw``: the reply's text as the model gave it, else its JSON)."""
+        self._replied(step, reply.model_dump_json() if raw is None else raw)
         step.note, step.thought, step.action = reply.note, reply.thought, reply.action
         note = " ".join(reply.note.split())[:NOTE_MAX_CHARS]
         if note and (not self._notes or self._notes[-1] != note):
@@ -391,6 +416,11 @@ class Episode:
             return "accepted by the validator"
         self._feedback = verdict.feedback
         return "rejected by the validator"
+
+    def _replied(self, step: Step, raw: str | None) -> None:
+        """Append mode: the reply goes into the policy's conversation and the step's record."""
+        if self._context is not None and step.context is not None:
+            step.context.reply = self._context.reply(raw)
 
     def _visible_notes(self) -> list[str]:
         budget = self.settings.notes_max_chars

@@ -16,7 +16,7 @@ from ..model.schema import response_format, strict_schema
 from ..prompts import render
 from ..records import ModelCall
 
-__all__ = ["Policy", "PolicyState", "policy_messages"]
+__all__ = ["Policy", "PolicyState", "policy_messages", "system_message"]
 
 SCHEMA_NAME = "policy_reply"
 
@@ -36,6 +36,8 @@ class PolicyState:
     final: bool = False
     progress: str | None = None
     """The previous action changed nothing visible (or was repeated to no effect), in words."""
+    outcome: str | None = None
+    """The previous step's action and outcome (the last recent-action line); shown in append mode."""
 
 
 class Policy:
@@ -54,10 +56,14 @@ class Policy:
     def messages(self, state: PolicyState, images: Sequence[Screenshot]) -> list[Message]:
         return policy_messages(state, images, secrets=self.secret_names, restrictions=self.restrictions)
 
-    async def decide(self, state: PolicyState, images: Sequence[Screenshot]) -> tuple[PolicyReply, ModelCall]:
-        """Ask for the next action. Raises ModelError (with ``.call``) on failure."""
+    async def decide(
+        self, state: PolicyState, images: Sequence[Screenshot], *, messages: Sequence[Message] | None = None
+    ) -> tuple[PolicyReply, ModelCall]:
+        """Ask for the next action (``messages``: an append-mode request, built by ``PolicyContext``).
+
+        Raises ModelError (with ``.call``) on failure."""
         return await self.client.call(
-            self.messages(state, images),
+            self.messages(state, images) if messages is None else messages,
             lambda text: parse_reply(text, PolicyReply),
             response_format=_response_format(),
             repair_hint='Reply with a JSON object {"note": ..., "thought": ..., "action": {"action": ..., ...}} '
@@ -87,7 +93,12 @@ def policy_messages(
     )
     content: list[dict[str, object]] = [{"type": "text", "text": text}]
     content += [shot.image_part() for shot in images]
-    return [{"role": "system", "content": _system_prompt()}, {"role": "user", "content": content}]
+    return [system_message(), {"role": "user", "content": content}]
+
+
+def system_message() -> Message:
+    """The policy's system message (the same text in both context modes)."""
+    return {"role": "system", "content": _system_prompt()}
 
 
 @cache

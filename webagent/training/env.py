@@ -18,6 +18,7 @@ on one ``Agent``: ``agent = shared_agent(config)`` then ``WebEnv(agent=agent)`` 
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,7 +61,9 @@ class Observation:
     events: list[str]
     final: bool
     messages: list[Message]
-    """The policy request's messages (system + user, screenshots as data URLs, the current one last)."""
+    """The policy request's messages, screenshots as data URLs: with the append context (the default) the
+    conversation of the current epoch (system, then a user turn per step with its screenshot and the reply
+    given to it, this step's turn last); with the window context system + one user message."""
 
 
 def required_roles(reward: RewardMode) -> tuple[str, ...]:
@@ -101,6 +104,15 @@ def _reply(action: PolicyReply | Mapping[str, Any] | str) -> PolicyReply:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise ReplyParseError(f"the action is not valid: {where}: {first['msg']}") from None
+
+
+def _raw(action: PolicyReply | Mapping[str, Any] | str) -> str:
+    """The reply as the policy's conversation keeps it (append context): its text, else its JSON."""
+    if isinstance(action, str):
+        return action
+    if isinstance(action, PolicyReply):
+        return action.model_dump_json()
+    return json.dumps(dict(action), ensure_ascii=False, default=str)
 
 
 class WebEnv:
@@ -185,13 +197,14 @@ class WebEnv:
 
         async def act() -> None:
             assert episode is not None and step is not None and obs is not None
+            raw = _raw(action)
             try:
                 reply = _reply(action)
                 where = self._point(reply, obs, point)
             except (ReplyParseError, LocalizationError) as exc:
-                episode.unusable_reply(step, str(exc))
+                episode.unusable_reply(step, str(exc), raw=raw)
                 return
-            await episode.apply(step, reply, point=where)
+            await episode.apply(step, reply, point=where, raw=raw)
 
         await episode.run_step(step, act())
         result = episode.end_step(step)
@@ -265,7 +278,7 @@ class WebEnv:
             screenshot=shots[-1],
             events=list(step.events),
             final=step.kind == "final",
-            messages=episode.roles.policy.messages(state, shots),
+            messages=episode.policy_messages(state),
         )
         return self._obs
 

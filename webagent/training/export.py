@@ -30,6 +30,7 @@ from ..files import write_atomic
 from ..images import Frame, Screenshot
 from ..model.client import Message
 from ..records import ModelCall, RunResult, Step
+from ..roles.context import PolicyContext
 from ..roles.localizer import LOCALIZER_PROFILES, localizer_messages
 from ..roles.policy import PolicyState, policy_messages
 from ..roles.validator import validator_messages
@@ -171,20 +172,13 @@ class _Run:
             raise _MissingInput("the step has no prompt context (recorded by an older webagent)")
         match call.role:
             case "policy":
-                state = PolicyState(
-                    goal=self.result.goal,
-                    url=step.url,
-                    step=step.index,
-                    max_steps=ctx.max_steps,
-                    notes=ctx.notes,
-                    recent=ctx.recent,
-                    events=step.events,
-                    feedback=ctx.feedback,
-                    final=step.kind == "final",
-                    progress=ctx.progress,
-                )
+                if ctx.epoch is not None:
+                    return self.conversation(step, ctx.epoch)
                 return policy_messages(
-                    state, self.shots(step.index, ctx.screenshots), secrets=ctx.secrets, restrictions=ctx.restrictions
+                    self.state(step),
+                    self.shots(step.index, ctx.screenshots),
+                    secrets=ctx.secrets,
+                    restrictions=ctx.restrictions,
                 )
             case "localizer":
                 profile = LOCALIZER_PROFILES.get(ctx.localizer_profile or "")
@@ -196,6 +190,43 @@ class _Run:
                     raise _MissingInput("the validator call has no answer or URL")
                 images = self.shots(step.index, ctx.validator_screenshots)
                 return validator_messages(self.result.goal, step.action.content, ctx.validator_url, images, ctx.expect)
+
+    def state(self, step: Step) -> PolicyState:
+        ctx = step.context
+        assert ctx is not None
+        return PolicyState(
+            goal=self.result.goal,
+            url=step.url,
+            step=step.index,
+            max_steps=ctx.max_steps,
+            notes=ctx.notes,
+            recent=ctx.recent,
+            events=step.events,
+            feedback=ctx.feedback,
+            final=step.kind == "final",
+            progress=ctx.progress,
+            outcome=ctx.outcome,
+        )
+
+    def conversation(self, last: Step, epoch: int) -> list[Message]:
+        """An append-context request: the epoch's steps fed through the class that built it."""
+        first = self.steps.get(epoch)
+        if first is None or first.context is None:
+            raise _MissingInput(f"step {epoch}, where the policy's conversation began, has no prompt context")
+        context = PolicyContext(secrets=first.context.secrets, restrictions=first.context.restrictions)
+        messages: list[Message] = []
+        for index in range(epoch, last.index + 1):
+            step = self.steps.get(index)
+            if step is None or step.context is None or step.context.epoch != epoch:
+                raise _MissingInput(f"step {index} of the policy's conversation is missing or of another one")
+            if index > epoch:
+                previous = self.steps[index - 1].context
+                assert previous is not None
+                if previous.reply is None:
+                    raise _MissingInput(f"step {index - 1} has no recorded reply")
+                context.reply(previous.reply)
+            messages = context.observe(self.state(step), self.shots(index, 1)[0], new_epoch=index == epoch)
+        return messages
 
     def success(self) -> bool:
         return self.result.success

@@ -1,0 +1,288 @@
+"""The append-only policy context: each request extends the one before, epochs restart it compactly.
+
+The policy model is a scripted stand-in for ``ModelClient`` that keeps every request it is sent, so
+the tests see the exact message lists (and their objects) the loop built.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from webagent.config import AgentSettings, LocalizerConfig, RoleConfig
+from webagent.errors import ModelReplyError
+from webagent.images import Screenshot
+from webagent.loop import Episode, Roles
+from webagent.model.client import ModelClient
+from webagent.model.parsing import ReplyParseError
+from webagent.records import ModelCall, RunResult, Step, Verdict
+from webagent.roles.context import NO_REPLY, PolicyContext
+from webagent.roles.localizer import Localizer
+from webagent.roles.policy import Policy, PolicyState, policy_messages
+from webagent.roles.validator import Validator
+from webagent.runs.trajectory import RunFiles
+from webagent.training.export import ExportOptions, RunRef, export_sft
+
+from .test_episode import GOAL, FakePage
+
+SCROLL = json.dumps({"note": "", "thought": "look further", "action": {"action": "scroll", "direction": "down"}})
+
+
+def _reply(i: int, action: dict[str, Any] | None = None) -> str:
+    # Raw texts with odd spacing: the conversation must keep them as returned, not re-serialised.
+    action = action or {"action": "scroll", "direction": "down"}
+    return f'{{ "note": "fact {i}",  "thought": "step {i}", "action": {json.dumps(action)} }}'
+
+
+ANSWER = {"action": "answer", "content": "42"}
+
+
+class ScriptedClient:
+    """Answers policy requests from a list of raw reply texts; keeps each request's message list."""
+
+    role = "policy"
+    model = "scripted"
+
+    def __init__(self, replies: Sequence[str | tuple[str, ...]]) -> None:
+        self.replies = list(replies)
+        self.requests: list[list[dict[str, Any]]] = []
+
+    async def call(self, messages: Sequence[Any], parse: Callable[[str], Any], **_: Any) -> tuple[Any, ModelCall]:
+        self.requests.append(list(messages))
+        item = self.replies.pop(0)
+        raws = list(item) if isinstance(item, tuple) else [item]
+        record = ModelCall(role="policy", model=self.model, raw=raws)
+        try:
+            return parse(raws[-1]), record
+        except ReplyParseError as exc:
+            error = ModelReplyError(f"the policy model's reply was unusable: {exc}", role="policy", raw=raws[-1])
+            record.error = str(exc)
+            error.call = record
+            raise error from None
+
+
+async def _judge(answer: str, url: str, images: list[Screenshot]) -> tuple[Verdict, ModelCall | None]:
+    return Verdict(success="42" in answer, feedback="Wrong, look again."), None
+
+
+def _episode(client: ScriptedClient, page: FakePage, **settings: Any) -> Episode:
+    unused = ModelClient("localizer", RoleConfig(base_url="http://127.0.0.1:9/v1", model="m"))
+    roles = Roles(
+        policy=Policy(client),  # type: ignore[arg-type]
+        localizer=Localizer(unused, LocalizerConfig()),
+        validator=Validator(unused),
+    )
+    options: dict[str, Any] = {"context": "append", "epoch_steps": 3, "max_steps": 20, **settings}
+    return Episode(roles, page, AgentSettings(**options), url="http://127.0.0.1:1/start", goal=GOAL, judge=_judge)
+
+
+async def _run(client: ScriptedClient, page: FakePage | None = None, **settings: Any) -> tuple[Episode, list[Step]]:
+    page = page or FakePage()
+    page.changing = True  # a new screenshot at every step
+    episode = _episode(client, page, **settings)
+    steps = [step async for step in episode.steps()]
+    return episode, steps
+
+
+def _texts(message: dict[str, Any]) -> list[str]:
+    content = message["content"]
+    return [content] if isinstance(content, str) else [p["text"] for p in content if p["type"] == "text"]
+
+
+def _images(message: dict[str, Any]) -> list[Any]:
+    content = message["content"]
+    return [] if isinstance(content, str) else [p["image_url"]["url"] for p in content if p["type"] == "image_url"]
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+async def test_each_request_extends_the_previous_one_within_an_epoch() -> None:
+    replies = [_reply(i) for i in range(1, 6)] + [_reply(6, ANSWER)]
+    client = ScriptedClient(replies)
+    episode, steps = await _run(client)
+    assert episode.result is not None and episode.result.success
+    requests = client.requests
+    assert len(requests) == 6
+    assert [s.context.epoch for s in steps if s.context] == [1, 1, 1, 4, 4, 4]
+    for k in (0, 1, 3, 4):
+        before, after = requests[k], requests[k + 1]
+        # The prefix property: the same messages, the same objects, in the same order.
+        assert after[: len(before)] == before
+        assert all(a is b for a, b in zip(after, before, strict=False))
+        assert len(after) == len(before) + 2
+        assistant, user = after[len(before)], after[len(before) + 1]
+        assert assistant == {"role": "assistant", "content": replies[k]}  # the raw text, byte for byte
+        assert user["role"] == "user" and len(_images(user)) == 1
+        assert _images(user)[0] is steps[k + 1].image.data_url  # type: ignore[union-attr]
+        text = _texts(user)[0]
+        assert f"Step: {k + 2} of 20" in text.split("\n")
+        assert f"- step {k + 1}: scroll down -> " in text
+        assert "Task:" not in text and "Notes so far" not in text
+    # Nothing that changes per step comes before the history.
+    assert requests[0][0]["role"] == "system" and requests[5][0] == requests[0][0]
+    # Every screenshot is sent once per epoch turn, then re-sent as the same object.
+    assert [len(_images(m)) for m in requests[2]] == [0, 1, 0, 1, 0, 1]
+    assert [s.context.reply for s in steps if s.context] == replies
+
+
+async def test_a_new_epoch_starts_from_the_task_notes_recent_actions_and_the_current_screenshot() -> None:
+    client = ScriptedClient([_reply(i) for i in range(1, 4)] + [_reply(4, ANSWER)])
+    _, steps = await _run(client)
+    fourth = client.requests[3]
+    assert [m["role"] for m in fourth] == ["system", "user"]
+    text = _texts(fourth[1])[0]
+    assert text.startswith(f"Task: {GOAL}\n")
+    assert "Notes so far:\n- fact 1\n- fact 2\n- fact 3\n" in text
+    assert "Recent actions:\n- step 1: scroll down" in text and "- step 3: scroll down" in text
+    assert "Step: 4 of 20" in text.split("\n")
+    assert "Previous action:" not in text  # the recent actions already say it
+    assert _images(fourth[1]) == [steps[3].image.data_url]  # type: ignore[union-attr]
+    # The epoch's first turn is far smaller than the conversation it replaces.
+    assert sum(len(_images(m)) for m in client.requests[2]) == 3
+
+
+async def test_an_epoch_also_ends_at_its_text_limit() -> None:
+    client = ScriptedClient([_reply(i) for i in range(1, 4)] + [_reply(4, ANSWER)])
+    _, steps = await _run(client, epoch_steps=10, epoch_max_chars=1)
+    assert [s.context.epoch for s in steps if s.context] == [1, 2, 3, 4]
+    assert all(len(r) == 2 for r in client.requests)
+
+
+async def test_an_unusable_reply_is_kept_and_its_failure_told_in_the_next_turn() -> None:
+    client = ScriptedClient([("oops", "still not json"), _reply(2, ANSWER)])
+    _, steps = await _run(client)
+    second = client.requests[1]
+    assert second[2] == {"role": "assistant", "content": "still not json"}
+    assert "- step 1: (no valid action) -> failed: the policy's reply was unusable" in _texts(second[3])[0]
+    assert steps[0].context is not None and steps[0].context.reply == "still not json"
+
+
+async def test_rejected_answer_feedback_is_told_once() -> None:
+    wrong = {"action": "answer", "content": "41"}
+    client = ScriptedClient([_reply(1, wrong), _reply(2), _reply(3, ANSWER)])
+    await _run(client, epoch_steps=6)
+    second, third = (_texts(r[-1])[0] for r in client.requests[1:3])
+    assert "Validator feedback on your last answer:\nWrong, look again." in second
+    assert "- step 1: answer" in second and "rejected by the validator" in second
+    assert "Validator feedback" not in third
+
+
+async def test_the_final_step_asks_for_the_answer_in_a_turn() -> None:
+    client = ScriptedClient([_reply(1), _reply(2, ANSWER)])
+    _, steps = await _run(client, max_steps=1)
+    assert steps[-1].kind == "final"
+    assert "FINAL STEP" in _texts(client.requests[1][-1])[0]
+    assert "FINAL STEP" not in _texts(client.requests[1][1])[0]
+
+
+async def test_window_context_is_the_rebuilt_single_message() -> None:
+    client = ScriptedClient([_reply(1), _reply(2), _reply(3, ANSWER)])
+    _, steps = await _run(client, context="window", screenshots_in_context=2)
+    assert all(s.context and s.context.epoch is None and s.context.reply is None for s in steps)
+    third = client.requests[2]
+    assert [m["role"] for m in third] == ["system", "user"]
+    text = _texts(third[1])[0]
+    assert "Current URL: http://127.0.0.1:1/start" in text and "Recent actions:" in text
+    assert _images(third[1]) == [s.image.data_url for s in steps[1:3]]  # type: ignore[union-attr]
+
+
+async def test_env_observation_is_the_request_the_agent_would_send() -> None:
+    client = ScriptedClient([_reply(1), _reply(2, ANSWER)])
+    page = FakePage()
+    episode = _episode(client, page)
+    assert await episode.open()
+    sent: list[list[Any]] = []
+    for _ in range(2):
+        step = episode.next_step()
+        state = await episode.observe(step)
+        sent.append(episode.policy_messages(state))
+        await episode.run_step(step, _decide(episode, step, state))
+        episode.end_step(step)
+    assert sent == client.requests
+
+
+async def _decide(episode: Episode, step: Step, state: PolicyState) -> None:
+    reply, call = await episode.roles.policy.decide(state, episode.screenshots, messages=episode.policy_messages(state))
+    await episode.apply(step, reply, raw=call.raw[-1])
+
+
+# --------------------------------------------------------------------------- the builder
+
+
+def test_context_builder_prefix_and_forced_epochs() -> None:
+    from webagent.images import frame_for
+
+    frame = frame_for(1280, 800, None)
+    shots = [Screenshot(_tiny(look), "image/png", frame) for look in range(3)]
+    context = PolicyContext(epoch_steps=2, secrets=["PASSWORD"], restrictions="only example.com")
+    state = PolicyState(goal=GOAL, url="http://a/", step=1, max_steps=5, notes=["n"], recent=[])
+    first = context.observe(state, shots[0])
+    assert "Secrets you can type" in _texts(first[1])[0] and "only example.com" in _texts(first[1])[0]
+    context.reply("r1")
+    second = context.observe(PolicyState(goal=GOAL, url="http://b/", step=2, max_steps=5, outcome="x"), shots[1])
+    assert second[:2] == first and second[2]["content"] == "r1"
+    third = context.observe(PolicyState(goal=GOAL, url="http://c/", step=3, max_steps=5), shots[2])
+    assert len(third) == 2 and context.epoch == 3
+    # A missing reply is recorded as such, so turns keep alternating.
+    fourth = context.observe(PolicyState(goal=GOAL, url="http://c/", step=4, max_steps=5), shots[2])
+    assert [m["role"] for m in fourth] == ["system", "user", "assistant", "user"]
+    assert fourth[2]["content"] == NO_REPLY
+    # The window builder is untouched by the append one.
+    assert policy_messages(state, shots)[0] == first[0]
+
+
+def _tiny(look: int) -> str:
+    from .test_episode import _png
+
+    return _png(4, 3, look)
+
+
+# --------------------------------------------------------------------------- export
+
+
+async def test_export_rebuilds_the_append_requests_exactly(tmp_path: Path) -> None:
+    wrong = {"action": "answer", "content": "41"}
+    replies = [_reply(1), ("bad", "worse"), _reply(3, wrong), _reply(4), _reply(5, ANSWER)]
+    client = ScriptedClient(replies)
+    page = FakePage()
+    page.changing = True
+    episode = _episode(client, page)
+    run = tmp_path / "run"
+    files = RunFiles(run)
+    async for step in episode.steps():
+        files.step(step)
+    files.finish(episode.result)
+    assert isinstance(episode.result, RunResult) and episode.result.success
+    output = tmp_path / "export"
+    export_sft([RunRef(run, "t")], output, ExportOptions(roles=frozenset({"policy"}), include_failed=True))
+    records = [json.loads(line) for line in (output / "data.jsonl").read_text().splitlines()]
+    assert len(records) == len(client.requests) == 5
+    for record, request in zip(records, client.requests, strict=True):
+        assert _digested(record["messages"], output) == _digested_request(request)
+
+
+def _digested(messages: list[dict[str, Any]], output: Path) -> list[Any]:
+    out = []
+    for m in messages:
+        texts = [p["text"] for p in m["content"] if p["type"] == "text"]
+        images = [
+            hashlib.sha256((output / p["image_url"]["url"]).read_bytes()).hexdigest()
+            for p in m["content"]
+            if p["type"] == "image_url"
+        ]
+        out.append((m["role"], texts, images))
+    return out
+
+
+def _digested_request(messages: list[dict[str, Any]]) -> list[Any]:
+    import base64
+
+    out = []
+    for m in messages:
+        images = [hashlib.sha256(base64.b64decode(str(u).partition(",")[2])).hexdigest() for u in _images(m)]
+        out.append((m["role"], _texts(m), images))
+    return out
