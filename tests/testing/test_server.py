@@ -602,11 +602,23 @@ async def test_repair_after_malformed_uses_first_user_message() -> None:
         repair = [
             *msgs,
             {"role": "assistant", "content": bad},
-            {"role": "user", "content": "Your reply was not valid JSON. Step: 1. Reply again."},
+            {"role": "user", "content": "Your previous reply could not be used: not valid JSON. Step: 1. Reply again."},
         ]
         fixed = json.loads(await ask(srv, "policy", repair))
     assert fixed["action"]["action"] == "click_element"
     assert srv.requests[-1].messages_count == 4 and srv.requests[-1].step == 2
+
+
+async def test_an_append_only_conversation_is_answered_from_its_last_turn() -> None:
+    async with FakeModelServer(with_(faults=[{"role": "policy", "nth": 2, "kind": "malformed"}])) as srv:
+        msgs = policy_messages(policy_text("http://shop.test/", 1))
+        first = await ask(srv, "policy", msgs)
+        turn = {"role": "user", "content": "Step: 2 of 10\nCurrent URL: http://shop.test/search\nThe screenshot."}
+        grown = [*msgs, {"role": "assistant", "content": first}, turn]
+        second = await ask(srv, "policy", grown)  # the 2nd request: not a repair, so it takes the fault
+    assert json.loads(first)["action"]["action"] == "write_element"
+    assert second == "Sure! I think the answer is {broken"
+    assert [r.step for r in srv.requests] == [1, 2] and srv.requests[1].turn.startswith("Step: 2 of 10")
 
 
 @pytest.mark.parametrize("fault_repairs", [True, False])
@@ -615,7 +627,8 @@ async def test_drawn_reply_faults_spare_repairs_when_asked(fault_repairs: bool) 
     async with FakeModelServer(script) as srv:
         msgs = policy_messages(policy_text("http://shop.test/search", 2))
         bad = await ask(srv, "policy", msgs)
-        repair = [*msgs, {"role": "assistant", "content": bad}, {"role": "user", "content": "Reply again."}]
+        again_text = "Your previous reply could not be used: not JSON. Reply again."
+        repair = [*msgs, {"role": "assistant", "content": bad}, {"role": "user", "content": again_text}]
         again = await ask(srv, "policy", repair)
     assert bad == "Sure! I think the answer is {broken"
     if fault_repairs:

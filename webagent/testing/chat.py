@@ -41,6 +41,8 @@ NO_ACTION = json.dumps(
     }
 )
 MALFORMED = "Sure! I think the answer is {broken"
+#: How ``prompts/repair.jinja`` begins: a request asking again after an unusable reply.
+REPAIR_PREFIX = "Your previous reply could not be used:"
 WRONG_SHAPE: dict[Role, str] = {
     "policy": '{"note": "x"}',
     "validator": '{"ok": 1}',
@@ -58,6 +60,10 @@ class RecordedRequest(BaseModel):
     step: int | None = None
     fault: FaultKind | None = None
     text: str = ""
+    """The first user message's text (the task; in a window request, the whole observation)."""
+    turn: str = ""
+    """The text of the last user message that is not a repair request: the current observation
+    (the same as ``text`` in a single-turn request; the step's turn in an append-only conversation)."""
     system: str = ""
     n_images: int = 0
     image_sizes: list[list[int]] = []
@@ -119,6 +125,22 @@ def first_user(messages: list[dict[str, Any]]) -> Any:
     return next((m.get("content") for m in messages if m.get("role") == "user"), "")
 
 
+def is_repair(messages: list[dict[str, Any]]) -> bool:
+    """Whether the request asks again after an unusable reply (its last user message says so)."""
+    last = next((m.get("content") for m in reversed(messages) if m.get("role") == "user"), "")
+    return any(t.startswith(REPAIR_PREFIX) for t in texts(last))
+
+
+def current_user(messages: list[dict[str, Any]]) -> Any:
+    """The content of the last user message that is not a repair request (the current observation)."""
+    for message in reversed(messages):
+        if message.get("role") == "user" and not any(
+            t.startswith(REPAIR_PREFIX) for t in texts(message.get("content"))
+        ):
+            return message.get("content")
+    return ""
+
+
 def infer_role(body: dict[str, Any]) -> Role:
     """The role of a request to the plain ``/v1`` endpoint, from its response format's schema name."""
     fmt = body.get("response_format")
@@ -137,6 +159,7 @@ def recorded(
         model=model,
         fault=fault,
         text="\n".join(texts(first_user(messages))),
+        turn="\n".join(texts(current_user(messages))),
         system="\n".join(t for m in messages if m.get("role") == "system" for t in texts(m.get("content"))),
         messages_count=len(messages),
         extra={k: v for k, v in body.items() if k not in ("messages", "model")},
@@ -206,7 +229,7 @@ def _answer(script: Script, rec: RecordedRequest, user: Any, *, offtarget: bool)
             return json.dumps({"success": False, "feedback": "No scripted task matched this request."})
         ok, feedback = task.judge(candidate_answer(texts(user)), parse_policy_prompt(rec.text).url)
         return json.dumps({"success": ok, "feedback": feedback})
-    state = parse_policy_prompt(rec.text)
+    state = parse_policy_prompt(rec.turn)
     rec.step = state.step
     rule = task.policy_rule(state) if task else None
     return rule.reply() if rule else NO_ACTION

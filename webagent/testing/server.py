@@ -28,6 +28,7 @@ from webagent.testing.chat import (
     estimate_usage,
     first_user,
     infer_role,
+    is_repair,
     recorded,
     scripted_reply,
 )
@@ -300,7 +301,7 @@ class FakeModelServer:
         messages = [m for m in body["messages"] if isinstance(m, dict)]
         model = str(body.get("model") or self.script.model_name(role))
         self.request_counts[role] += 1
-        repair = any(m.get("role") == "assistant" for m in messages)  # a reply quoted back for repair
+        repair = is_repair(messages)
         fault = self._faults.pick(role, self.request_counts[role], repair=repair)
         rec = recorded(body, messages, role=role, path=request.rel_url.raw_path, model=model, fault=fault)
         content = scripted_reply(self.script, rec, first_user(messages))
