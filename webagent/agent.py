@@ -346,8 +346,12 @@ class RunStream:
         )
         async with opened as episode:
             assert self.session is not None
-            async for step in self._steps(episode, self.session, replay):
-                yield step
+            steps = self._steps(episode, self.session, replay)
+            try:
+                async for step in steps:
+                    yield step
+            finally:  # closed early: the result and files before the session closes
+                await steps.aclose()  # type: ignore[attr-defined]
 
     async def _steps(self, episode: Episode, session: BrowserSession, replay: StepReplay | None) -> AsyncIterator[Step]:
         secrets = self.agent.secrets

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +33,21 @@ async def test_stream_yields_typed_steps_and_sets_result(
     assert stream.result is not None and stream.result.success
     assert [s.index for s in steps] == [1, 2, 3]
     assert browser.is_connected()  # a browser passed in is not closed by the agent
+
+
+async def test_a_stream_closed_early_has_its_result_and_files_at_once(
+    browser: Browser, model_server: ServerFactory, local_tasks: dict[str, Any], tmp_path: Path
+) -> None:
+    task = local_tasks["catalog-price"]
+    async with model_server(load_task_script("catalog-price")) as server:
+        agent = Agent(make_config(server), browser=browser)
+        stream = agent.stream(task["url"], task["goal"], output_dir=tmp_path / "run")
+        async for _ in stream:
+            break
+        await stream.aclose()
+        assert stream.result is not None and stream.result.message == "the run was interrupted"
+        assert (tmp_path / "run" / "result.json").exists()
+        await agent.aclose()
 
 
 async def test_callers_page_is_driven_and_left_open(

@@ -135,6 +135,23 @@ async def test_unusable_actions_and_the_final_step(
         assert info["result"].stop_reason == "max_steps" and env.done
 
 
+async def test_an_accepted_answer_at_the_final_step_is_rewarded(
+    browser: Browser, model_server: ServerFactory, local_tasks: dict[str, Any]
+) -> None:
+    async with (
+        model_server(load_task_script("catalog-price")) as server,
+        agent_for(server, browser, max_steps=2) as agent,
+        WebEnv(agent=agent) as env,
+    ):
+        await env.reset(local_tasks["catalog-price"])
+        await env.step(WRITE)
+        obs, *_ = await env.step(CLICK)
+        assert obs.final
+        obs, reward, done, info = await env.step({"action": "answer", "content": "$12.50"})
+    assert (reward, done) == (1.0, True) and info["result"].success
+    assert info["result"].stop_reason == "max_steps"  # the last step allowed, and its answer accepted
+
+
 async def test_many_environments_share_one_browser_pool(
     model_server: ServerFactory, local_tasks: dict[str, Any]
 ) -> None:

@@ -35,7 +35,7 @@ from playwright.async_api import Browser, Playwright, async_playwright
 
 from ..config import BrowserConfig
 from ..errors import BrowserError, BrowserStuckError
-from .deadline import within
+from .deadline import on_wait_over, within
 from .launcher import open_browser
 from .session import BrowserSession
 
@@ -117,6 +117,15 @@ class BrowserPool:
 
     async def _launch(self) -> _Slot:
         """A new browser, up and connected (called under the lock: one launch at a time)."""
+        # Not in the launching run's context: the driver's and the DevTools reader's tasks made
+        # here serve every session of the browser, and must not report progress as that run's.
+        token = on_wait_over.set(None)
+        try:
+            return await self._launch_browser()
+        finally:
+            on_wait_over.reset(token)
+
+    async def _launch_browser(self) -> _Slot:
         if self._playwright is None:
             self._playwright = await async_playwright().start()
         tries = LAUNCH_TRIES if self.launched else 1

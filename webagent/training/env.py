@@ -195,16 +195,20 @@ class WebEnv:
         if episode is None or step is None or obs is None:
             raise InputError("the environment has no running episode: call reset(task) first")
 
+        raw = _raw(action)
+        usable: tuple[PolicyReply, Point | None] | None = None
+        try:  # before the step runs: a ConfigError (no localizer, no point) leaves the step to retry
+            reply = _reply(action)
+            usable = (reply, self._point(reply, obs, point))
+        except (ReplyParseError, LocalizationError) as exc:
+            error = str(exc)
+
         async def act() -> None:
-            assert episode is not None and step is not None and obs is not None
-            raw = _raw(action)
-            try:
-                reply = _reply(action)
-                where = self._point(reply, obs, point)
-            except (ReplyParseError, LocalizationError) as exc:
-                episode.unusable_reply(step, str(exc), raw=raw)
-                return
-            await episode.apply(step, reply, point=where, raw=raw)
+            assert episode is not None and step is not None
+            if usable is None:
+                episode.unusable_reply(step, error, raw=raw)
+            else:
+                await episode.apply(step, usable[0], point=usable[1], raw=raw)
 
         await episode.run_step(step, act())
         result = episode.end_step(step)
@@ -222,7 +226,8 @@ class WebEnv:
         info["result"] = result
         await self._end()
         needs_match = self.reward_mode == "both"
-        won = result.stop_reason == "answered" and result.success and (reference_match or not needs_match)
+        # An accepted answer wins, at the final step too (its stop reason is then max_steps or max_time).
+        won = result.success and (reference_match or not needs_match)
         return obs, 1.0 if won else 0.0, True, info
 
     def _point(self, reply: PolicyReply, obs: Observation, point: tuple[float, float] | None) -> Point | None:
