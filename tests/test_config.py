@@ -320,9 +320,9 @@ def test_role_config_base_url_validation() -> None:
 
 def test_policy_context_settings_from_the_environment() -> None:
     config = load_config(None, env={})
-    assert config.agent.context == "window" and config.agent.epoch_steps == 6
-    env = {"WEBAGENT_AGENT_CONTEXT": "append", "WEBAGENT_AGENT_EPOCH_STEPS": "4", "WEBAGENT_AGENT_EPOCH_MAX_CHARS": "0"}
+    assert config.agent.context == "append" and config.agent.epoch_steps == 6
+    env = {"WEBAGENT_AGENT_CONTEXT": "window", "WEBAGENT_AGENT_EPOCH_STEPS": "4", "WEBAGENT_AGENT_EPOCH_MAX_CHARS": "0"}
     config = load_config(None, env=env)
-    assert (config.agent.context, config.agent.epoch_steps, config.agent.epoch_max_chars) == ("append", 4, 0)
+    assert (config.agent.context, config.agent.epoch_steps, config.agent.epoch_max_chars) == ("window", 4, 0)
     with pytest.raises(ConfigError, match=r"agent\.context"):
         load_config(None, env={"WEBAGENT_AGENT_CONTEXT": "sliding"})

@@ -120,7 +120,7 @@ class AgentSettings(_Section):
     max_attempts: int = Field(default=3, gt=0, description="Answers the validator may judge")
     max_time_s: float = Field(default=600.0, gt=0)
     context: Literal["append", "window"] = Field(
-        default="window",
+        default="append",
         description="The policy's context: append = one conversation that grows by a turn per step (earlier "
         "turns never change, so a server prefix cache reuses them), restarted every epoch_steps; window = each "
         "request rebuilt from the task, notes, recent actions and the last screenshots_in_context screenshots",

@@ -97,7 +97,8 @@ def test_secret_is_typed_but_never_leaves_the_agent(
     # ... the policy was told the name, and its placeholder is what the records keep.
     policy_texts = [r.text for r in recording.requests if r.role == "policy"]
     assert all("Secrets you can type" in t and "CODE" in t for t in policy_texts)
-    assert any("code={{CODE}}" in t for t in policy_texts)  # the page URL after the GET form, redacted
+    turns = [r.turn for r in recording.requests if r.role == "policy"]
+    assert any("code={{CODE}}" in t for t in turns)  # the page URL after the GET form, redacted
     steps = [json.loads(line) for line in (out / "trajectory.jsonl").read_text().splitlines()]
     assert steps[1]["action"]["content"] == "{{CODE}}"
     assert "code={{CODE}}" in result["final_url"]

@@ -82,9 +82,9 @@ async def test_validator_feedback_reaches_policy(
     verdicts = [s.verdict for s in steps if s.verdict]
     assert [v.success for v in verdicts] == [False, True]
     policy = [r for r in server.requests if r.role == "policy"]
-    rejected_at = next(i for i, r in enumerate(policy) if "Validator feedback" in r.text)
-    assert f"Validator feedback on your last answer:\n{feedback}\n" in policy[rejected_at].text
-    assert all("Validator feedback" not in r.text for r in policy[:rejected_at])
+    rejected_at = next(i for i, r in enumerate(policy) if "Validator feedback" in r.turn)
+    assert f"Validator feedback on your last answer:\n{feedback}\n" in policy[rejected_at].turn
+    assert all("Validator feedback" not in r.turn for r in policy[:rejected_at])
 
 
 async def test_form_with_native_select(

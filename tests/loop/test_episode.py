@@ -168,7 +168,8 @@ async def test_actions_reach_the_page_at_mapped_points(model_server: ServerFacto
     assert steps[0].point.image == pytest.approx((630, 394), abs=0.5)
 
 
-async def test_prompt_does_not_grow_with_steps(model_server: ServerFactory) -> None:
+@pytest.mark.parametrize("context", ["window", "append"])
+async def test_prompt_does_not_grow_with_steps(model_server: ServerFactory, context: str) -> None:
     policy = [
         {
             "note": "Remember: the page lists many items and the answer is somewhere below.",
@@ -177,10 +178,15 @@ async def test_prompt_does_not_grow_with_steps(model_server: ServerFactory) -> N
         }
     ]
     async with model_server(script(policy)) as server:
-        result, steps = await run_episode(make_config(server, max_steps=30, max_attempts=1), FakePage())
+        config = make_config(server, max_steps=30, max_attempts=1, context=context)
+        result, steps = await run_episode(config, FakePage())
         policy_requests = [r for r in server.requests if r.role == "policy"]
     assert result.stop_reason == "max_steps"
     tokens = {s.index: next(c.usage.prompt_tokens for c in s.calls if c.role == "policy") for s in steps}
+    if context == "append":  # grows within an epoch (6 steps), starts over compactly after it
+        assert max(tokens.values()) <= 1.15 * max(tokens[i] for i in range(1, 7)), tokens
+        assert tokens[7] < tokens[6] and tokens[31] <= 1.15 * tokens[7], tokens
+        return
     assert tokens[30] <= 1.15 * tokens[3], tokens
     # Once the windows are full the text stops growing: step 30 is no longer than step 15.
     assert len(policy_requests[29].text) <= len(policy_requests[14].text) + 4
@@ -194,7 +200,7 @@ async def test_out_of_steps_asks_once_for_a_validated_final_answer(model_server:
     ]
     async with model_server(script(policy)) as server:
         result, steps = await run_episode(make_config(server, max_steps=4), FakePage())
-        finals = [r for r in server.requests if r.role == "policy" and "FINAL STEP" in r.text]
+        finals = [r for r in server.requests if r.role == "policy" and "FINAL STEP" in r.turn]
     assert len(finals) == 1
     assert [s.kind for s in steps] == ["action"] * 4 + ["final"]
     assert result.stop_reason == "max_steps"
@@ -317,7 +323,7 @@ async def test_action_error_is_told_to_the_policy(model_server: ServerFactory) -
         result, steps = await run_episode(make_config(server), page)
         second = [r for r in server.requests if r.role == "policy"][1]
     assert steps[0].error == "no element takes clicks there"
-    assert 'click_element "big button" -> failed: no element takes clicks there' in second.text
+    assert 'click_element "big button" -> failed: no element takes clicks there' in second.turn
     assert result.success and result.steps == 2
 
 
@@ -363,7 +369,7 @@ async def test_an_action_that_changes_nothing_is_told_and_recorded(model_server:
     page = FakePage()
     async with model_server(script(policy)) as server:
         result, steps = await run_episode(make_config(server), page)
-        texts = [r.text for r in server.requests if r.role == "policy"]
+        texts = [r.turn for r in server.requests if r.role == "policy"]
     assert result.success and len(texts) == 3
     assert "changed nothing" not in texts[0]  # no signal at step 1
     line = UNCHANGED + " (same URL, same screenshot)."
@@ -387,7 +393,7 @@ async def test_the_same_action_repeated_on_an_unchanged_page_is_flagged(
     ]
     async with model_server(script(policy)) as server:
         result, steps = await run_episode(make_config(server, repeat_warning_after=after), FakePage())
-        texts = [r.text for r in server.requests if r.role == "policy"]
+        texts = [r.turn for r in server.requests if r.role == "policy"]
     assert result.success and len(steps) == 6
     assert [s.repeated for s in steps] == [0, 1, 2, 3, 4, 5]
     flagged = [i + 1 for i, text in enumerate(texts) if REPEATED in text]
@@ -405,7 +411,7 @@ async def test_a_page_that_changes_gives_no_signal(model_server: ServerFactory) 
     page.changing = True
     async with model_server(script(policy)) as server:
         result, steps = await run_episode(make_config(server, repeat_warning_after=2), page)
-        texts = [r.text for r in server.requests if r.role == "policy"]
+        texts = [r.turn for r in server.requests if r.role == "policy"]
     assert result.success and len(texts) == 5
     assert not any("changed nothing" in t or "WARNING" in t for t in texts)
     assert not any(s.unchanged or s.repeated for s in steps)
@@ -419,7 +425,7 @@ async def test_a_wait_on_an_unchanged_page_is_told_but_no_repeat(model_server: S
     ]
     async with model_server(script(policy)) as server:
         result, steps = await run_episode(make_config(server, repeat_warning_after=1), FakePage())
-        texts = [r.text for r in server.requests if r.role == "policy"]
+        texts = [r.turn for r in server.requests if r.role == "policy"]
     assert result.success
     assert all("Nothing visible changed while you waited (wait 0s)" in t for t in texts[1:])
     assert not any("WARNING" in t for t in texts)
@@ -437,4 +443,4 @@ async def test_a_failed_action_gives_no_progress_signal(model_server: ServerFact
         result, steps = await run_episode(make_config(server), page)
         second = [r for r in server.requests if r.role == "policy"][1]
     assert result.success and steps[0].error
-    assert "changed nothing" not in second.text and not steps[1].unchanged
+    assert "changed nothing" not in second.turn and not steps[1].unchanged

@@ -12,6 +12,7 @@ from playwright.async_api import Browser
 
 from webagent import Agent
 from webagent.errors import InputError
+from webagent.testing.chat import is_repair
 from webagent.testing.server import FakeModelServer, RecordedRequest
 from webagent.training.export import ExportOptions, RunRef, export_sft, find_runs
 
@@ -81,16 +82,17 @@ async def test_exported_messages_are_the_requests_sent(runs: dict[str, Any], tmp
     # The server got one request per call, plus the repair request of the repaired call.
     repaired = [i for i, r in enumerate(records) if r["metadata"]["repaired"]]
     assert len(repaired) == 1
-    sent = [r for r in requests if not any(m["role"] == "assistant" for m in r.messages)]
+    sent = [r for r in requests if not is_repair(r.messages)]
     assert len(sent) == len(records) == len(requests) - 1
     for record, request in zip(records, sent, strict=True):
         assert record["role"] == request.role
         assert as_received(record["messages"], tmp_path) == uniform(request)
     # The content the prompts carry: feedback after the rejection, notes, several screenshots.
     policy = [r for r in records if r["role"] == "policy"]
-    assert "Include the currency symbol" in policy[-1]["messages"][1]["content"][0]["text"]
-    assert "Notes so far:" in policy[-1]["messages"][1]["content"][0]["text"]
-    assert max(len(r["images"]) for r in policy) == 3
+    last = policy[-1]["messages"]  # append-only: the step's own turn last, the replies between turns
+    assert "Include the currency symbol" in last[-1]["content"][0]["text"]
+    assert any(m["role"] == "assistant" and "note" in json.dumps(m["content"]) for m in last)
+    assert max(len(r["images"]) for r in policy) == 4  # one screenshot per turn, 4 steps in one epoch
     # The repaired call's target is the reply that parsed; the run's validated success is in metadata.
     assert json.loads(records[repaired[0]]["target"])["action"]
     assert all(r["metadata"]["success"] is True and r["metadata"]["task_id"] == "catalog-feedback" for r in records)
