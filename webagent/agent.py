@@ -327,7 +327,19 @@ class RunStream:
 
     async def _run(self) -> AsyncIterator[Step]:
         self._progressed()
-        on_wait_over.set(self._progressed)  # in this run's task: a browser wait that ends is progress
+        # In this run's task: a browser wait that ends is progress. Unset at the end, so that the
+        # caller's context does not keep the hook (and this stream) alive after the run.
+        token = on_wait_over.set(self._progressed)
+        run = self._run_episode()
+        try:
+            async for step in run:
+                yield step
+        finally:
+            await run.aclose()  # type: ignore[attr-defined]
+            with contextlib.suppress(ValueError):  # closed from another context: nothing to unset here
+                on_wait_over.reset(token)
+
+    async def _run_episode(self) -> AsyncIterator[Step]:
         replay = None
         if self.cache is not None:
             replay = self.cache.replay_for(self.cache_key, goal=self.goal, expect=self.expect)
