@@ -26,7 +26,7 @@ from .model.endpoints import EndpointPool
 from .records import ModelCall, RunResult, Step
 from .replay import ReplayCache, StepReplay
 from .roles.localizer import Localizer
-from .roles.policy import Policy
+from .roles.policy import Policy, PolicyImages
 from .roles.validator import Validator
 from .runs.trajectory import RunFiles
 from .safety import NavigationPolicy
@@ -91,7 +91,12 @@ class Agent:
                 c.secrets = self.secrets
         restrictions = policy.describe() if policy is not None else ""
         return Roles(
-            policy=Policy(client["policy"], secret_names=self.secrets.names, restrictions=restrictions),
+            policy=Policy(
+                client["policy"],
+                secret_names=self.secrets.names,
+                restrictions=restrictions,
+                images=PolicyImages.from_config(self.config),
+            ),
             localizer=Localizer(client["localizer"], self.config.localizer),
             validator=Validator(client["validator"]),
         )

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
+from .families import HOLOTRON_MAX_NUM_TILES, Family
 from .images import ResizeRule
 from .safety import parse_rule
 from .secrets import check_secret
@@ -28,6 +29,7 @@ __all__ = [
     "AgentSettings",
     "BrowserConfig",
     "LocalizerConfig",
+    "PolicyConfig",
     "RoleConfig",
     "Viewport",
     "load_config",
@@ -92,6 +94,32 @@ class RoleConfig(_Section):
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
         """Dollar cost of that many tokens at this role's prices."""
         return (prompt_tokens * self.price_prompt_per_m + completion_tokens * self.price_completion_per_m) / 1e6
+
+
+class PolicyConfig(RoleConfig):
+    """The policy role, plus its model family (how its screenshots are sized and what its requests ask)."""
+
+    family: Family | None = Field(
+        default=None,
+        description="holo1 | holo1.5 | holo2 | holotron: sizes the policy's screenshots for the model's image "
+        "processor and sets what each request asks of the server (default: the localizer profile's family)",
+    )
+    max_num_tiles: int = Field(
+        default=HOLOTRON_MAX_NUM_TILES,
+        ge=1,
+        le=40,
+        description="holotron: 512-px tiles per screenshot at most (sent as mm_processor_kwargs; a screenshot "
+        "costs 256 tokens a tile, plus 256 for the thumbnail when there is more than one)",
+    )
+    image_uuid: bool = Field(
+        default=False,
+        description="Give each screenshot a stable uuid (its content hash) in the request, which vLLM 0.10.2+ "
+        "uses for its image caches instead of hashing the image; only for servers that accept the field",
+    )
+
+    def resolved_family(self, localizer: LocalizerConfig) -> Family:
+        """The family in use: the one set, else the localizer profile's."""
+        return self.family or localizer.profile
 
 
 class LocalizerConfig(RoleConfig):
@@ -262,7 +290,7 @@ class BrowserConfig(_Section):
 class AgentConfig(_Section):
     """Everything an Agent needs: three model roles, the loop's limits, the browser."""
 
-    policy: RoleConfig = Field(default_factory=RoleConfig)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
     localizer: LocalizerConfig = Field(default_factory=LocalizerConfig)
     validator: ValidatorConfig = Field(default_factory=ValidatorConfig)
     agent: AgentSettings = Field(default_factory=AgentSettings)

@@ -10,6 +10,7 @@ back into viewport CSS pixels.
 from __future__ import annotations
 
 import base64
+import hashlib
 import math
 from dataclasses import dataclass
 from functools import cached_property
@@ -140,6 +141,15 @@ class Screenshot:
     def data(self) -> bytes:
         return base64.b64decode(self.b64)
 
-    def image_part(self) -> dict[str, object]:
-        """An OpenAI ``image_url`` content part."""
-        return {"type": "image_url", "image_url": {"url": self.data_url}}
+    @cached_property
+    def uuid(self) -> str:
+        """A stable id of the image's content (the SHA-256 of its base64, 32 hex digits), computed once."""
+        return hashlib.sha256(self.b64.encode("ascii")).hexdigest()[:32]
+
+    def image_part(self, *, uuid: bool = False) -> dict[str, object]:
+        """An OpenAI ``image_url`` content part (``uuid``: with the image's stable id, which vLLM
+        0.10.2+ uses as the image's cache key instead of hashing its content)."""
+        part: dict[str, object] = {"type": "image_url", "image_url": {"url": self.data_url}}
+        if uuid:
+            part["uuid"] = self.uuid
+        return part

@@ -36,6 +36,11 @@ class RoleUsage(_Record):
 
     calls: int = 0
     prompt_tokens: int = 0
+    cached_tokens: int = Field(
+        default=0,
+        description="Of the prompt tokens, those the server served from its prefix cache, as it reported them "
+        "(usage.prompt_tokens_details.cached_tokens; 0 when it does not: vLLM needs --enable-prompt-tokens-details)",
+    )
     completion_tokens: int = 0
     latency_s: float = 0.0
     retries: int = 0
@@ -45,6 +50,7 @@ class RoleUsage(_Record):
     def add(self, other: RoleUsage) -> None:
         self.calls += other.calls
         self.prompt_tokens += other.prompt_tokens
+        self.cached_tokens += other.cached_tokens
         self.completion_tokens += other.completion_tokens
         self.latency_s += other.latency_s
         self.retries += other.retries
@@ -155,6 +161,12 @@ class Step(_Record):
     title: str = ""
     screenshot: str | None = Field(default=None, description="File name of the screenshot, once written")
     image_size: tuple[int, int] = (0, 0)
+    localizer_screenshot: str | None = Field(
+        default=None,
+        description="File name of the localizer's own screenshot, when it is not the policy's (a policy family "
+        "whose screenshots are sized differently from the localizer profile's)",
+    )
+    localizer_image_size: tuple[int, int] | None = None
     events: list[str] = Field(default_factory=list, description="Dialogs, new tabs and other page events")
     recoveries: list[str] = Field(
         default_factory=list,
@@ -188,6 +200,8 @@ class Step(_Record):
     )
     image: SkipValidation[Screenshot | None] = Field(default=None, exclude=True, repr=False)
     """The screenshot itself (not serialised); the trajectory writer saves it as a file."""
+    localizer_image: SkipValidation[Screenshot | None] = Field(default=None, exclude=True, repr=False)
+    """The localizer's screenshot when it is not ``image`` (not serialised; saved as a file)."""
 
 
 class RunResult(_Record):

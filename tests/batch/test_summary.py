@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import time
 from typing import Any
 
@@ -152,9 +153,9 @@ def test_summarize() -> None:
     assert s["retried_after_crash"] == 1
     assert s["stalled"] == 0
     assert s["tokens"] == {
-        "policy": {"prompt": 1_234_567, "completion": 89_000},
-        "localizer": {"prompt": 500_000, "completion": 2_000},
-        "validator": {"prompt": 100_000, "completion": 10_000},
+        "policy": {"prompt": 1_234_567, "cached": 0, "completion": 89_000},
+        "localizer": {"prompt": 500_000, "cached": 0, "completion": 2_000},
+        "validator": {"prompt": 100_000, "cached": 0, "completion": 10_000},
     }
     assert s["cost_usd"] == {"policy": 0.318113, "localizer": 0.0508, "validator": 0.12, "total": 0.488913}
     run = s["run"]
@@ -200,7 +201,7 @@ def test_print_summary() -> None:
     assert "1,234,567 / 89,000" in text  # policy tokens
     assert "$0.4889" in text
     assert "5.5s / 9.1s" in text
-    assert "123.4" in text and "0.75" in text
+    assert "123.4" in text and "75.0%" in text
 
 
 def test_print_summary_of_an_empty_interrupted_batch() -> None:
@@ -250,9 +251,20 @@ def test_server_report_rates() -> None:
         "url": "http://h/metrics",
         "generation_tokens": 2_000,
         "generation_tokens_per_s": 200.0,
+        "prompt_tokens": 10_000,
         "prompt_tokens_per_s": 1_000.0,
         "prefix_cache_hit_rate": 0.5,
+        "uncached_prompt_tokens": 2_000,
     }
+    # The summary turns the uncached tokens into a figure per step, and prints both.
+    results, stats = hand_made()
+    summary = summarize(results, stats, priced_config(), attempts=1, server=report)
+    assert summary["server"]["uncached_prompt_tokens_per_step"] == round(2_000 / stats.steps)
+    console = Console(record=True, width=160)
+    print_summary(summary, console)
+    text = console.export_text()
+    assert re.search(r"server prefix cache: cached share\W+50\.0%", text)
+    assert re.search(rf"server prompt tokens not cached, per step\W+{round(2_000 / stats.steps):,}\b", text)
 
 
 def test_server_report_gauge_and_older_names() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -11,6 +12,7 @@ from webagent.config import RoleConfig
 from webagent.errors import ModelError, ModelReplyError, ModelUnavailableError
 from webagent.model.client import ModelClient
 from webagent.model.parsing import ReplyParseError, extract_json
+from webagent.model.replies import read_completion
 from webagent.records import RoleUsage
 
 from ..conftest import ServerFactory
@@ -35,6 +37,36 @@ async def test_success_counts_usage(model_server: ServerFactory) -> None:
     assert extract_json(completion.text)["success"] is True
     assert usage.calls == 1 and usage.prompt_tokens == completion.prompt_tokens > 0
     assert usage.completion_tokens > 0 and usage.latency_s > 0 and usage.retries == 0
+
+
+async def test_cached_tokens_the_server_reports_are_counted(model_server: ServerFactory) -> None:
+    """The offline server's simulated prefix cache reports vLLM's prompt_tokens_details.cached_tokens."""
+    long = [{"role": "user", "content": "Task: anything\n" + "context " * 200 + "\nCandidate answer:\nyes"}]
+    async with model_server(validator_script()) as server:
+        c = client(server)
+        usage = RoleUsage()
+        await c.complete(long, usage=usage)
+        assert usage.cached_tokens == 0
+        await c.complete(long, usage=usage)
+        await c.aclose()
+    assert usage.calls == 2 and usage.prompt_tokens // 2 - 16 <= usage.cached_tokens < usage.prompt_tokens // 2
+
+
+@pytest.mark.parametrize(
+    ("usage", "counts"),
+    [
+        ({"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 8}}, (10, 2, 8)),
+        ({"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": None}, (10, 2, 0)),
+        (
+            {"prompt_tokens": "ten", "completion_tokens": -1, "prompt_tokens_details": {"cached_tokens": True}},
+            (0, 0, 0),
+        ),
+        (None, (0, 0, 0)),
+    ],
+)
+def test_reply_token_counts_are_read_leniently(usage: Any, counts: tuple[int, int, int]) -> None:
+    body = json.dumps({"choices": [{"message": {"content": "hi"}}], "usage": usage}).encode()
+    assert read_completion(body) == ("hi", *counts)
 
 
 async def test_retry_after_is_honoured(model_server: ServerFactory) -> None:

@@ -38,6 +38,15 @@ def test_unsafe_strings_are_not_data_urls(bad: str) -> None:
         DataURL(bad)
 
 
+def test_an_image_uuid_is_its_content_hash_and_goes_out_exactly() -> None:
+    part = SHOT.image_part(uuid=True)
+    other = Screenshot(SHOT.b64[:-4] + "AAAA", SHOT.mime, SHOT.frame)
+    assert part["uuid"] == SHOT.uuid and len(SHOT.uuid) == 32 and other.uuid != SHOT.uuid
+    encoded = encode_chat_body({"messages": [{"role": "user", "content": [part]}]})
+    assert json.loads(encoded)["messages"][0]["content"][0] == json.loads(json.dumps(part))
+    assert b'"uuid":"' + SHOT.uuid.encode() + b'"}' in encoded
+
+
 def test_body_equals_plain_json() -> None:
     body: dict[str, Any] = {
         "model": "m",
@@ -59,6 +68,8 @@ def test_body_equals_plain_json() -> None:
         st.one_of(
             st.builds(lambda t: {"type": "text", "text": t}, st.text()),
             st.just(SHOT.image_part()),
+            st.just(SHOT.image_part(uuid=True)),
+            st.builds(lambda u: {"type": "image_url", "image_url": {"url": SHOT.data_url}, "uuid": u}, st.text()),
             st.builds(lambda u: {"type": "image_url", "image_url": {"url": u}}, st.text()),
         ),
         max_size=5,

@@ -60,7 +60,8 @@ async def sample(url: str, *, timeout_s: float = 5.0) -> MetricsSample | None:
 
 
 def server_report(before: MetricsSample | None, after: MetricsSample | None, url: str) -> dict[str, object]:
-    """Generation tokens/s and prefix-cache hit rate over the run."""
+    """Generation tokens/s, prompt tokens, the prefix cache's hit rate (the cached share of the prompt
+    tokens looked up) and the prompt tokens it did not serve (what the GPU prefilled), over the run."""
     report: dict[str, object] = {"url": url}
     if before is None or after is None:
         report["error"] = f"could not read metrics from {url}"
@@ -76,9 +77,11 @@ def server_report(before: MetricsSample | None, after: MetricsSample | None, url
     queries, hits = delta(CACHE_QUERIES), delta(CACHE_HITS)
     report["generation_tokens"] = generated
     report["generation_tokens_per_s"] = None if generated is None else round(generated / elapsed, 1)
+    report["prompt_tokens"] = prompt
     report["prompt_tokens_per_s"] = None if prompt is None else round(prompt / elapsed, 1)
     if queries:
         report["prefix_cache_hit_rate"] = round((hits or 0.0) / queries, 4)
+        report["uncached_prompt_tokens"] = queries - (hits or 0.0)
     else:
         rate = after.get(CACHE_RATE)
         report["prefix_cache_hit_rate"] = None if rate is None else round(rate, 4)

@@ -81,7 +81,11 @@ def summarize(
         "retried_after_crash": sum(_crashed(r) for r in results),
         "stalled": sum(_stalled(r) for r in results),
         "tokens": {
-            role: {"prompt": usage.role(role).prompt_tokens, "completion": usage.role(role).completion_tokens}
+            role: {
+                "prompt": usage.role(role).prompt_tokens,
+                "cached": usage.role(role).cached_tokens,
+                "completion": usage.role(role).completion_tokens,
+            }
             for role in ROLES
         },
         "cost_usd": {
@@ -111,6 +115,9 @@ def summarize(
         },
     }
     if server is not None:
+        uncached = server.get("uncached_prompt_tokens")
+        if uncached is not None and stats.steps:
+            server = {**server, "uncached_prompt_tokens_per_step": round(uncached / stats.steps)}
         summary["server"] = server
     return summary
 
@@ -137,7 +144,8 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
     )
     for role in ROLES:
         tok = summary["tokens"][role]
-        table.add_row(f"{role} tokens (prompt/completion)", f"{tok['prompt']:,} / {tok['completion']:,}")
+        cached = f" ({tok['cached'] / tok['prompt']:.0%} cached)" if tok.get("cached") and tok["prompt"] else ""
+        table.add_row(f"{role} tokens (prompt/completion)", f"{tok['prompt']:,}{cached} / {tok['completion']:,}")
     table.add_row("cost", f"${summary['cost_usd']['total']:.4f}")
     run = summary["run"]
     wall = run["wall_time_s"]
@@ -163,5 +171,9 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
             table.add_row("server metrics", str(server["error"]))
         else:
             table.add_row("server generation tokens/s", _show(server.get("generation_tokens_per_s")))
-            table.add_row("server prefix-cache hit rate", _show(server.get("prefix_cache_hit_rate")))
+            rate = server.get("prefix_cache_hit_rate")
+            table.add_row("server prefix cache: cached share", "-" if rate is None else f"{rate:.1%}")
+            per_step = server.get("uncached_prompt_tokens_per_step")
+            if per_step is not None:
+                table.add_row("server prompt tokens not cached, per step", f"{per_step:,}")
     console.print(table)

@@ -83,7 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "fake-server":
             from ..testing.server import main as fake_main
 
-            return fake_main(["--script", args.script, "--port", str(args.port)])
+            family = ["--family", args.family] if args.family else []
+            return fake_main(["--script", args.script, "--port", str(args.port), *family])
         if args.command == "sites":
             from ..testing.sites import main as sites_main
 

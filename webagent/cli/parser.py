@@ -9,6 +9,7 @@ from typing import Any, NoReturn
 from .. import __version__
 from ..config import ROLES, AgentConfig, load_config
 from ..errors import ConfigError
+from ..families import FAMILIES
 
 __all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "build_parser", "config_from_args"]
 
@@ -49,6 +50,13 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
                 type=typ,
                 metavar=field.upper(),
                 help=text.format(role=role),
+            )
+        if role == "policy":
+            g.add_argument(
+                "--policy-family",
+                choices=list(FAMILIES),
+                help="policy model family: sizes its screenshots and what it asks the server "
+                "(default: the localizer profile's)",
             )
         if role == "localizer":
             g.add_argument(
@@ -219,6 +227,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fake.add_argument("--script", required=True, metavar="FILE", help="JSON script (see docs/offline-server.md)")
     fake.add_argument("--port", type=int, default=0, help="port (default: a free one)")
+    fake.add_argument(
+        "--family",
+        choices=list(FAMILIES),
+        help="image-token family of the models served, for the simulated prefix cache (default: told by each "
+        "request's model name)",
+    )
 
     from ..training.cli import add_export_parser
 
@@ -241,6 +255,7 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
             shared = getattr(args, field, None) if field in ("base_url", "model", "api_key") else None
             overrides[f"{role}.{field}"] = value if value is not None else shared
     overrides["localizer.profile"] = args.localizer_profile
+    overrides["policy.family"] = args.policy_family
     overrides["agent.max_steps"] = args.max_steps
     overrides["agent.max_attempts"] = args.max_attempts
     overrides["agent.max_time_s"] = args.max_time

@@ -177,9 +177,10 @@ class ModelClient:
         latency = time.perf_counter() - start
         if self.on_answer is not None:
             self.on_answer()
-        text, prompt_tokens, completion_tokens = read_completion(reply)
+        text, prompt_tokens, completion_tokens, cached_tokens = read_completion(reply)
         usage.calls += 1
         usage.prompt_tokens += prompt_tokens
+        usage.cached_tokens += cached_tokens
         usage.completion_tokens += completion_tokens
         usage.latency_s += latency
         return Completion(text, prompt_tokens, completion_tokens, latency)

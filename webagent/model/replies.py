@@ -70,16 +70,32 @@ def retry_wait(state: RetryCallState) -> float:
     return min(backoff, RETRY_MAX_WAIT_S)
 
 
-def read_completion(raw: bytes) -> tuple[str, int, int]:
-    """Reply text and token counts from a chat.completion body (odd bodies give empty text)."""
+def read_completion(raw: bytes) -> tuple[str, int, int, int]:
+    """Reply text, prompt and completion tokens, and the prompt tokens served from the server's
+    prefix cache (``usage.prompt_tokens_details.cached_tokens``; 0 when not reported), from a
+    chat.completion body (odd bodies give empty text)."""
     try:
         data = json.loads(raw)
         message = data["choices"][0]["message"]
         text = message.get("content") or ""
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-        return (raw.decode("utf-8", "replace")[:2000] if isinstance(raw, bytes) else ""), 0, 0
-    usage = data.get("usage") or {}
-    return str(text), int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+        return (raw.decode("utf-8", "replace")[:2000] if isinstance(raw, bytes) else ""), 0, 0, 0
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return (
+        str(text),
+        _count(usage.get("prompt_tokens")),
+        _count(usage.get("completion_tokens")),
+        _count(cached),
+    )
+
+
+def _count(value: object) -> int:
+    """A token count as reported; 0 for a missing, negative or non-numeric one."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        return 0
+    return max(int(value), 0)
 
 
 def error_detail(body: bytes) -> str:

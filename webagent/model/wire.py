@@ -101,7 +101,10 @@ def _message(message: dict[str, Any]) -> str:
 def _part(part: Any) -> str:
     if isinstance(part, dict) and part.get("type") == "image_url":
         image = part.get("image_url")
-        if isinstance(image, dict) and isinstance(image.get("url"), DataURL) and len(image) == 1 and len(part) == 2:
+        if isinstance(image, dict) and isinstance(image.get("url"), DataURL) and len(image) == 1:
             url: str = image["url"]
-            return '{"type":"image_url","image_url":{"url":"' + url + '"}}'
+            if len(part) == 2:
+                return '{"type":"image_url","image_url":{"url":"' + url + '"}}'
+            if len(part) == 3 and isinstance(part.get("uuid"), str):  # vLLM's stable image id
+                return '{"type":"image_url","image_url":{"url":"' + url + '"},"uuid":' + _dumps(part["uuid"]) + "}"
     return _dumps(part)

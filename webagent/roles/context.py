@@ -42,8 +42,10 @@ class PolicyContext:
         epoch_max_chars: int = 0,
         secrets: Sequence[str] = (),
         restrictions: str = "",
+        image_uuid: bool = False,
     ) -> None:
         self.epoch_steps = epoch_steps
+        self.image_uuid = image_uuid
         self.epoch_max_chars = epoch_max_chars
         self.secrets = list(secrets)
         self.restrictions = restrictions
@@ -66,6 +68,7 @@ class PolicyContext:
             epoch_max_chars=settings.epoch_max_chars,
             secrets=policy.secret_names,
             restrictions=policy.restrictions,
+            image_uuid=policy.images.uuid,
         )
 
     def observe(self, state: PolicyState, shot: Screenshot, *, new_epoch: bool | None = None) -> list[Message]:
@@ -82,7 +85,9 @@ class PolicyContext:
         else:
             text = self._turn_text(state)
         self._feedback = state.feedback
-        self.messages.append({"role": "user", "content": [{"type": "text", "text": text}, shot.image_part()]})
+        self.messages.append(
+            {"role": "user", "content": [{"type": "text", "text": text}, shot.image_part(uuid=self.image_uuid)]}
+        )
         self._turns += 1
         self._chars += len(text)
         self._awaiting = True

@@ -9,14 +9,16 @@ from functools import cache
 from typing import Any
 
 from ..actions import PolicyReply
-from ..images import Screenshot
+from ..config import PROFILES, AgentConfig
+from ..families import Family, policy_extra_body, policy_frame
+from ..images import Frame, ResizeRule, Screenshot
 from ..model.client import Message, ModelClient
 from ..model.parsing import parse_reply
 from ..model.schema import response_format, strict_schema
 from ..prompts import render
 from ..records import ModelCall
 
-__all__ = ["Policy", "PolicyState", "policy_messages", "system_message"]
+__all__ = ["Policy", "PolicyImages", "PolicyState", "policy_messages", "system_message"]
 
 SCHEMA_NAME = "policy_reply"
 
@@ -40,21 +42,66 @@ class PolicyState:
     """The previous step's action and outcome (the last recent-action line); shown in append mode."""
 
 
+@dataclass(frozen=True, slots=True)
+class PolicyImages:
+    """How the policy's screenshots are sized and sent, for its model family (``[policy] family``)."""
+
+    family: Family = "holo1.5"
+    rule: ResizeRule = PROFILES["holo1.5"]
+    """The Holo families' resize rule (the localizer's own, overrides included, for its family)."""
+    max_num_tiles: int = 2
+    uuid: bool = False
+    """Whether each image part carries a stable ``uuid`` (vLLM 0.10.2+)."""
+
+    @classmethod
+    def from_config(cls, config: AgentConfig) -> PolicyImages:
+        family = config.policy.resolved_family(config.localizer)
+        if family == config.localizer.profile:
+            rule = config.localizer.resize_rule()
+        else:
+            rule = PROFILES.get(family, PROFILES["holo1.5"])
+        return cls(family, rule, config.policy.max_num_tiles, config.policy.image_uuid)
+
+    def frame(self, viewport_width: int, viewport_height: int) -> Frame:
+        return policy_frame(
+            self.family, viewport_width, viewport_height, rule=self.rule, max_num_tiles=self.max_num_tiles
+        )
+
+    @property
+    def extra_body(self) -> dict[str, Any] | None:
+        return policy_extra_body(self.family, self.max_num_tiles)
+
+
 class Policy:
     """Renders the policy prompt, calls the model and parses its action."""
 
-    def __init__(self, client: ModelClient, *, secret_names: Sequence[str] = (), restrictions: str = "") -> None:
+    def __init__(
+        self,
+        client: ModelClient,
+        *,
+        secret_names: Sequence[str] = (),
+        restrictions: str = "",
+        images: PolicyImages | None = None,
+    ) -> None:
         self.client = client
         self.secret_names = list(secret_names)
         #: What the navigation policy refuses, in words ("" when nothing is).
         self.restrictions = restrictions
+        self.images = images or PolicyImages()
+        self._extra_body = self.images.extra_body
+
+    def frame(self, viewport_width: int, viewport_height: int) -> Frame:
+        """The frame of the policy's screenshots (its family's size)."""
+        return self.images.frame(viewport_width, viewport_height)
 
     @property
     def system_prompt(self) -> str:
         return _system_prompt()
 
     def messages(self, state: PolicyState, images: Sequence[Screenshot]) -> list[Message]:
-        return policy_messages(state, images, secrets=self.secret_names, restrictions=self.restrictions)
+        return policy_messages(
+            state, images, secrets=self.secret_names, restrictions=self.restrictions, uuid=self.images.uuid
+        )
 
     async def decide(
         self, state: PolicyState, images: Sequence[Screenshot], *, messages: Sequence[Message] | None = None
@@ -66,13 +113,19 @@ class Policy:
             self.messages(state, images) if messages is None else messages,
             lambda text: parse_reply(text, PolicyReply),
             response_format=_response_format(),
+            extra_body=self._extra_body,
             repair_hint='Reply with a JSON object {"note": ..., "thought": ..., "action": {"action": ..., ...}} '
             "following the schema in the system message.",
         )
 
 
 def policy_messages(
-    state: PolicyState, images: Sequence[Screenshot], *, secrets: Sequence[str] = (), restrictions: str = ""
+    state: PolicyState,
+    images: Sequence[Screenshot],
+    *,
+    secrets: Sequence[str] = (),
+    restrictions: str = "",
+    uuid: bool = False,
 ) -> list[Message]:
     """The policy request's messages (also rebuilt from run directories by ``webagent.training.export``)."""
     text = render(
@@ -92,7 +145,7 @@ def policy_messages(
         restrictions=restrictions,
     )
     content: list[dict[str, object]] = [{"type": "text", "text": text}]
-    content += [shot.image_part() for shot in images]
+    content += [shot.image_part(uuid=uuid) for shot in images]
     return [system_message(), {"role": "user", "content": content}]
 
 

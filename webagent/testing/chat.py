@@ -71,6 +71,10 @@ class RecordedRequest(BaseModel):
     extra: dict[str, Any] = {}
     messages: list[dict[str, Any]] = []
     """The messages as received, each image URL replaced by ``sha256:<digest of the image bytes>``."""
+    prompt_tokens: int = 0
+    """Prompt tokens as the simulated prefix cache counted them (0 for a request that got an HTTP fault)."""
+    cached_tokens: int = 0
+    """Of those, the tokens the simulated prefix cache served."""
 
 
 # ---------------------------------------------------------------- reading the messages
@@ -248,12 +252,16 @@ def _click(script: Script, model: str, text: str, sizes: list[list[int]], *, off
     return format_click(profile, x, y, w, h)
 
 
-def estimate_usage(messages: list[dict[str, Any]], image_sizes: list[list[int]], completion: str) -> dict[str, int]:
-    """OpenAI-style usage: ~4 chars per token plus one token per 28x28-pixel image patch."""
-    chars = sum(len(t) for m in messages for t in texts(m.get("content")))
-    images = sum((w // 28) * (h // 28) for w, h in image_sizes)
-    prompt, done = math.ceil(chars / 4) + images, math.ceil(len(completion) / 4)
-    return {"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done}
+def reply_usage(prompt_tokens: int, cached_tokens: int, completion: str) -> dict[str, Any]:
+    """OpenAI-style usage of a reply: the prompt as the simulated prefix cache counted it (with vLLM's
+    ``prompt_tokens_details.cached_tokens``) and ~4 characters per completion token."""
+    done = math.ceil(len(completion) / 4)
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": done,
+        "total_tokens": prompt_tokens + done,
+        "prompt_tokens_details": {"cached_tokens": cached_tokens},
+    }
 
 
 def completion(model: str, content: str, usage: dict[str, int]) -> dict[str, Any]:

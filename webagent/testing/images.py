@@ -9,11 +9,13 @@ the cores with the agent being measured.
 from __future__ import annotations
 
 import base64
+import hashlib
+from collections.abc import Iterator
 from io import BytesIO
 
 from PIL import Image
 
-__all__ = ["IMAGE_HEAD_CHARS", "image_size", "shrink_images"]
+__all__ = ["IMAGE_HEAD_CHARS", "image_digests", "image_size", "shrink_images"]
 
 
 def image_size(url: str) -> tuple[int, int] | None:
@@ -50,13 +52,28 @@ def shrink_images(raw: bytes) -> bytes:
     """
     parts: list[bytes] = []
     start = 0
-    while (i := raw.find(b'"data:image/', start)) >= 0 and (end := raw.find(b'"', i + 1)) >= 0:
-        comma = raw.find(b",", i, min(end, i + 256))
-        url = comma > 0 and raw[i - 1 : i] != b"\\"  # after an escaped quote it is text, not a URL
-        parts.append(raw[start : min(end, comma + 1 + IMAGE_HEAD_CHARS) if url else end])
+    for payload, end in _image_urls(raw):
+        parts.append(raw[start : min(end, payload + IMAGE_HEAD_CHARS)])
         start = end
     parts.append(raw[start:])
     return b"".join(parts)
+
+
+def image_digests(raw: bytes) -> list[str]:
+    """The SHA-256 of each base64 ``data:image/`` URL's payload in a request body, in order (what
+    the simulated prefix cache binds an image's tokens to), without parsing the JSON."""
+    view = memoryview(raw)
+    return [hashlib.sha256(view[payload:end]).hexdigest() for payload, end in _image_urls(raw)]
+
+
+def _image_urls(raw: bytes) -> Iterator[tuple[int, int]]:
+    """``(payload start, end)`` of each ``data:image/`` URL of a JSON body, in order."""
+    start = 0
+    while (i := raw.find(b'"data:image/', start)) >= 0 and (end := raw.find(b'"', i + 1)) >= 0:
+        comma = raw.find(b",", i, min(end, i + 256))
+        if comma > 0 and raw[i - 1 : i] != b"\\":  # after an escaped quote it is text, not a URL
+            yield comma + 1, end
+        start = end
 
 
 def _header_size(data: bytes) -> tuple[int, int] | None:

@@ -9,30 +9,38 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import signal
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
 
 from aiohttp import web
 
+from webagent.families import FAMILIES, Family
 from webagent.testing.chat import (
     FaultDraw,
     RecordedRequest,
     completion,
     digest_images,
-    estimate_usage,
     first_user,
     infer_role,
     is_repair,
     recorded,
+    reply_usage,
     scripted_reply,
 )
-from webagent.testing.images import shrink_images
+from webagent.testing.images import image_digests, shrink_images
+from webagent.testing.prefixcache import (
+    DEFAULT_CAPACITY_BLOCKS,
+    PrefixCache,
+    family_of,
+    image_refs,
+    prompt_tokens,
+    reply_tokens,
+)
 from webagent.testing.script import FAULT_KINDS, ROLES, Role, Script, load_script
 
 __all__ = ["MAX_BODY", "READY_PREFIX", "FakeModelServer", "RecordedRequest", "main"]
@@ -112,10 +120,17 @@ class FakeModelServer:
         port: int = 0,
         record: bool = True,
         keep_raw: bool = False,
+        family: Family | None = None,
+        cache_blocks: int = DEFAULT_CAPACITY_BLOCKS,
     ) -> None:
         """``record``: keep each chat request parsed (``requests``); ``keep_raw``: also keep its
-        method, path and body byte for byte (``raw``: what a test checks for leaked data)."""
+        method, path and body byte for byte (``raw``: what a test checks for leaked data).
+        ``family``: the image-token family of every model served (default: told by each request's
+        model name, see :func:`~webagent.testing.prefixcache.family_of`); ``cache_blocks``: the
+        simulated prefix cache's capacity in 16-token blocks."""
         self.script = load_script(script)
+        self.family = family
+        self.cache = PrefixCache(capacity=cache_blocks)
         self.host, self.port, self.record, self.keep_raw = host, port, record, keep_raw
         self.requests: list[RecordedRequest] = []
         self.raw: list[bytes] = []
@@ -155,7 +170,12 @@ class FakeModelServer:
             ),
             0,
         )
-        self._seen_prefixes: set[str] = set()
+        self.cache.clear()
+        #: Per role: requests answered, prompt tokens, of which cached, and the largest prompt.
+        self.token_stats: dict[str, dict[str, int]] = {
+            role: dict.fromkeys(("requests", "prompt_tokens", "cached_tokens", "max_prompt_tokens"), 0)
+            for role in ROLES
+        }
         self.request_counts.update(dict.fromkeys(ROLES, 0))
         self.fault_counts.update(dict.fromkeys(FAULT_KINDS, 0))
         self._faults.reset()
@@ -259,7 +279,7 @@ class FakeModelServer:
         return _json([r.model_dump(mode="json") for r in self.requests])
 
     async def _stats(self, request: web.Request) -> web.Response:
-        return _json({"requests": self.request_counts, "faults": self.fault_counts})
+        return _json({"requests": self.request_counts, "faults": self.fault_counts, "tokens": self.token_stats})
 
     async def _metrics(self, request: web.Request) -> web.Response:
         lines = []
@@ -310,6 +330,15 @@ class FakeModelServer:
         if self.record:
             rec.messages = digest_images(messages)
             self.requests.append(rec)
+        family = self.family or family_of(model)
+        tiles = body.get("mm_processor_kwargs")
+        max_num_tiles = tiles.get("max_num_tiles") if isinstance(tiles, dict) else None
+        tokens = prompt_tokens(
+            messages,
+            image_refs(messages, image_digests(raw)),
+            family=family,
+            max_num_tiles=max_num_tiles if isinstance(max_num_tiles, int) and max_num_tiles > 0 else 12,
+        )
         await asyncio.sleep(self.script.latency(role) + (self.script.slow_s if fault == "slow" else 0.0))
         if fault == "disconnect":
             return _hang_up(request)
@@ -318,28 +347,42 @@ class FakeModelServer:
         if fault == "429":
             retry_after = {"Retry-After": str(self.script.retry_after_s)}
             return _error(429, "injected rate limit", "rate_limit_exceeded", "rate_limit_exceeded", retry_after)
-        usage = estimate_usage(messages, rec.image_sizes, content)
-        self._count_tokens(rec.system, usage)
+        usage = self._prefill(role, rec, tokens, content)
         reply = completion(model, content, usage)
         return await _stall(request, reply) if fault == "stall" else _json(reply)
 
-    def _count_tokens(self, system: str, usage: dict[str, int]) -> None:
-        """vLLM-style counters; the prefix cache "hits" on a system prompt seen before."""
+    def _prefill(self, role: Role, rec: RecordedRequest, tokens: list[Hashable], content: str) -> dict[str, Any]:
+        """Look the prompt up in the simulated prefix cache, cache it and the reply, and count both
+        as vLLM does; the reply's usage."""
+        lookup = self.cache.lookup(tokens)
+        self.cache.store([*tokens, *reply_tokens(content)])
+        usage = reply_usage(lookup.prompt_tokens, lookup.cached_tokens, content)
+        rec.prompt_tokens, rec.cached_tokens = lookup.prompt_tokens, lookup.cached_tokens
         counters = self.metrics
-        counters["vllm:prompt_tokens_total"] += usage["prompt_tokens"]
+        counters["vllm:prompt_tokens_total"] += lookup.prompt_tokens
         counters["vllm:generation_tokens_total"] += usage["completion_tokens"]
-        counters["vllm:prefix_cache_queries_total"] += usage["prompt_tokens"]
-        if system and system in self._seen_prefixes:
-            counters["vllm:prefix_cache_hits_total"] += math.ceil(len(system) / 4)
-        elif system:
-            self._seen_prefixes.add(system)
+        counters["vllm:prefix_cache_queries_total"] += lookup.prompt_tokens
+        counters["vllm:prefix_cache_hits_total"] += lookup.cached_tokens
+        stats = self.token_stats[role]
+        stats["requests"] += 1
+        stats["prompt_tokens"] += lookup.prompt_tokens
+        stats["cached_tokens"] += lookup.cached_tokens
+        stats["max_prompt_tokens"] = max(stats["max_prompt_tokens"], lookup.prompt_tokens)
+        return usage
 
 
 # ---------------------------------------------------------------- CLI
 
 
-async def _serve(script: Script, host: str, port: int, record: bool = True) -> None:
-    server = FakeModelServer(script, host=host, port=port, record=record)
+async def _serve(
+    script: Script,
+    host: str,
+    port: int,
+    record: bool = True,
+    family: Family | None = None,
+    cache_blocks: int = DEFAULT_CAPACITY_BLOCKS,
+) -> None:
+    server = FakeModelServer(script, host=host, port=port, record=record, family=family, cache_blocks=cache_blocks)
     await server.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -364,6 +407,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="keep no request log and JSON-parse only the head of each image (long benchmark runs)",
     )
+    parser.add_argument(
+        "--family",
+        choices=FAMILIES,
+        default=None,
+        help="image-token family of the models served, for the simulated prefix cache "
+        "(default: told by each request's model name)",
+    )
+    parser.add_argument(
+        "--cache-blocks",
+        type=int,
+        default=DEFAULT_CAPACITY_BLOCKS,
+        help=f"capacity of the simulated prefix cache in 16-token blocks (default {DEFAULT_CAPACITY_BLOCKS})",
+    )
     args = parser.parse_args(argv)
     try:
         script = load_script(args.script)
@@ -371,7 +427,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        asyncio.run(_serve(script, args.host, args.port, record=not args.no_record))
+        asyncio.run(
+            _serve(
+                script,
+                args.host,
+                args.port,
+                record=not args.no_record,
+                family=args.family,
+                cache_blocks=args.cache_blocks,
+            )
+        )
     except OSError as exc:
         print(f"error: cannot serve on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1

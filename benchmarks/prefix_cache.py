@@ -1,0 +1,211 @@
+"""Prefix-cache benchmark: the prompt tokens a vLLM GPU would prefill per step, per policy family and context.
+
+Runs the real agent through ``BatchRunner`` on 12-step tasks over the local sites (clicks, scrolls,
+a search, navigations between three sites, a go-back, then an answer checked by the validator),
+N sessions at once, against the offline model server in its own process with its simulated vLLM
+prefix cache (16-token chained blocks, images bound to their bytes, LRU; see
+docs/offline-server.md). For each policy family (holo1.5, holo2, holotron) and each policy context
+(append, window) it prints:
+
+- policy tokens per request not served from the cache (the GPU's prefill work per step);
+- the policy's cached share, and the largest policy request;
+- all roles: the cached share and the uncached prompt tokens per step, from ``/metrics`` exactly
+  as ``webagent batch --server-metrics`` reads a real vLLM;
+- tasks validated (every one should be).
+
+The model names tell the server each role's image-token family: the policy is Holo1.5-7B,
+Holo2-8B or Holotron-12B (the validator is the same model); the localizer is Holo1.5-7B, or
+Holo2-8B with a Holo2 policy.
+
+    python benchmarks/prefix_cache.py --sessions 8 --steps 12 --latency 1.0
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from webagent.batch import BatchRunner, read_results
+from webagent.batch.servermetrics import CACHE_HITS, CACHE_QUERIES, MetricsSample, parse_prometheus
+from webagent.batch.tasks import load_tasks
+from webagent.config import AgentConfig
+
+FAMILIES = {
+    # policy family: (policy model, localizer model, localizer profile)
+    "holo1.5": ("Hcompany/Holo1.5-7B", "Hcompany/Holo1.5-7B", "holo1.5"),
+    "holo2": ("Hcompany/Holo2-8B", "Hcompany/Holo2-8B", "holo2"),
+    "holotron": ("Hcompany/Holotron-12B", "Hcompany/Holo1.5-7B", "holo1.5"),
+}
+COUNTER = (640, 400)  # the bench page's button
+SEARCH_BOX = (560, 128)  # the catalog's search box
+
+
+def tour(base: str, steps: int) -> list[dict[str, Any]]:
+    """The policy's actions, one per step: every kind of page change, the last step answers."""
+    actions: list[dict[str, Any]] = [
+        {"action": "click_element", "element": "blue counter button"},
+        {"action": "scroll", "direction": "down"},
+        {"action": "goto", "url": f"{base}/catalog/"},
+        {"action": "write_element", "element": "catalog search box", "content": "widget", "press_enter": True},
+        {"action": "scroll", "direction": "down"},
+        {"action": "go_back"},
+        {"action": "goto", "url": f"{base}/longpage/"},
+        {"action": "scroll", "direction": "down"},
+        {"action": "scroll", "direction": "down"},
+        {"action": "goto", "url": f"{base}/bench/"},
+        {"action": "click_element", "element": "blue counter button"},
+    ]
+    rules: list[dict[str, Any]] = [{"when": {"final": True}, "action": {"action": "answer", "content": "done"}}]
+    rules.append({"when": {"step": steps}, "action": {"action": "answer", "content": "done"}})
+    for step in range(1, steps):
+        rules.append(
+            {
+                "when": {"step": step},
+                "note": f"Step {step} of the tour.",
+                "thought": "Carry on with the tour.",
+                "action": actions[(step - 1) % len(actions)],
+            }
+        )
+    return rules
+
+
+def script(base: str, steps: int, latency: float) -> dict[str, Any]:
+    return {
+        "latency_s": latency,
+        "elements": {"blue counter button": list(COUNTER), "catalog search box": list(SEARCH_BOX)},
+        "tasks": [
+            {"id": "tour", "match": "Take the tour", "policy": tour(base, steps), "validator": {"accept": ["done"]}}
+        ],
+    }
+
+
+class OfflineServer:
+    """The offline model server in its own process (its CPU is not the agent's)."""
+
+    def __init__(self, script: dict[str, Any], workdir: Path) -> None:
+        path = workdir / "script.json"
+        path.write_text(json.dumps(script))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "webagent.testing.server", "--script", str(path), "--no-record"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        self.url = self.proc.stdout.readline().strip().rsplit(" ", 1)[-1]
+
+    def get(self, path: str) -> bytes:
+        with urllib.request.urlopen(self.url + path, timeout=10) as response:
+            body: bytes = response.read()
+            return body
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def config_for(server_url: str, family: str, context: str, steps: int) -> AgentConfig:
+    policy_model, localizer_model, profile = FAMILIES[family]
+    models = {"policy": policy_model, "localizer": localizer_model, "validator": policy_model}
+    roles: dict[str, Any] = {
+        role: {"base_url": f"{server_url}/{role}/v1", "model": model, "api_key": "offline", "timeout_s": 120.0}
+        for role, model in models.items()
+    }
+    roles["policy"]["family"] = family
+    roles["localizer"]["profile"] = profile
+    return AgentConfig.model_validate({**roles, "agent": {"max_steps": steps + 2, "context": context}})
+
+
+async def run(
+    base: str, family: str, context: str, sessions: int, steps: int, latency: float, workdir: Path
+) -> dict[str, Any]:
+    out = workdir / f"{family}-{context}"
+    out.mkdir()
+    server = OfflineServer(script(base, steps, latency), out)
+    try:
+        tasks_file = out / "tasks.jsonl"
+        tasks_file.write_text(
+            "".join(
+                json.dumps({"id": f"s{i}", "url": f"{base}/bench/", "goal": f"Take the tour ({i})"}) + "\n"
+                for i in range(sessions)
+            )
+        )
+        config = config_for(server.url, family, context, steps)
+        config.browser.contexts_per_browser = max(sessions, 1)
+        before = MetricsSample(0.0, parse_prometheus(server.get("/metrics").decode()))
+        stats = await BatchRunner(config, load_tasks(tasks_file), out / "batch", concurrency=sessions).run()
+        after = MetricsSample(1.0, parse_prometheus(server.get("/metrics").decode()))
+        tokens = json.loads(server.get("/_stats"))["tokens"]["policy"]
+    finally:
+        server.stop()
+    results = read_results(out / "batch")
+    queries = (after.get(CACHE_QUERIES) or 0.0) - (before.get(CACHE_QUERIES) or 0.0)
+    hits = (after.get(CACHE_HITS) or 0.0) - (before.get(CACHE_HITS) or 0.0)
+    requests = max(tokens["requests"], 1)
+    return {
+        "family": family,
+        "context": context,
+        "validated": f"{sum(r.success for r in results)}/{sessions}",
+        "steps": stats.steps,
+        "policy_requests": tokens["requests"],
+        "policy_uncached_per_request": round((tokens["prompt_tokens"] - tokens["cached_tokens"]) / requests),
+        "policy_prompt_per_request": round(tokens["prompt_tokens"] / requests),
+        "policy_cached_share": round(tokens["cached_tokens"] / max(tokens["prompt_tokens"], 1), 3),
+        "largest_policy_request": tokens["max_prompt_tokens"],
+        "all_roles_cached_share": round(hits / queries, 3) if queries else None,
+        "all_roles_uncached_per_step": round((queries - hits) / max(stats.steps, 1)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", type=int, default=8, help="sessions at once")
+    parser.add_argument("--steps", type=int, default=12, help="steps per task (the last one answers)")
+    parser.add_argument("--latency", type=float, default=1.0, help="model latency per call, seconds")
+    parser.add_argument("--families", default=",".join(FAMILIES), help="comma-separated policy families")
+    parser.add_argument("--contexts", default="append,window", help="comma-separated policy contexts")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON lines too")
+    args = parser.parse_args()
+    sites = subprocess.Popen([sys.executable, "-m", "webagent.testing.sites"], stdout=subprocess.PIPE, text=True)
+    assert sites.stdout is not None
+    base = sites.stdout.readline().strip().rsplit(" ", 1)[-1]
+    rows = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="webagent-prefix-") as tmp:
+            for family in args.families.split(","):
+                for context in args.contexts.split(","):
+                    row = asyncio.run(
+                        run(base, family, context, args.sessions, args.steps, args.latency, Path(tmp))
+                    )
+                    rows.append(row)
+                    if args.json:
+                        print(json.dumps(row), flush=True)
+    finally:
+        sites.terminate()
+        sites.wait(10)
+    print(
+        f"\n{args.sessions} sessions x {args.steps}-step tasks, {args.latency:g} s model latency; "
+        "simulated vLLM prefix cache (16-token blocks)\n"
+    )
+    head = (
+        "| policy family | context | validated | policy tokens/request not cached | policy prompt/request "
+        "| policy cached share | largest policy request | all roles cached share | all roles uncached/step |"
+    )
+    print(head)
+    print("|---" * (head.count("|") - 1) + "|")
+    for r in rows:
+        print(
+            f"| {r['family']} | {r['context']} | {r['validated']} | {r['policy_uncached_per_request']:,} "
+            f"| {r['policy_prompt_per_request']:,} | {r['policy_cached_share']:.1%} | {r['largest_policy_request']:,} "
+            f"| {r['all_roles_cached_share']:.1%} | {r['all_roles_uncached_per_step']:,} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

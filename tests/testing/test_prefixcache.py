@@ -1,0 +1,163 @@
+"""The offline server's simulated vLLM prefix cache: blocks, chaining, images, LRU, the counters."""
+
+from __future__ import annotations
+
+import base64
+import json
+from io import BytesIO
+from typing import Any
+
+from openai import AsyncOpenAI
+from PIL import Image
+
+from webagent.batch.servermetrics import parse_prometheus
+from webagent.testing.images import image_digests
+from webagent.testing.prefixcache import ImageRef, PrefixCache, family_of, image_refs, prompt_tokens, reply_tokens
+from webagent.testing.server import FakeModelServer
+
+from .test_server import SCRIPT, policy_text
+
+
+def _jpeg(size: tuple[int, int], color: tuple[int, int, int]) -> str:
+    buf = BytesIO()
+    Image.new("RGB", size, color).save(buf, "JPEG")
+    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def _user(text: str, url: str | None = None, **part: Any) -> dict[str, Any]:
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    if url is not None:
+        content.append({"type": "image_url", "image_url": {"url": url}, **part})
+    return {"role": "user", "content": content}
+
+
+def _tokens(messages: list[dict[str, Any]], family: str = "holo1.5", tiles: int = 12) -> list[Any]:
+    raw = json.dumps({"messages": messages}).encode()
+    return prompt_tokens(messages, image_refs(messages, image_digests(raw)), family=family, max_num_tiles=tiles)  # type: ignore[arg-type]
+
+
+def test_a_repeated_prompt_hits_every_full_block_but_the_last_token() -> None:
+    cache = PrefixCache()
+    tokens = [f"t{i}" for i in range(100)]
+    assert cache.lookup(tokens).cached_tokens == 0
+    assert cache.lookup(tokens).cached_tokens == 96  # 6 full blocks of 16; the 100th token is computed
+    exact = [f"t{i}" for i in range(64)]
+    assert cache.lookup(exact).cached_tokens == 48  # never all of it: the last block is recomputed
+
+
+def test_reuse_stops_at_the_first_changed_token_even_if_later_blocks_match() -> None:
+    cache = PrefixCache()
+    cache.lookup([f"t{i}" for i in range(160)])
+    changed = [f"t{i}" for i in range(160)]
+    changed[40] = "x"
+    assert cache.lookup(changed).cached_tokens == 32  # blocks 0 and 1; block 2 holds the change, the chain breaks
+
+
+def test_images_are_bound_to_their_bytes_or_their_uuid() -> None:
+    red, blue = _jpeg((1260, 784), (200, 0, 0)), _jpeg((1260, 784), (0, 0, 200))
+    system = {"role": "system", "content": "You are a web agent. " * 20}
+    first = _tokens([system, _user("Step 1", red)])
+    assert len(first) > 1260  # the image counts 1,260 tokens (45 x 28 patches of 28 px)
+    cache = PrefixCache()
+    cache.lookup(first)
+    same_text_other_image = _tokens([system, _user("Step 1", blue)])
+    hit = cache.lookup(same_text_other_image).cached_tokens
+    assert 0 < hit < len(first) - 1260  # the system prompt and the text, not the image
+    # A uuid stands for the image: the same uuid hits whatever the bytes.
+    cache = PrefixCache()
+    cache.lookup(_tokens([system, _user("Step 1", red, uuid="shot-1")]))
+    assert cache.lookup(_tokens([system, _user("Step 1", blue, uuid="shot-1")])).cached_tokens > 1260
+
+
+def test_the_family_sets_the_image_tokens() -> None:
+    shot = _jpeg((1024, 512), (1, 2, 3))
+    counts = [
+        sum(isinstance(t, tuple) for t in _tokens([_user("x", shot)], family, tiles))
+        for family, tiles in (("holo1.5", 12), ("holo2", 12), ("holotron", 12), ("holotron", 1))
+    ]
+    assert counts == [37 * 19, 32 * 16, 3 * 256, 256]  # 1024x512 is a 2x1 grid even with 12 tiles allowed
+    assert family_of("Hcompany/Holotron-12B") == "holotron" and family_of("Hcompany/Holo2-8B") == "holo2"
+    assert family_of("Hcompany/Holo1-7B") == "holo1" and family_of("anything") == "holo1.5"
+
+
+def test_least_recently_used_blocks_are_evicted() -> None:
+    cache = PrefixCache(capacity=4)
+    a, b = [f"a{i}" for i in range(48)], [f"b{i}" for i in range(48)]
+    cache.lookup(a)  # 3 blocks
+    cache.lookup(b)  # 3 more: a's oldest two go
+    assert len(cache) == 4
+    assert cache.lookup(a).cached_tokens == 0
+    assert cache.lookup(b).cached_tokens == 0  # a's lookup re-inserted 3 blocks, evicting b's first two
+
+
+def test_image_digests_follow_the_data_urls_and_skip_quoted_text() -> None:
+    shot = _jpeg((64, 64), (9, 9, 9))
+    text = 'a page that says "data:image/png;base64,AAAA"'
+    messages = [_user(text, shot), _user("again", shot)]
+    raw = json.dumps({"messages": messages}).encode()
+    digests = image_digests(raw)
+    assert len(digests) == 2 and digests[0] == digests[1]
+    refs = image_refs(messages, digests)
+    assert refs == [ImageRef(digests[0], 64, 64), ImageRef(digests[0], 64, 64)]
+
+
+async def test_an_append_only_conversation_is_served_from_the_cache_through_the_last_reply() -> None:
+    """What a vLLM server would reuse: the whole previous request and the model's reply, so only the
+    new turn (its text and screenshot) is prefilled; the counters and usage say so."""
+    shots = [_jpeg((1260, 784), (10 * i, 40, 90)) for i in range(3)]
+    async with FakeModelServer(SCRIPT) as server:
+        client = AsyncOpenAI(base_url=server.base_url("policy"), api_key="x", max_retries=0)
+        messages: list[Any] = [{"role": "system", "content": "You are a web agent. " * 50}]
+        usages = []
+        for step, shot in enumerate(shots, 1):
+            messages.append(_user(policy_text("http://shop.test/", step), shot))
+            reply = await client.chat.completions.create(model="Hcompany/Holo1.5-7B", messages=messages)
+            usages.append(reply.usage)
+            messages.append({"role": "assistant", "content": reply.choices[0].message.content})
+        await client.close()
+        metrics = parse_prometheus((await _get(server.url + "/metrics")).decode())
+        stats = server.token_stats["policy"]
+    assert usages[0] is not None and usages[1] is not None and usages[2] is not None
+    cached = [u.prompt_tokens_details.cached_tokens if u.prompt_tokens_details else None for u in usages]
+    assert cached[0] == 0
+    for before, usage, hit in zip(usages, usages[1:], cached[1:], strict=False):
+        assert hit is not None
+        assert hit >= before.prompt_tokens + before.completion_tokens - 16  # the last request and its reply
+        assert usage.prompt_tokens - hit < 1260 + 300  # the new turn: a screenshot and some text
+    assert metrics["vllm:prefix_cache_queries_total"] == sum(u.prompt_tokens for u in usages)
+    assert metrics["vllm:prompt_tokens_total"] == sum(u.prompt_tokens for u in usages)
+    assert metrics["vllm:prefix_cache_hits_total"] == sum(h or 0 for h in cached)
+    assert stats["requests"] == 3 and stats["max_prompt_tokens"] == usages[2].prompt_tokens
+    assert [r.cached_tokens for r in server.requests] == cached
+
+
+async def test_a_rebuilt_request_reuses_only_what_precedes_its_first_change() -> None:
+    """A window request puts the URL and step first: everything after them is prefilled again."""
+    shot = _jpeg((1260, 784), (1, 2, 3))
+    system = {"role": "system", "content": "You are a web agent. " * 50}
+    async with FakeModelServer(SCRIPT) as server:
+        client = AsyncOpenAI(base_url=server.base_url("policy"), api_key="x", max_retries=0)
+        for step in (1, 2):
+            await client.chat.completions.create(
+                model="m", messages=[system, _user(policy_text("http://shop.test/", step), shot)]
+            )
+        await client.close()
+    _, second = server.requests
+    assert second.cached_tokens < len(system["content"]) // 4 + 200  # the system prompt, not the screenshot
+    assert second.prompt_tokens - second.cached_tokens > 1260
+
+
+async def _get(url: str) -> bytes:
+    import asyncio
+    import urllib.request
+
+    def fetch() -> bytes:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            body: bytes = response.read()
+            return body
+
+    return await asyncio.to_thread(fetch)
+
+
+def test_reply_tokens_end_with_the_end_marker() -> None:
+    assert reply_tokens("abcdefgh") == ["abcd", "efgh", "<|end|>"]

@@ -1,0 +1,182 @@
+"""A simulated vLLM automatic prefix cache, so the offline server can say what a GPU would prefill.
+
+vLLM keeps the KV cache in blocks of ``block_size`` tokens (16) and caches each full block under a
+hash of its tokens chained to the hash of the block before, so a block is reused only when every
+token before it is the same too; an image's tokens are bound to the image's content (or to the
+``uuid`` the request gives it). A request reuses its longest run of cached leading blocks, never
+all of its tokens (the last one is always computed), and every full block of the prompt and of the
+reply is cached afterwards; the least recently used blocks are evicted past ``capacity`` blocks.
+The counters are vLLM's own: ``vllm:prefix_cache_queries_total`` (prompt tokens looked up) and
+``vllm:prefix_cache_hits_total`` (tokens served from the cache).
+
+The token stream is an approximation of a chat template (documented in docs/offline-server.md):
+each message is a role marker, its content and an end marker; text is one token per 4 characters
+(each token bound to its 4 characters, so a change anywhere changes the tokens from there on); an
+image is :func:`webagent.families.image_tokens` tokens of its family, each bound to the image's
+identity; the prompt ends with the assistant marker, which the reply then continues.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from webagent.families import DEFAULT_MAX_NUM_TILES, Family, image_tokens
+from webagent.testing.images import image_size
+
+__all__ = [
+    "BLOCK_SIZE",
+    "CacheLookup",
+    "ImageRef",
+    "PrefixCache",
+    "family_of",
+    "image_refs",
+    "prompt_tokens",
+    "reply_tokens",
+]
+
+BLOCK_SIZE = 16
+#: Blocks kept by default: 1M tokens, about what an H100 holds for a 7-12B model beside its weights.
+DEFAULT_CAPACITY_BLOCKS = 65_536
+CHARS_PER_TOKEN = 4
+
+
+@dataclass(frozen=True, slots=True)
+class ImageRef:
+    """An image of a request: its identity (content digest or uuid) and pixel size."""
+
+    key: str
+    width: int
+    height: int
+
+
+@dataclass(frozen=True, slots=True)
+class CacheLookup:
+    """One request's prompt against the cache."""
+
+    prompt_tokens: int
+    cached_tokens: int
+
+
+def family_of(model: str, default: Family = "holo1.5") -> Family:
+    """The image-token family of a model name (``default`` when the name does not tell)."""
+    name = model.lower()
+    if "holotron" in name or "nemotron" in name:
+        return "holotron"
+    if "holo2" in name or "qwen3" in name:
+        return "holo2"
+    if "holo1.5" in name or "holo1_5" in name:
+        return "holo1.5"
+    if "holo1" in name:
+        return "holo1"
+    return default
+
+
+def image_refs(messages: Sequence[dict[str, Any]], digests: Sequence[str]) -> list[ImageRef]:
+    """The image parts of ``messages`` in order, each bound to its ``uuid`` when it has one, else to
+    its ``data:`` URL's digest (``digests``: those of the body's data URLs, in order)."""
+    refs: list[ImageRef] = []
+    pending = iter(digests)
+    for message in messages:
+        content = message.get("content")
+        for part in content if isinstance(content, list) else ():
+            if not (isinstance(part, dict) and part.get("type") == "image_url"):
+                continue
+            image = part.get("image_url")
+            url = str(image.get("url", "")) if isinstance(image, dict) else str(image or "")
+            digest = next(pending, url) if url.startswith("data:image/") else url
+            width, height = image_size(url) or (0, 0)
+            uuid = part.get("uuid")
+            refs.append(ImageRef(str(uuid) if uuid else digest, width, height))
+    return refs
+
+
+def _text_tokens(text: str) -> list[Hashable]:
+    return [text[i : i + CHARS_PER_TOKEN] for i in range(0, len(text), CHARS_PER_TOKEN)]
+
+
+def prompt_tokens(
+    messages: Sequence[dict[str, Any]],
+    images: Sequence[ImageRef],
+    *,
+    family: Family,
+    max_num_tiles: int = DEFAULT_MAX_NUM_TILES,
+) -> list[Hashable]:
+    """The simulated token stream of a chat request (``images``: its image parts, in order)."""
+    tokens: list[Hashable] = []
+    pending = iter(images)
+    for message in messages:
+        tokens.append(f"<|{message.get('role', 'user')}|>")
+        content = message.get("content")
+        if isinstance(content, str):
+            tokens += _text_tokens(content)
+        elif isinstance(content, list):
+            for part in content:
+                if not isinstance(part, dict):
+                    continue
+                if part.get("type") == "text":
+                    tokens += _text_tokens(str(part.get("text", "")))
+                elif part.get("type") == "image_url":
+                    image = next(pending, None)
+                    if image is not None and image.width > 0 and image.height > 0:
+                        n = image_tokens(family, image.width, image.height, max_num_tiles=max_num_tiles)
+                        tokens += [(image.key, i) for i in range(n)]
+        tokens.append("<|end|>")
+    tokens.append("<|assistant|>")
+    return tokens
+
+
+def reply_tokens(text: str) -> list[Hashable]:
+    """The tokens a reply adds after the prompt (its text, then the end marker)."""
+    return [*_text_tokens(text), "<|end|>"]
+
+
+class PrefixCache:
+    """Chained block hashes in an LRU of ``capacity`` blocks."""
+
+    def __init__(self, *, block_size: int = BLOCK_SIZE, capacity: int = DEFAULT_CAPACITY_BLOCKS) -> None:
+        self.block_size = block_size
+        self.capacity = capacity
+        self._blocks: OrderedDict[int, None] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._blocks)
+
+    def clear(self) -> None:
+        self._blocks.clear()
+
+    def _hashes(self, tokens: Sequence[Hashable]) -> list[int]:
+        size, parent, out = self.block_size, 0, []
+        for start in range(0, len(tokens) - size + 1, size):
+            parent = hash((parent, tuple(tokens[start : start + size])))
+            out.append(parent)
+        return out
+
+    def lookup(self, tokens: Sequence[Hashable]) -> CacheLookup:
+        """How many of the prompt's leading tokens the cache serves (it then caches the prompt)."""
+        hashes = self._hashes(tokens)
+        usable = (len(tokens) - 1) // self.block_size  # the last token is always computed
+        hit = 0
+        for h in hashes[:usable]:
+            if h not in self._blocks:
+                break
+            self._blocks.move_to_end(h)
+            hit += 1
+        self._insert(hashes[hit:])
+        return CacheLookup(len(tokens), hit * self.block_size)
+
+    def store(self, tokens: Sequence[Hashable]) -> None:
+        """Cache every full block of ``tokens`` (a prompt followed by its reply)."""
+        self._insert(self._hashes(tokens))
+
+    def _insert(self, hashes: Sequence[int]) -> None:
+        blocks = self._blocks
+        for h in hashes:
+            if h in blocks:
+                blocks.move_to_end(h)
+            else:
+                blocks[h] = None
+        while len(blocks) > self.capacity:
+            blocks.popitem(last=False)
