@@ -15,9 +15,13 @@ docs/offline-server.md). For each policy family (holo1.5, holo2, holotron) and e
 
 The model names tell the server each role's image-token family: the policy is Holo1.5-7B,
 Holo2-8B or Holotron-12B (the validator is the same model); the localizer is Holo1.5-7B, or
-Holo2-8B with a Holo2 policy.
+Holo2-8B with a Holo2 policy. A family may carry variants: ``holotron@12tiles`` sets
+``[policy] max_num_tiles`` (12 is vLLM's default when a request does not set it);
+``holotron@align672`` makes the server simulate a hybrid Mamba model's cache in vLLM's ``align``
+mode with 672-token blocks (one checkpoint per request; see docs/serving.md).
 
-    python benchmarks/prefix_cache.py --sessions 8 --steps 12 --latency 1.0
+    python benchmarks/prefix_cache.py --sessions 8 --steps 12 --latency 1.0 \
+        --families holo1.5,holo2,holotron,holotron@12tiles,holotron@align672
 """
 
 from __future__ import annotations
@@ -89,11 +93,11 @@ def script(base: str, steps: int, latency: float) -> dict[str, Any]:
 class OfflineServer:
     """The offline model server in its own process (its CPU is not the agent's)."""
 
-    def __init__(self, script: dict[str, Any], workdir: Path) -> None:
+    def __init__(self, script: dict[str, Any], workdir: Path, extra: list[str]) -> None:
         path = workdir / "script.json"
         path.write_text(json.dumps(script))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "webagent.testing.server", "--script", str(path), "--no-record"],
+            [sys.executable, "-m", "webagent.testing.server", "--script", str(path), "--no-record", *extra],
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -110,7 +114,24 @@ class OfflineServer:
         self.proc.wait(10)
 
 
-def config_for(server_url: str, family: str, context: str, steps: int) -> AgentConfig:
+def variant(spec: str) -> tuple[str, int | None, list[str]]:
+    """``family[@<N>tiles][@align<N>]`` -> (family, max_num_tiles or None, the server's extra flags)."""
+    family, *options = spec.split("@")
+    tiles: int | None = None
+    server: list[str] = []
+    for option in options:
+        if option.endswith("tiles"):
+            tiles = int(option.removesuffix("tiles"))
+        elif option.startswith("align"):
+            server = ["--mamba-align", "--block-size", option.removeprefix("align")]
+        else:
+            raise SystemExit(f"unknown variant {option!r} in {spec!r}")
+    if family not in FAMILIES:
+        raise SystemExit(f"unknown family {family!r}: one of {', '.join(FAMILIES)}")
+    return family, tiles, server
+
+
+def config_for(server_url: str, family: str, context: str, steps: int, tiles: int | None) -> AgentConfig:
     policy_model, localizer_model, profile = FAMILIES[family]
     models = {"policy": policy_model, "localizer": localizer_model, "validator": policy_model}
     roles: dict[str, Any] = {
@@ -118,16 +139,19 @@ def config_for(server_url: str, family: str, context: str, steps: int) -> AgentC
         for role, model in models.items()
     }
     roles["policy"]["family"] = family
+    if tiles is not None:
+        roles["policy"]["max_num_tiles"] = tiles
     roles["localizer"]["profile"] = profile
     return AgentConfig.model_validate({**roles, "agent": {"max_steps": steps + 2, "context": context}})
 
 
 async def run(
-    base: str, family: str, context: str, sessions: int, steps: int, latency: float, workdir: Path
+    base: str, spec: str, context: str, sessions: int, steps: int, latency: float, workdir: Path
 ) -> dict[str, Any]:
-    out = workdir / f"{family}-{context}"
+    family, tiles, extra = variant(spec)
+    out = workdir / f"{spec}-{context}"
     out.mkdir()
-    server = OfflineServer(script(base, steps, latency), out)
+    server = OfflineServer(script(base, steps, latency), out, extra)
     try:
         tasks_file = out / "tasks.jsonl"
         tasks_file.write_text(
@@ -136,7 +160,7 @@ async def run(
                 for i in range(sessions)
             )
         )
-        config = config_for(server.url, family, context, steps)
+        config = config_for(server.url, family, context, steps, tiles)
         config.browser.contexts_per_browser = max(sessions, 1)
         before = MetricsSample(0.0, parse_prometheus(server.get("/metrics").decode()))
         stats = await BatchRunner(config, load_tasks(tasks_file), out / "batch", concurrency=sessions).run()
@@ -149,7 +173,7 @@ async def run(
     hits = (after.get(CACHE_HITS) or 0.0) - (before.get(CACHE_HITS) or 0.0)
     requests = max(tokens["requests"], 1)
     return {
-        "family": family,
+        "family": spec,
         "context": context,
         "validated": f"{sum(r.success for r in results)}/{sessions}",
         "steps": stats.steps,
@@ -180,9 +204,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="webagent-prefix-") as tmp:
             for family in args.families.split(","):
                 for context in args.contexts.split(","):
-                    row = asyncio.run(
-                        run(base, family, context, args.sessions, args.steps, args.latency, Path(tmp))
-                    )
+                    row = asyncio.run(run(base, family, context, args.sessions, args.steps, args.latency, Path(tmp)))
                     rows.append(row)
                     if args.json:
                         print(json.dumps(row), flush=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ import pytest
 from playwright.async_api import Browser
 
 from webagent import Agent, RunResult, Step
+from webagent.families import Family
 from webagent.runs.trajectory import read_trajectory
 from webagent.testing.sites import SiteServer
 
@@ -149,3 +151,23 @@ async def test_holotron_policy_gets_tile_sized_screenshots_and_the_localizer_its
     assert records[0]["image_size"] == [1024, 640] and records[0]["localizer_image_size"] == [1260, 784]
     assert (tmp_path / "run" / str(records[0]["localizer_screenshot"])).stat().st_size > 1000
     assert records[2]["localizer_screenshot"] is None  # the answer step localized nothing
+
+
+@pytest.mark.parametrize(
+    ("profile", "family"), [("holo1", None), ("holo1.5", None), ("holo2", None), ("holo1.5", "holotron")]
+)
+async def test_the_local_tasks_pass_under_every_profile_and_policy_family(
+    browser: Browser, model_server: ServerFactory, local_tasks: dict[str, Any], profile: str, family: Family | None
+) -> None:
+    """Every bundled task, concurrently on one Agent, with each localizer profile (the policy's
+    screenshots sized by its family: the profile's own, or Holotron's tile-sized ones)."""
+    async with model_server(load_task_script("local")) as server:
+        config = make_config(server, profile)
+        config.policy.family = family
+        agent = Agent(config, browser=browser)
+        try:
+            results = await asyncio.gather(*(agent.run(t["url"], t["goal"]) for t in local_tasks.values()))
+        finally:
+            await agent.aclose()
+    outcomes = {task: (r.success, r.stop_reason, r.message) for task, r in zip(local_tasks, results, strict=True)}
+    assert all(ok and reason == "answered" for ok, reason, _ in outcomes.values()), outcomes

@@ -161,3 +161,17 @@ async def _get(url: str) -> bytes:
 
 def test_reply_tokens_end_with_the_end_marker() -> None:
     assert reply_tokens("abcdefgh") == ["abcd", "efgh", "<|end|>"]
+
+
+def test_a_mamba_align_cache_resumes_only_from_a_previous_prompts_checkpoint() -> None:
+    """vLLM's align mode for hybrid models: one checkpoint per request, at the last full block of
+    its prompt; the next turn of a conversation resumes there, the reply and the tail are prefilled."""
+    cache = PrefixCache(block_size=100, checkpoints=True)
+    first = [f"t{i}" for i in range(350)]
+    assert cache.lookup(first).cached_tokens == 0
+    cache.store([*first, "reply"])  # nothing: the reply is not checkpointed
+    second = [*first, "reply", *[f"u{i}" for i in range(200)]]
+    assert cache.lookup(second).cached_tokens == 300  # first's checkpoint: its 3rd block, not the 4th
+    assert cache.lookup(first[:250]).cached_tokens == 0  # no checkpoint inside a shorter prefix
+    third = [*second, *[f"v{i}" for i in range(50)]]
+    assert cache.lookup(third).cached_tokens == 500  # second's checkpoint (5 full blocks of its 551)

@@ -134,11 +134,21 @@ def reply_tokens(text: str) -> list[Hashable]:
 
 
 class PrefixCache:
-    """Chained block hashes in an LRU of ``capacity`` blocks."""
+    """Chained block hashes in an LRU of ``capacity`` blocks.
 
-    def __init__(self, *, block_size: int = BLOCK_SIZE, capacity: int = DEFAULT_CAPACITY_BLOCKS) -> None:
+    ``checkpoints``: a hybrid Mamba model's cache in vLLM's ``align`` mode, where a hit needs the
+    model's recurrent state as well as the attention blocks, and that state is kept only at one
+    block boundary per request (the last before its prompt ends; ``block_size`` is then the
+    enlarged attention block, several hundred tokens): a request resumes from the longest such
+    checkpoint that its prompt starts with, and the reply is not cached.
+    """
+
+    def __init__(
+        self, *, block_size: int = BLOCK_SIZE, capacity: int = DEFAULT_CAPACITY_BLOCKS, checkpoints: bool = False
+    ) -> None:
         self.block_size = block_size
         self.capacity = capacity
+        self.checkpoints = checkpoints
         self._blocks: OrderedDict[int, None] = OrderedDict()
 
     def __len__(self) -> int:
@@ -158,6 +168,8 @@ class PrefixCache:
         """How many of the prompt's leading tokens the cache serves (it then caches the prompt)."""
         hashes = self._hashes(tokens)
         usable = (len(tokens) - 1) // self.block_size  # the last token is always computed
+        if self.checkpoints:
+            return self._resume(tokens, hashes, usable)
         hit = 0
         for h in hashes[:usable]:
             if h not in self._blocks:
@@ -167,9 +179,18 @@ class PrefixCache:
         self._insert(hashes[hit:])
         return CacheLookup(len(tokens), hit * self.block_size)
 
+    def _resume(self, tokens: Sequence[Hashable], hashes: list[int], usable: int) -> CacheLookup:
+        hit = next((i + 1 for i in range(usable - 1, -1, -1) if hashes[i] in self._blocks), 0)
+        if hit:
+            self._blocks.move_to_end(hashes[hit - 1])
+        self._insert(hashes[-1:])  # the prompt's checkpoint: its last full block
+        return CacheLookup(len(tokens), hit * self.block_size)
+
     def store(self, tokens: Sequence[Hashable]) -> None:
-        """Cache every full block of ``tokens`` (a prompt followed by its reply)."""
-        self._insert(self._hashes(tokens))
+        """Cache every full block of ``tokens`` (a prompt followed by its reply; nothing with
+        ``checkpoints``, where only the prompt's checkpoint is kept)."""
+        if not self.checkpoints:
+            self._insert(self._hashes(tokens))
 
     def _insert(self, hashes: Sequence[int]) -> None:
         blocks = self._blocks

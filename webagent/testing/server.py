@@ -34,6 +34,7 @@ from webagent.testing.chat import (
 )
 from webagent.testing.images import image_digests, shrink_images
 from webagent.testing.prefixcache import (
+    BLOCK_SIZE,
     DEFAULT_CAPACITY_BLOCKS,
     PrefixCache,
     family_of,
@@ -122,15 +123,19 @@ class FakeModelServer:
         keep_raw: bool = False,
         family: Family | None = None,
         cache_blocks: int = DEFAULT_CAPACITY_BLOCKS,
+        block_size: int = BLOCK_SIZE,
+        mamba_align: bool = False,
     ) -> None:
         """``record``: keep each chat request parsed (``requests``); ``keep_raw``: also keep its
         method, path and body byte for byte (``raw``: what a test checks for leaked data).
         ``family``: the image-token family of every model served (default: told by each request's
         model name, see :func:`~webagent.testing.prefixcache.family_of`); ``cache_blocks``: the
-        simulated prefix cache's capacity in 16-token blocks."""
+        simulated prefix cache's capacity in blocks of ``block_size`` tokens; ``mamba_align``: a
+        hybrid Mamba model's cache in vLLM's align mode (one checkpoint per request, see
+        :class:`~webagent.testing.prefixcache.PrefixCache`)."""
         self.script = load_script(script)
         self.family = family
-        self.cache = PrefixCache(capacity=cache_blocks)
+        self.cache = PrefixCache(block_size=block_size, capacity=cache_blocks, checkpoints=mamba_align)
         self.host, self.port, self.record, self.keep_raw = host, port, record, keep_raw
         self.requests: list[RecordedRequest] = []
         self.raw: list[bytes] = []
@@ -381,8 +386,19 @@ async def _serve(
     record: bool = True,
     family: Family | None = None,
     cache_blocks: int = DEFAULT_CAPACITY_BLOCKS,
+    block_size: int = BLOCK_SIZE,
+    mamba_align: bool = False,
 ) -> None:
-    server = FakeModelServer(script, host=host, port=port, record=record, family=family, cache_blocks=cache_blocks)
+    server = FakeModelServer(
+        script,
+        host=host,
+        port=port,
+        record=record,
+        family=family,
+        cache_blocks=cache_blocks,
+        block_size=block_size,
+        mamba_align=mamba_align,
+    )
     await server.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -418,7 +434,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--cache-blocks",
         type=int,
         default=DEFAULT_CAPACITY_BLOCKS,
-        help=f"capacity of the simulated prefix cache in 16-token blocks (default {DEFAULT_CAPACITY_BLOCKS})",
+        help=f"capacity of the simulated prefix cache in blocks (default {DEFAULT_CAPACITY_BLOCKS})",
+    )
+    parser.add_argument(
+        "--block-size", type=int, default=BLOCK_SIZE, help=f"tokens per cache block (default {BLOCK_SIZE})"
+    )
+    parser.add_argument(
+        "--mamba-align",
+        action="store_true",
+        help="simulate a hybrid Mamba model's cache in vLLM's align mode: one checkpoint per request, at its "
+        "prompt's last full block (use with --block-size of the enlarged attention block, e.g. 672)",
     )
     args = parser.parse_args(argv)
     try:
@@ -435,6 +460,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 record=not args.no_record,
                 family=args.family,
                 cache_blocks=args.cache_blocks,
+                block_size=args.block_size,
+                mamba_align=args.mamba_align,
             )
         )
     except OSError as exc:
