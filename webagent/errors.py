@@ -14,6 +14,7 @@
     │       └── ExtractionError   ``Pilot.extract``: the reply does not validate against the schema asked for
     ├── LocalizationError         the localizer's point is outside the screenshot
     ├── ActionError               an action could not be carried out on the page
+    ├── SessionError              ``webagent mcp``: no open session has that id, or too many are open
     └── BudgetExceeded            a run's or a suite's limit on model calls, tokens or dollars is spent
 
 Errors that happen inside a step (ModelReplyError, LocalizationError, ActionError) never end a
@@ -37,6 +38,7 @@ __all__ = [
     "ModelReplyError",
     "ModelUnavailableError",
     "NavigationError",
+    "SessionError",
     "WebAgentError",
 ]
 
@@ -99,6 +101,10 @@ class LocalizationError(WebAgentError):
 
 class ActionError(WebAgentError):
     """An action could not be carried out on the page."""
+
+
+class SessionError(WebAgentError):
+    """A kept browser session (``webagent mcp``) that is not open, or one more than the limit."""
 
 
 class BudgetExceeded(WebAgentError):
