@@ -35,12 +35,15 @@ from webagent.batch import BatchRunner, read_results
 from webagent.batch.tasks import load_tasks
 from webagent.browser.launcher import launch_browser
 from webagent.config import PROFILES, BrowserConfig
+from webagent.families import FAMILIES, Family
 from webagent.images import frame_for
 from webagent.testing.offline import offline_config
 
 BUTTON = (640, 400)
 TICK = os.sysconf("SC_CLK_TCK")
 IMAGE_TOKENS = (1260 // 28) * (784 // 28)  # one 1260x784 screenshot, 28x28 patches
+#: The agent's [policy] family (--policy-family; None: the localizer profile's, holo1.5).
+POLICY_FAMILY: list[Family | None] = [None]
 
 
 # -- process accounting (Linux /proc) -------------------------------------------------------------
@@ -299,6 +302,7 @@ async def agent(url: str, n: int, steps: int, latency: float, workdir: Path, exc
             )
         )
         config = offline_config(server.url, "holo1.5", max_steps=steps + 2)
+        config.policy.family = POLICY_FAMILY[0]
         config.browser.contexts_per_browser = max(n, 1)
         config.browser.recycle_after = 10_000
         for role in ("policy", "localizer", "validator"):
@@ -371,7 +375,14 @@ def main() -> None:
         default=1,
         help="rounds per N (floor, agent, floor with waits); the median round is tabled",
     )
+    parser.add_argument(
+        "--policy-family",
+        choices=FAMILIES,
+        help="the agent's policy family (holotron: the policy gets its own tile-sized screenshot and the "
+        "localizer a second one at its size, on every click step); the floor does not change",
+    )
     args = parser.parse_args()
+    POLICY_FAMILY[0] = args.policy_family
     sessions = [int(x) for x in args.sessions.split(",")]
     rows: list[Any] = []
     sites = subprocess.Popen([sys.executable, "-m", "webagent.testing.sites"], stdout=subprocess.PIPE, text=True)

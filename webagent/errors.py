@@ -11,8 +11,10 @@
     ├── ModelError                a model endpoint failed
     │   ├── ModelUnavailableError the endpoint kept failing after retries (5xx, 429, timeouts, refused)
     │   └── ModelReplyError       the reply could not be parsed, even after one repair request
+    │       └── ExtractionError   ``Pilot.extract``: the reply does not validate against the schema asked for
     ├── LocalizationError         the localizer's point is outside the screenshot
     ├── ActionError               an action could not be carried out on the page
+    ├── SessionError              ``webagent mcp``: no open session has that id, or too many are open
     └── BudgetExceeded            a run's or a suite's limit on model calls, tokens or dollars is spent
 
 Errors that happen inside a step (ModelReplyError, LocalizationError, ActionError) never end a
@@ -29,12 +31,14 @@ __all__ = [
     "BrowserStuckError",
     "BudgetExceeded",
     "ConfigError",
+    "ExtractionError",
     "InputError",
     "LocalizationError",
     "ModelError",
     "ModelReplyError",
     "ModelUnavailableError",
     "NavigationError",
+    "SessionError",
     "WebAgentError",
 ]
 
@@ -86,12 +90,21 @@ class ModelReplyError(ModelError):
         self.raw = raw
 
 
+class ExtractionError(ModelReplyError):
+    """Data asked of a page (``Pilot.extract``) did not validate against its schema, even after a
+    repair request; the message names what was asked for, the schema and the first problems."""
+
+
 class LocalizationError(WebAgentError):
     """The localizer answered with a point outside the image it was shown."""
 
 
 class ActionError(WebAgentError):
     """An action could not be carried out on the page."""
+
+
+class SessionError(WebAgentError):
+    """A kept browser session (``webagent mcp``) that is not open, or one more than the limit."""
 
 
 class BudgetExceeded(WebAgentError):
