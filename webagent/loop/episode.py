@@ -398,7 +398,7 @@ class Episode:
         screenshots differently, one taken now at the localizer's size (kept in the step)."""
         if self._frame == self._policy_frame:
             return self._shots[-1]
-        shot = await self.page.screenshot(self._frame)
+        shot = await self.page.screenshot(self._frame, observation=False)
         step.localizer_image = shot
         step.localizer_image_size = (shot.frame.image_width, shot.frame.image_height)
         return shot
