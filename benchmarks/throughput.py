@@ -378,8 +378,8 @@ def main() -> None:
     parser.add_argument(
         "--policy-family",
         choices=FAMILIES,
-        help="the agent's policy family (holotron: the policy gets its own tile-sized screenshot and the "
-        "localizer a second one at its size, on every click step); the floor does not change",
+        help="the agent's policy family (what its requests ask of the image processor; the screenshots "
+        "and so the browser work are the same); the floor does not change",
     )
     args = parser.parse_args()
     POLICY_FAMILY[0] = args.policy_family

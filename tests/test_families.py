@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webagent.config import PROFILES, AgentConfig, load_config
-from webagent.families import image_tokens, policy_extra_body, policy_frame, tile_grid
-from webagent.images import frame_for
+from webagent.config import AgentConfig, load_config
+from webagent.families import image_tokens, policy_extra_body, tile_grid
 from webagent.roles.policy import PolicyImages
 
 
@@ -51,43 +48,21 @@ def test_tile_grid_matches_internvl(width: int, height: int, max_num: int) -> No
         ("holotron", (1260, 784), 12, 7 * 256),  # 3x2 tiles + a thumbnail
         ("holotron", (1024, 512), 2, 3 * 256),  # 2x1 + a thumbnail
         ("holotron", (512, 512), 1, 256),  # one tile: no thumbnail
-        ("holo2", (1000, 700), 12, math.ceil(1000 / 32) * math.ceil(700 / 32)),
+        ("holo2", (1000, 700), 12, 31 * 22),  # resized to 992x704
     ],
 )
 def test_image_tokens_per_family(family: str, size: tuple[int, int], tiles: int, tokens: int) -> None:
     assert image_tokens(family, *size, max_num_tiles=tiles) == tokens  # type: ignore[arg-type]
 
 
-def test_holotron_policy_frame_is_the_whole_viewport_scaled_to_the_tile_grid() -> None:
-    frame = policy_frame("holotron", 1280, 800, rule=PROFILES["holo1.5"], max_num_tiles=2)
-    assert (frame.image_width, frame.image_height) == (1024, 640)  # the 2x1 grid's width; the server squeezes
-    assert frame.scale == pytest.approx(0.8)
-    assert (frame.css_width, frame.css_height) == pytest.approx((1280, 800))  # nothing cut off
-    assert image_tokens("holotron", 1024, 640, max_num_tiles=2) == 768
-    # More tiles: a 3x2 grid (1536x1024) is larger than the viewport, which is sent as it is.
-    six = policy_frame("holotron", 1280, 800, rule=PROFILES["holo1.5"], max_num_tiles=6)
-    assert (six.image_width, six.image_height) == (1280, 800) and six.is_identity
-    assert image_tokens("holotron", 1280, 800, max_num_tiles=6) == 7 * 256
-    # A portrait viewport: a 1x2 grid, reached by its height.
-    tall = policy_frame("holotron", 800, 1200, rule=PROFILES["holo1.5"], max_num_tiles=2)
-    assert (tall.image_width, tall.image_height) == (683, 1024)
-
-
-@given(st.integers(200, 3000), st.integers(200, 3000), st.integers(1, 12))
-def test_holotron_policy_frames_cover_the_viewport_and_cost_what_the_viewport_would(
-    width: int, height: int, tiles: int
-) -> None:
-    frame = policy_frame("holotron", width, height, rule=PROFILES["holo1.5"], max_num_tiles=tiles)
-    assert frame.css_width == pytest.approx(width, abs=1) and frame.css_height == pytest.approx(height, abs=1)
-    assert frame.image_width <= width and frame.image_height <= height
-    cols, rows = tile_grid(width, height, tiles)
-    assert frame.image_width >= min(width, 512 * cols) - 1 or frame.image_height >= min(height, 512 * rows) - 1
-
-
-@pytest.mark.parametrize("family", ["holo1", "holo1.5", "holo2"])
-def test_holo_policy_frames_are_their_processors_fixed_points(family: str) -> None:
-    frame = policy_frame(family, 1280, 800, rule=PROFILES[family], max_num_tiles=2)  # type: ignore[arg-type]
-    assert frame == frame_for(1280, 800, PROFILES[family])
+def test_a_holo_image_costs_what_the_processor_resizes_it_to() -> None:
+    """The server resizes before it counts: the pixels sent matter only through the processor's rule."""
+    assert image_tokens("holo1.5", 1260, 784) == 1260  # a fixed point of smart_resize
+    assert image_tokens("holo1.5", 1280, 800) == 46 * 29  # resized to 1288x812
+    assert image_tokens("holo2", 1260, 784) == 39 * 24  # resized to 1248x768
+    assert image_tokens("holo1", 1920, 1200) <= 1_003_520 // 28**2  # holo1's pixel limit applies
+    # Holotron: the grid, whatever the size: the localizer's 1260x784 costs what 1024x512 would.
+    assert image_tokens("holotron", 1260, 784, max_num_tiles=2) == image_tokens("holotron", 1024, 512) == 768
 
 
 def test_extra_body_per_family() -> None:
@@ -104,10 +79,3 @@ def test_family_defaults_to_the_localizer_profile_and_can_be_set_by_environment(
     assert (images.family, images.max_num_tiles) == ("holotron", 4)
     with pytest.raises(Exception, match="family"):
         AgentConfig.model_validate({"policy": {"family": "holo3"}})
-
-
-def test_policy_keeps_the_localizer_rule_overrides_when_the_families_match() -> None:
-    config = AgentConfig.model_validate({"localizer": {"profile": "holo1.5", "max_pixels": 500_000}})
-    images = PolicyImages.from_config(config)
-    assert images.rule == config.localizer.resize_rule()
-    assert images.frame(1280, 800) == frame_for(1280, 800, config.localizer.resize_rule())

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
-from .families import HOLOTRON_MAX_NUM_TILES, Family
+from .families import FAMILY_RULES, HOLOTRON_MAX_NUM_TILES, Family
 from .images import ResizeRule
 from .safety import parse_rule
 from .secrets import check_secret
@@ -41,11 +41,7 @@ SECTIONS = (*ROLES, "agent", "browser", "secrets")
 SECRET_ENV_PREFIX = "WEBAGENT_SECRET_"
 
 #: Resize rule of each localizer profile (the model's image processor).
-PROFILES: dict[str, ResizeRule] = {
-    "holo1": ResizeRule(factor=28, min_pixels=3136, max_pixels=1_003_520),
-    "holo1.5": ResizeRule(factor=28, min_pixels=3136, max_pixels=12_845_056),
-    "holo2": ResizeRule(factor=32, min_pixels=65_536, max_pixels=16_777_216),
-}
+PROFILES: dict[str, ResizeRule] = dict(FAMILY_RULES)
 
 
 class _Section(BaseModel):
@@ -101,8 +97,9 @@ class PolicyConfig(RoleConfig):
 
     family: Family | None = Field(
         default=None,
-        description="holo1 | holo1.5 | holo2 | holotron: sizes the policy's screenshots for the model's image "
-        "processor and sets what each request asks of the server (default: the localizer profile's family)",
+        description="holo1 | holo1.5 | holo2 | holotron: what each policy request asks of the server for the "
+        "model's image processor (holotron: max_num_tiles; holo2: no thinking) and what its screenshots cost "
+        "(default: the localizer profile's family)",
     )
     max_num_tiles: int = Field(
         default=HOLOTRON_MAX_NUM_TILES,

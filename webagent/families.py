@@ -14,11 +14,13 @@ tokens (and so what a step costs the GPU):
   1260x784 screenshot a 3x2 grid: 7 x 256 = 1,792 tokens. With ``max_num_tiles = 2`` (sent per
   request as ``mm_processor_kwargs``), the grid is 2x1: 3 x 256 = 768.
 
-The policy's screenshots are sized per family (:func:`policy_frame`): the Holo families get the
-size their processor keeps unchanged; Holotron gets the whole viewport scaled down to its tile
-grid's size (the processor stretches every image to its grid anyway, and the thumbnail shows the
-whole page), so the policy sees all of the page and the server is sent no pixels it throws away.
-The localizer keeps its own profile's exact pixels.
+What a screenshot costs is decided by the server's image processor, not by the pixels sent: it
+resizes every image (a Qwen-VL processor to multiples of its patch within its pixel limits, the
+Nemotron processor to its tile grid). So the policy is sent the screenshot the localizer needs
+(its profile's exact pixels, one capture per step) and its family sets the processor's limit
+instead: ``max_num_tiles`` for Holotron (:func:`policy_extra_body`). A second capture at a
+policy-specific size was measured at +30 ms of CPU per click step for no tokens saved
+(docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -26,18 +28,18 @@ from __future__ import annotations
 import math
 from typing import Any, Literal, get_args
 
-from .images import Frame, ResizeRule, frame_for
+from .images import ResizeRule, smart_resize
 
 __all__ = [
     "DEFAULT_MAX_NUM_TILES",
     "FAMILIES",
+    "FAMILY_RULES",
     "HOLOTRON_MAX_NUM_TILES",
     "TILE",
     "TILE_TOKENS",
     "Family",
     "image_tokens",
     "policy_extra_body",
-    "policy_frame",
     "tile_grid",
 ]
 
@@ -53,8 +55,13 @@ DEFAULT_MAX_NUM_TILES = 12
 #: landscape viewport, 768 tokens a screenshot.
 HOLOTRON_MAX_NUM_TILES = 2
 
-#: Pixels per image token of the Qwen-VL families (patch 14 or 16, merged 2x2).
-_PATCH = {"holo1": 28, "holo1.5": 28, "holo2": 32}
+#: The image processor's resize rule of each Qwen-VL family (the localizer profiles'):
+#: sides in multiples of ``factor`` (the pixels of one image token: patch 14 or 16, merged 2x2).
+FAMILY_RULES: dict[str, ResizeRule] = {
+    "holo1": ResizeRule(factor=28, min_pixels=3136, max_pixels=1_003_520),
+    "holo1.5": ResizeRule(factor=28, min_pixels=3136, max_pixels=12_845_056),
+    "holo2": ResizeRule(factor=32, min_pixels=65_536, max_pixels=16_777_216),
+}
 
 
 def tile_grid(width: int, height: int, max_num_tiles: int) -> tuple[int, int]:
@@ -84,33 +91,16 @@ def tile_grid(width: int, height: int, max_num_tiles: int) -> tuple[int, int]:
 
 
 def image_tokens(family: Family, width: int, height: int, *, max_num_tiles: int = DEFAULT_MAX_NUM_TILES) -> int:
-    """The prompt tokens one ``width`` x ``height`` image costs a model of ``family`` (as sent:
-    a Holo image sized by ``smart_resize`` is kept as it is)."""
+    """The prompt tokens one ``width`` x ``height`` image costs a model of ``family``: after the
+    processor's resize, ``ceil(w/28)*ceil(h/28)`` (Qwen2.5-VL) or ``ceil(w/32)*ceil(h/32)``
+    (Qwen3-VL); 256 per tile (+ 256 for the thumbnail of more than one) for Nemotron-Nano-VL."""
     if family == "holotron":
         cols, rows = tile_grid(width, height, max_num_tiles)
         tiles = cols * rows
         return TILE_TOKENS * (tiles + 1 if tiles > 1 else 1)
-    patch = _PATCH[family]
-    return math.ceil(width / patch) * math.ceil(height / patch)
-
-
-def policy_frame(
-    family: Family, viewport_width: int, viewport_height: int, *, rule: ResizeRule, max_num_tiles: int
-) -> Frame:
-    """The frame of the policy's screenshots for ``family`` (``rule``: the Holo family's resize rule).
-
-    Holotron: the whole viewport at one scale, shrunk until it covers the tile grid's pixels in one
-    direction and reaches them in the other (never enlarged: the server upscales for free); the
-    processor then resizes it to the grid. A 1280x800 viewport with 2 tiles is sent as 1024x640
-    and tiled as 1024x512 plus a thumbnail: 768 tokens, the page squeezed 0.8 vertically and nothing
-    of it cut off.
-    """
-    if family != "holotron":
-        return frame_for(viewport_width, viewport_height, rule)
-    cols, rows = tile_grid(viewport_width, viewport_height, max_num_tiles)
-    scale = min(1.0, max(TILE * cols / viewport_width, TILE * rows / viewport_height))
-    width, height = round(viewport_width * scale), round(viewport_height * scale)
-    return Frame(viewport_width, viewport_height, width, height)
+    rule = FAMILY_RULES[family]
+    h, w = smart_resize(height, width, rule)
+    return math.ceil(w / rule.factor) * math.ceil(h / rule.factor)
 
 
 def policy_extra_body(family: Family, max_num_tiles: int) -> dict[str, Any] | None:

@@ -163,12 +163,6 @@ class Step(_Record):
     title: str = ""
     screenshot: str | None = Field(default=None, description="File name of the screenshot, once written")
     image_size: tuple[int, int] = (0, 0)
-    localizer_screenshot: str | None = Field(
-        default=None,
-        description="File name of the localizer's own screenshot, when it is not the policy's (a policy family "
-        "whose screenshots are sized differently from the localizer profile's)",
-    )
-    localizer_image_size: tuple[int, int] | None = None
     events: list[str] = Field(default_factory=list, description="Dialogs, new tabs and other page events")
     recoveries: list[str] = Field(
         default_factory=list,
@@ -202,8 +196,6 @@ class Step(_Record):
     )
     image: SkipValidation[Screenshot | None] = Field(default=None, exclude=True, repr=False)
     """The screenshot itself (not serialised); the trajectory writer saves it as a file."""
-    localizer_image: SkipValidation[Screenshot | None] = Field(default=None, exclude=True, repr=False)
-    """The localizer's screenshot when it is not ``image`` (not serialised; saved as a file)."""
 
 
 class RunResult(_Record):

@@ -98,26 +98,6 @@ async def test_each_click_s_effect_is_in_the_capture_taken_ahead(session: Browse
     assert session.prefetched_shots >= 3
 
 
-async def test_a_localizer_capture_at_another_size_leaves_the_observation_s_capture_ahead(
-    session: BrowserSession,
-) -> None:
-    """A policy family whose screenshots are not the localizer's (Holotron) takes the localizer's
-    own capture before each click; the capture ahead of the next observation stays at the policy's
-    size, so it is still used (else every click step would capture three times)."""
-    policy = Frame(1280, 800, 1024, 640)
-    await session.page.set_viewport_size({"width": 1280, "height": 800})
-    await session.page.set_content(CYCLE)
-    assert near(colour(await session.screenshot(policy), 640, 300), RED)
-    for n, expected in enumerate([GREEN, BLUE, RED], start=1):
-        located = await session.screenshot(SCALED, observation=False)  # the localizer's, before the click
-        assert (located.frame.image_width, located.frame.image_height) == (1260, 784)
-        await session.click(640, 300)
-        shot = await session.screenshot(policy)
-        assert shot.frame == policy
-        assert near(colour(shot, 640, 300), expected), f"click {n}: {colour(shot, 640, 300)}"
-    assert session.prefetched_shots >= 2
-
-
 async def test_a_same_document_navigation_keeps_the_capture_taken_ahead(session: BrowserSession) -> None:
     await open_html(session, PUSH, SCALED)
     for n, expected in enumerate([GREEN, BLUE, RED], start=1):

@@ -54,7 +54,7 @@ class FakePage:
     async def page_text(self) -> str:
         return self.text
 
-    async def screenshot(self, frame: Frame, *, observation: bool = True) -> Screenshot:
+    async def screenshot(self, frame: Frame) -> Screenshot:
         self.shots += 1
         key = (frame.image_width, frame.image_height, self.look)
         if key not in self._png:

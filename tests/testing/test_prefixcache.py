@@ -75,7 +75,7 @@ def test_the_family_sets_the_image_tokens() -> None:
         sum(isinstance(t, tuple) for t in _tokens([_user("x", shot)], family, tiles))
         for family, tiles in (("holo1.5", 12), ("holo2", 12), ("holotron", 12), ("holotron", 1))
     ]
-    assert counts == [37 * 19, 32 * 16, 3 * 256, 256]  # 1024x512 is a 2x1 grid even with 12 tiles allowed
+    assert counts == [37 * 18, 32 * 16, 3 * 256, 256]  # holo1.5 resizes to 1036x504; 2x1 tiles even with 12
     assert family_of("Hcompany/Holotron-12B") == "holotron" and family_of("Hcompany/Holo2-8B") == "holo2"
     assert family_of("Hcompany/Holo1-7B") == "holo1" and family_of("anything") == "holo1.5"
 

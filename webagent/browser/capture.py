@@ -179,17 +179,11 @@ class ScreenCapture:
     def _screenshot(self, result: dict[str, Any], frame: Frame) -> Screenshot:
         return Screenshot(b64=result["data"], mime=f"image/{self._state.config.screenshot_format}", frame=frame)
 
-    async def screenshot(self, frame: Frame, *, observation: bool = True) -> Screenshot:
-        """One screenshot, encoded by the browser at the frame's size. ``observation=False``: a
-        one-off capture at another size (the localizer's own, when the policy's screenshots are
-        sized differently): taken afresh, leaving the early capture's size and any capture already
-        started for the next observation as they are."""
+    async def screenshot(self, frame: Frame) -> Screenshot:
+        """One screenshot, encoded by the browser at the frame's size."""
         state = self._state
-        if observation:
-            self._shot_frame = frame
-            ready, self._prefetched = self._prefetched, None
-        else:
-            ready = None
+        self._shot_frame = frame
+        ready, self._prefetched = self._prefetched, None
         if ready is not None and ready.frame == frame and ready.page is state.page and not state.crashed:
             self._capture_in_flight = ready.task  # a commit now fails it (_CaptureLost): taken again below
             try:

@@ -50,8 +50,8 @@ class SecretPage:
         """Redacted too: replay fingerprints hash it, and a hash of a secret is not for the cache file."""
         return self.secrets.redact(await self._call(self.session.page_text()))
 
-    async def screenshot(self, frame: Frame, *, observation: bool = True) -> Screenshot:
-        return await self._call(self.session.screenshot(frame, observation=observation))
+    async def screenshot(self, frame: Frame) -> Screenshot:
+        return await self._call(self.session.screenshot(frame))
 
     def drain_events(self) -> list[str]:
         return [self.secrets.redact(e) for e in self.session.drain_events()]

@@ -165,10 +165,9 @@ class BrowserSession:
             return ""
         return str(text)
 
-    async def screenshot(self, frame: Frame, *, observation: bool = True) -> Screenshot:
-        """One screenshot, encoded by the browser at the frame's size (``webagent.browser.capture``;
-        ``observation=False``: a one-off size, not the one captured ahead of the next step)."""
-        return await self._capture.screenshot(frame, observation=observation)
+    async def screenshot(self, frame: Frame) -> Screenshot:
+        """One screenshot, encoded by the browser at the frame's size (``webagent.browser.capture``)."""
+        return await self._capture.screenshot(frame)
 
     def invalidate_capture(self) -> None:
         """Forget the capture taken ahead by the last action (after changing the page directly)."""

@@ -73,9 +73,7 @@ class Episode:
         self.url = url
         self.goal = goal
         self.result: RunResult | None = None
-        #: The localizer's screenshots are the size its profile needs; the policy's, its family's.
         self._frame = roles.localizer.frame(*page.viewport)
-        self._policy_frame = roles.policy.frame(*page.viewport)
         self._shots: deque[Screenshot] = deque(maxlen=settings.screenshots_in_context)
         self._notes: list[str] = []
         self._recent: deque[str] = deque(maxlen=max(settings.recent_actions, 1))
@@ -286,7 +284,7 @@ class Episode:
     async def observe(self, step: Step) -> PolicyState:
         """Screenshot, title and events into ``step``; the policy's inputs for it."""
         self._t0 = t0 = time.perf_counter()
-        shot = await self.page.screenshot(self._policy_frame)
+        shot = await self.page.screenshot(self._frame)
         self._shots.append(shot)
         step.image = shot
         step.image_size = (shot.frame.image_width, shot.frame.image_height)
@@ -377,7 +375,7 @@ class Episode:
             self.meter.reserve()
             t = time.perf_counter()
             try:
-                point, call = await self.roles.localizer.locate(action.element, await self._localizer_shot(step))
+                point, call = await self.roles.localizer.locate(action.element, self._shots[-1])
                 self.meter.charge(step, call)
             finally:
                 step.timings.localize_s = time.perf_counter() - t
@@ -392,16 +390,6 @@ class Episode:
         if after != before:
             outcome += f", now at {after}"
         return outcome
-
-    async def _localizer_shot(self, step: Step) -> Screenshot:
-        """The screenshot the localizer sees: the policy's, or when the policy's family sizes its
-        screenshots differently, one taken now at the localizer's size (kept in the step)."""
-        if self._frame == self._policy_frame:
-            return self._shots[-1]
-        shot = await self.page.screenshot(self._frame, observation=False)
-        step.localizer_image = shot
-        step.localizer_image_size = (shot.frame.image_width, shot.frame.image_height)
-        return shot
 
     async def _validate(self, step: Step, answer: Answer, cached: Verdict | None = None) -> str:
         if cached is None and self.judge is None:

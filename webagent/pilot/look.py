@@ -8,11 +8,10 @@ any run: ``step_001.jpg`` (the screenshot the model saw), ``trajectory.jsonl``, 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..images import Frame, Screenshot
+from ..images import ResizeRule, Screenshot, frame_for
 from ..loop import PageDriver
 from ..records import Fingerprint, ModelCall, RunResult, Step, Usage, Verdict
 from ..replay import fingerprint
@@ -35,12 +34,11 @@ class Look:
     started_at: str
 
 
-async def look_at(driver: PageDriver, frame: Callable[[int, int], Frame], *, fingerprinted: bool) -> Look:
-    """Screenshot (``frame`` of the viewport's size: the policy's, as the policy and the validator
-    see a run's pages), URL and title of the page; its fingerprint too when ``fingerprinted``.
-    Every read is bounded by the driver."""
+async def look_at(driver: PageDriver, rule: ResizeRule | None, *, fingerprinted: bool) -> Look:
+    """Screenshot (the size a run's screenshots have under ``rule``), URL and title of the page;
+    its fingerprint too when ``fingerprinted``. Every read is bounded by the driver."""
     started, started_at = time.monotonic(), time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    image = await driver.screenshot(frame(*driver.viewport))
+    image = await driver.screenshot(frame_for(*driver.viewport, rule))
     title = await driver.title()
     url = driver.url
     seen = None

@@ -64,7 +64,7 @@ class Pilot:
         self._lock = asyncio.Lock()
         self._checker: Checker | None = None
         self._extractor: Extractor | None = None
-        #: The policy family's screenshot size and request extras (what a run's policy sees and sends).
+        #: The policy family's request extras (what a run's policy sends).
         self._images = PolicyImages.from_config(host.config)
 
     # -- the public calls ------------------------------------------------------------------------
@@ -237,7 +237,9 @@ class Pilot:
     async def _look(self) -> Look:
         self._start_url()
         async with self.host.page_driver(self.page) as driver:
-            return await look_at(driver, self._images.frame, fingerprinted=self.replay is not None)
+            return await look_at(
+                driver, self.host.config.localizer.resize_rule(), fingerprinted=self.replay is not None
+            )
 
     def _meter(self) -> Meter:
         return Meter(self.host.run_budgets(self.host.config.agent, self.budgets))

@@ -9,9 +9,9 @@ from functools import cache
 from typing import Any
 
 from ..actions import PolicyReply
-from ..config import PROFILES, AgentConfig
-from ..families import Family, policy_extra_body, policy_frame
-from ..images import Frame, ResizeRule, Screenshot
+from ..config import AgentConfig
+from ..families import HOLOTRON_MAX_NUM_TILES, Family, policy_extra_body
+from ..images import Screenshot
 from ..model.client import Message, ModelClient
 from ..model.parsing import parse_reply
 from ..model.schema import response_format, strict_schema
@@ -44,31 +44,22 @@ class PolicyState:
 
 @dataclass(frozen=True, slots=True)
 class PolicyImages:
-    """How the policy's screenshots are sized and sent, for its model family (``[policy] family``)."""
+    """How the policy's screenshots are sent, for its model family (``[policy] family``). They are
+    the localizer's (one capture per step): the server's processor sizes them for the model."""
 
     family: Family = "holo1.5"
-    rule: ResizeRule = PROFILES["holo1.5"]
-    """The Holo families' resize rule (the localizer's own, overrides included, for its family)."""
-    max_num_tiles: int = 2
+    max_num_tiles: int = HOLOTRON_MAX_NUM_TILES
     uuid: bool = False
     """Whether each image part carries a stable ``uuid`` (vLLM 0.10.2+)."""
 
     @classmethod
     def from_config(cls, config: AgentConfig) -> PolicyImages:
         family = config.policy.resolved_family(config.localizer)
-        if family == config.localizer.profile:
-            rule = config.localizer.resize_rule()
-        else:
-            rule = PROFILES.get(family, PROFILES["holo1.5"])
-        return cls(family, rule, config.policy.max_num_tiles, config.policy.image_uuid)
-
-    def frame(self, viewport_width: int, viewport_height: int) -> Frame:
-        return policy_frame(
-            self.family, viewport_width, viewport_height, rule=self.rule, max_num_tiles=self.max_num_tiles
-        )
+        return cls(family, config.policy.max_num_tiles, config.policy.image_uuid)
 
     @property
     def extra_body(self) -> dict[str, Any] | None:
+        """What the family adds to each policy request (None: nothing)."""
         return policy_extra_body(self.family, self.max_num_tiles)
 
 
@@ -89,10 +80,6 @@ class Policy:
         self.restrictions = restrictions
         self.images = images or PolicyImages()
         self._extra_body = self.images.extra_body
-
-    def frame(self, viewport_width: int, viewport_height: int) -> Frame:
-        """The frame of the policy's screenshots (its family's size)."""
-        return self.images.frame(viewport_width, viewport_height)
 
     @property
     def system_prompt(self) -> str:

@@ -29,10 +29,6 @@ class TrajectoryWriter:
             name = f"step_{step.index:03d}.{step.image.extension}"
             (self.directory / name).write_bytes(step.image.data())
             step.screenshot = name
-        if step.localizer_image is not None and step.localizer_screenshot is None:
-            name = f"step_{step.index:03d}.localizer.{step.localizer_image.extension}"
-            (self.directory / name).write_bytes(step.localizer_image.data())
-            step.localizer_screenshot = name
         self._trajectory.write(step.model_dump_json() + "\n")
         self._trajectory.flush()
 

@@ -161,22 +161,10 @@ class _Run:
             source = self.ref.directory / step.screenshot
             if not source.is_file():
                 raise _MissingInput(f"screenshot {source} is missing")
-            out.append(self._stored(source, step.image_size))
+            w, h = step.image_size
+            mime = "image/png" if source.suffix == ".png" else "image/jpeg"
+            out.append(_StoredShot("", mime, Frame(w, h, w, h), path=self.images.relative(source)))
         return out
-
-    def localizer_shot(self, step: Step) -> Screenshot:
-        """The localizer's screenshot of ``step``: its own when it had one, else the policy's."""
-        if step.localizer_screenshot is None or step.localizer_image_size is None:
-            return self.shots(step.index, 1)[0]
-        source = self.ref.directory / step.localizer_screenshot
-        if not source.is_file():
-            raise _MissingInput(f"screenshot {source} is missing")
-        return self._stored(source, step.localizer_image_size)
-
-    def _stored(self, source: Path, size: tuple[int, int]) -> Screenshot:
-        w, h = size
-        mime = "image/png" if source.suffix == ".png" else "image/jpeg"
-        return _StoredShot("", mime, Frame(w, h, w, h), path=self.images.relative(source))
 
     def messages(self, step: Step, call: ModelCall) -> list[Message]:
         ctx = step.context
@@ -196,7 +184,7 @@ class _Run:
                 profile = LOCALIZER_PROFILES.get(ctx.localizer_profile or "")
                 if profile is None or step.element is None:
                     raise _MissingInput("the localizer call has no profile or element")
-                return localizer_messages(profile, step.element, self.localizer_shot(step))
+                return localizer_messages(profile, step.element, self.shots(step.index, 1)[0])
             case "validator":
                 if not isinstance(step.action, Answer) or ctx.validator_url is None:
                     raise _MissingInput("the validator call has no answer or URL")
