@@ -1,7 +1,8 @@
 """The agent loop: observe → policy → localize → act → (answer → validate), one Step per turn.
 
-The policy's context is bounded: the last ``screenshots_in_context`` screenshots, the last
-``recent_actions`` actions and notes within ``notes_max_chars`` — so prompts do not grow with
+The policy's context is bounded: an append-only conversation restarted every ``epoch_steps``
+steps (or the last ``screenshots_in_context`` screenshots in the window context), the last
+``recent_actions`` actions and notes within ``notes_max_chars``, so prompts do not grow with
 the step count. Failures inside a step (an unusable reply, a point off the image, an action the
 page refused) are recorded and told to the policy; only an unreachable model or a dead browser
 end the run early, with stop reason ``error``; a spent budget ends it with ``budget``.
@@ -12,14 +13,16 @@ models plan as usual.
 
 ``episode.py`` drives a run (``Episode``), ``page.py`` says what it needs from a page
 (``PageDriver``) and carries actions out on it, ``meter.py`` keeps its usage and budgets,
-``progress.py`` tells the policy when its last action changed nothing visible. The loop
+``progress.py`` tells the policy when its last action changed nothing visible, ``verdicts.py``
+judges the answers and keeps their feedback for the policy. The loop
 never imports the browser: ``Agent`` hands it a ``BrowserSession`` as a ``PageDriver``.
 """
 
 from __future__ import annotations
 
-from .episode import Episode, Judge
+from .episode import Episode
 from .meter import Meter
 from .page import PageDriver, Roles, perform
+from .verdicts import Judge, Verdicts
 
-__all__ = ["Episode", "Judge", "Meter", "PageDriver", "Roles", "perform"]
+__all__ = ["Episode", "Judge", "Meter", "PageDriver", "Roles", "Verdicts", "perform"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 
 import structlog
 
@@ -23,15 +23,16 @@ from ..config import AgentSettings
 from ..errors import ActionError, BrowserError, BudgetExceeded, LocalizationError, ModelError, ModelReplyError
 from ..images import Screenshot
 from ..model.client import Message
-from ..records import ModelCall, Point, PromptContext, RunResult, Step, StopReason, Verdict
+from ..records import Point, PromptContext, RunResult, Step, StopReason, Verdict
 from ..replay import CachedStep, StepReplay, fingerprint
 from ..roles.context import PolicyContext
 from ..roles.policy import PolicyState
 from .meter import Meter
 from .page import PageDriver, Roles, perform
 from .progress import ProgressTracker
+from .verdicts import Judge, Verdicts
 
-__all__ = ["Episode", "Judge"]
+__all__ = ["Episode"]
 
 log = structlog.get_logger("webagent.loop")
 NOTE_MAX_CHARS = 400
@@ -39,9 +40,6 @@ NOTE_MAX_CHARS = 400
 #: ``FINAL_RESERVE_MAX_S``); at ``max_time_s`` the run ends wherever it is.
 FINAL_RESERVE = 0.25
 FINAL_RESERVE_MAX_S = 60.0
-
-#: A judge other than the validator model: (answer, url, screenshots) -> (verdict, model call or None).
-Judge = Callable[[str, str, list[Screenshot]], Awaitable[tuple[Verdict, ModelCall | None]]]
 
 
 class Episode:
@@ -64,8 +62,6 @@ class Episode:
         """``navigate``: open ``url`` first (False: start from the page as it is, ``url`` being its URL)."""
         self.roles = roles
         self.navigate = navigate
-        self.judge = judge
-        self.expect = expect
         self.replay = replay
         self.meter = Meter(budgets)
         self.page = page
@@ -77,12 +73,8 @@ class Episode:
         self._shots: deque[Screenshot] = deque(maxlen=settings.screenshots_in_context)
         self._notes: list[str] = []
         self._recent: deque[str] = deque(maxlen=max(settings.recent_actions, 1))
-        self._feedback: str | None = None
-        self._feedbacks: list[str] = []
         self._progress = ProgressTracker(settings.repeat_warning_after)
-        self._attempts = 0
-        self._answer: str | None = None
-        self._success = False
+        self.verdicts = Verdicts(roles.validator, self.meter, goal=goal, judge=judge, expect=expect)
         self._started = time.monotonic()
         self._started_at = ""
         self._t0 = 0.0
@@ -96,12 +88,12 @@ class Episode:
     @property
     def success(self) -> bool:
         """Whether an answer was accepted."""
-        return self._success
+        return self.verdicts.success
 
     @property
     def attempts(self) -> int:
         """Answers judged so far."""
-        return self._attempts
+        return self.verdicts.attempts
 
     @property
     def screenshots(self) -> list[Screenshot]:
@@ -197,26 +189,26 @@ class Episode:
         stop = self._stop
         if stop is None and step.kind == "final":
             if self._out_of_steps:
-                stop = ("max_steps", f"stopped after {self.settings.max_steps} steps; " + self._verdict())
+                stop = ("max_steps", f"stopped after {self.settings.max_steps} steps; " + self.verdicts.summary())
             else:
-                stop = ("max_time", f"stopped after {self.settings.max_time_s:g} s; " + self._verdict())
-        if stop is None and (self._success or self._attempts >= self.settings.max_attempts):
-            stop = ("answered", self._verdict())
+                stop = ("max_time", f"stopped after {self.settings.max_time_s:g} s; " + self.verdicts.summary())
+        if stop is None and self.verdicts.ended(self.settings.max_attempts):
+            stop = ("answered", self.verdicts.summary())
         return None if stop is None else self.finish(*stop)
 
     def finish(self, reason: StopReason, message: str) -> RunResult:
         """End the run: set and return ``result``."""
         self.result = RunResult(
-            success=self._success,
-            answer=self._answer,
+            success=self.verdicts.success,
+            answer=self.verdicts.answer,
             stop_reason=reason,
             message=message or "the run was interrupted",
             url=self.url,
             final_url=self._safe_url(),
             goal=self.goal,
             steps=self._index,
-            attempts=self._attempts,
-            feedback=self._feedbacks,
+            attempts=self.verdicts.attempts,
+            feedback=self.verdicts.feedbacks,
             usage=self.meter.usage,
             duration_s=round(time.monotonic() - self._started, 3),
             model_s=round(self.meter.model_s, 3),
@@ -233,14 +225,7 @@ class Episode:
         return asyncio.timeout(max(0.0, left))
 
     def _out_of_time(self, during: str) -> str:
-        return f"stopped at the {self.settings.max_time_s:g} s time limit {during}; " + self._verdict()
-
-    def _verdict(self) -> str:
-        if self._success:
-            return "the validator accepted the answer"
-        if self._attempts:
-            return f"the validator rejected {self._attempts} answer(s)"
-        return "no answer was given"
+        return f"stopped at the {self.settings.max_time_s:g} s time limit {during}; " + self.verdicts.summary()
 
     def _safe_url(self) -> str:
         try:
@@ -301,7 +286,7 @@ class Episode:
             notes=self._visible_notes(),
             recent=list(self._recent) if self.settings.recent_actions else [],
             events=step.events,
-            feedback=self._feedback,
+            feedback=self.verdicts.standing,
             final=step.kind == "final",
             progress=progress.line,
             outcome=self._recent[-1] if self._recent else None,
@@ -318,7 +303,7 @@ class Episode:
             localizer_profile=self.roles.localizer.profile.name,
             secrets=list(self.roles.policy.secret_names),
             restrictions=self.roles.policy.restrictions,
-            expect=self.expect,
+            expect=self.verdicts.expect,
         )
         if self._context is not None:
             step.context.epoch, step.context.outcome = self._context.epoch, state.outcome
@@ -392,37 +377,11 @@ class Episode:
         return outcome
 
     async def _validate(self, step: Step, answer: Answer, cached: Verdict | None = None) -> str:
-        if cached is None and self.judge is None:
-            self.meter.reserve()
-        self._attempts += 1
-        self._answer = answer.content
         images = list(self._shots)[-self.settings.validator_screenshots :]
         url = self.page.url
         if step.context is not None:
             step.context.validator_url, step.context.validator_screenshots = url, len(images)
-        if cached is not None:
-            verdict = cached
-        else:
-            t = time.perf_counter()
-            try:
-                if self.judge is not None:
-                    verdict, judged = await self.judge(answer.content, url, images)
-                else:
-                    verdict, judged = await self.roles.validator.judge(
-                        self.goal, answer.content, url, images, expect=self.expect
-                    )
-            finally:
-                step.timings.validate_s = time.perf_counter() - t
-            if judged is not None:
-                self.meter.charge(step, judged)
-        step.verdict = verdict
-        self._feedbacks.append(verdict.feedback)
-        if verdict.success:
-            self._success = True
-            self._feedback = None
-            return "accepted by the validator"
-        self._feedback = verdict.feedback
-        return "rejected by the validator"
+        return await self.verdicts.judge_answer(step, answer, url, images, cached)
 
     def _replied(self, step: Step, raw: str | None) -> None:
         """Append mode: the reply goes into the policy's conversation and the step's record."""
