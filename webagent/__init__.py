@@ -19,7 +19,7 @@ from .actions import (
     Wait,
     WriteElement,
 )
-from .agent import Agent, RunStream
+from .agent import Agent
 from .budget import Budget, BudgetLimits
 from .config import AgentConfig, load_config
 from .errors import (
@@ -39,6 +39,7 @@ from .errors import (
 from .pilot import Pilot
 from .records import CheckResult, Fingerprint, ModelCall, Point, RoleUsage, RunResult, Step, Timings, Usage, Verdict
 from .replay import ReplayCache
+from .stream import RunStream
 from .training.env import Observation, WebEnv
 
 __all__ = [

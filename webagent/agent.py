@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import structlog
 from playwright.async_api import Browser, BrowserContext, Page
 
-from .browser.deadline import on_wait_over, within
+from .browser.deadline import within
 from .browser.guard import NavigationGuard
 from .browser.pool import BrowserPool
 from .browser.secretpage import SecretPage
@@ -24,22 +23,19 @@ from .loop import Episode, Judge, PageDriver, Roles
 from .model.client import ModelClient
 from .model.endpoints import EndpointPool
 from .pilot import Pilot
-from .records import ModelCall, RunResult, Step
+from .records import ModelCall, RunResult
 from .replay import ReplayCache, StepReplay
 from .roles.localizer import Localizer
 from .roles.policy import Policy, PolicyImages
 from .roles.validator import Validator
-from .runs.trajectory import RunFiles
 from .safety import NavigationPolicy
 from .secrets import Secrets
+from .stream import RunStream, TraceMode
 from .urls import normalize_url
 
-__all__ = ["TRACE_TIMEOUT_S", "Agent", "RunStream", "TraceMode"]
-
-TraceMode = Literal["off", "on-failure", "always"]
+__all__ = ["Agent"]
 
 log = structlog.get_logger("webagent")
-TRACE_TIMEOUT_S = 60.0  # writing a trace of a long run takes a while
 
 
 class Agent:
@@ -302,172 +298,3 @@ class Agent:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-
-class RunStream:
-    """An async iterator of Steps; ``result`` is set once the run has ended."""
-
-    def __init__(
-        self,
-        agent: Agent,
-        url: str,
-        goal: str,
-        *,
-        output_dir: str | Path | None,
-        context: BrowserContext | None,
-        page: Page | None,
-        expect: str | None = None,
-        settings: AgentSettings,
-        cache: ReplayCache | None = None,
-        cache_key: str = "",
-        budgets: list[Budget],
-        trace: TraceMode = "off",
-        navigate: bool = True,
-    ) -> None:
-        self.agent = agent
-        self.navigate = navigate
-        self.url = url
-        self.goal = goal
-        self.output_dir = Path(output_dir) if output_dir is not None else None
-        self._context = context
-        self._page = page
-        self.expect = expect
-        self.settings = settings
-        self.cache = cache
-        self.cache_key = cache_key
-        self.budgets = agent.run_budgets(settings, budgets)
-        self.trace = trace
-        self.result: RunResult | None = None
-        self.session: BrowserSession | None = None
-        self._gen: AsyncIterator[Step] | None = None
-        #: ``time.monotonic()`` of the last sign of progress: the run started, a step finished, a
-        #: model call was answered or a bounded browser wait ended (what a batch watchdog looks at).
-        self.last_progress = time.monotonic()
-        #: True while the session waits for its turn to open a page on its browser (not a stall).
-        self.queued = False
-
-    def _progressed(self) -> None:
-        self.last_progress = time.monotonic()
-
-    def _opened(self, session: BrowserSession) -> None:
-        self.session = session
-
-    def _queued(self, waiting: bool) -> None:
-        self.queued = waiting
-        self._progressed()
-
-    def __aiter__(self) -> RunStream:
-        return self
-
-    async def __anext__(self) -> Step:
-        if self._gen is None:
-            self._gen = self._run()
-        return await self._gen.__anext__()
-
-    async def aclose(self) -> None:
-        if self._gen is not None:
-            await self._gen.aclose()  # type: ignore[attr-defined]
-
-    async def __aenter__(self) -> RunStream:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    async def _run(self) -> AsyncIterator[Step]:
-        self._progressed()
-        # In this run's task: a browser wait that ends is progress. Unset at the end, so that the
-        # caller's context does not keep the hook (and this stream) alive after the run.
-        token = on_wait_over.set(self._progressed)
-        run = self._run_episode()
-        try:
-            async for step in run:
-                yield step
-        finally:
-            await run.aclose()  # type: ignore[attr-defined]
-            with contextlib.suppress(ValueError):  # closed from another context: nothing to unset here
-                on_wait_over.reset(token)
-
-    async def _run_episode(self) -> AsyncIterator[Step]:
-        replay = None
-        if self.cache is not None:
-            replay = self.cache.replay_for(self.cache_key, goal=self.goal, expect=self.expect)
-        opened = self.agent.open_episode(
-            self.url,
-            self.goal,
-            settings=self.settings,
-            context=self._context,
-            page=self._page,
-            expect=self.expect,
-            replay=replay,
-            budgets=self.budgets,
-            on_session=self._opened,
-            on_progress=self._progressed,
-            on_queue=self._queued,
-            navigate=self.navigate,
-        )
-        async with opened as episode:
-            assert self.session is not None
-            steps = self._steps(episode, self.session, replay)
-            try:
-                async for step in steps:
-                    yield step
-            finally:  # closed early: the result and files before the session closes
-                await steps.aclose()  # type: ignore[attr-defined]
-
-    async def _steps(self, episode: Episode, session: BrowserSession, replay: StepReplay | None) -> AsyncIterator[Step]:
-        secrets = self.agent.secrets
-        files = RunFiles(self.output_dir)
-        # No trace when secrets are set: a trace's DOM snapshots would hold the typed values.
-        tracing = self.trace != "off" and self._page is None and self._context is None and not secrets
-        if tracing:
-            await _start_tracing(session)
-        steps = episode.steps()
-        try:
-            async for step in steps:
-                step = secrets.redact_model(step)  # what the model echoed of a secret it saw on a page
-                files.step(step)
-                self._progressed()
-                yield step
-        finally:
-            await steps.aclose()  # type: ignore[attr-defined]
-            self.result = secrets.redact_model(episode.result) if episode.result is not None else None
-            self._progressed()  # the episode has ended: what follows is bounded clean-up
-            if self.result is not None and self.cache is not None and replay is not None and self.result.success:
-                self.cache.update(
-                    self.cache_key,
-                    replay,
-                    url=self.url,
-                    goal=self.goal,
-                    expect=self.expect,
-                    redact=secrets.redact_model,
-                )
-            if tracing and self.output_dir is not None:
-                keep = self.trace == "always" or not (self.result and self.result.success)
-                trace = await _stop_tracing(session, self.output_dir / "trace.zip" if keep else None)
-                self._progressed()
-                if trace and self.result is not None:
-                    self.result.trace = str(trace)
-            files.finish(self.result)
-
-
-async def _start_tracing(session: BrowserSession) -> None:
-    try:
-        tracing = session.page.context.tracing
-        await within(tracing.start(screenshots=True, snapshots=True), TRACE_TIMEOUT_S, "tracing.start")
-    except Exception as exc:  # a trace is a debugging aid: never fail a run for it
-        log.warning("trace_start_failed", error=str(exc))
-
-
-async def _stop_tracing(session: BrowserSession, path: Path | None) -> Path | None:
-    try:
-        tracing = session.page.context.tracing
-        if path is None:
-            await within(tracing.stop(), TRACE_TIMEOUT_S, "tracing.stop")
-            return None
-        path.parent.mkdir(parents=True, exist_ok=True)
-        await within(tracing.stop(path=path), TRACE_TIMEOUT_S, "tracing.stop")
-        return path
-    except Exception as exc:
-        log.warning("trace_stop_failed", error=str(exc))
-        return None

@@ -29,10 +29,11 @@ from typing import Any
 
 import structlog
 
-from ..agent import TRACE_TIMEOUT_S, Agent, RunStream
+from ..agent import Agent
 from ..config import ROLES, AgentConfig
 from ..errors import BrowserError, NavigationError, WebAgentError
 from ..records import RunResult, Usage
+from ..stream import TRACE_TIMEOUT_S, RunStream
 from .results import AttemptRecord, Rerun, RerunReason, ResultsFile, TaskResult, cost_of
 from .tasks import TaskSpec, reference_matches
 from .watchdog import cancel_run, keep_aside, stuck_in, wait_for_progress, write_result

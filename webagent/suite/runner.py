@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..agent import Agent, RunStream, TraceMode
+from ..agent import Agent
 from ..batch.results import read_results
 from ..batch.runner import BatchRunner, BatchStats
 from ..batch.tasks import TaskSpec
@@ -23,6 +23,7 @@ from ..config import ROLES, AgentConfig
 from ..errors import InputError
 from ..files import write_atomic
 from ..replay import ReplayCache
+from ..stream import RunStream, TraceMode
 from .junit import write_junit
 from .model import CheckOutcome, Suite
 from .report import write_suite_report
