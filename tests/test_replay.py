@@ -115,3 +115,30 @@ def test_cache_file_is_stable_and_validated(tmp_path: Path) -> None:
     path.write_text("not json")
     with pytest.raises(InputError, match="delete it to record a new one"):
         ReplayCache(path)
+
+
+def test_answers_are_kept_per_key_and_page_state(tmp_path: Path) -> None:
+    path = tmp_path / "cache.json"
+    cache = ReplayCache(path)
+    a, b = fp("page a"), fp("page b")
+    assert cache.answer_for("check: x", a) is None
+    assert cache.store_answer("check: x", a, {"holds": True, "feedback": "ok"})
+    assert not cache.store_answer("check: x", a, {"holds": True, "feedback": "ok"})  # the same: no write
+    assert cache.store_answer("check: x", b, {"holds": True, "feedback": "on b"})
+    again = ReplayCache(path)
+    hit = again.answer_for("check: x", fp("page a", image="0" * 63 + "1"))  # within the image tolerance
+    assert hit is not None and hit.value == {"holds": True, "feedback": "ok"}
+    assert again.answer_for("check: x", fp("page c")) is None
+    assert again.answer_for("check: y", a) is None
+    for n in range(20):  # bounded per key, the newest kept
+        again.store_answer("extract: y", fp(f"p{n}"), n)
+    assert again.answer_for("extract: y", fp("p19")) is not None and again.answer_for("extract: y", fp("p0")) is None
+
+
+def test_a_cache_without_answers_is_written_as_before(tmp_path: Path) -> None:
+    path = tmp_path / "cache.json"
+    cache = ReplayCache(path)
+    replay = StepReplay()
+    replay.observe(step(1, Answer(content="42"), fp("a"), verdict=Verdict(success=True, feedback="ok")))
+    cache.update("k", replay, url="http://x.test/", goal="g")
+    assert sorted(json.loads(path.read_text())) == ["checks", "version"]

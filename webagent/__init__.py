@@ -27,6 +27,7 @@ from .errors import (
     BrowserError,
     BudgetExceeded,
     ConfigError,
+    ExtractionError,
     InputError,
     LocalizationError,
     ModelError,
@@ -35,7 +36,8 @@ from .errors import (
     NavigationError,
     WebAgentError,
 )
-from .records import Fingerprint, ModelCall, Point, RoleUsage, RunResult, Step, Timings, Usage, Verdict
+from .pilot import Pilot
+from .records import CheckResult, Fingerprint, ModelCall, Point, RoleUsage, RunResult, Step, Timings, Usage, Verdict
 from .replay import ReplayCache
 from .training.env import Observation, WebEnv
 
@@ -49,8 +51,10 @@ __all__ = [
     "Budget",
     "BudgetExceeded",
     "BudgetLimits",
+    "CheckResult",
     "ClickElement",
     "ConfigError",
+    "ExtractionError",
     "Fingerprint",
     "GoBack",
     "Goto",
@@ -62,6 +66,7 @@ __all__ = [
     "ModelUnavailableError",
     "NavigationError",
     "Observation",
+    "Pilot",
     "Point",
     "PolicyReply",
     "PressKey",

@@ -23,6 +23,7 @@ from .errors import InputError
 from .loop import Episode, Judge, PageDriver, Roles
 from .model.client import ModelClient
 from .model.endpoints import EndpointPool
+from .pilot import Pilot
 from .records import ModelCall, RunResult, Step
 from .replay import ReplayCache, StepReplay
 from .roles.localizer import Localizer
@@ -83,12 +84,16 @@ class Agent:
             start_url=start_url,
         )
 
+    def model_client(self, role: str) -> ModelClient:
+        """A client of one role over its shared endpoints, redacting secrets from what it sends."""
+        client = ModelClient(role, self.config.role(role), self.endpoint_pool(role))
+        if self.secrets:
+            client.secrets = self.secrets
+        return client
+
     def new_roles(self, policy: NavigationPolicy | None = None) -> Roles:
         """Role objects for one session (each sticks to the endpoint it first uses)."""
-        client = {name: ModelClient(name, self.config.role(name), self.endpoint_pool(name)) for name in ROLES}
-        if self.secrets:
-            for c in client.values():
-                c.secrets = self.secrets
+        client = {name: self.model_client(name) for name in ROLES}
         restrictions = policy.describe() if policy is not None else ""
         return Roles(
             policy=Policy(client["policy"], secret_names=self.secrets.names, restrictions=restrictions),
@@ -118,6 +123,7 @@ class Agent:
         on_session: Callable[[BrowserSession], None] | None = None,
         on_progress: Callable[[], None] | None = None,
         on_queue: Callable[[bool], None] | None = None,
+        navigate: bool = True,
     ) -> AsyncIterator[Episode]:
         """An ``Episode`` ready to run on a session with this agent's protections, closed afterwards.
 
@@ -127,7 +133,7 @@ class Agent:
         end), the run's budgets. ``on_session`` is told the session as soon as it exists (before
         the guard is set, so that a browser dying there is known); ``budgets``: the run's budgets
         (default ``run_budgets(settings)``); ``on_progress`` is called at each
-        model answer.
+        model answer; ``navigate=False`` starts from ``page`` as it is (``url`` being its URL).
         """
         policy = self.navigation_policy(url)
         roles = self.new_roles(policy)
@@ -152,6 +158,7 @@ class Agent:
                     expect=expect,
                     replay=replay,
                     budgets=self.run_budgets(settings or self.config.agent) if budgets is None else budgets,
+                    navigate=navigate,
                 )
         finally:
             for client in clients:
@@ -181,6 +188,35 @@ class Agent:
         finally:
             await session.close()
 
+    @contextlib.asynccontextmanager
+    async def page_driver(self, page: Page, *, guard_url: str | None = None) -> AsyncIterator[PageDriver]:
+        """A driver on a caller's page, as a run has it (secrets typed, masked and redacted), its
+        set-up undone at the end. ``guard_url``: enforce the navigation policy of a run starting
+        there (for opening it); without it the driver is for looking at the page only."""
+        session = BrowserSession(page, self.browsers.config)
+        try:
+            if guard_url is not None:
+                await session.set_guard(NavigationGuard(self.navigation_policy(guard_url)))
+            yield SecretPage(session, self.secrets) if self.secrets else session
+        finally:
+            await session.close()
+
+    def pilot(
+        self,
+        page: Page,
+        *,
+        output_dir: str | Path | None = None,
+        replay: ReplayCache | None = None,
+        budgets: Sequence[Budget] = (),
+    ) -> Pilot:
+        """Steps, checks and extractions on a page the caller drives (``webagent.pilot``): ``act``
+        runs the agent from the page as it is, ``check`` asks the validator whether a statement
+        holds there, ``extract`` returns structured data. The page is never closed. With
+        ``output_dir`` each call writes its run directory there (``act-1``, ``check-1``, ...); with
+        ``replay`` an unchanged page is answered from the cache without model calls; ``budgets``
+        are limits shared with other runs (the config's per-run budget applies to each call)."""
+        return Pilot(self, page, output_dir=output_dir, replay=replay, budgets=budgets)
+
     def stream(
         self,
         url: str,
@@ -195,6 +231,7 @@ class Agent:
         cache_key: str | None = None,
         budgets: list[Budget] | None = None,
         trace: TraceMode = "off",
+        navigate: bool = True,
     ) -> RunStream:
         """Run a task step by step: ``async for step in agent.stream(url, goal)``.
 
@@ -205,9 +242,13 @@ class Agent:
         replayed without model calls while the page matches (``cache_key`` names the recording,
         default the goal) and a successful re-planned run updates it; ``budgets`` are extra limits
         shared with other runs (the config's per-run budget always applies); ``trace`` keeps a
-        Playwright trace (``trace.zip`` in ``output_dir``) always or only when the run fails.
+        Playwright trace (``trace.zip`` in ``output_dir``) always or only when the run fails;
+        ``navigate=False`` (with ``page``) starts from the page as it is, ``url`` being its URL
+        (what ``Pilot.act`` does).
         """
         url = normalize_url(url)
+        if not navigate and page is None:
+            raise InputError("a run that does not open its start URL needs the page it starts from (page=)")
         if not goal or not goal.strip():
             raise InputError("no goal given: say what the agent should do, e.g. --goal 'Find the price of ...'")
         return RunStream(
@@ -223,6 +264,7 @@ class Agent:
             cache_key=cache_key or goal,
             budgets=budgets or [],
             trace=trace if output_dir is not None else "off",
+            navigate=navigate,
         )
 
     async def run(self, url: str, goal: str, **kwargs: Any) -> RunResult:
@@ -275,8 +317,10 @@ class RunStream:
         cache_key: str = "",
         budgets: list[Budget],
         trace: TraceMode = "off",
+        navigate: bool = True,
     ) -> None:
         self.agent = agent
+        self.navigate = navigate
         self.url = url
         self.goal = goal
         self.output_dir = Path(output_dir) if output_dir is not None else None
@@ -355,6 +399,7 @@ class RunStream:
             on_session=self._opened,
             on_progress=self._progressed,
             on_queue=self._queued,
+            navigate=self.navigate,
         )
         async with opened as episode:
             assert self.session is not None

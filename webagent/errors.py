@@ -11,6 +11,7 @@
     ├── ModelError                a model endpoint failed
     │   ├── ModelUnavailableError the endpoint kept failing after retries (5xx, 429, timeouts, refused)
     │   └── ModelReplyError       the reply could not be parsed, even after one repair request
+    │       └── ExtractionError   ``Pilot.extract``: the reply does not validate against the schema asked for
     ├── LocalizationError         the localizer's point is outside the screenshot
     ├── ActionError               an action could not be carried out on the page
     └── BudgetExceeded            a run's or a suite's limit on model calls, tokens or dollars is spent
@@ -29,6 +30,7 @@ __all__ = [
     "BrowserStuckError",
     "BudgetExceeded",
     "ConfigError",
+    "ExtractionError",
     "InputError",
     "LocalizationError",
     "ModelError",
@@ -84,6 +86,11 @@ class ModelReplyError(ModelError):
     def __init__(self, message: str, *, role: str = "", raw: str = "") -> None:
         super().__init__(message, role=role)
         self.raw = raw
+
+
+class ExtractionError(ModelReplyError):
+    """Data asked of a page (``Pilot.extract``) did not validate against its schema, even after a
+    repair request; the message names what was asked for, the schema and the first problems."""
 
 
 class LocalizationError(WebAgentError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation
@@ -10,6 +11,7 @@ from .actions import Action
 from .images import Screenshot
 
 __all__ = [
+    "CheckResult",
     "Fingerprint",
     "ModelCall",
     "Point",
@@ -212,3 +214,14 @@ class RunResult(_Record):
     replayed_steps: int = Field(default=0, description="Steps replayed from the cache without model calls")
     calls_saved: int = Field(default=0, description="Model calls the replayed steps did not need")
     trace: str | None = Field(default=None, description="Playwright trace file, when one was kept")
+
+
+class CheckResult(_Record):
+    """The validator's judgement of a statement about the current page (``Pilot.check``)."""
+
+    holds: bool = Field(description="True when the validator judged that the statement holds on the page")
+    feedback: str = Field(description="The validator's reason, addressed to whoever reads the check")
+    run_dir: Path | None = Field(default=None, description="The check's run directory (report.html), if written")
+    url: str = Field(default="", description="The URL of the page the statement was checked on")
+    replayed: bool = Field(default=False, description="Answered from the replay cache, without a model call")
+    usage: RoleUsage = Field(default_factory=RoleUsage, description="The validator call's usage (none if replayed)")

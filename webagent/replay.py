@@ -7,6 +7,11 @@ verdict. A run with a cache replays recorded steps in order while each new obser
 the recorded one; at the first mismatch it hands over to the models for the rest of the run
 (re-planning) and, when the run then succeeds, its steps replace the recording (self-healing).
 
+Checks and extractions on a page (``Pilot.check``, ``Pilot.extract``) are one model call each:
+their answers are kept per key (the statement, or what was extracted and the schema's digest) with
+the fingerprint of the page they were given on, and an observation that matches one is answered
+from the cache (``answer_for``). Only an answer that held or validated is kept.
+
 The file is stable, human-diffable JSON (sorted keys, two-space indent, one check per key) meant to
 be committed next to a suite. It is rewritten atomically and only when a recording changed.
 """
@@ -18,7 +23,7 @@ import io
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import structlog
@@ -31,6 +36,7 @@ from .images import Screenshot
 from .records import Fingerprint, Point, Step, Verdict
 
 __all__ = [
+    "CachedAnswer",
     "CachedStep",
     "ReplayCache",
     "StepReplay",
@@ -44,6 +50,8 @@ log = structlog.get_logger("webagent.replay")
 #: Differing bits (of 256) two screenshots' dHashes may have and still count as the same view:
 #: absorbs a blinking caret or JPEG noise, not a moved button or a changed line of text.
 IMAGE_TOLERANCE_BITS = 6
+#: Answers kept per check or extraction key (one per page state it was asked on, the newest last).
+MAX_ANSWERS_PER_KEY = 8
 _HASH_W, _HASH_H = 17, 16
 
 
@@ -113,6 +121,15 @@ class CachedStep(BaseModel):
         return 1 + isinstance(self.action, ClickElement | WriteElement | SelectOption) + isinstance(self.action, Answer)
 
 
+class CachedAnswer(BaseModel):
+    """The answer to a check or an extraction on one page state."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    fingerprint: Fingerprint
+    value: Any = Field(description="The answer as JSON: a check's verdict, an extraction's validated value")
+
+
 class _Recording(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -127,6 +144,7 @@ class _CacheFile(BaseModel):
 
     version: Literal[1] = 1
     checks: dict[str, _Recording] = Field(default_factory=dict)
+    answers: dict[str, list[CachedAnswer]] = Field(default_factory=dict)
 
 
 class StepReplay:
@@ -238,8 +256,26 @@ class ReplayCache:
         self.save()
         return True
 
+    def answer_for(self, key: str, seen: Fingerprint) -> CachedAnswer | None:
+        """The answer kept for ``key`` on a page state matching ``seen``, if any."""
+        return next((a for a in reversed(self._data.answers.get(key, [])) if same_view(a.fingerprint, seen)), None)
+
+    def store_answer(self, key: str, seen: Fingerprint, value: Any) -> bool:
+        """Keep an answer (JSON) for ``key`` on the page state ``seen``; returns whether the file changed."""
+        kept = self._data.answers.setdefault(key, [])
+        same = [a for a in kept if same_view(a.fingerprint, seen)]
+        if any(a.value == value for a in same):
+            return False
+        kept[:] = [a for a in kept if a not in same][-(MAX_ANSWERS_PER_KEY - 1) :]
+        kept.append(CachedAnswer(fingerprint=seen, value=value))
+        self.updated.append(key)
+        self.save()
+        return True
+
     def save(self) -> None:
-        data = self._data.model_dump(mode="json", exclude_defaults=False)
+        # No "answers" member in a file without any: suites' caches stay as they were.
+        exclude = None if self._data.answers else {"answers"}
+        data = self._data.model_dump(mode="json", exclude_defaults=False, exclude=exclude)
         text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
         write_atomic(self.path, text)
 

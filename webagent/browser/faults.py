@@ -62,10 +62,11 @@ class PageFaults:
         state.on_cdp("Page.fileChooserOpened", self._on_file_chooser)
 
     def _watch(self, page: Page) -> None:
-        page.on("dialog", self._on_dialog)
-        page.on("crash", self._on_crash)
-        page.on("download", self._on_download)
-        page.on("requestfailed", self._on_request_failed)
+        listen = self._state.listen
+        listen(page, "dialog", self._on_dialog)
+        listen(page, "crash", self._on_crash)
+        listen(page, "download", self._on_download)
+        listen(page, "requestfailed", self._on_request_failed)
 
     # -- events ---------------------------------------------------------------------------
     async def _on_dialog(self, dialog: Dialog) -> None:

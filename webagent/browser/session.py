@@ -238,8 +238,9 @@ class BrowserSession:
         if state.guard is not None and not state.owns_context:
             with contextlib.suppress(PlaywrightError):
                 await within(state.guard.uninstall(), timeout_s, "removing the navigation guard")
-        if not state.owns_context:  # a caller's page: no Fetch interception left
+        if not state.owns_context:  # a caller's page: no Fetch interception, no handler of ours left
             await state.detach_cdp()
+            state.unlisten()
         if state.owns_page and not state.owns_context:
             with contextlib.suppress(PlaywrightError):
                 await within(state.page.close(), timeout_s, "page.close")

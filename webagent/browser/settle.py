@@ -59,7 +59,7 @@ class Settler:
 
     # -- navigation events ----------------------------------------------------------------------
     def _watch(self, page: Page) -> None:
-        page.on("framenavigated", self._on_frame_navigated)
+        self._state.listen(page, "framenavigated", self._on_frame_navigated)
 
     def _on_frame_navigated(self, frame: PlaywrightFrame) -> None:
         if frame == self._state.page.main_frame:

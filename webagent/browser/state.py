@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from playwright.async_api import BrowserContext, Page
@@ -92,6 +92,13 @@ class Navigation:
         return failure
 
 
+class _Emitter(Protocol):
+    """A Playwright object with events (a page, a context)."""
+
+    def on(self, event: Any, f: Any) -> None: ...
+    def remove_listener(self, event: Any, f: Any) -> None: ...
+
+
 class PageState:
     """The tab a session drives, its own CDP session, its crash flag, navigation and page events."""
 
@@ -111,6 +118,7 @@ class PageState:
         self.nav = Navigation()
         self.events: list[str] = []
         self._page_watchers: list[Callable[[Page], None]] = []
+        self._listeners: list[tuple[_Emitter, str, Callable[..., Any]]] = []
         self._cdp_handlers: list[tuple[str, Callable[[Any], None]]] = []
 
     @property
@@ -131,6 +139,18 @@ class PageState:
         """Call ``watch`` with the current page now, and with each page the session moves to."""
         self._page_watchers.append(watch)
         watch(self.page)
+
+    def listen(self, target: _Emitter, event: str, handler: Callable[..., Any]) -> None:
+        """``target.on(event, handler)``, undone by ``unlisten`` (a caller's page keeps no handler of ours)."""
+        target.on(event, handler)
+        self._listeners.append((target, event, handler))
+
+    def unlisten(self) -> None:
+        """Remove every handler ``listen`` added to pages and the context."""
+        for target, event, handler in self._listeners:
+            with contextlib.suppress(Exception):  # a page or context already gone keeps nothing
+                target.remove_listener(event, handler)
+        self._listeners.clear()
 
     def on_cdp(self, event: str, handler: Callable[[Any], None]) -> None:
         """Handle ``event`` of each CDP session the session opens (while it is the current one)."""

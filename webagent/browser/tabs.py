@@ -31,7 +31,7 @@ class TabFollower:
         self._new_pages: list[Page] = []  # opened in the context since the session last looked
         self._popup_requested = False  # CDP Page.windowOpen: a new tab is on its way
         self._new_page_arrived = asyncio.Event()
-        state.context.on("page", self._on_new_page)
+        state.listen(state.context, "page", self._on_new_page)
         state.on_cdp("Page.windowOpen", self._on_window_open)
 
     def _on_new_page(self, page: Page) -> None:

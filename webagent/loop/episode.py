@@ -59,8 +59,11 @@ class Episode:
         expect: str | None = None,
         replay: StepReplay | None = None,
         budgets: Sequence[Budget] = (),
+        navigate: bool = True,
     ) -> None:
+        """``navigate``: open ``url`` first (False: start from the page as it is, ``url`` being its URL)."""
         self.roles = roles
+        self.navigate = navigate
         self.judge = judge
         self.expect = expect
         self.replay = replay
@@ -115,7 +118,7 @@ class Episode:
 
     async def steps(self) -> AsyncIterator[Step]:
         """Run the task with the policy model. The start URL is opened first (NavigationError if it
-        cannot be). The run ends at ``max_time_s`` wherever it is (stop reason ``max_time``), a step
+        cannot be), unless the episode starts from the page as it is. The run ends at ``max_time_s`` wherever it is (stop reason ``max_time``), a step
         in progress included."""
         if not await self.open():
             return
@@ -132,9 +135,13 @@ class Episode:
                 self.finish("error", "the run was interrupted")
 
     async def open(self) -> bool:
-        """Open the start URL within the run's time limit; False (the result set) if the limit passed."""
+        """Open the start URL within the run's time limit; False (the result set) if the limit passed.
+
+        An episode that does not navigate starts its clock here and opens nothing."""
         self._started = time.monotonic()
         self._started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        if not self.navigate:
+            return True
         limit = self._time_limit()
         t = time.perf_counter()
         try:

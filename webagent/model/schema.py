@@ -7,11 +7,12 @@ closes with ``additionalProperties: false`` and lists all its properties as requ
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel
 
-__all__ = ["response_format", "strict_schema"]
+__all__ = ["json_schema_format", "response_format", "strict_json_schema", "strict_schema"]
 
 _KEEP = {
     "type",
@@ -29,17 +30,24 @@ _KEEP = {
 
 def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
     """The strict-mode JSON schema of a Pydantic model."""
-    result = _convert(model.model_json_schema())
+    return strict_json_schema(model.model_json_schema())
+
+
+def strict_json_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON schema (an object's, e.g. ``Model.model_json_schema()``) converted to the strict subset."""
+    result = _convert(dict(schema))
     assert isinstance(result, dict)
     return result
 
 
 def response_format(name: str, model: type[BaseModel]) -> dict[str, Any]:
     """A ``response_format`` value asking for ``model``'s schema."""
-    return {
-        "type": "json_schema",
-        "json_schema": {"name": name, "schema": strict_schema(model), "strict": True},
-    }
+    return json_schema_format(name, strict_schema(model))
+
+
+def json_schema_format(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """A ``response_format`` value asking for a (strict) JSON schema."""
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
 
 
 def _convert(node: Any) -> Any:

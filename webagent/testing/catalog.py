@@ -12,6 +12,7 @@ __all__ = [
     "PRODUCTS_BY_ID",
     "Product",
     "page",
+    "page_facts",
     "reference_code",
     "render_confirmation",
     "render_form_errors",
@@ -72,6 +73,25 @@ def reference_code(name: str, country_code: str) -> str:
     return f"REF-{initials}-{country_code.upper()}"
 
 
+#: How every catalog page's title ends.
+SITE_TITLE = " — Widget World"
+
+
+def page_facts(title: str) -> dict[str, str]:
+    """What a catalog page shows, read from its title (what the offline model server sees of it):
+    ``name`` and ``price`` on a product page, ``query`` and ``results`` on a search page."""
+    if not title.endswith(SITE_TITLE):
+        return {}
+    head = title.removesuffix(SITE_TITLE)
+    product = next((p for p in PRODUCTS if p.name == head), None)
+    if product is not None:
+        return {"name": product.name, "price": product.price}
+    if head.startswith("Search: ") or head == "No results":
+        query = head.removeprefix("Search: ") if head != "No results" else ""
+        return {"query": query, "results": ", ".join(p.name for p in search_products(query)) if query else ""}
+    return {}
+
+
 # --------------------------------------------------------------------------- rendering
 
 _CATALOG_HEADER = """<header class="banner"><a class="brand" href="/catalog/">Widget World</a>\
@@ -94,7 +114,7 @@ def page(title: str, stylesheet: str, body: str) -> str:
 
 def _catalog_page(title: str, query: str, body: str) -> str:
     header = _CATALOG_HEADER.format(value=html.escape(query, quote=True))
-    return page(f"{title} — Widget World", "/catalog/style.css", header + body)
+    return page(f"{title}{SITE_TITLE}", "/catalog/style.css", header + body)
 
 
 def render_search(query: str) -> str:

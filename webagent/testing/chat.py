@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from webagent.testing.images import image_size
+from webagent.testing.pagechecks import RequestKind, answer_check, answer_extract, request_kind
 from webagent.testing.script import (
     FAULT_KINDS,
     REPLY_FAULTS,
@@ -59,6 +60,8 @@ class RecordedRequest(BaseModel):
     task: str | None = None
     step: int | None = None
     fault: FaultKind | None = None
+    kind: RequestKind = "run"
+    """``check`` or ``extract`` for a ``Pilot.check``/``Pilot.extract`` request (a run's otherwise)."""
     text: str = ""
     """The first user message's text (the task; in a window request, the whole observation)."""
     turn: str = ""
@@ -146,7 +149,9 @@ def infer_role(body: dict[str, Any]) -> Role:
     fmt = body.get("response_format")
     schema = fmt.get("json_schema") if isinstance(fmt, dict) else None
     name = schema.get("name") if isinstance(schema, dict) else None
-    return "policy" if name == "policy_reply" else "validator" if name == "validator_verdict" else "localizer"
+    if name in ("policy_reply", "extraction"):
+        return "policy"
+    return "validator" if name in ("validator_verdict", "check_verdict") else "localizer"
 
 
 def recorded(
@@ -220,6 +225,11 @@ def scripted_reply(script: Script, rec: RecordedRequest, user: Any) -> str:
 
 
 def _answer(script: Script, rec: RecordedRequest, user: Any, *, offtarget: bool) -> str:
+    rec.kind = request_kind(rec.text)
+    if rec.kind == "check":
+        return answer_check(script.checks, rec.text)
+    if rec.kind == "extract":
+        return answer_extract(script.extracts, rec.text)
     if rec.role == "localizer":
         return _click(script, rec.model, rec.text, rec.image_sizes, offtarget=offtarget)
     task = script.task_for(rec.text)

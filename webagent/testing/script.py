@@ -1,4 +1,9 @@
-"""Script format for the offline fake model server: models, loading and matching rules."""
+"""Script format for the offline fake model server: models, loading and matching rules.
+
+A script holds tasks (policy rules, validator rules, elements) for runs, and, at the top level,
+``checks`` and ``extracts`` rules for ``Pilot.check`` and ``Pilot.extract`` requests: how those
+are written and judged is in :mod:`webagent.testing.pagechecks`.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .pagechecks import CheckRule, ExtractRule
 
 Role = Literal["policy", "localizer", "validator"]
 Profile = Literal["holo1", "holo1.5", "holo2"]
@@ -144,6 +151,9 @@ class Script(_Model):
     latency_s: NonNegative | dict[Role, NonNegative] = 0.0
     elements: dict[str, Point] = Field(default_factory=dict)
     tasks: list[Task] = Field(default_factory=list)
+    #: How statements about a page are judged and what extractions answer (``webagent.testing.pagechecks``).
+    checks: list[CheckRule] = Field(default_factory=list)
+    extracts: list[ExtractRule] = Field(default_factory=list)
     faults: list[Fault] = Field(default_factory=list)
     fault_rates: dict[FaultKind, Rate] = Field(default_factory=dict)
     seed: int = 0

@@ -5,7 +5,8 @@ dynamic routes:
 
 * ``/catalog/search?q=...`` -- case-insensitive substring search over the product names;
   each hit is a fixed-height row (row ``i`` is centred at CSS pixel (650, 242 + 72*i)).
-* ``/catalog/product/<id>`` -- product page with name and price.
+* ``/catalog/product/<id>`` -- product page with name and price (``swap_products`` breaks the
+  site on purpose: the page of another product is served at a product's URL).
 * ``/form/submit`` (GET or POST) -- validates and records a registration in
   :attr:`SiteServer.submissions` and renders a confirmation page with a reference code
   ``REF-<initials>-<country code>``.
@@ -168,7 +169,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_error_page(HTTPStatus.METHOD_NOT_ALLOWED)
                 return
             product_id = path[len("/catalog/product/") :].strip("/")
-            product = PRODUCTS_BY_ID.get(product_id)
+            product = PRODUCTS_BY_ID.get(self.site.swap_products.get(product_id, product_id))
             if product is None:
                 self._send_html(HTTPStatus.NOT_FOUND, render_product_missing(product_id))
             else:
@@ -262,7 +263,18 @@ class SiteServer:
     ...     page.goto(site.url + "/catalog/")
     """
 
-    def __init__(self, root: Path | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        root: Path | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        swap_products: dict[str, str] | None = None,
+    ) -> None:
+        """``swap_products``: product id -> the id of the product whose page its URL serves (a
+        broken site for tests; the dict may be changed while serving)."""
+        #: Product id -> id of the product whose page is served at its URL instead.
+        self.swap_products: dict[str, str] = dict(swap_products or {})
         self.root = (root if root is not None else sites_dir()).resolve()
         if not self.root.is_dir():
             raise FileNotFoundError(f"task sites directory not found: {self.root}")

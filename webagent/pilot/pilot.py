@@ -1,0 +1,287 @@
+"""``Pilot``: act, check and extract on a page the caller drives (``Agent.pilot(page)``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import structlog
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Page
+from pydantic import BaseModel, ValidationError
+
+from ..browser.deadline import within
+from ..budget import Budget
+from ..config import ROLES
+from ..errors import BrowserError, InputError, ModelError
+from ..loop import Meter
+from ..model.parsing import ReplyParseError
+from ..records import CheckResult, ModelCall, RunResult, Step, Usage, Verdict
+from ..replay import ReplayCache
+from ..roles.checker import Checker, CheckReply
+from ..roles.extractor import ExtractionSchema, Extractor
+from ..urls import normalize_url
+from .host import PilotHost
+from .look import Look, look_at, write_one_step_run
+
+__all__ = ["Pilot"]
+
+log = structlog.get_logger("webagent.pilot")
+M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+_WEB_SCHEMES = ("http://", "https://", "file:")
+
+
+class Pilot:
+    """Natural-language steps, checks and extractions on one page; the page is never closed.
+
+    Calls on one pilot run one at a time (a second waits for the first). ``usage`` sums every
+    model call made; ``run_dirs`` lists the run directories written, the latest last.
+    """
+
+    def __init__(
+        self,
+        host: PilotHost,
+        page: Page,
+        *,
+        output_dir: str | Path | None = None,
+        replay: ReplayCache | None = None,
+        budgets: Sequence[Budget] = (),
+    ) -> None:
+        self.host = host
+        self.page = page
+        self.output_dir = Path(output_dir) if output_dir is not None else None
+        self.replay = replay
+        self.budgets = list(budgets)
+        self.usage = Usage()
+        self.run_dirs: list[Path] = []
+        self._numbers: Counter[str] = Counter()
+        self._lock = asyncio.Lock()
+        self._checker: Checker | None = None
+        self._extractor: Extractor | None = None
+
+    # -- the public calls ------------------------------------------------------------------------
+
+    async def goto(self, url: str) -> None:
+        """Open ``url`` in the page under the navigation policy a run starting there has
+        (NavigationError when it is refused or cannot be opened)."""
+        url = normalize_url(url)
+        async with self._lock, self.host.page_driver(self._open_page(), guard_url=url) as driver:
+            await driver.goto(url, start=True)
+
+    async def act(self, goal: str, max_steps: int | None = None) -> RunResult:
+        """Run the agent toward ``goal`` from the page as it is (no start URL is opened); the result
+        is a run's (``success``: the validator accepted the answer). With a replay cache, steps
+        recorded for this goal replay without model calls while the page matches."""
+        goal = _given(goal, "goal", "say what the agent should do")
+        settings = self.host.config.agent
+        if max_steps is not None:
+            settings = settings.model_copy(update={"max_steps": max_steps})
+        async with self._lock:
+            result = await self.host.run(
+                self._start_url(),
+                goal,
+                page=self.page,
+                navigate=False,
+                settings=settings,
+                output_dir=self._run_dir("act"),
+                cache=self.replay,
+                cache_key=f"act: {goal}",
+                budgets=self.budgets,
+            )
+        for role in ROLES:
+            self.usage.role(role).add(result.usage.role(role))
+        log.info("pilot_act", goal=goal, success=result.success, stop_reason=result.stop_reason, steps=result.steps)
+        return result
+
+    async def check(self, statement: str) -> CheckResult:
+        """Whether ``statement`` holds on the page as it is now, in the validator's judgement, and
+        its feedback. One model call, none when the replay cache has seen it hold on this page."""
+        statement = _given(statement, "statement", "say what must hold on the page")
+        key = f"check: {statement}"
+        async with self._lock:
+            look = await self._look()
+            run_dir = self._run_dir("check")
+            cached = self._cached(key, look, lambda value: CheckReply.model_validate(value))
+            meter = self._meter()
+            if cached is None:
+                checker = self._checker = self._checker or Checker(self.host.model_client("validator"))
+                reply, calls = await self._ask(
+                    meter, lambda: checker.check(statement, look.url, look.title, look.image)
+                )
+            else:
+                reply, calls = cached, []
+            verdict = Verdict(success=reply.holds, feedback=reply.feedback)
+            write_one_step_run(
+                run_dir,
+                look,
+                goal=f"Check: {statement}",
+                verdict=verdict,
+                outcome="the statement holds" if reply.holds else "the statement does not hold",
+                calls=calls,
+                usage=meter.usage,
+                secrets=self.host.secrets,
+                replayed=cached is not None,
+            )
+            if cached is None and reply.holds:
+                self._store(key, look, reply.model_dump(mode="json"))
+        log.info("pilot_check", statement=statement, holds=reply.holds, replayed=cached is not None)
+        return CheckResult(
+            holds=reply.holds,
+            feedback=reply.feedback,
+            run_dir=run_dir,
+            url=look.url,
+            replayed=cached is not None,
+            usage=meter.usage.validator,
+        )
+
+    async def extract(self, what: str, *, schema: type[M]) -> M:
+        """``what``, read off the page as it is now, as a validated instance of ``schema``.
+
+        ExtractionError when the model's reply does not validate even after a repair request."""
+        value = await self.extract_json(what, ExtractionSchema.of_model(schema))
+        assert isinstance(value, schema)
+        return value
+
+    async def extract_json(self, what: str, schema: ExtractionSchema) -> Any:
+        """``extract`` with a schema given as JSON schema and a parser (``ExtractionSchema``)."""
+        what = _given(what, "what", "say what to extract")
+        key = f"extract: {what} [{schema.digest}]"
+        async with self._lock:
+            look = await self._look()
+            run_dir = self._run_dir("extract")
+            cached = self._cached(key, look, lambda value: schema.parse(json.dumps(value)))
+            meter = self._meter()
+            goal = f"Extract: {what}"
+            calls: list[ModelCall] = []
+            if cached is not None:
+                value = cached
+            else:
+                extractor = self._extractor = self._extractor or Extractor(self.host.model_client("policy"))
+                try:
+                    value, calls = await self._ask(
+                        meter, lambda: extractor.extract(what, look.url, look.title, look.image, schema)
+                    )
+                except ModelError as exc:
+                    failed = [exc.call] if isinstance(exc.call, ModelCall) else []
+                    verdict = Verdict(success=False, feedback=str(exc))
+                    write_one_step_run(
+                        run_dir,
+                        look,
+                        goal=goal,
+                        verdict=verdict,
+                        outcome="failed",
+                        calls=failed,
+                        usage=meter.usage,
+                        secrets=self.host.secrets,
+                        error=str(exc),
+                    )
+                    raise
+            data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+            text = json.dumps(data, ensure_ascii=False)
+            write_one_step_run(
+                run_dir,
+                look,
+                goal=goal,
+                verdict=Verdict(success=True, feedback=f"The reply validated against {schema.name}."),
+                outcome="extracted",
+                calls=calls,
+                usage=meter.usage,
+                secrets=self.host.secrets,
+                answer=text,
+                replayed=cached is not None,
+            )
+            if cached is None:
+                self._store(key, look, data)
+        log.info("pilot_extract", what=what, schema=schema.name, replayed=cached is not None)
+        return value
+
+    async def screenshot(self) -> bytes:
+        """A PNG of the page's viewport as it is now."""
+        timeout_s = self.host.config.browser.command_timeout_s
+        try:
+            return await within(self._open_page().screenshot(type="png"), timeout_s, "page.screenshot")
+        except PlaywrightError as exc:
+            raise BrowserError(f"cannot take a screenshot of the page: {str(exc).splitlines()[0]}") from None
+
+    # -- the parts -------------------------------------------------------------------------------
+
+    def _open_page(self) -> Page:
+        if self.page.is_closed():
+            raise InputError("the page this pilot drives has been closed")
+        return self.page
+
+    def _start_url(self) -> str:
+        url = self._open_page().url
+        if not url.startswith(_WEB_SCHEMES):
+            raise InputError(f"the page is at {url!r}: open a web page first (page.goto(url) or pilot.goto(url))")
+        return url
+
+    def _run_dir(self, kind: str) -> Path | None:
+        """The next free ``<kind>-<n>`` directory under ``output_dir`` (None without one)."""
+        if self.output_dir is None:
+            return None
+        n = self._numbers[kind] + 1
+        while (self.output_dir / f"{kind}-{n}").exists():
+            n += 1
+        self._numbers[kind] = n
+        path = self.output_dir / f"{kind}-{n}"
+        self.run_dirs.append(path)
+        return path
+
+    async def _look(self) -> Look:
+        self._start_url()
+        async with self.host.page_driver(self.page) as driver:
+            return await look_at(
+                driver, self.host.config.localizer.resize_rule(), fingerprinted=self.replay is not None
+            )
+
+    def _meter(self) -> Meter:
+        return Meter(self.host.run_budgets(self.host.config.agent, self.budgets))
+
+    async def _ask(self, meter: Meter, call: Callable[[], Awaitable[tuple[T, ModelCall]]]) -> tuple[T, list[ModelCall]]:
+        """One model call reserved in and charged to the budgets, its usage added to ``usage``."""
+        step = Step(index=1, url=self.page.url)
+        meter.reserve()
+        try:
+            value, record = await call()
+            meter.charge(step, record)
+        except ModelError as exc:
+            meter.charge_failed(step, exc)
+            raise
+        finally:
+            meter.account(step)
+            for record in step.calls:
+                self.usage.add_call(record)
+        return value, step.calls
+
+    def _cached(self, key: str, look: Look, parse: Callable[[Any], T]) -> T | None:
+        """The answer the replay cache has for ``key`` on this page state, still valid."""
+        if self.replay is None or look.seen is None:
+            return None
+        hit = self.replay.answer_for(key, look.seen)
+        if hit is None:
+            return None
+        try:
+            return parse(hit.value)
+        except (ValidationError, ReplyParseError, ValueError) as exc:
+            log.info("pilot_cache_entry_invalid", key=key, error=str(exc))
+            return None
+
+    def _store(self, key: str, look: Look, value: Any) -> None:
+        if self.replay is not None and look.seen is not None:
+            self.replay.store_answer(key, look.seen, self.host.secrets.redact_model(_Json(value=value)).value)
+
+
+class _Json(BaseModel):
+    value: Any
+
+
+def _given(text: str, what: str, hint: str) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise InputError(f"no {what} given: {hint}")
+    return text.strip()
