@@ -30,6 +30,8 @@ from webagent.testing.sites import SiteServer
 
 TASKS = resource_dir("tasks")
 
+pytest_plugins = ["pytester"]  # tests/pytest_plugin runs generated pytest projects
+
 
 @pytest.fixture(scope="session")
 def site() -> Iterator[SiteServer]:
