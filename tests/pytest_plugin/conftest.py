@@ -19,11 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from webagent.prompts import resource_dir
 from webagent.testing.offline import PROFILE_MODELS
 from webagent.testing.server import FakeModelServer
 from webagent.testing.sites import SiteServer
 
-from ..pilot.conftest import pilot_script
+#: The catalog task with check and extract rules, the script docs/pytest.md runs the fake server with.
+SCRIPT = resource_dir("tasks") / "scripts" / "pytest-shop.json"
 
 GOAL = "Find the price of the Blue Widget in the local product catalog and answer with the price."
 STATEMENT = "The page shows the Blue Widget at $12.50"
@@ -49,7 +51,7 @@ def asyncio_plugin_installed() -> bool:
 @pytest.fixture(scope="module")
 def offline() -> Iterator[FakeModelServer]:
     """The offline model server playing the catalog task and its checks and extractions (a thread)."""
-    server = FakeModelServer(pilot_script())
+    server = FakeModelServer(SCRIPT)
     server.start_in_thread()
     try:
         yield server

@@ -75,7 +75,7 @@ def test_a_broken_site_fails_with_the_validators_feedback_and_the_report(project
     )
     with SiteServer(swap_products={"blue-widget": "red-gadget"}) as broken:
         project.set_shop(broken.url)
-        result = project.run("--webagent-max-steps=1")
+        result = project.run("--webagent-max-steps=1", "--tracing=retain-on-failure")
     result.assert_outcomes(failed=2)
     out = result.stdout.str()
     folder = "test-results/test-broken-py-test-product-page-chromium/webagent"
@@ -91,6 +91,7 @@ def test_a_broken_site_fails_with_the_validators_feedback_and_the_report(project
     assert "webagent reports of failed tests" in out
     report = project.path / folder / "check-1" / "report.html"
     assert "Red Gadget at $19.99" in report.read_text()
+    assert (project.path / folder).parent.joinpath("trace.zip").is_file()  # pytest-playwright's, beside ours
     act = project.path / "test-results/test-broken-py-test-act-runs-out-of-steps-chromium/webagent/act-1"
     assert (act / "report.html").is_file() and (act / "trajectory.jsonl").is_file()
     assert json.loads((act / "result.json").read_text())["stop_reason"] == "max_steps"
