@@ -107,18 +107,19 @@ def test_no_module_takes_another_modules_private_names(name: str) -> None:
 
 def test_every_feature_has_its_folder() -> None:
     top = {name.split(".")[1] for name in MODULES if name.count(".") >= 1}
-    features = (
+    features = [
         "batch",
         "suite",
         "training",
         "pilot",
         "pytest_plugin",
+        "mcp_server",
         "runs",
         "cli",
         "browser",
         "model",
         "roles",
         "testing",
-    )
+    ]
     for feature in features:
         assert feature in top and is_package_init(f"webagent.{feature}"), feature

@@ -14,6 +14,7 @@
     │       └── ExtractionError   ``Pilot.extract``: the reply does not validate against the schema asked for
     ├── LocalizationError         the localizer's point is outside the screenshot
     ├── ActionError               an action could not be carried out on the page
+    ├── SessionError              ``webagent mcp``: no open session has that id, or too many are open
     ├── BudgetExceeded            a run's or a suite's limit on model calls, tokens or dollars is spent
     └── DeadlineExceeded          a whole call of the pytest plugin (``web.act``, ``check``, ...) ran past its deadline
 
@@ -39,6 +40,7 @@ __all__ = [
     "ModelReplyError",
     "ModelUnavailableError",
     "NavigationError",
+    "SessionError",
     "WebAgentError",
 ]
 
@@ -101,6 +103,10 @@ class LocalizationError(WebAgentError):
 
 class ActionError(WebAgentError):
     """An action could not be carried out on the page."""
+
+
+class SessionError(WebAgentError):
+    """A kept browser session (``webagent mcp``) that is not open, or one more than the limit."""
 
 
 class BudgetExceeded(WebAgentError):

@@ -25,7 +25,7 @@ from webagent.testing.server import FakeModelServer
 from webagent.testing.sites import SiteServer
 
 #: The catalog task with check and extract rules, the script docs/pytest.md runs the fake server with.
-SCRIPT = resource_dir("tasks") / "scripts" / "pytest-shop.json"
+SCRIPT = resource_dir("tasks") / "scripts" / "catalog-price.json"
 
 GOAL = "Find the price of the Blue Widget in the local product catalog and answer with the price."
 STATEMENT = "The page shows the Blue Widget at $12.50"

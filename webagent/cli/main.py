@@ -1,5 +1,5 @@
-"""The command line: ``webagent run``, ``batch``, ``test``, ``export``, ``demo`` and the offline test
-servers — dispatch only; each command lives with its feature.
+"""The command line: ``webagent run``, ``batch``, ``test``, ``export``, ``mcp``, ``demo`` and the
+offline test servers — dispatch only; each command lives with its feature.
 
 Exit codes: 0 = validated success, 1 = task not accomplished, 2 = usage or configuration error.
 This is the only module that configures logging.
@@ -75,6 +75,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ..training.cli import run_export
 
             return run_export(args)
+        if args.command == "mcp":
+            from ..mcp_server.cli import run_mcp
+
+            return run_mcp(args, config_from_args(args))
         if args.command == "demo":
             from .demo import run_demo
 

@@ -212,6 +212,28 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("-q", "--quiet", action="store_true", help="do not print steps")
     demo.add_argument("-v", "--verbose", action="count", default=0, help="log more to stderr")
 
+    mcp = sub.add_parser(
+        "mcp",
+        help="serve webagent's tools to other agents (Model Context Protocol)",
+        description="Serve the MCP tools run_task, open_session, act, check, extract, screenshot and "
+        "close_session over stdio (the default: an MCP host starts this command) or streamable HTTP "
+        "(--http). The config, allow-lists and secrets are the same as for 'webagent run'; secrets are "
+        "named to the client, never shown. Needs the mcp extra: pip install 'webagent[mcp]'. "
+        "See docs/mcp.md.",
+    )
+    mcp.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (port 0: a free one, printed on stderr)",
+    )
+    mcp.add_argument(
+        "--max-sessions", type=int, default=4, metavar="N", help="browser sessions kept open at once (default 4)"
+    )
+    mcp.add_argument(
+        "--output", default="runs/mcp", metavar="DIR", help="where run directories are written (default runs/mcp)"
+    )
+    _add_config_options(mcp)
+
     fake = sub.add_parser(
         "fake-server",
         help="serve the offline OpenAI-compatible model server",

@@ -115,6 +115,7 @@ class Pilot:
                 )
             else:
                 reply, calls = cached, []
+            reply = self.host.secrets.redact_model(reply)  # what the model read of a secret on the page
             verdict = Verdict(success=reply.holds, feedback=reply.feedback)
             write_one_step_run(
                 run_dir,
@@ -182,6 +183,9 @@ class Pilot:
                     )
                     raise
             data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+            clean = self.host.secrets.redact_model(_Json(value=data)).value
+            if clean != data:  # a secret the page showed is not handed back
+                data, value = clean, schema.parse(json.dumps(clean))
             text = json.dumps(data, ensure_ascii=False)
             write_one_step_run(
                 run_dir,
@@ -274,7 +278,7 @@ class Pilot:
 
     def _store(self, key: str, look: Look, value: Any) -> None:
         if self.replay is not None and look.seen is not None:
-            self.replay.store_answer(key, look.seen, self.host.secrets.redact_model(_Json(value=value)).value)
+            self.replay.store_answer(key, look.seen, value)
 
 
 class _Json(BaseModel):

@@ -1,0 +1,55 @@
+"""Helpers of the MCP server tests: the script, the agent flags, a dead port, tool results as data."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from mcp.client.stdio import StdioServerParameters
+from mcp_types import CallToolResult
+
+from webagent.testing.offline import PROFILE_MODELS
+from webagent.testing.server import FakeModelServer
+
+from ..pilot.conftest import pilot_script
+
+__all__ = ["GOAL", "REPO", "dead_url", "role_flags", "script", "stdio_server", "text_of"]
+
+REPO = Path(__file__).resolve().parents[2]
+GOAL = "Find the price of the Blue Widget in the local product catalog and answer with the price."
+
+
+def script() -> dict[str, Any]:
+    return pilot_script()
+
+
+def dead_url() -> str:
+    """A URL on a local port that nothing listens on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    return f"http://127.0.0.1:{port}"
+
+
+def role_flags(base: str, profile: str = "holo1.5") -> list[str]:
+    """The flags pointing the three roles at an offline model server at ``base``."""
+    flags = ["--localizer-profile", profile, "--model", PROFILE_MODELS[profile], "--api-key", "offline"]
+    for role in ("policy", "localizer", "validator"):
+        flags += [f"--{role}-base-url", f"{base}/{role}/v1"]
+    return flags
+
+
+def stdio_server(server: FakeModelServer, *args: str) -> StdioServerParameters:
+    """``python -m webagent mcp`` on the offline server, as an MCP host would start it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WEBAGENT_")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    command = [sys.executable, "-m", "webagent", "mcp", *role_flags(server.url), *args]
+    return StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=str(REPO))
+
+
+def text_of(result: CallToolResult) -> str:
+    """The text parts of a tool result."""
+    return "\n".join(getattr(part, "text", "") for part in result.content)

@@ -1,0 +1,47 @@
+"""``webagent mcp``: serve the MCP tools over stdio (default) or streamable HTTP (``--http``)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+from ..config import AgentConfig
+from ..errors import ConfigError, InputError
+
+__all__ = ["parse_http", "run_mcp"]
+
+
+def parse_http(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6; ``:PORT`` for 127.0.0.1) -> (host, port)."""
+    host, sep, port = value.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise InputError(f"--http expects HOST:PORT, e.g. 127.0.0.1:8765; got {value!r}")
+    return host, int(port)
+
+
+def run_mcp(args: argparse.Namespace, config: AgentConfig) -> int:
+    """Serve until stdin closes (stdio) or the process is stopped; 0 afterwards."""
+    if args.max_sessions < 1:
+        raise InputError("--max-sessions must be at least 1")
+    http = parse_http(args.http) if args.http else None
+    try:
+        from .server import WebagentMCP
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] in ("mcp", "uvicorn", "jsonschema"):
+            raise ConfigError("webagent mcp needs the MCP SDK: pip install 'webagent[mcp]'") from None
+        raise
+    server = WebagentMCP(config, output_dir=Path(args.output), max_sessions=args.max_sessions)
+
+    async def main() -> None:
+        try:
+            if http is None:
+                await server.serve_stdio()
+            else:
+                await server.serve_http(*http)
+        finally:
+            await server.aclose()
+
+    asyncio.run(main())
+    return 0

@@ -1,0 +1,219 @@
+"""The tools ``webagent mcp`` offers, and what each returns.
+
+Every tool turns webagent's own errors (a bad URL, a URL the navigation policy refuses, a site
+that cannot be reached, a model server that does not answer, an unknown session id) into one MCP
+tool error with the error's one-line message; a run that ended with stop reason ``error`` is a
+tool error too. Secrets never appear in what a tool returns: runs, checks and extractions redact
+them, and the tools name secrets only by their names.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any, ParamSpec, TypeVar
+
+import jsonschema
+import structlog
+from mcp.server.mcpserver import Image
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel, Field
+
+from ..agent import Agent
+from ..errors import InputError, WebAgentError
+from ..model.parsing import ReplyParseError, extract_json
+from ..records import RunResult
+from ..roles.extractor import ExtractionSchema
+from .sessions import SessionStore
+
+__all__ = ["CheckOutcome", "Closed", "Extracted", "SessionOpened", "TaskOutcome", "WebTools"]
+
+log = structlog.get_logger("webagent.mcp")
+P = ParamSpec("P")
+R = TypeVar("R")
+
+SessionId = Annotated[str, Field(description="The id open_session returned")]
+
+
+class TaskOutcome(BaseModel):
+    """How a task (run_task) or a step on a session (act) ended."""
+
+    success: bool = Field(description="True only when the validator accepted the answer")
+    answer: str | None = Field(description="The answer the agent gave (the last one judged)")
+    stop_reason: str = Field(description="answered, max_steps, max_time or budget")
+    message: str = Field(description="Why the run stopped, in words")
+    steps: int
+    final_url: str = Field(description="The URL the page was at when the run ended")
+    feedback: list[str] = Field(description="The validator's feedback on each answer, in order")
+    run_dir: str | None = Field(description="The run directory: trajectory.jsonl, screenshots, report.html")
+
+
+class SessionOpened(BaseModel):
+    session_id: str
+    url: str
+    title: str
+
+
+class CheckOutcome(BaseModel):
+    holds: bool = Field(description="Whether the validator judged that the statement holds on the page now")
+    feedback: str = Field(description="The validator's reason")
+    url: str
+    run_dir: str | None
+
+
+class Extracted(BaseModel):
+    value: Any = Field(description="The data, valid against the JSON schema given (a string without one)")
+
+
+class Closed(BaseModel):
+    session_id: str
+    closed: bool = True
+
+
+class _Text(BaseModel):
+    """The default extraction: the data as text."""
+
+    value: str = Field(description="The data asked for, as shown on the page")
+
+
+def _tool_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """webagent's errors as one-line MCP tool errors."""
+
+    @functools.wraps(fn)
+    async def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await fn(*args, **kwargs)
+        except WebAgentError as exc:
+            log.info("mcp_tool_error", tool=fn.__name__, error=str(exc))
+            raise ToolError(f"{type(exc).__name__}: {exc}") from None
+
+    return call
+
+
+class WebTools:
+    """The tools, bound to one agent and its kept sessions."""
+
+    def __init__(self, agent: Agent, sessions: SessionStore, *, output_dir: Path | None) -> None:
+        self.agent = agent
+        self.sessions = sessions
+        self.output_dir = output_dir
+
+    @_tool_errors
+    async def run_task(
+        self,
+        url: Annotated[str, Field(description="The start page, e.g. https://example.com")],
+        goal: Annotated[str, Field(description="What to accomplish or find out, in plain language")],
+        max_steps: Annotated[int | None, Field(ge=1, description="Steps before a final answer is asked for")] = None,
+    ) -> TaskOutcome:
+        """Open URL in a fresh browser context and run the agent until the validator accepts an
+        answer to GOAL (or it runs out of steps); returns the validated answer and the run directory."""
+        settings = self.agent.config.agent
+        if max_steps is not None:
+            settings = settings.model_copy(update={"max_steps": max_steps})
+        output = self.output_dir / _run_name(goal) if self.output_dir is not None else None
+        result = await self.agent.run(url, goal, output_dir=output, settings=settings)
+        return _outcome(result)
+
+    @_tool_errors
+    async def open_session(
+        self, url: Annotated[str, Field(description="The page to open, e.g. https://example.com")]
+    ) -> SessionOpened:
+        """Open URL in a new browser session kept between calls (for act, check, extract,
+        screenshot); returns its session id. Close it with close_session when done."""
+        kept = await self.sessions.open(url)
+        async with self.agent.page_driver(kept.pilot.page) as driver:  # URL and title redacted
+            return SessionOpened(session_id=kept.id, url=driver.url, title=await driver.title())
+
+    @_tool_errors
+    async def act(
+        self,
+        session_id: SessionId,
+        goal: Annotated[str, Field(description="What to do on the page, in plain language")],
+        max_steps: Annotated[int | None, Field(ge=1, description="Steps before a final answer is asked for")] = None,
+    ) -> TaskOutcome:
+        """Run the agent toward GOAL from the session's page as it is (nothing is reopened); the
+        page stays where the run left it."""
+        result = await self.sessions.get(session_id).pilot.act(goal, max_steps=max_steps)
+        return _outcome(result)
+
+    @_tool_errors
+    async def check(
+        self,
+        session_id: SessionId,
+        statement: Annotated[str, Field(description="What should be true of the page now")],
+    ) -> CheckOutcome:
+        """Ask the validator whether STATEMENT holds on the session's page as it is now."""
+        result = await self.sessions.get(session_id).pilot.check(statement)
+        run_dir = str(result.run_dir) if result.run_dir is not None else None
+        return CheckOutcome(holds=result.holds, feedback=result.feedback, url=result.url, run_dir=run_dir)
+
+    @_tool_errors
+    async def extract(
+        self,
+        session_id: SessionId,
+        what: Annotated[str, Field(description="The data to read off the page, in plain language")],
+        json_schema: Annotated[
+            dict[str, Any] | None, Field(description="A JSON schema (an object's) the data must follow")
+        ] = None,
+    ) -> Extracted:
+        """Read WHAT off the session's page as it is now: JSON valid against JSON_SCHEMA, or text."""
+        pilot = self.sessions.get(session_id).pilot
+        if json_schema is None:
+            text = await pilot.extract(what, schema=_Text)
+            return Extracted(value=text.value)
+        return Extracted(value=await pilot.extract_json(what, _schema(json_schema)))
+
+    @_tool_errors
+    async def screenshot(self, session_id: SessionId) -> Image:
+        """A PNG screenshot of the session's page (its viewport) as it is now."""
+        return Image(data=await self.sessions.get(session_id).pilot.screenshot(), format="png")
+
+    @_tool_errors
+    async def close_session(self, session_id: SessionId) -> Closed:
+        """Close a session and its browser context."""
+        await self.sessions.close(session_id)
+        return Closed(session_id=session_id)
+
+
+def _outcome(result: RunResult) -> TaskOutcome:
+    if result.stop_reason == "error":  # the model server down, the browser gone: the call failed
+        where = f" (run directory: {result.output_dir})" if result.output_dir else ""
+        raise ToolError(f"the run failed: {result.message}{where}")
+    return TaskOutcome(
+        success=result.success,
+        answer=result.answer,
+        stop_reason=result.stop_reason,
+        message=result.message,
+        steps=result.steps,
+        final_url=result.final_url,
+        feedback=result.feedback,
+        run_dir=result.output_dir,
+    )
+
+
+def _schema(schema: dict[str, Any]) -> ExtractionSchema:
+    """An extraction schema from a caller's JSON schema, replies validated by ``jsonschema``."""
+    try:
+        validator_class = jsonschema.validators.validator_for(schema)
+        validator_class.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise InputError(f"json_schema is not a valid JSON schema: {exc.message}") from None
+    validator = validator_class(schema)
+
+    def parse(text: str) -> Any:
+        value = extract_json(text)
+        error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+        if error is not None:
+            where = "/".join(str(p) for p in error.absolute_path) or "the reply"
+            raise ReplyParseError(f"the reply does not match the schema ({where}: {error.message})")
+        return value
+
+    return ExtractionSchema(schema, parse, name=str(schema.get("title") or "the JSON schema given"))
+
+
+def _run_name(goal: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", goal.lower()).strip("-")[:40] or "run"
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{slug}-{time.monotonic_ns() % 10_000:04d}"
