@@ -200,23 +200,24 @@ def test_parse_http() -> None:
         parse_http("8765x")
 
 
-def test_without_the_sdk_the_command_says_which_extra_to_install(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_without_the_sdk_the_command_says_which_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    from webagent.cli.main import main
+    from webagent.cli.parser import build_parser, config_from_args
+    from webagent.errors import ConfigError, InputError
+    from webagent.mcp_server.cli import run_mcp
+
+    def run(*flags: str) -> int:  # run_mcp, not main: main configures the process's logging
+        args = build_parser().parse_args(["mcp", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", *flags])
+        return run_mcp(args, config_from_args(args))
 
     for name in [m for m in sys.modules if m == "mcp" or m.startswith("mcp.")]:
         monkeypatch.setitem(sys.modules, name, None)  # import mcp... -> ModuleNotFoundError
     for name in ("webagent.mcp_server.server", "webagent.mcp_server.tools"):
         monkeypatch.delitem(sys.modules, name, raising=False)
-    assert main(["mcp", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"]) == 2
-    assert (
-        capsys.readouterr().err.strip()
-        == "webagent: error: webagent mcp needs the MCP SDK: pip install 'webagent[mcp]'"
-    )
-    assert main(["mcp", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--http", "nonsense"]) == 2
-    assert "--http expects HOST:PORT" in capsys.readouterr().err
-    assert main(["mcp", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--max-sessions", "0"]) == 2
-    assert "--max-sessions must be at least 1" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match=r"^webagent mcp needs the MCP SDK: pip install 'webagent\[mcp\]'$"):
+        run()
+    with pytest.raises(InputError, match="--http expects HOST:PORT"):
+        run("--http", "nonsense")
+    with pytest.raises(InputError, match="--max-sessions must be at least 1"):
+        run("--max-sessions", "0")

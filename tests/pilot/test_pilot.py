@@ -20,6 +20,7 @@ from webagent import (
     CheckResult,
     ExtractionError,
     InputError,
+    ModelError,
     ReplayCache,
 )
 from webagent.testing.sites import SiteServer
@@ -200,3 +201,18 @@ def _handlers(page: Page) -> dict[str, int]:
     counts = {e: len(page._impl_obj.listeners(e)) for e in events}
     counts["page"] = len(page.context._impl_obj.listeners("page"))
     return counts
+
+
+async def test_a_check_whose_model_is_down_raises_and_leaves_its_run_directory(
+    page: Page, site: SiteServer, model_server: ServerFactory, tmp_path: Path
+) -> None:
+    await page.goto(f"{site.url}/catalog/product/blue-widget")
+    async with model_server(pilot_script()) as server:
+        config = make_config(server)
+        config.validator.base_url = f"{server.url}/nowhere/v1"  # 404: the endpoint refuses the request
+        async with Agent(config) as agent:
+            with pytest.raises(ModelError, match="the validator model"):
+                await agent.pilot(page, output_dir=tmp_path).check("The page shows the Blue Widget at $12.50")
+    result = json.loads((tmp_path / "check-1" / "result.json").read_text())
+    assert result["success"] is False and result["stop_reason"] == "error" and "validator model" in result["message"]
+    assert (tmp_path / "check-1" / "report.html").is_file()

@@ -110,9 +110,13 @@ class Pilot:
             meter = self._meter()
             if cached is None:
                 checker = self._checker = self._checker or Checker(self.host.model_client("validator"))
-                reply, calls = await self._ask(
-                    meter, lambda: checker.check(statement, look.url, look.title, look.image)
-                )
+                try:
+                    reply, calls = await self._ask(
+                        meter, lambda: checker.check(statement, look.url, look.title, look.image)
+                    )
+                except ModelError as exc:
+                    self._failed(run_dir, look, f"Check: {statement}", meter, exc)
+                    raise
             else:
                 reply, calls = cached, []
             reply = self.host.secrets.redact_model(reply)  # what the model read of a secret on the page
@@ -168,19 +172,7 @@ class Pilot:
                         meter, lambda: extractor.extract(what, look.url, look.title, look.image, schema)
                     )
                 except ModelError as exc:
-                    failed = [exc.call] if isinstance(exc.call, ModelCall) else []
-                    verdict = Verdict(success=False, feedback=str(exc))
-                    write_one_step_run(
-                        run_dir,
-                        look,
-                        goal=goal,
-                        verdict=verdict,
-                        outcome="failed",
-                        calls=failed,
-                        usage=meter.usage,
-                        secrets=self.host.secrets,
-                        error=str(exc),
-                    )
+                    self._failed(run_dir, look, goal, meter, exc)
                     raise
             data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
             clean = self.host.secrets.redact_model(_Json(value=data)).value
@@ -262,6 +254,20 @@ class Pilot:
             for record in step.calls:
                 self.usage.add_call(record)
         return value, step.calls
+
+    def _failed(self, run_dir: Path | None, look: Look, goal: str, meter: Meter, exc: ModelError) -> None:
+        """The run directory of a check or an extraction whose model call failed (its raw replies kept)."""
+        write_one_step_run(
+            run_dir,
+            look,
+            goal=goal,
+            verdict=Verdict(success=False, feedback=str(exc)),
+            outcome="failed",
+            calls=[exc.call] if isinstance(exc.call, ModelCall) else [],
+            usage=meter.usage,
+            secrets=self.host.secrets,
+            error=str(exc),
+        )
 
     def _cached(self, key: str, look: Look, parse: Callable[[Any], T]) -> T | None:
         """The answer the replay cache has for ``key`` on this page state, still valid."""
