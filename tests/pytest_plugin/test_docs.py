@@ -22,7 +22,7 @@ def named_blocks(text: str) -> dict[str, str]:
     return dict(re.findall(r"^\*\*([\w.]+)\*\*\n\n```\w*\n(.*?)^```", text, re.M | re.S))
 
 
-def test_the_documented_example_passes_then_costs_no_model_call(
+def test_the_documented_example_passes(
     project: Project, monkeypatch: pytest.MonkeyPatch, site: SiteServer
 ) -> None:
     text = DOC.read_text(encoding="utf-8")
@@ -35,6 +35,4 @@ def test_the_documented_example_passes_then_costs_no_model_call(
     monkeypatch.setenv("SHOP_URL", site.url)
     base_url = f"--webagent-base-url={project.server.url}/v1"
     project.run(base_url).assert_outcomes(passed=1)
-    assert calls(project.server) == 8
-    project.run(base_url).assert_outcomes(passed=1)
-    assert calls(project.server) == 0
+    assert calls(project.server) == 8  # its second run costs none: test_sync.py
