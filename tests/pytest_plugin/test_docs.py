@@ -22,9 +22,7 @@ def named_blocks(text: str) -> dict[str, str]:
     return dict(re.findall(r"^\*\*([\w.]+)\*\*\n\n```\w*\n(.*?)^```", text, re.M | re.S))
 
 
-def test_the_documented_example_passes(
-    project: Project, monkeypatch: pytest.MonkeyPatch, site: SiteServer
-) -> None:
+def test_the_documented_example_passes(project: Project, monkeypatch: pytest.MonkeyPatch, site: SiteServer) -> None:
     text = DOC.read_text(encoding="utf-8")
     files = named_blocks(text)
     assert sorted(files) == ["pytest.ini", "test_shop.py"]

@@ -16,11 +16,15 @@ from webagent.browser.launcher import CHROMIUM_ARGS, find_chromium
 from webagent.budget import BudgetLimits
 from webagent.config import BrowserConfig
 from webagent.errors import BrowserError, BudgetExceeded, DeadlineExceeded
+from webagent.pytest_plugin.artifacts import ReadOnlyCache, RecordingCache, cache_path, open_cache
 from webagent.pytest_plugin.bridge import bounded
-from webagent.pytest_plugin.budgets import SharedBudget, per_test_budget
-from webagent.pytest_plugin.cache import ReadOnlyCache, RecordingCache, cache_path, open_cache
-from webagent.pytest_plugin.fixtures import SETTINGS
-from webagent.pytest_plugin.launch import bundled_chromium_installed, extend_launch_args, playwright_registry
+from webagent.pytest_plugin.fixtures import (
+    SETTINGS,
+    bundled_chromium_installed,
+    extend_launch_args,
+    playwright_registry,
+)
+from webagent.pytest_plugin.session import SharedBudget, per_test_budget
 from webagent.records import Fingerprint, ModelCall, RoleUsage
 from webagent.replay import ReplayCache
 

@@ -12,11 +12,10 @@ pytest-playwright-asyncio (``'webagent[pytest-async]'``: async tests, ``web`` is
 ``AsyncWeb``), whichever is loaded; the two cannot be loaded together. Without either, a test
 asking for ``web`` fails saying what to install, and nothing else changes.
 
-The parts: ``options`` (command line and ini), ``fixtures`` (config, launch arguments),
+The parts: ``options`` (command line and ini), ``fixtures`` (config, launch arguments, ``web`` without pytest-playwright),
 ``sync_fixtures`` / ``async_fixtures`` (``web``), ``session`` (the agent and budgets of the run),
 ``web`` (``Web``, ``AsyncWeb``), ``bridge`` (async webagent on a sync page), ``cache`` (a replay
-file per test), ``artifacts`` (run folders in pytest-playwright's ``--output``), ``budgets``,
-``launch``. The guide: docs/pytest.md.
+file per test), ``artifacts`` (run folders in pytest-playwright's ``--output``), ``budgets``. The guide: docs/pytest.md.
 """
 
 from __future__ import annotations
@@ -58,12 +57,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SETTINGS] = read_settings(config)
     config.pluginmanager.register(KeptReports(), "webagent-reports")
     variant = playwright_variant(config.pluginmanager)
-    from . import fixtures, missing
+    from . import fixtures
 
+    config.pluginmanager.register(fixtures, "webagent-fixtures")  # with a web that says what to install
     if variant is None:
-        config.pluginmanager.register(missing, "webagent-missing")
         return
-    config.pluginmanager.register(fixtures, "webagent-fixtures")
     if variant == "sync":
         from . import sync_fixtures
 

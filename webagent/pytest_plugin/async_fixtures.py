@@ -14,9 +14,8 @@ import pytest_asyncio
 from playwright.async_api import Page
 
 from .artifacts import item_failed
-from .fixtures import SETTINGS
+from .fixtures import SETTINGS, require_chromium, shared_dir
 from .session import WebSession
-from .sync_fixtures import require_chromium, shared_dir
 from .web import AsyncWeb
 
 __all__ = ["web", "webagent_session"]

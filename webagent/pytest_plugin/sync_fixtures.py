@@ -3,31 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, Playwright
 
 from .artifacts import item_failed
 from .bridge import async_page, run
-from .fixtures import SETTINGS
+from .fixtures import SETTINGS, require_chromium, shared_dir
 from .session import WebSession
 from .web import Web
 
 __all__ = ["web", "webagent_session"]
 
 _CLOSE_TIMEOUT_S = 60.0
-
-
-def shared_dir(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The temporary directory all processes of the run share (xdist's workers each have a subdirectory)."""
-    base = tmp_path_factory.getbasetemp()
-    return base.parent if hasattr(pytestconfig, "workerinput") else base
-
-
-def require_chromium(browser_name: str) -> None:
-    if browser_name != "chromium":
-        pytest.fail(f"webagent: the web fixture drives Chromium only, not {browser_name} (--browser)", pytrace=False)
 
 
 @pytest.fixture(scope="session")
