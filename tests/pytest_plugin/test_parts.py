@@ -16,7 +16,7 @@ from webagent.browser.launcher import CHROMIUM_ARGS, find_chromium
 from webagent.budget import BudgetLimits
 from webagent.config import BrowserConfig
 from webagent.errors import BrowserError, BudgetExceeded, DeadlineExceeded
-from webagent.pytest_plugin.artifacts import ReadOnlyCache, RecordingCache, cache_path, open_cache
+from webagent.pytest_plugin.artifacts import ReadOnlyCache, RecordingCache, RunFolder, cache_path, open_cache
 from webagent.pytest_plugin.bridge import bounded
 from webagent.pytest_plugin.fixtures import (
     SETTINGS,
@@ -24,8 +24,10 @@ from webagent.pytest_plugin.fixtures import (
     extend_launch_args,
     playwright_registry,
 )
+from webagent.pytest_plugin.options import RunsMode
 from webagent.pytest_plugin.session import SharedBudget, per_test_budget
-from webagent.records import Fingerprint, ModelCall, RoleUsage
+from webagent.pytest_plugin.web import act_failure, check_failure
+from webagent.records import CheckResult, Fingerprint, ModelCall, RoleUsage, RunResult
 from webagent.replay import ReplayCache
 
 from .conftest import Project, plugin_args
@@ -251,3 +253,54 @@ async def test_a_call_past_its_deadline_is_cancelled_with_a_one_line_error() -> 
     with pytest.raises(TimeoutError, match="its own"):
         await bounded(times_out_itself(), 5, "web.check('y')")
     assert await bounded(asyncio.sleep(0, result=3), 5, "z") == 3
+
+
+# ----------------------------------------------------------------------------- run folders and messages
+
+
+def _runs(tmp_path: Path, mode: RunsMode) -> RunFolder:
+    folder = RunFolder(tmp_path / "test-results" / "test-x", mode, tmp_path)
+    assert folder.output_dir == (None if mode == "off" else tmp_path / "test-results" / "test-x" / "webagent")
+    if folder.output_dir is not None:
+        (folder.output_dir / "check-1").mkdir(parents=True)
+        (folder.output_dir / "check-1" / "report.html").write_text("<html>")
+    return folder
+
+
+def test_run_folders_are_kept_on_failure_or_when_asked(tmp_path: Path) -> None:
+    kept = _runs(tmp_path / "a", "retain-on-failure").finish(failed=True)
+    assert kept == [tmp_path / "a" / "test-results" / "test-x" / "webagent" / "check-1" / "report.html"]
+    assert _runs(tmp_path / "b", "retain-on-failure").finish(failed=False) == []
+    assert not (tmp_path / "b" / "test-results" / "test-x").exists()  # the test's folder too, as it was ours
+    assert len(_runs(tmp_path / "c", "on").finish(failed=False)) == 1
+    assert _runs(tmp_path / "d", "off").finish(failed=True) == []
+    folder = _runs(tmp_path / "e", "on")
+    assert folder.report(folder.output_dir / "check-1") == "test-results/test-x/webagent/check-1/report.html"
+    assert folder.report(None) is None and folder.report(tmp_path / "nowhere") is None
+
+
+def test_failure_messages_name_the_feedback_and_the_report() -> None:
+    result = RunResult(
+        success=False,
+        answer="19.99",
+        stop_reason="answered",
+        message="the validator rejected 3 answers",
+        url="http://shop/",
+        goal="g",
+        steps=4,
+        feedback=["Include the currency.", "Include the currency symbol."],
+    )
+    assert act_failure("g", result, "r/act-1/report.html").splitlines() == [
+        "web.act did not reach its goal 'g'",
+        "stopped: answered (the validator rejected 3 answers)",
+        "last answer: '19.99'",
+        "validator: Include the currency symbol.",
+        "report: r/act-1/report.html",
+    ]
+    check = CheckResult(holds=False, feedback="It shows the Red Gadget.", url="http://shop/p")
+    assert check_failure("x " * 200, check, None).splitlines()[1:] == [
+        "validator: It shows the Red Gadget.",
+        "page: http://shop/p",
+        "report: none (--webagent-runs off)",
+    ]
+    assert check_failure("x " * 200, check, None).splitlines()[0].endswith("x…'")  # a long statement is shortened
