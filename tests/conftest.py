@@ -1,4 +1,14 @@
-"""Shared fixtures: the local task sites, one Chromium for the whole run, the offline model server."""
+"""Shared fixtures: the local task sites, one Chromium for the whole run, the offline model server.
+
+The suite runs with pytest-playwright loaded, but its tests are async (pytest-asyncio's session
+loop) and pytest-playwright's ``browser``/``context``/``page`` are sync: a sync Playwright in this
+process would mark its own event loop as running in the main thread and no async test could run
+after it (its asyncio twin, pytest-playwright-asyncio, cannot be loaded beside it). So ``browser``
+here is the async counterpart of pytest-playwright's: launched by webagent's own launcher (its
+flags and DevTools port, which the browser tests exercise) with pytest-playwright's launch
+arguments (``browser_type_launch_args``: ``--headed``, ``--browser-channel``, ``--slowmo``, and what
+webagent's pytest plugin adds). Sync pytest-playwright tests (the plugin's) run in subprocesses.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +30,8 @@ from webagent.testing.sites import SiteServer
 
 TASKS = resource_dir("tasks")
 
+pytest_plugins = ["pytester"]  # tests/pytest_plugin runs generated pytest projects
+
 
 @pytest.fixture(scope="session")
 def site() -> Iterator[SiteServer]:
@@ -33,18 +45,27 @@ def local_tasks(site: SiteServer) -> dict[str, dict[str, Any]]:
 
 
 @pytest.fixture(scope="session")
-async def browser() -> AsyncIterator[Browser]:
+def launch_options(browser_name: str, browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
+    """pytest-playwright's launch arguments, for webagent's launcher (which drives Chromium only)."""
+    if browser_name != "chromium":
+        pytest.fail(f"webagent's tests drive Chromium only, not {browser_name} (--browser)", pytrace=False)
+    return dict(browser_type_launch_args)
+
+
+@pytest.fixture(scope="session")
+async def browser(launch_options: dict[str, Any]) -> AsyncIterator[Browser]:
+    """One Chromium for the whole run (pytest-playwright's ``browser``, async)."""
     async with async_playwright() as playwright:
-        shared = await launch_browser(playwright, BrowserConfig())
+        shared = await launch_browser(playwright, BrowserConfig(), options=launch_options)
         yield shared
         await shared.close()
 
 
 @pytest.fixture
-async def own_browser() -> AsyncIterator[Browser]:
+async def own_browser(launch_options: dict[str, Any]) -> AsyncIterator[Browser]:
     """A Chromium of its own: crashing renderers must not risk the shared one."""
     async with async_playwright() as playwright:
-        browser = await launch_browser(playwright, BrowserConfig())
+        browser = await launch_browser(playwright, BrowserConfig(), options=launch_options)
         yield browser
         await browser.close()
 

@@ -112,6 +112,7 @@ def test_every_feature_has_its_folder() -> None:
         "suite",
         "training",
         "pilot",
+        "pytest_plugin",
         "mcp_server",
         "runs",
         "cli",

@@ -36,10 +36,20 @@ class BudgetLimits(BaseModel):
 class Budget:
     """Counts what was spent against ``limits``; ``scope`` names it in messages ("run", "suite")."""
 
-    def __init__(self, limits: BudgetLimits, price: Callable[[ModelCall], float], *, scope: str = "run") -> None:
+    def __init__(
+        self,
+        limits: BudgetLimits,
+        price: Callable[[ModelCall], float],
+        *,
+        scope: str = "run",
+        hint: str | None = None,
+    ) -> None:
+        """``hint``: the setting that raises the limit, named in the message (default: the config's
+        ``[agent] budget_*`` for a run, the suite's ``budget.*`` otherwise)."""
         self.limits = limits
         self.price = price
         self.scope = scope
+        self.hint = hint
         self.calls = 0
         self.tokens = 0
         self.usd = 0.0
@@ -68,5 +78,5 @@ class Budget:
         self.usd += self.price(call)
 
     def _exceeded(self, limit: str, spent: str, key: str) -> None:
-        where = "[agent] budget_" + key if self.scope == "run" else f"the suite's budget.{key}"
+        where = self.hint or ("[agent] budget_" + key if self.scope == "run" else f"the suite's budget.{key}")
         raise BudgetExceeded(f"the {self.scope}'s budget of {limit} is spent ({spent}); raise {where} to allow more")

@@ -15,7 +15,8 @@
     ├── LocalizationError         the localizer's point is outside the screenshot
     ├── ActionError               an action could not be carried out on the page
     ├── SessionError              ``webagent mcp``: no open session has that id, or too many are open
-    └── BudgetExceeded            a run's or a suite's limit on model calls, tokens or dollars is spent
+    ├── BudgetExceeded            a run's or a suite's limit on model calls, tokens or dollars is spent
+    └── DeadlineExceeded          a whole call of the pytest plugin (``web.act``, ``check``, ...) ran past its deadline
 
 Errors that happen inside a step (ModelReplyError, LocalizationError, ActionError) never end a
 run: the loop records them and tells the policy in its next observation.
@@ -31,6 +32,7 @@ __all__ = [
     "BrowserStuckError",
     "BudgetExceeded",
     "ConfigError",
+    "DeadlineExceeded",
     "ExtractionError",
     "InputError",
     "LocalizationError",
@@ -109,3 +111,8 @@ class SessionError(WebAgentError):
 
 class BudgetExceeded(WebAgentError):
     """A hard limit on model calls, tokens or dollars was reached; the run stops with reason ``budget``."""
+
+
+class DeadlineExceeded(WebAgentError):
+    """A whole call (``web.act``, ``web.check``, ... of the pytest plugin) did not end within its deadline:
+    a backstop above the run's own limits (``max_time_s``, each browser and model call's deadline)."""

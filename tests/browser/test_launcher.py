@@ -9,7 +9,7 @@ from pathlib import Path
 import playwright
 import pytest
 
-from webagent.browser.launcher import CHROMIUM_ARGS, DISABLED_FEATURES, find_chromium
+from webagent.browser.launcher import CHROMIUM_ARGS, DISABLED_FEATURES, find_chromium, launch_browser
 from webagent.config import BrowserConfig
 from webagent.errors import BrowserError
 
@@ -115,3 +115,44 @@ def test_find_chromium_returns_a_configured_executable(tmp_path: Path) -> None:
 def test_find_chromium_defaults_to_the_system_chromium() -> None:
     assert os.access("/usr/bin/chromium", os.X_OK)
     assert find_chromium(BrowserConfig()) == "/usr/bin/chromium"
+
+
+class _Launcher:
+    """A stand-in for ``playwright`` whose ``chromium.launch`` keeps its keyword arguments."""
+
+    def __init__(self) -> None:
+        self.chromium = self
+        self.kwargs: dict[str, object] = {}
+
+    async def launch(self, **kwargs: object) -> object:
+        self.kwargs = kwargs
+
+        class Browser:
+            version = "0"
+
+        return Browser()
+
+
+async def test_launch_options_of_pytest_playwright_reach_the_launch() -> None:
+    fake = _Launcher()
+    config = BrowserConfig(direct_cdp=False, args=["--lang=fr"])
+    options = {"headless": False, "slow_mo": 50, "args": ["--no-sandbox", "--window-size=800,600"]}
+    await launch_browser(fake, config, options=options)  # type: ignore[arg-type]
+    assert fake.kwargs["headless"] is False
+    assert fake.kwargs["slow_mo"] == 50
+    args = fake.kwargs["args"]
+    assert isinstance(args, list)
+    assert args[: len(CHROMIUM_ARGS)] == list(CHROMIUM_ARGS)  # webagent's flags first ...
+    assert args[len(CHROMIUM_ARGS) :] == ["--lang=fr", "--window-size=800,600"]  # ... each flag once
+    assert fake.kwargs["executable_path"] == find_chromium(config)
+
+
+async def test_launch_options_executable_and_channel_win_over_the_lookup() -> None:
+    fake = _Launcher()
+    config = BrowserConfig(direct_cdp=False)
+    await launch_browser(fake, config, options={"executable_path": "/opt/chrome/chrome"})  # type: ignore[arg-type]
+    assert fake.kwargs["executable_path"] == "/opt/chrome/chrome"
+    assert fake.kwargs["headless"] is True
+    await launch_browser(fake, config, options={"channel": "chrome"})  # type: ignore[arg-type]
+    assert fake.kwargs["executable_path"] is None  # Playwright finds the channel's browser
+    assert fake.kwargs["channel"] == "chrome"

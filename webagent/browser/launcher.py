@@ -8,7 +8,9 @@ import contextlib
 import json
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import structlog
 from playwright.async_api import Browser, Playwright
@@ -85,21 +87,30 @@ def find_chromium(config: BrowserConfig) -> str | None:
     return found
 
 
-async def launch_browser(playwright: Playwright, config: BrowserConfig) -> Browser:
-    """Launch one Chromium for many sessions (one context each)."""
-    executable = find_chromium(config)
-    args = [*CHROMIUM_ARGS, *config.args]
+async def launch_browser(
+    playwright: Playwright, config: BrowserConfig, *, options: Mapping[str, Any] | None = None
+) -> Browser:
+    """Launch one Chromium for many sessions (one context each).
+
+    ``options``: more keyword arguments of Playwright's ``BrowserType.launch`` (pytest-playwright's
+    launch arguments: ``channel``, ``slow_mo``, ...); their ``args`` come after webagent's flags,
+    and their ``headless`` and ``executable_path`` win over the config's.
+    """
+    extra = dict(options or {})
+    executable = extra.pop("executable_path", None) or (None if extra.get("channel") else find_chromium(config))
+    headless = bool(extra.pop("headless", config.headless))
+    args = list(dict.fromkeys([*CHROMIUM_ARGS, *config.args, *extra.pop("args", [])]))
     # A DevTools port of our own for the per-step commands (webagent.browser.devtools), unless
     # turned off or the configured flags already set up remote debugging (a port, or an address
     # that is perhaps not loopback).
     port = None
     if config.direct_cdp and not any(
-        a.startswith(("--remote-debugging-port", "--remote-debugging-address")) for a in config.args
+        a.startswith(("--remote-debugging-port", "--remote-debugging-address")) for a in args
     ):
         port = free_port()
         args.append(f"--remote-debugging-port={port}")
     try:
-        browser = await playwright.chromium.launch(executable_path=executable, headless=config.headless, args=args)
+        browser = await playwright.chromium.launch(executable_path=executable, headless=headless, args=args, **extra)
     except PlaywrightError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BrowserError(

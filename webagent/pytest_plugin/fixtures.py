@@ -1,0 +1,172 @@
+"""Fixtures of both Playwright variants: the config, the browser's launch arguments, and ``web``
+when neither pytest-playwright is loaded.
+
+What the webagent config adds to pytest-playwright's ``browser_type_launch_args``: pytest-playwright
+launches Playwright's bundled browser. Where that cannot be downloaded (a CI image with Debian's
+Chromium, this project's machines), the launch goes to the Chromium webagent itself would use
+(``webagent.browser.launcher.find_chromium``):
+
+* ``[browser] executable_path`` of the webagent config, when set (an error if it is not an
+  executable file);
+* else, only when Playwright's bundled Chromium is not installed (``bundled_chromium_installed``:
+  its revision in Playwright's ``browsers.json``, looked for where ``playwright install`` puts it,
+  without starting Playwright), the system's Chromium (``/usr/bin/chromium``, ``chromium`` on the
+  PATH).
+
+With a binary of webagent's choosing the launch also gets webagent's Chromium flags
+(``CHROMIUM_ARGS``). The config's ``[browser] args`` are added in any case, and ``headless = false``
+opens a window like ``--headed``. Nothing changes for another browser (``--browser firefox``), a
+``--browser-channel``, an ``executable_path`` already given, or a remote browser
+(pytest-playwright's ``connect_options``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..browser.launcher import CHROMIUM_ARGS, find_chromium
+from ..config import AgentConfig, BrowserConfig
+from ..errors import WebAgentError
+from .options import PluginSettings
+
+__all__ = [
+    "MISSING",
+    "SETTINGS",
+    "browser_type_launch_args",
+    "bundled_chromium_installed",
+    "extend_launch_args",
+    "playwright_registry",
+    "require_chromium",
+    "shared_dir",
+    "web",
+    "webagent_config",
+]
+
+MISSING = (
+    "webagent: the web fixture needs pytest-playwright: pip install 'webagent[pytest]' "
+    "(or 'webagent[pytest-async]' for async tests)"
+)
+
+
+def playwright_registry(env: Mapping[str, str] | None = None) -> Path:
+    """Where ``playwright install`` puts browsers (``PLAYWRIGHT_BROWSERS_PATH``, else the user's cache)."""
+    env = os.environ if env is None else env
+    configured = env.get("PLAYWRIGHT_BROWSERS_PATH")
+    if configured == "0":
+        import playwright
+
+        return Path(playwright.__file__).parent / "driver" / "package" / ".local-browsers"
+    if configured:
+        return Path(configured).expanduser()
+    home = Path.home()
+    if sys.platform == "darwin":
+        return home / "Library" / "Caches" / "ms-playwright"
+    if sys.platform == "win32":
+        return Path(env.get("LOCALAPPDATA", home / "AppData" / "Local")) / "ms-playwright"
+    return Path(env.get("XDG_CACHE_HOME") or home / ".cache") / "ms-playwright"
+
+
+def bundled_chromium_installed(registry: Path | None = None) -> bool:
+    """Whether this Playwright's own Chromium (or its headless shell) is installed. When its
+    ``browsers.json`` cannot be read, say yes: the launch is then left as pytest-playwright makes it."""
+    import playwright
+
+    try:
+        manifest = json.loads((Path(playwright.__file__).parent / "driver" / "package" / "browsers.json").read_text())
+        revisions = {b["name"]: b["revision"] for b in manifest["browsers"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return True
+    registry = playwright_registry() if registry is None else registry
+    folders = (
+        f"chromium-{revisions.get('chromium')}",
+        f"chromium_headless_shell-{revisions.get('chromium-headless-shell')}",
+    )
+    return any((registry / folder).is_dir() for folder in folders)
+
+
+def extend_launch_args(
+    base: Mapping[str, Any],
+    config: BrowserConfig,
+    *,
+    browser_name: str,
+    bundled_installed: bool,
+    remote: bool = False,
+) -> dict[str, Any]:
+    """``base`` (pytest-playwright's launch arguments) with what ``config`` adds; BrowserError if the
+    configured ``executable_path`` is not an executable file."""
+    args = dict(base)
+    if browser_name != "chromium" or remote:
+        return args
+    extra = list(config.args)
+    if "channel" not in args and "executable_path" not in args:
+        # the configured binary, else the system's when Playwright's own is not installed
+        executable = find_chromium(config) if config.executable_path or not bundled_installed else None
+        if executable is not None:
+            args["executable_path"] = executable
+            extra = [*CHROMIUM_ARGS, *extra]
+    if extra:
+        args["args"] = [*args.get("args", []), *(a for a in extra if a not in args.get("args", []))]
+    if not config.headless and "headless" not in args:
+        args["headless"] = False
+    return args
+
+
+#: The run's ``PluginSettings`` (read at ``pytest_configure``).
+SETTINGS = pytest.StashKey[PluginSettings]()
+
+
+@pytest.fixture(scope="session")
+def webagent_config(pytestconfig: pytest.Config) -> AgentConfig:
+    """The webagent config of this run: defaults < ``--webagent-config`` < ``WEBAGENT_*`` < options."""
+    try:
+        return pytestconfig.stash[SETTINGS].load_config()
+    except WebAgentError as exc:
+        pytest.fail(f"webagent: {exc}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(
+    browser_type_launch_args: dict[str, Any],
+    webagent_config: AgentConfig,
+    browser_name: str,
+    connect_options: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """pytest-playwright's launch arguments with the Chromium webagent would use (``extend_launch_args``).
+
+    It starts no Playwright: a test suite that launches its browsers itself (this project's own)
+    can use these arguments without pytest-playwright's sync ``playwright`` fixture."""
+    try:
+        return extend_launch_args(
+            browser_type_launch_args,
+            webagent_config.browser,
+            browser_name=browser_name,
+            bundled_installed=bundled_chromium_installed(),
+            remote=bool(connect_options),
+        )
+    except WebAgentError as exc:
+        pytest.fail(f"webagent: {exc}", pytrace=False)
+
+
+def shared_dir(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The temporary directory all processes of the run share (xdist's workers each have a subdirectory)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if hasattr(pytestconfig, "workerinput") else base
+
+
+def require_chromium(browser_name: str) -> None:
+    if browser_name != "chromium":
+        pytest.fail(f"webagent: the web fixture drives Chromium only, not {browser_name} (--browser)", pytrace=False)
+
+
+@pytest.fixture
+def web() -> None:
+    """Without pytest-playwright (or its asyncio twin): fails the test, saying what to install. The
+    ``web`` of ``sync_fixtures`` or ``async_fixtures``, registered after this module, replaces it."""
+    pytest.fail(MISSING, pytrace=False)
