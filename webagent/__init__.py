@@ -2,45 +2,103 @@
 
 from webagent import Agent, AgentConfig
 result = await Agent(AgentConfig.load("webagent.toml")).run(url, goal)
+
+The names below are imported on first use (PEP 562), so that ``import webagent.<module>`` (the
+pytest plugin's entry point, the CLI) does not pay for the whole package.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._version import __version__
-from .actions import (
-    Action,
-    Answer,
-    ClickElement,
-    GoBack,
-    Goto,
-    PolicyReply,
-    PressKey,
-    Refresh,
-    Scroll,
-    SelectOption,
-    Wait,
-    WriteElement,
-)
-from .agent import Agent
-from .budget import Budget, BudgetLimits
-from .config import AgentConfig, load_config
-from .errors import (
-    ActionError,
-    BrowserError,
-    BudgetExceeded,
-    ConfigError,
-    ExtractionError,
-    InputError,
-    LocalizationError,
-    ModelError,
-    ModelReplyError,
-    ModelUnavailableError,
-    NavigationError,
-    WebAgentError,
-)
-from .pilot import Pilot
-from .records import CheckResult, Fingerprint, ModelCall, Point, RoleUsage, RunResult, Step, Timings, Usage, Verdict
-from .replay import ReplayCache
-from .stream import RunStream
-from .training.env import Observation, WebEnv
+
+if TYPE_CHECKING:
+    from .actions import (
+        Action,
+        Answer,
+        ClickElement,
+        GoBack,
+        Goto,
+        PolicyReply,
+        PressKey,
+        Refresh,
+        Scroll,
+        SelectOption,
+        Wait,
+        WriteElement,
+    )
+    from .agent import Agent
+    from .budget import Budget, BudgetLimits
+    from .config import AgentConfig, load_config
+    from .errors import (
+        ActionError,
+        BrowserError,
+        BudgetExceeded,
+        ConfigError,
+        ExtractionError,
+        InputError,
+        LocalizationError,
+        ModelError,
+        ModelReplyError,
+        ModelUnavailableError,
+        NavigationError,
+        WebAgentError,
+    )
+    from .pilot import Pilot
+    from .records import CheckResult, Fingerprint, ModelCall, Point, RoleUsage, RunResult, Step, Timings, Usage, Verdict
+    from .replay import ReplayCache
+    from .stream import RunStream
+    from .training.env import Observation, WebEnv
+
+#: Each public name -> the module it lives in.
+_EXPORTS: dict[str, str] = {
+    "Action": "actions",
+    "ActionError": "errors",
+    "Agent": "agent",
+    "AgentConfig": "config",
+    "Answer": "actions",
+    "BrowserError": "errors",
+    "Budget": "budget",
+    "BudgetExceeded": "errors",
+    "BudgetLimits": "budget",
+    "CheckResult": "records",
+    "ClickElement": "actions",
+    "ConfigError": "errors",
+    "ExtractionError": "errors",
+    "Fingerprint": "records",
+    "GoBack": "actions",
+    "Goto": "actions",
+    "InputError": "errors",
+    "LocalizationError": "errors",
+    "ModelCall": "records",
+    "ModelError": "errors",
+    "ModelReplyError": "errors",
+    "ModelUnavailableError": "errors",
+    "NavigationError": "errors",
+    "Observation": "training.env",
+    "Pilot": "pilot",
+    "Point": "records",
+    "PolicyReply": "actions",
+    "PressKey": "actions",
+    "Refresh": "actions",
+    "ReplayCache": "replay",
+    "RoleUsage": "records",
+    "RunResult": "records",
+    "RunStream": "stream",
+    "Scroll": "actions",
+    "SelectOption": "actions",
+    "Step": "records",
+    "Timings": "records",
+    "Usage": "records",
+    "Verdict": "records",
+    "Wait": "actions",
+    "WebAgentError": "errors",
+    "WebEnv": "training.env",
+    "WriteElement": "actions",
+    "load_config": "config",
+}
 
 __all__ = [
     "Action",
@@ -89,3 +147,16 @@ __all__ = [
     "__version__",
     "load_config",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'webagent' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # the next lookup is a plain module attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

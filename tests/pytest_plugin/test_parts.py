@@ -18,13 +18,8 @@ from webagent.config import BrowserConfig
 from webagent.errors import BrowserError, BudgetExceeded, DeadlineExceeded
 from webagent.pytest_plugin.artifacts import ReadOnlyCache, RecordingCache, RunFolder, cache_path, open_cache
 from webagent.pytest_plugin.bridge import bounded
-from webagent.pytest_plugin.fixtures import (
-    SETTINGS,
-    bundled_chromium_installed,
-    extend_launch_args,
-    playwright_registry,
-)
-from webagent.pytest_plugin.options import RunsMode
+from webagent.pytest_plugin.fixtures import bundled_chromium_installed, extend_launch_args, playwright_registry
+from webagent.pytest_plugin.options import SETTINGS, RunsMode
 from webagent.pytest_plugin.session import SharedBudget, per_test_budget
 from webagent.pytest_plugin.web import act_failure, check_failure
 from webagent.records import CheckResult, Fingerprint, ModelCall, RoleUsage, RunResult

@@ -22,16 +22,26 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Generator
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 
-from .artifacts import REPORTS, KeptReports
-from .fixtures import SETTINGS
-from .options import add_options, read_settings
-from .web import AsyncWeb, Web
+if TYPE_CHECKING:
+    from .web import AsyncWeb, Web
+
+from .options import MISSING, REPORTS, SETTINGS, add_options, read_settings
 
 __all__ = ["AsyncWeb", "Web", "playwright_variant"]
+
+
+def __getattr__(name: str) -> Any:
+    # ``Web`` and ``AsyncWeb`` (for type hints in tests) import the agent: only when asked for.
+    if name in ("Web", "AsyncWeb"):
+        from . import web
+
+        return getattr(web, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 Variant = Literal["sync", "asyncio"]
 _VARIANTS: tuple[tuple[str, Variant], ...] = (
@@ -53,15 +63,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
+class _WithoutPlaywright:
+    """The ``web`` of a run without pytest-playwright: fails the test that asks for it, saying what
+    to install (and imports nothing of webagent: the entry point is loaded by every pytest run
+    where webagent is installed)."""
+
+    @pytest.fixture
+    def web(self) -> None:
+        pytest.fail(MISSING, pytrace=False)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[SETTINGS] = read_settings(config)
-    config.pluginmanager.register(KeptReports(), "webagent-reports")
     variant = playwright_variant(config.pluginmanager)
-    from . import fixtures
-
-    config.pluginmanager.register(fixtures, "webagent-fixtures")  # with a web that says what to install
     if variant is None:
+        config.pluginmanager.register(_WithoutPlaywright(), "webagent-web")
         return
+    from . import fixtures
+    from .artifacts import KeptReports
+
+    config.pluginmanager.register(KeptReports(), "webagent-reports")
+    config.pluginmanager.register(fixtures, "webagent-fixtures")
     if variant == "sync":
         from . import sync_fixtures
 

@@ -31,7 +31,7 @@ import pytest
 
 from ..records import Fingerprint
 from ..replay import ReplayCache, StepReplay
-from .options import CacheMode, RunsMode
+from .options import REPORTS, CacheMode, RunsMode
 
 __all__ = [
     "CACHE_DIR",
@@ -98,7 +98,6 @@ def open_cache(mode: CacheMode, path: Path) -> ReplayCache | None:
 
 RUNS_DIR = "webagent"
 #: The phase reports of a test item (setup, call, teardown), stored by the plugin's hook.
-REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
 
 
 def display_path(path: Path, base: Path) -> str:

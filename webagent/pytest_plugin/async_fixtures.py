@@ -14,7 +14,8 @@ import pytest_asyncio
 from playwright.async_api import Page
 
 from .artifacts import item_failed
-from .fixtures import SETTINGS, require_chromium, shared_dir
+from .fixtures import require_chromium, shared_dir
+from .options import SETTINGS
 from .session import WebSession
 from .web import AsyncWeb
 

@@ -1,5 +1,4 @@
-"""Fixtures of both Playwright variants: the config, the browser's launch arguments, and ``web``
-when neither pytest-playwright is loaded.
+"""Fixtures of both Playwright variants: the config and the browser's launch arguments.
 
 What the webagent config adds to pytest-playwright's ``browser_type_launch_args``: pytest-playwright
 launches Playwright's bundled browser. Where that cannot be downloaded (a CI image with Debian's
@@ -34,25 +33,17 @@ import pytest
 from ..browser.launcher import CHROMIUM_ARGS, find_chromium
 from ..config import AgentConfig, BrowserConfig
 from ..errors import WebAgentError
-from .options import PluginSettings
+from .options import SETTINGS
 
 __all__ = [
-    "MISSING",
-    "SETTINGS",
     "browser_type_launch_args",
     "bundled_chromium_installed",
     "extend_launch_args",
     "playwright_registry",
     "require_chromium",
     "shared_dir",
-    "web",
     "webagent_config",
 ]
-
-MISSING = (
-    "webagent: the web fixture needs pytest-playwright: pip install 'webagent[pytest]' "
-    "(or 'webagent[pytest-async]' for async tests)"
-)
 
 
 def playwright_registry(env: Mapping[str, str] | None = None) -> Path:
@@ -119,7 +110,6 @@ def extend_launch_args(
 
 
 #: The run's ``PluginSettings`` (read at ``pytest_configure``).
-SETTINGS = pytest.StashKey[PluginSettings]()
 
 
 @pytest.fixture(scope="session")
@@ -163,10 +153,3 @@ def shared_dir(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFac
 def require_chromium(browser_name: str) -> None:
     if browser_name != "chromium":
         pytest.fail(f"webagent: the web fixture drives Chromium only, not {browser_name} (--browser)", pytrace=False)
-
-
-@pytest.fixture
-def web() -> None:
-    """Without pytest-playwright (or its asyncio twin): fails the test, saying what to install. The
-    ``web`` of ``sync_fixtures`` or ``async_fixtures``, registered after this module, replaces it."""
-    pytest.fail(MISSING, pytrace=False)

@@ -10,13 +10,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast, get_args
+from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
 import pytest
 
-from ..config import AgentConfig, load_config
+if TYPE_CHECKING:
+    from ..config import AgentConfig
 
-__all__ = ["CacheMode", "PluginSettings", "RunsMode", "add_options", "read_settings"]
+__all__ = ["MISSING", "REPORTS", "SETTINGS", "CacheMode", "PluginSettings", "RunsMode", "add_options", "read_settings"]
+
+MISSING = (
+    "webagent: the web fixture needs pytest-playwright: pip install 'webagent[pytest]' "
+    "(or 'webagent[pytest-async]' for async tests)"
+)
 
 CacheMode = Literal["auto", "read", "write", "off"]
 RunsMode = Literal["retain-on-failure", "on", "off"]
@@ -70,6 +76,8 @@ class PluginSettings:
 
     def load_config(self) -> AgentConfig:
         """The agent's config: defaults < TOML < ``WEBAGENT_*`` environment < options (ConfigError if bad)."""
+        from ..config import load_config  # imported when a test needs the agent, not for every pytest run
+
         return load_config(self.config_path, overrides=self.overrides)
 
 
@@ -138,3 +146,9 @@ def read_settings(config: pytest.Config) -> PluginSettings:
         cache=cast(CacheMode, _choice(config, "cache", get_args(CacheMode), "auto")),
         runs=cast(RunsMode, _choice(config, "runs", get_args(RunsMode), "retain-on-failure")),
     )
+
+
+#: The plugin's settings of this run, and each test's reports by phase (what decides whether its
+#: run folders are kept).
+SETTINGS = pytest.StashKey[PluginSettings]()
+REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()

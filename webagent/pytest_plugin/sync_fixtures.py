@@ -9,7 +9,8 @@ from playwright.sync_api import Page, Playwright
 
 from .artifacts import item_failed
 from .bridge import async_page, run
-from .fixtures import SETTINGS, require_chromium, shared_dir
+from .fixtures import require_chromium, shared_dir
+from .options import SETTINGS
 from .session import WebSession
 from .web import Web
 
