@@ -74,6 +74,11 @@ def test_extra_body_per_family() -> None:
 def test_family_defaults_to_the_localizer_profile_and_can_be_set_by_environment() -> None:
     config = load_config(None, env={"WEBAGENT_LOCALIZER_PROFILE": "holo2"})
     assert config.policy.family is None and PolicyImages.from_config(config).family == "holo2"
+    # Taken from the localizer, the family adds nothing to policy requests (the policy's server may be
+    # a hosted API that refuses chat_template_kwargs); set, it does.
+    assert PolicyImages.from_config(config).extra_body is None
+    config = load_config(None, env={"WEBAGENT_POLICY_FAMILY": "holo2"})
+    assert PolicyImages.from_config(config).extra_body == {"chat_template_kwargs": {"thinking": False}}
     config = load_config(None, env={"WEBAGENT_POLICY_FAMILY": "holotron", "WEBAGENT_POLICY_MAX_NUM_TILES": "4"})
     images = PolicyImages.from_config(config)
     assert (images.family, images.max_num_tiles) == ("holotron", 4)

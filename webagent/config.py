@@ -93,13 +93,13 @@ class RoleConfig(_Section):
 
 
 class PolicyConfig(RoleConfig):
-    """The policy role, plus its model family (how its screenshots are sized and what its requests ask)."""
+    """The policy role, plus its model family (what its requests ask of the server's image processor)."""
 
     family: Family | None = Field(
         default=None,
-        description="holo1 | holo1.5 | holo2 | holotron: what each policy request asks of the server for the "
-        "model's image processor (holotron: max_num_tiles; holo2: no thinking) and what its screenshots cost "
-        "(default: the localizer profile's family)",
+        description="holo1 | holo1.5 | holo2 | holotron: the policy model's family. Set, each policy request "
+        "carries its fields (holotron: mm_processor_kwargs.max_num_tiles; holo2: chat_template_kwargs "
+        "thinking=false); unset, the localizer profile's family is assumed for token costs and nothing is added",
     )
     max_num_tiles: int = Field(
         default=HOLOTRON_MAX_NUM_TILES,

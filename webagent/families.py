@@ -1,4 +1,4 @@
-"""Model families: how many tokens a screenshot costs each one, and what size to send it at.
+"""Model families: how many tokens a screenshot costs each one, and what a policy request asks.
 
 A family is the image processor behind a model, which decides how a screenshot becomes prompt
 tokens (and so what a step costs the GPU):

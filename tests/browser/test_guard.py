@@ -254,3 +254,27 @@ async def test_default_private_network_block_checks_navigations_without_routing(
             assert site.safety_hits == []
     finally:
         await session.close()
+
+
+async def test_an_uninstalled_guard_lets_websockets_through(browser: Browser, site: SiteServer) -> None:
+    """Playwright cannot remove a WebSocket route: a caller's context that outlives a run must not
+    keep filtering its WebSockets with the finished run's policy."""
+    context = await browser.new_context()
+    try:
+        guard = NavigationGuard(NavigationPolicy.build(start_url=site.url, allowed=["127.0.0.1"]))
+        await guard.install(context)
+        page = await context.new_page()
+        await page.goto(site.url + "/safety/")
+        site.safety_hits.clear()
+        await page.click("#socket")
+        await asyncio.sleep(0.3)
+        assert _blocked_host_hits(site) == [] and guard.blocked_requests == 1
+        await guard.uninstall()
+        await page.click("#socket")
+        for _ in range(50):  # the socket's handshake reaches the server
+            if _blocked_host_hits(site):
+                break
+            await asyncio.sleep(0.05)
+        assert _blocked_host_hits(site) and guard.blocked_requests == 1
+    finally:
+        await context.close()

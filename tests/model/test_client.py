@@ -62,6 +62,7 @@ async def test_cached_tokens_the_server_reports_are_counted(model_server: Server
             (0, 0, 0),
         ),
         (None, (0, 0, 0)),
+        ({"prompt_tokens": float("inf"), "completion_tokens": 1e400, "prompt_tokens_details": {}}, (0, 0, 0)),
     ],
 )
 def test_reply_token_counts_are_read_leniently(usage: Any, counts: tuple[int, int, int]) -> None:

@@ -7,6 +7,7 @@ import json
 from io import BytesIO
 from typing import Any
 
+import pytest
 from openai import AsyncOpenAI
 from PIL import Image
 
@@ -14,6 +15,7 @@ from webagent.batch.servermetrics import parse_prometheus
 from webagent.testing.images import image_digests
 from webagent.testing.prefixcache import ImageRef, PrefixCache, family_of, image_refs, prompt_tokens, reply_tokens
 from webagent.testing.server import FakeModelServer
+from webagent.testing.server import main as server_main
 
 from .test_server import SCRIPT, policy_text
 
@@ -80,14 +82,18 @@ def test_the_family_sets_the_image_tokens() -> None:
     assert family_of("Hcompany/Holo1-7B") == "holo1" and family_of("anything") == "holo1.5"
 
 
-def test_least_recently_used_blocks_are_evicted() -> None:
+def test_least_recently_used_blocks_are_evicted_a_request_s_tail_before_its_head() -> None:
     cache = PrefixCache(capacity=4)
-    a, b = [f"a{i}" for i in range(48)], [f"b{i}" for i in range(48)]
+    a, b = [f"a{i}" for i in range(49)], [f"b{i}" for i in range(49)]
     cache.lookup(a)  # 3 blocks
-    cache.lookup(b)  # 3 more: a's oldest two go
+    cache.lookup(b)  # 3 more: a's last two blocks go, its first stays
     assert len(cache) == 4
-    assert cache.lookup(a).cached_tokens == 0
-    assert cache.lookup(b).cached_tokens == 0  # a's lookup re-inserted 3 blocks, evicting b's first two
+    assert cache.lookup(a).cached_tokens == 16  # its head block survived; the chain breaks after it
+    # A shared head (a system prompt) outlives the conversations' tails under pressure.
+    cache = PrefixCache(capacity=3)
+    head = [f"h{i}" for i in range(32)]
+    cache.lookup([*head, *[f"x{i}" for i in range(33)]])  # 4 full blocks in 3: x's last one goes
+    assert cache.lookup([*head, *[f"z{i}" for i in range(20)]]).cached_tokens == 32
 
 
 def test_image_digests_follow_the_data_urls_and_skip_quoted_text() -> None:
@@ -175,3 +181,13 @@ def test_a_mamba_align_cache_resumes_only_from_a_previous_prompts_checkpoint() -
     assert cache.lookup(first[:250]).cached_tokens == 0  # no checkpoint inside a shorter prefix
     third = [*second, *[f"v{i}" for i in range(50)]]
     assert cache.lookup(third).cached_tokens == 500  # second's checkpoint (5 full blocks of its 551)
+
+
+def test_a_cache_of_no_blocks_is_refused_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        PrefixCache(block_size=0)
+    for flag in ("--block-size", "--cache-blocks"):
+        with pytest.raises(SystemExit) as exit_:
+            server_main(["--script", "x.json", flag, "0"])
+        assert exit_.value.code == 2
+        assert f"argument {flag}: must be at least 1, got 0" in capsys.readouterr().err

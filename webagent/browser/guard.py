@@ -85,6 +85,8 @@ class NavigationGuard:
         self._context = context
 
     async def uninstall(self) -> None:
+        """Remove the request route (the WebSocket route stays, letting everything through: see
+        ``_websocket``)."""
         context, self._context = self._context, None
         if context is not None:
             with contextlib.suppress(PlaywrightError):
@@ -152,7 +154,9 @@ class NavigationGuard:
             self._report_request(url, reason)
 
     async def _websocket(self, ws: WebSocketRoute) -> None:
-        reason = self.policy.check(ws.url, navigation=False)
+        # Playwright cannot remove a WebSocket route: once uninstalled (a caller's context outlives
+        # the run), this guard lets every WebSocket through instead of applying a finished run's policy.
+        reason = self.policy.check(ws.url, navigation=False) if self._context is not None else None
         if reason is None:
             ws.connect_to_server()
             return

@@ -55,8 +55,8 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
             g.add_argument(
                 "--policy-family",
                 choices=list(FAMILIES),
-                help="policy model family: sizes its screenshots and what it asks the server "
-                "(default: the localizer profile's)",
+                help="policy model family: what its requests ask of the server (holotron: its tile limit; "
+                "holo2: no thinking); unset, nothing is added",
             )
         if role == "localizer":
             g.add_argument(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import email.utils
 import json
+import math
 import os
 import socket
 import time
@@ -93,7 +94,7 @@ def read_completion(raw: bytes) -> tuple[str, int, int, int]:
 
 def _count(value: object) -> int:
     """A token count as reported; 0 for a missing, negative or non-numeric one."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return 0
     return max(int(value), 0)
 

@@ -51,16 +51,21 @@ class PolicyImages:
     max_num_tiles: int = HOLOTRON_MAX_NUM_TILES
     uuid: bool = False
     """Whether each image part carries a stable ``uuid`` (vLLM 0.10.2+)."""
+    explicit: bool = True
+    """Whether the family was set (``[policy] family``). Only then do requests carry the family's
+    fields: a family taken from the localizer profile says nothing of the policy's server, which
+    may be one that refuses fields it does not know (a hosted API)."""
 
     @classmethod
     def from_config(cls, config: AgentConfig) -> PolicyImages:
         family = config.policy.resolved_family(config.localizer)
-        return cls(family, config.policy.max_num_tiles, config.policy.image_uuid)
+        explicit = config.policy.family is not None
+        return cls(family, config.policy.max_num_tiles, config.policy.image_uuid, explicit)
 
     @property
     def extra_body(self) -> dict[str, Any] | None:
         """What the family adds to each policy request (None: nothing)."""
-        return policy_extra_body(self.family, self.max_num_tiles)
+        return policy_extra_body(self.family, self.max_num_tiles) if self.explicit else None
 
 
 class Policy:

@@ -5,7 +5,8 @@ hash of its tokens chained to the hash of the block before, so a block is reused
 token before it is the same too; an image's tokens are bound to the image's content (or to the
 ``uuid`` the request gives it). A request reuses its longest run of cached leading blocks, never
 all of its tokens (the last one is always computed), and every full block of the prompt and of the
-reply is cached afterwards; the least recently used blocks are evicted past ``capacity`` blocks.
+reply is cached afterwards; the least recently used blocks are evicted past ``capacity`` blocks,
+a request's tail before its head (the order vLLM frees them in).
 The counters are vLLM's own: ``vllm:prefix_cache_queries_total`` (prompt tokens looked up) and
 ``vllm:prefix_cache_hits_total`` (tokens served from the cache).
 
@@ -146,6 +147,8 @@ class PrefixCache:
     def __init__(
         self, *, block_size: int = BLOCK_SIZE, capacity: int = DEFAULT_CAPACITY_BLOCKS, checkpoints: bool = False
     ) -> None:
+        if block_size < 1 or capacity < 1:
+            raise ValueError(f"the block size and the capacity must be at least 1, got {block_size} and {capacity}")
         self.block_size = block_size
         self.capacity = capacity
         self.checkpoints = checkpoints
@@ -174,9 +177,8 @@ class PrefixCache:
         for h in hashes[:usable]:
             if h not in self._blocks:
                 break
-            self._blocks.move_to_end(h)
             hit += 1
-        self._insert(hashes[hit:])
+        self._insert(hashes)
         return CacheLookup(len(tokens), hit * self.block_size)
 
     def _resume(self, tokens: Sequence[Hashable], hashes: list[int], usable: int) -> CacheLookup:
@@ -193,8 +195,11 @@ class PrefixCache:
             self._insert(self._hashes(tokens))
 
     def _insert(self, hashes: Sequence[int]) -> None:
+        """Cache (or refresh) a request's blocks, its last block first: vLLM frees a finished
+        request's blocks in reverse order, so under pressure a conversation loses its tail before
+        its head, and a shared head (the system prompt) outlives every tail."""
         blocks = self._blocks
-        for h in hashes:
+        for h in reversed(hashes):
             if h in blocks:
                 blocks.move_to_end(h)
             else:

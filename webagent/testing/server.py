@@ -411,6 +411,17 @@ async def _serve(
         await server.stop()
 
 
+def _positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m webagent.testing.server --script FILE [--host H] [--port P]``."""
     description = (__doc__ or "").partition("\n\n")[0]  # the first paragraph
@@ -432,12 +443,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--cache-blocks",
-        type=int,
+        type=_positive,
         default=DEFAULT_CAPACITY_BLOCKS,
         help=f"capacity of the simulated prefix cache in blocks (default {DEFAULT_CAPACITY_BLOCKS})",
     )
     parser.add_argument(
-        "--block-size", type=int, default=BLOCK_SIZE, help=f"tokens per cache block (default {BLOCK_SIZE})"
+        "--block-size", type=_positive, default=BLOCK_SIZE, help=f"tokens per cache block (default {BLOCK_SIZE})"
     )
     parser.add_argument(
         "--mamba-align",
