@@ -20,7 +20,7 @@ identity; the prompt ends with the assistant marker, which the reply then contin
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,11 +31,13 @@ __all__ = [
     "BLOCK_SIZE",
     "CacheLookup",
     "ImageRef",
+    "PrefillCounts",
     "PrefixCache",
     "family_of",
     "image_refs",
     "prompt_tokens",
     "reply_tokens",
+    "request_tokens",
 ]
 
 BLOCK_SIZE = 16
@@ -129,6 +131,22 @@ def prompt_tokens(
     return tokens
 
 
+def request_tokens(
+    body: Mapping[str, Any], messages: Sequence[dict[str, Any]], digests: Sequence[str], family: Family
+) -> list[Hashable]:
+    """The token stream of a chat request's body (``digests``: its data URLs', in order), with the
+    tile limit its ``mm_processor_kwargs`` set (vLLM's default, 12, when none)."""
+    kwargs = body.get("mm_processor_kwargs")
+    tiles = kwargs.get("max_num_tiles") if isinstance(kwargs, dict) else None
+    valid = isinstance(tiles, int) and not isinstance(tiles, bool) and tiles > 0
+    return prompt_tokens(
+        messages,
+        image_refs(messages, digests),
+        family=family,
+        max_num_tiles=tiles if valid else DEFAULT_MAX_NUM_TILES,  # type: ignore[arg-type]
+    )
+
+
 def reply_tokens(text: str) -> list[Hashable]:
     """The tokens a reply adds after the prompt (its text, then the end marker)."""
     return [*_text_tokens(text), "<|end|>"]
@@ -206,3 +224,36 @@ class PrefixCache:
                 blocks[h] = None
         while len(blocks) > self.capacity:
             blocks.popitem(last=False)
+
+
+#: vLLM's counters that ``/metrics`` reports (what ``webagent batch --server-metrics`` reads).
+VLLM_COUNTERS = (
+    "vllm:prompt_tokens_total",
+    "vllm:generation_tokens_total",
+    "vllm:prefix_cache_queries_total",
+    "vllm:prefix_cache_hits_total",
+)
+
+
+class PrefillCounts:
+    """vLLM's counters over every request, and per role the requests, prompt tokens, cached tokens
+    and the largest prompt."""
+
+    def __init__(self, roles: Sequence[str]) -> None:
+        self.metrics: dict[str, int] = dict.fromkeys(VLLM_COUNTERS, 0)
+        self.per_role: dict[str, dict[str, int]] = {
+            role: dict.fromkeys(("requests", "prompt_tokens", "cached_tokens", "max_prompt_tokens"), 0)
+            for role in roles
+        }
+
+    def count(self, role: str, lookup: CacheLookup, completion_tokens: int) -> None:
+        metrics = self.metrics
+        metrics["vllm:prompt_tokens_total"] += lookup.prompt_tokens
+        metrics["vllm:generation_tokens_total"] += completion_tokens
+        metrics["vllm:prefix_cache_queries_total"] += lookup.prompt_tokens
+        metrics["vllm:prefix_cache_hits_total"] += lookup.cached_tokens
+        stats = self.per_role[role]
+        stats["requests"] += 1
+        stats["prompt_tokens"] += lookup.prompt_tokens
+        stats["cached_tokens"] += lookup.cached_tokens
+        stats["max_prompt_tokens"] = max(stats["max_prompt_tokens"], lookup.prompt_tokens)

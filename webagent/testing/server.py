@@ -12,7 +12,7 @@ import json
 import signal
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
@@ -32,15 +32,16 @@ from webagent.testing.chat import (
     reply_usage,
     scripted_reply,
 )
+from webagent.testing.http import Handler, error_reply, hang_up, json_errors, json_reply, route, say_keep_alive, stall
 from webagent.testing.images import image_digests, shrink_images
 from webagent.testing.prefixcache import (
     BLOCK_SIZE,
     DEFAULT_CAPACITY_BLOCKS,
+    PrefillCounts,
     PrefixCache,
     family_of,
-    image_refs,
-    prompt_tokens,
     reply_tokens,
+    request_tokens,
 )
 from webagent.testing.script import FAULT_KINDS, ROLES, Role, Script, load_script
 
@@ -49,65 +50,6 @@ __all__ = ["MAX_BODY", "READY_PREFIX", "FakeModelServer", "RecordedRequest", "ma
 READY_PREFIX = "webagent fake model server listening on "
 MAX_BODY = 64 * 1024 * 1024
 _ROLE = "/{role:policy|localizer|validator}"
-_Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def _json(body: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
-    return web.Response(status=status, body=json.dumps(body).encode(), content_type="application/json", headers=headers)
-
-
-def _error(
-    status: int, message: str, kind: str, code: str | None = None, headers: Mapping[str, str] | None = None
-) -> web.Response:
-    return _json({"error": {"message": message, "type": kind, "code": code}}, status, headers)
-
-
-def _route(method: str, path: str, handler: _Handler) -> web.RouteDef:
-    """A route that also takes the path with trailing slashes (``HEAD`` is no ``GET`` here)."""
-    return web.route(method, path + "{slash:/*}", handler)
-
-
-async def _say_keep_alive(request: web.Request, response: web.StreamResponse) -> None:
-    """Name keep-alive in every reply that keeps the connection (aiohttp leaves HTTP/1.1's implicit)."""
-    if response.keep_alive and "Connection" not in response.headers:
-        response.headers["Connection"] = "keep-alive"
-
-
-@web.middleware
-async def _json_errors(request: web.Request, handler: _Handler) -> web.StreamResponse:
-    """Errors in the OpenAI shape: no route (any unknown path or method is a 404), 413, and 500."""
-    try:
-        return await handler(request)
-    except (web.HTTPNotFound, web.HTTPMethodNotAllowed):
-        path = request.rel_url.raw_path
-        return _error(404, f"no route for {request.method} {path}", "invalid_request_error", "not_found")
-    except web.HTTPRequestEntityTooLarge:
-        reply = _error(413, "request body too large", "invalid_request_error")
-        reply.force_close()
-        return reply
-    except ConnectionError:  # the client went away: there is no one to answer
-        return _hang_up(request)
-    except Exception as exc:  # a bug here should reach the client, not hang it
-        return _error(500, f"fake model server error: {exc!r}", "server_error")
-
-
-async def _stall(request: web.Request, reply: Any) -> web.StreamResponse:
-    """The "stall" fault: the head and half the body of the reply, then nothing until the server stops."""
-    data = json.dumps(reply).encode()
-    resp = web.StreamResponse()
-    resp.content_type = "application/json"
-    resp.content_length = len(data)
-    await resp.prepare(request)
-    await resp.write(data[: len(data) - len(data) // 2])
-    await asyncio.Event().wait()  # cancelled by stop()
-    return resp
-
-
-def _hang_up(request: web.Request) -> web.Response:
-    """Close the connection without a reply: aiohttp cannot send the response returned, and drops it."""
-    if request.transport is not None:
-        request.transport.abort()
-    return web.Response()
 
 
 class FakeModelServer:
@@ -166,21 +108,11 @@ class FakeModelServer:
         """Clear the request log, counters and the fault RNG."""
         self.requests.clear()
         self.raw.clear()
-        self.metrics: dict[str, int] = dict.fromkeys(
-            (
-                "vllm:prompt_tokens_total",
-                "vllm:generation_tokens_total",
-                "vllm:prefix_cache_queries_total",
-                "vllm:prefix_cache_hits_total",
-            ),
-            0,
-        )
         self.cache.clear()
-        #: Per role: requests answered, prompt tokens, of which cached, and the largest prompt.
-        self.token_stats: dict[str, dict[str, int]] = {
-            role: dict.fromkeys(("requests", "prompt_tokens", "cached_tokens", "max_prompt_tokens"), 0)
-            for role in ROLES
-        }
+        self.counts = PrefillCounts(ROLES)
+        #: vLLM's counters (what ``/metrics`` shows), and per role: requests answered, prompt
+        #: tokens, of which cached, and the largest prompt (``/_stats``'s ``tokens``).
+        self.metrics, self.token_stats = self.counts.metrics, self.counts.per_role
         self.request_counts.update(dict.fromkeys(ROLES, 0))
         self.fault_counts.update(dict.fromkeys(FAULT_KINDS, 0))
         self._faults.reset()
@@ -254,25 +186,25 @@ class FakeModelServer:
     # ---- HTTP
 
     def _app(self) -> web.Application:
-        app = web.Application(client_max_size=MAX_BODY, middlewares=[self._track, _json_errors])
-        app.on_response_prepare.append(_say_keep_alive)
+        app = web.Application(client_max_size=MAX_BODY, middlewares=[self._track, json_errors])
+        app.on_response_prepare.append(say_keep_alive)
         chat, models = "/v1/chat/completions", "/v1/models"
         app.add_routes(
             [
-                _route("GET", "/_requests", self._requests),
-                _route("GET", "/_stats", self._stats),
-                _route("GET", "/metrics", self._metrics),
-                _route("POST", "/_reset", self._reset),
-                _route("GET", models, self._models),
-                _route("GET", _ROLE + models, self._models),
-                _route("POST", chat, self._chat),
-                _route("POST", _ROLE + chat, self._chat),
+                route("GET", "/_requests", self._requests),
+                route("GET", "/_stats", self._stats),
+                route("GET", "/metrics", self._metrics),
+                route("POST", "/_reset", self._reset),
+                route("GET", models, self._models),
+                route("GET", _ROLE + models, self._models),
+                route("POST", chat, self._chat),
+                route("POST", _ROLE + chat, self._chat),
             ]
         )
         return app
 
     @web.middleware
-    async def _track(self, request: web.Request, handler: _Handler) -> web.StreamResponse:
+    async def _track(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         task = cast("asyncio.Task[Any]", asyncio.current_task())  # aiohttp runs each request in a task
         self._busy.add(task)
         try:
@@ -281,10 +213,10 @@ class FakeModelServer:
             self._busy.discard(task)
 
     async def _requests(self, request: web.Request) -> web.Response:
-        return _json([r.model_dump(mode="json") for r in self.requests])
+        return json_reply([r.model_dump(mode="json") for r in self.requests])
 
     async def _stats(self, request: web.Request) -> web.Response:
-        return _json({"requests": self.request_counts, "faults": self.fault_counts, "tokens": self.token_stats})
+        return json_reply({"requests": self.request_counts, "faults": self.fault_counts, "tokens": self.token_stats})
 
     async def _metrics(self, request: web.Request) -> web.Response:
         lines = []
@@ -295,7 +227,7 @@ class FakeModelServer:
 
     async def _reset(self, request: web.Request) -> web.Response:
         self.reset()
-        return _json({"ok": True})
+        return json_reply({"ok": True})
 
     async def _models(self, request: web.Request) -> web.Response:
         role = request.match_info.get("role")
@@ -303,7 +235,7 @@ class FakeModelServer:
         data = [
             {"id": self.script.model_name(r), "object": "model", "created": 0, "owned_by": "webagent"} for r in roles
         ]
-        return _json({"object": "list", "data": data})
+        return json_reply({"object": "list", "data": data})
 
     # ---- chat completions
 
@@ -319,9 +251,9 @@ class FakeModelServer:
             try:  # not valid JSON, or something shrink_images did not foresee: decide on the whole body
                 body = json.loads(raw)
             except ValueError:
-                return _error(400, "request body is not valid JSON", "invalid_request_error")
+                return error_reply(400, "request body is not valid JSON", "invalid_request_error")
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-            return _error(400, "'messages' must be a list", "invalid_request_error")
+            return error_reply(400, "'messages' must be a list", "invalid_request_error")
         role = cast("Role | None", request.match_info.get("role")) or infer_role(body)
         messages = [m for m in body["messages"] if isinstance(m, dict)]
         model = str(body.get("model") or self.script.model_name(role))
@@ -335,26 +267,18 @@ class FakeModelServer:
         if self.record:
             rec.messages = digest_images(messages)
             self.requests.append(rec)
-        family = self.family or family_of(model)
-        tiles = body.get("mm_processor_kwargs")
-        max_num_tiles = tiles.get("max_num_tiles") if isinstance(tiles, dict) else None
-        tokens = prompt_tokens(
-            messages,
-            image_refs(messages, image_digests(raw)),
-            family=family,
-            max_num_tiles=max_num_tiles if isinstance(max_num_tiles, int) and max_num_tiles > 0 else 12,
-        )
+        tokens = request_tokens(body, messages, image_digests(raw), self.family or family_of(model))
         await asyncio.sleep(self.script.latency(role) + (self.script.slow_s if fault == "slow" else 0.0))
         if fault == "disconnect":
-            return _hang_up(request)
+            return hang_up(request)
         if fault == "500":
-            return _error(500, "injected server error", "server_error", "internal_error")
+            return error_reply(500, "injected server error", "server_error", "internal_error")
         if fault == "429":
             retry_after = {"Retry-After": str(self.script.retry_after_s)}
-            return _error(429, "injected rate limit", "rate_limit_exceeded", "rate_limit_exceeded", retry_after)
+            return error_reply(429, "injected rate limit", "rate_limit_exceeded", "rate_limit_exceeded", retry_after)
         usage = self._prefill(role, rec, tokens, content)
         reply = completion(model, content, usage)
-        return await _stall(request, reply) if fault == "stall" else _json(reply)
+        return await stall(request, reply) if fault == "stall" else json_reply(reply)
 
     def _prefill(self, role: Role, rec: RecordedRequest, tokens: list[Hashable], content: str) -> dict[str, Any]:
         """Look the prompt up in the simulated prefix cache, cache it and the reply, and count both
@@ -363,16 +287,7 @@ class FakeModelServer:
         self.cache.store([*tokens, *reply_tokens(content)])
         usage = reply_usage(lookup.prompt_tokens, lookup.cached_tokens, content)
         rec.prompt_tokens, rec.cached_tokens = lookup.prompt_tokens, lookup.cached_tokens
-        counters = self.metrics
-        counters["vllm:prompt_tokens_total"] += lookup.prompt_tokens
-        counters["vllm:generation_tokens_total"] += usage["completion_tokens"]
-        counters["vllm:prefix_cache_queries_total"] += lookup.prompt_tokens
-        counters["vllm:prefix_cache_hits_total"] += lookup.cached_tokens
-        stats = self.token_stats[role]
-        stats["requests"] += 1
-        stats["prompt_tokens"] += lookup.prompt_tokens
-        stats["cached_tokens"] += lookup.cached_tokens
-        stats["max_prompt_tokens"] = max(stats["max_prompt_tokens"], lookup.prompt_tokens)
+        self.counts.count(role, lookup, usage["completion_tokens"])
         return usage
 
 
