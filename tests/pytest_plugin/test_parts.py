@@ -16,7 +16,7 @@ from webagent.browser.launcher import CHROMIUM_ARGS, find_chromium
 from webagent.budget import BudgetLimits
 from webagent.config import BrowserConfig
 from webagent.errors import BrowserError, BudgetExceeded, DeadlineExceeded
-from webagent.pytest_plugin.artifacts import ReadOnlyCache, RecordingCache, RunFolder, cache_path, open_cache
+from webagent.pytest_plugin.artifacts import ReadOnlyCache, RecordingCache, RunFolder, cache_path, node_name, open_cache
 from webagent.pytest_plugin.bridge import bounded
 from webagent.pytest_plugin.fixtures import bundled_chromium_installed, extend_launch_args, playwright_registry
 from webagent.pytest_plugin.options import SETTINGS, RunsMode
@@ -157,6 +157,31 @@ def test_one_cache_file_per_test_with_a_safe_distinct_name(tmp_path: Path) -> No
     odd = [cache_path(test_file, f"test_x[chromium-{p}]").name for p in ("a/b", "a:b", "a b", "a?b")]
     assert len(set(odd)) == 4 and all("/" not in n and ":" not in n and " " not in n for n in odd)
     assert len(cache_path(test_file, "test_" + "x" * 400).name) <= 130
+    # same-named tests of two classes (and the module's own): three files, named readably
+    named = [cache_path(test_file, n).name for n in ("TestA::test_x[chromium]", "TestB::test_x[chromium]", "test_x")]
+    assert named == ["TestA.test_x[chromium].json", "TestB.test_x[chromium].json", "test_x.json"]
+    assert cache_path(test_file, "TestA::Inner::test_x[a::b]").name.startswith("TestA.Inner.test_x[a__b]-")
+
+
+def test_the_cache_file_of_a_test_names_its_class(pytester: pytest.Pytester) -> None:
+    ini(pytester, "")
+    pytester.makepyfile(
+        """
+        import pytest
+
+        class TestA:
+            def test_x(self): pass
+
+        class TestB:
+            @pytest.mark.parametrize("p", ["a/b"])
+            def test_x(self, p): pass
+
+        def test_x(): pass
+        """
+    )
+    items, _ = pytester.inline_genitems(*plugin_args(), "-p", "no:playwright-asyncio", "-p", "no:playwright")
+    assert [node_name(item) for item in items] == ["TestA::test_x", "TestB::test_x[a/b]", "test_x"]
+    assert len({cache_path(item.path, node_name(item)) for item in items}) == 3
 
 
 def _fingerprint(url: str) -> Fingerprint:

@@ -32,7 +32,7 @@ from ..config import AgentConfig
 from ..errors import WebAgentError
 from ..files import write_atomic
 from ..records import ModelCall
-from .artifacts import RunFolder, cache_path, display_path, open_cache
+from .artifacts import RunFolder, cache_path, display_path, node_name, open_cache
 from .options import PluginSettings
 from .web import AsyncWeb, Deadlines
 
@@ -192,7 +192,7 @@ class WebSession:
     def open_test(self, item: pytest.Item, page: AsyncPage, output_path: str | Path) -> TestState:
         """The ``web`` of one test on ``page``."""
         runs = RunFolder(output_path, self.settings.runs, self.invocation_dir)
-        cache_file = cache_path(item.path, item.name) if self.settings.cache != "off" else None
+        cache_file = cache_path(item.path, node_name(item)) if self.settings.cache != "off" else None
         try:
             cache = open_cache(self.settings.cache, cache_file) if cache_file is not None else None
         except WebAgentError as exc:
