@@ -93,6 +93,34 @@ def test_a_bad_config_file_fails_the_tests_using_web_in_one_line(project: Projec
     result.stdout.fnmatch_lines(["*webagent: config file */webagent.toml is not valid TOML*"])
 
 
+def test_a_bad_webagent_variable_fails_only_the_tests_using_web(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WEBAGENT_POLICY_FAMILY", "bogus")
+    project.write(
+        "test_one.py",
+        """
+        def test_web(web):
+            pass
+
+
+        def test_page(page, shop):
+            page.goto(f"{shop}/catalog/")
+            assert page.url.endswith("/catalog/")
+        """,
+    )
+    result = project.run("-v")
+    result.assert_outcomes(passed=1, errors=1)  # the plain pytest-playwright test still has its browser
+    result.stdout.fnmatch_lines(["*::test_web[[]chromium[]] ERROR*", "*::test_page[[]chromium[]] PASSED*"])
+    lines = result.outlines
+    start = next(i for i, line in enumerate(lines) if "ERROR at setup of test_web" in line)
+    assert lines[start + 1] == (  # the one line, with no traceback of the config error before it
+        "webagent: invalid value for policy.family (from WEBAGENT_POLICY_FAMILY): Input should be "
+        "'holo1', 'holo1.5', 'holo2' or 'holotron' (got 'bogus')"
+    )
+    assert "During handling" not in result.stdout.str()
+
+
 def test_without_pytest_playwright_only_web_says_what_to_install(project: Project) -> None:
     project.write("test_one.py", "def test_web(web):\n    pass\n\n\ndef test_plain():\n    pass\n")
     result = project.run("-p", "no:playwright")  # and no:playwright-asyncio: neither is loaded

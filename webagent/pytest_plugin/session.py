@@ -27,13 +27,14 @@ import structlog
 from playwright.async_api import Page as AsyncPage
 
 from ..agent import Agent
+from ..browser.launcher import find_chromium
 from ..budget import Budget, BudgetLimits
 from ..config import AgentConfig
 from ..errors import WebAgentError
 from ..files import write_atomic
 from ..records import ModelCall
 from .artifacts import RunFolder, cache_path, display_path, node_name, open_cache
-from .options import PluginSettings
+from .options import PluginSettings, fail_with
 from .web import AsyncWeb, Deadlines
 
 try:
@@ -172,11 +173,14 @@ class WebSession:
 
     @classmethod
     def from_settings(cls, settings: PluginSettings, *, shared_dir: Path, invocation_dir: Path) -> WebSession:
-        """Load the config; a bad one fails the tests that use ``web`` with its one-line message."""
+        """Load the config; a bad one (or a configured Chromium that is not there) fails the tests
+        that use ``web`` with its one-line message, and them only (``browser_type_launch_args``)."""
         try:
             config = settings.load_config()
+            if config.browser.executable_path:  # what the launch arguments were left without
+                find_chromium(config.browser)
         except WebAgentError as exc:
-            pytest.fail(f"webagent: {exc}", pytrace=False)
+            fail_with(exc)
         return cls(settings, config, shared_dir=shared_dir, invocation_dir=invocation_dir)
 
     @property
@@ -186,7 +190,7 @@ class WebSession:
             try:
                 self._agent = Agent(self.config)
             except WebAgentError as exc:
-                pytest.fail(f"webagent: {exc}", pytrace=False)
+                fail_with(exc)
         return self._agent
 
     def open_test(self, item: pytest.Item, page: AsyncPage, output_path: str | Path) -> TestState:
@@ -196,7 +200,7 @@ class WebSession:
         try:
             cache = open_cache(self.settings.cache, cache_file) if cache_file is not None else None
         except WebAgentError as exc:
-            pytest.fail(f"webagent: {exc}", pytrace=False)
+            fail_with(exc)
         own = per_test_budget(self.settings.max_calls_per_test, self.config.price)
         budgets = [b for b in (own, self.budget) if b is not None]
         pilot = self.agent.pilot(page, output_dir=runs.output_dir, replay=cache, budgets=budgets)
