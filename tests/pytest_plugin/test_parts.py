@@ -4,8 +4,11 @@ and a run without pytest-playwright."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import multiprocessing
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -15,7 +18,7 @@ import pytest
 from webagent.browser.launcher import CHROMIUM_ARGS, find_chromium
 from webagent.budget import BudgetLimits
 from webagent.config import BrowserConfig
-from webagent.errors import BrowserError, BudgetExceeded, DeadlineExceeded
+from webagent.errors import BrowserError, BudgetExceeded, DeadlineExceeded, WebAgentError
 from webagent.pytest_plugin.artifacts import ReadOnlyCache, RecordingCache, RunFolder, cache_path, node_name, open_cache
 from webagent.pytest_plugin.bridge import bounded
 from webagent.pytest_plugin.fixtures import bundled_chromium_installed, extend_launch_args, playwright_registry
@@ -265,6 +268,39 @@ def test_the_session_budget_is_exact_across_processes(tmp_path: Path) -> None:
         BudgetExceeded, match=r"session's budget of 25 model calls .* raise --webagent-max-calls-per-session"
     ):
         SharedBudget(BudgetLimits(calls=25), lambda call: 0.0, path, hint="--webagent-max-calls-per-session").check()
+
+
+def test_the_budget_lock_is_waited_for_a_bounded_time(tmp_path: Path) -> None:
+    path = tmp_path / "budget.json"
+    budget = SharedBudget(BudgetLimits(calls=5), lambda call: 0.0, path, lock_wait_s=0.2)
+    with open(tmp_path / "budget.json.lock", "a+") as other:  # another worker holding the lock
+        fcntl.flock(other, fcntl.LOCK_EX)
+        started = time.monotonic()
+        with pytest.raises(WebAgentError, match=r"budget file .*budget.json stayed locked for 0.2 s"):
+            budget.check()
+        assert 0.2 <= time.monotonic() - started < 2
+        assert budget.reserved == 0
+        threading.Timer(0.05, fcntl.flock, (other, fcntl.LOCK_UN)).start()
+        budget.check()  # the lock is given up while it waits: the reservation is made
+    assert budget.reserved == 1 and json.loads(path.read_text())["in_flight"] == 1
+
+
+def test_reservations_a_test_left_are_given_back(tmp_path: Path) -> None:
+    path = tmp_path / "budget.json"
+    budget = SharedBudget(BudgetLimits(calls=3), lambda call: 0.0, path)
+    budget.check()
+    budget.charge(_call())
+    budget.check()
+    budget.check()  # two calls interrupted after their reservation (Ctrl-C, a deadline)
+    other = SharedBudget(BudgetLimits(calls=3), lambda call: 0.0, path)  # another worker
+    with pytest.raises(BudgetExceeded, match="1 made, 2 in flight"):
+        other.check()
+    budget.release_held()  # at the test's end
+    assert budget.reserved == 0
+    assert json.loads(path.read_text()) == {"calls": 1, "tokens": 12, "usd": 0.0, "in_flight": 0}
+    other.check()
+    budget.release_held()  # nothing of its own left: the other worker's reservation stays
+    assert json.loads(path.read_text())["in_flight"] == 1
 
 
 def test_a_test_budget_names_its_option() -> None:

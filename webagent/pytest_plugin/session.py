@@ -10,14 +10,19 @@ a pilot on its page with its replay cache, its budgets and its run folder.
 calls. The session's budget must hold for the whole ``pytest -n 4`` run, not per worker:
 ``SharedBudget`` keeps its counts in a small JSON file in the run's temporary directory (the one
 xdist's workers share), read and written under an exclusive ``flock`` at each reservation and
-charge, so the call limit is exact across processes. Without ``fcntl`` (Windows) it counts in this
-process only.
+charge, so the call limit is exact across processes. The lock is held for a read and a write of
+the file; it is asked for without blocking (the event loop runs on), again every few milliseconds,
+and after ``LOCK_WAIT_S`` the call fails saying which file stayed locked. A test's reservations
+still held at its end (a call interrupted between its reservation and its charge) are given back
+then (``finish_test``), so the other workers do not count them as in flight for the rest of the
+run. Without ``fcntl`` (Windows) it counts in this process only.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +59,9 @@ log = structlog.get_logger("webagent.pytest")
 
 
 _FIELDS = ("calls", "tokens", "usd", "in_flight")
+#: How long a reservation or a charge waits for the budget file's lock, and how often it asks.
+LOCK_WAIT_S = 10.0
+_LOCK_POLL_S = 0.005
 
 
 class SharedBudget(Budget):
@@ -67,11 +75,14 @@ class SharedBudget(Budget):
         *,
         scope: str = "session",
         hint: str | None = None,
+        lock_wait_s: float = LOCK_WAIT_S,
     ) -> None:
         super().__init__(limits, price, scope=scope, hint=hint)
         self.path = path
+        self.lock_wait_s = lock_wait_s
         self._lock_path = path.with_name(path.name + ".lock")
         self._held = False  # inside _shared() already (charge() calls release())
+        self.reserved = 0  # this process's reservations not charged or released yet
 
     @contextlib.contextmanager
     def _shared(self) -> Iterator[None]:
@@ -81,7 +92,7 @@ class SharedBudget(Budget):
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self._lock_path, "a+") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+            self._lock(lock.fileno())
             self._held = True
             try:
                 self._load()
@@ -90,6 +101,21 @@ class SharedBudget(Budget):
             finally:
                 self._held = False
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _lock(self, fd: int) -> None:
+        """Take the file lock without blocking for long; WebAgentError after ``lock_wait_s``."""
+        deadline = time.monotonic() + self.lock_wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise WebAgentError(
+                        f"the session budget file {self.path} stayed locked for {self.lock_wait_s:g} s "
+                        f"(another pytest process holding {self._lock_path.name}?)"
+                    ) from None
+                time.sleep(_LOCK_POLL_S)
 
     def _load(self) -> None:
         try:
@@ -107,10 +133,18 @@ class SharedBudget(Budget):
     def check(self) -> None:
         with self._shared():
             super().check()
+        self.reserved += 1
 
     def release(self, reserved: int = 1) -> None:
         with self._shared():
             super().release(reserved)
+        self.reserved = max(0, self.reserved - reserved)
+
+    def release_held(self) -> None:
+        """Give back what this process reserved and neither charged nor released (an interrupted call)."""
+        if self.reserved:
+            log.info("shared_budget_released", path=str(self.path), reservations=self.reserved)
+            self.release(self.reserved)
 
     def charge(self, call: ModelCall) -> None:
         with self._shared():
@@ -214,9 +248,14 @@ class WebSession:
         usage = state.web.pilot.usage
         calls = sum(usage.role(role).calls for role in ("policy", "localizer", "validator"))
         item.user_properties.append(("webagent_model_calls", calls))
+        for budget in state.budgets:  # a call interrupted between its reservation and its charge
+            if isinstance(budget, SharedBudget):
+                budget.release_held()
 
     async def aclose(self) -> None:
         """Close the agent's connection pools (on the loop they were used on)."""
+        if isinstance(self.budget, SharedBudget):  # a test interrupted before its own teardown
+            self.budget.release_held()
         if self._agent is not None:
             agent, self._agent = self._agent, None
             await agent.aclose()
