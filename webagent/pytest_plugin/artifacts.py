@@ -143,13 +143,6 @@ class RunFolder:
         """The directory the pilot writes its runs in (None: no run directories)."""
         return None if self.mode == "off" else self.test_dir / RUNS_DIR
 
-    def runs(self) -> list[Path]:
-        """The run directories written so far, oldest first."""
-        root = self.test_dir / RUNS_DIR
-        if not root.is_dir():
-            return []
-        return sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime_ns)
-
     def report(self, run_dir: Path | None) -> str | None:
         """The path of a run's ``report.html`` to show, if there is one."""
         if run_dir is None:
