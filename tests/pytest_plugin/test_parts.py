@@ -4,8 +4,11 @@ and a run without pytest-playwright."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import multiprocessing
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -15,8 +18,8 @@ import pytest
 from webagent.browser.launcher import CHROMIUM_ARGS, find_chromium
 from webagent.budget import BudgetLimits
 from webagent.config import BrowserConfig
-from webagent.errors import BrowserError, BudgetExceeded, DeadlineExceeded
-from webagent.pytest_plugin.artifacts import ReadOnlyCache, RecordingCache, RunFolder, cache_path, open_cache
+from webagent.errors import BrowserError, BudgetExceeded, DeadlineExceeded, WebAgentError
+from webagent.pytest_plugin.artifacts import ReadOnlyCache, RecordingCache, RunFolder, cache_path, node_name, open_cache
 from webagent.pytest_plugin.bridge import bounded
 from webagent.pytest_plugin.fixtures import bundled_chromium_installed, extend_launch_args, playwright_registry
 from webagent.pytest_plugin.options import SETTINGS, RunsMode
@@ -93,6 +96,34 @@ def test_a_bad_config_file_fails_the_tests_using_web_in_one_line(project: Projec
     result.stdout.fnmatch_lines(["*webagent: config file */webagent.toml is not valid TOML*"])
 
 
+def test_a_bad_webagent_variable_fails_only_the_tests_using_web(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WEBAGENT_POLICY_FAMILY", "bogus")
+    project.write(
+        "test_one.py",
+        """
+        def test_web(web):
+            pass
+
+
+        def test_page(page, shop):
+            page.goto(f"{shop}/catalog/")
+            assert page.url.endswith("/catalog/")
+        """,
+    )
+    result = project.run("-v")
+    result.assert_outcomes(passed=1, errors=1)  # the plain pytest-playwright test still has its browser
+    result.stdout.fnmatch_lines(["*::test_web[[]chromium[]] ERROR*", "*::test_page[[]chromium[]] PASSED*"])
+    lines = result.outlines
+    start = next(i for i, line in enumerate(lines) if "ERROR at setup of test_web" in line)
+    assert lines[start + 1] == (  # the one line, with no traceback of the config error before it
+        "webagent: invalid value for policy.family (from WEBAGENT_POLICY_FAMILY): Input should be "
+        "'holo1', 'holo1.5', 'holo2' or 'holotron' (got 'bogus')"
+    )
+    assert "During handling" not in result.stdout.str()
+
+
 def test_without_pytest_playwright_only_web_says_what_to_install(project: Project) -> None:
     project.write("test_one.py", "def test_web(web):\n    pass\n\n\ndef test_plain():\n    pass\n")
     result = project.run("-p", "no:playwright")  # and no:playwright-asyncio: neither is loaded
@@ -157,6 +188,31 @@ def test_one_cache_file_per_test_with_a_safe_distinct_name(tmp_path: Path) -> No
     odd = [cache_path(test_file, f"test_x[chromium-{p}]").name for p in ("a/b", "a:b", "a b", "a?b")]
     assert len(set(odd)) == 4 and all("/" not in n and ":" not in n and " " not in n for n in odd)
     assert len(cache_path(test_file, "test_" + "x" * 400).name) <= 130
+    # same-named tests of two classes (and the module's own): three files, named readably
+    named = [cache_path(test_file, n).name for n in ("TestA::test_x[chromium]", "TestB::test_x[chromium]", "test_x")]
+    assert named == ["TestA.test_x[chromium].json", "TestB.test_x[chromium].json", "test_x.json"]
+    assert cache_path(test_file, "TestA::Inner::test_x[a::b]").name.startswith("TestA.Inner.test_x[a__b]-")
+
+
+def test_the_cache_file_of_a_test_names_its_class(pytester: pytest.Pytester) -> None:
+    ini(pytester, "")
+    pytester.makepyfile(
+        """
+        import pytest
+
+        class TestA:
+            def test_x(self): pass
+
+        class TestB:
+            @pytest.mark.parametrize("p", ["a/b"])
+            def test_x(self, p): pass
+
+        def test_x(): pass
+        """
+    )
+    items, _ = pytester.inline_genitems(*plugin_args(), "-p", "no:playwright-asyncio", "-p", "no:playwright")
+    assert [node_name(item) for item in items] == ["TestA::test_x", "TestB::test_x[a/b]", "test_x"]
+    assert len({cache_path(item.path, node_name(item)) for item in items}) == 3
 
 
 def _fingerprint(url: str) -> Fingerprint:
@@ -212,6 +268,39 @@ def test_the_session_budget_is_exact_across_processes(tmp_path: Path) -> None:
         BudgetExceeded, match=r"session's budget of 25 model calls .* raise --webagent-max-calls-per-session"
     ):
         SharedBudget(BudgetLimits(calls=25), lambda call: 0.0, path, hint="--webagent-max-calls-per-session").check()
+
+
+def test_the_budget_lock_is_waited_for_a_bounded_time(tmp_path: Path) -> None:
+    path = tmp_path / "budget.json"
+    budget = SharedBudget(BudgetLimits(calls=5), lambda call: 0.0, path, lock_wait_s=0.2)
+    with open(tmp_path / "budget.json.lock", "a+") as other:  # another worker holding the lock
+        fcntl.flock(other, fcntl.LOCK_EX)
+        started = time.monotonic()
+        with pytest.raises(WebAgentError, match=r"budget file .*budget.json stayed locked for 0.2 s"):
+            budget.check()
+        assert 0.2 <= time.monotonic() - started < 2
+        assert budget.reserved == 0
+        threading.Timer(0.05, fcntl.flock, (other, fcntl.LOCK_UN)).start()
+        budget.check()  # the lock is given up while it waits: the reservation is made
+    assert budget.reserved == 1 and json.loads(path.read_text())["in_flight"] == 1
+
+
+def test_reservations_a_test_left_are_given_back(tmp_path: Path) -> None:
+    path = tmp_path / "budget.json"
+    budget = SharedBudget(BudgetLimits(calls=3), lambda call: 0.0, path)
+    budget.check()
+    budget.charge(_call())
+    budget.check()
+    budget.check()  # two calls interrupted after their reservation (Ctrl-C, a deadline)
+    other = SharedBudget(BudgetLimits(calls=3), lambda call: 0.0, path)  # another worker
+    with pytest.raises(BudgetExceeded, match="1 made, 2 in flight"):
+        other.check()
+    budget.release_held()  # at the test's end
+    assert budget.reserved == 0
+    assert json.loads(path.read_text()) == {"calls": 1, "tokens": 12, "usd": 0.0, "in_flight": 0}
+    other.check()
+    budget.release_held()  # nothing of its own left: the other worker's reservation stays
+    assert json.loads(path.read_text())["in_flight"] == 1
 
 
 def test_a_test_budget_names_its_option() -> None:

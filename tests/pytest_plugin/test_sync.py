@@ -59,6 +59,26 @@ def test_act_check_extract_pass_then_replay_with_no_model_call(project: Project)
     assert json.loads(cache.read_text()) == data
 
 
+def test_the_same_goal_twice_keeps_two_recordings_and_replays_both(project: Project) -> None:
+    project.write(
+        "test_twice.py",
+        f"""
+        def test_price_twice(web, page, shop):
+            page.goto(f"{{shop}}/catalog/")
+            assert web.act({GOAL!r}).answer == "$12.50"  # searches, opens the product, answers
+            page.goto(f"{{shop}}/catalog/product/blue-widget")
+            assert web.act({GOAL!r}).answer == "$12.50"  # answers at once: another recording
+        """,
+    )
+    project.run().assert_outcomes(passed=1)
+    assert calls(project.server) > 0
+    cache = project.path / "__webagent_cache__" / "test_twice" / "test_price_twice[chromium].json"
+    recordings = json.loads(cache.read_text())["checks"]
+    assert {key: len(rec["steps"]) for key, rec in recordings.items()} == {f"act: {GOAL}": 3, f"act#2: {GOAL}": 1}
+    project.run().assert_outcomes(passed=1)
+    assert calls(project.server) == 0
+
+
 def test_a_broken_site_fails_with_the_validators_feedback_and_the_report(project: Project) -> None:
     project.write(
         "test_broken.py",

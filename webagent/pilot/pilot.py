@@ -61,6 +61,7 @@ class Pilot:
         self.usage = Usage()
         self.run_dirs: list[Path] = []
         self._numbers: Counter[str] = Counter()
+        self._acts: Counter[str] = Counter()  # the calls of act per goal so far: each has its own recording
         self._lock = asyncio.Lock()
         self._checker: Checker | None = None
         self._extractor: Extractor | None = None
@@ -79,12 +80,14 @@ class Pilot:
     async def act(self, goal: str, max_steps: int | None = None) -> RunResult:
         """Run the agent toward ``goal`` from the page as it is (no start URL is opened); the result
         is a run's (``success``: the validator accepted the answer). With a replay cache, steps
-        recorded for this goal replay without model calls while the page matches."""
+        recorded for this goal replay without model calls while the page matches (each act toward
+        the same goal on this pilot has its own recording: the first, the second, ...)."""
         goal = _given(goal, "goal", "say what the agent should do")
         settings = self.host.config.agent
         if max_steps is not None:
             settings = settings.model_copy(update={"max_steps": max_steps})
         async with self._lock:
+            self._acts[goal] += 1
             result = await self.host.run(
                 self._start_url(),
                 goal,
@@ -93,7 +96,7 @@ class Pilot:
                 settings=settings,
                 output_dir=self._run_dir("act"),
                 cache=self.replay,
-                cache_key=f"act: {goal}",
+                cache_key=_act_key(goal, self._acts[goal]),
                 budgets=self.budgets,
             )
         for role in ROLES:
@@ -294,6 +297,13 @@ class Pilot:
 
 class _Json(BaseModel):
     value: Any
+
+
+def _act_key(goal: str, occurrence: int) -> str:
+    """The replay cache key of the ``occurrence``-th act toward ``goal`` on one pilot: ``act: <goal>``,
+    then ``act#2: <goal>``, ... (the same goal from two page states is two recordings). Checks and
+    extractions need no such number: their answers are kept per page state."""
+    return f"act: {goal}" if occurrence == 1 else f"act#{occurrence}: {goal}"
 
 
 def _given(text: str, what: str, hint: str) -> str:

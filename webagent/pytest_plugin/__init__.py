@@ -14,8 +14,8 @@ asking for ``web`` fails saying what to install, and nothing else changes.
 
 The parts: ``options`` (command line and ini), ``fixtures`` (config, launch arguments, ``web`` without pytest-playwright),
 ``sync_fixtures`` / ``async_fixtures`` (``web``), ``session`` (the agent and budgets of the run),
-``web`` (``Web``, ``AsyncWeb``), ``bridge`` (async webagent on a sync page), ``cache`` (a replay
-file per test), ``artifacts`` (run folders in pytest-playwright's ``--output``), ``budgets``. The guide: docs/pytest.md.
+``web`` (``Web``, ``AsyncWeb``), ``bridge`` (async webagent on a sync page), ``artifacts`` (a
+replay file per test, run folders in pytest-playwright's ``--output``). The guide: docs/pytest.md.
 """
 
 from __future__ import annotations

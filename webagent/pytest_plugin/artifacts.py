@@ -1,7 +1,8 @@
 """What a test leaves on disk: its replay cache file next to it, its run folders in --output.
 
 **The replay cache.** ``tests/test_shop.py::test_checkout[chromium]`` keeps its recordings in
-``tests/__webagent_cache__/test_shop/test_checkout[chromium].json``: the same ``ReplayCache`` file
+``tests/__webagent_cache__/test_shop/test_checkout[chromium].json`` (a test of a class,
+``TestCart::test_checkout[chromium]``, in ``TestCart.test_checkout[chromium].json``): the same ``ReplayCache`` file
 as ``webagent test --cache`` (stable, diffable JSON, written atomically and only when a recording
 changed). An unchanged site replays the recorded steps and answers with no model call; a changed
 one is re-planned from the first step that differs, and the recording heals when the test passes.
@@ -44,6 +45,7 @@ __all__ = [
     "cache_path",
     "display_path",
     "item_failed",
+    "node_name",
     "open_cache",
 ]
 
@@ -62,10 +64,23 @@ def _file_name(name: str) -> str:
     return safe + ".json"
 
 
+def node_name(item: pytest.Item) -> str:
+    """The test's node id without its file: ``TestCart::test_checkout[chromium]`` (classes and
+    parameters included, so that same-named tests of two classes are told apart)."""
+    chain = item.listchain()
+    files = [i for i, node in enumerate(chain) if isinstance(node, pytest.File)]
+    if not files:
+        return item.name
+    return "::".join(node.name for node in chain[files[-1] + 1 :])
+
+
 def cache_path(test_file: Path, test_name: str) -> Path:
-    """Where the recordings of ``test_name`` (``item.name``, class and parameters included) in
-    ``test_file`` are kept."""
-    return test_file.parent / CACHE_DIR / test_file.stem / _file_name(test_name)
+    """Where the recordings of ``test_name`` (``node_name``: ``TestCart::test_checkout[chromium]``)
+    in ``test_file`` are kept: the classes joined to the test's name with dots
+    (``TestCart.test_checkout[chromium].json``), other unsafe characters replaced (and the name then
+    made distinct with a digest)."""
+    head, bracket, params = test_name.partition("[")
+    return test_file.parent / CACHE_DIR / test_file.stem / _file_name(head.replace("::", ".") + bracket + params)
 
 
 class ReadOnlyCache(ReplayCache):
@@ -127,13 +142,6 @@ class RunFolder:
     def output_dir(self) -> Path | None:
         """The directory the pilot writes its runs in (None: no run directories)."""
         return None if self.mode == "off" else self.test_dir / RUNS_DIR
-
-    def runs(self) -> list[Path]:
-        """The run directories written so far, oldest first."""
-        root = self.test_dir / RUNS_DIR
-        if not root.is_dir():
-            return []
-        return sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime_ns)
 
     def report(self, run_dir: Path | None) -> str | None:
         """The path of a run's ``report.html`` to show, if there is one."""

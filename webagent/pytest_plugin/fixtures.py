@@ -17,6 +17,10 @@ With a binary of webagent's choosing the launch also gets webagent's Chromium fl
 opens a window like ``--headed``. Nothing changes for another browser (``--browser firefox``), a
 ``--browser-channel``, an ``executable_path`` already given, or a remote browser
 (pytest-playwright's ``connect_options``).
+
+The browser is the run's, shared by the tests that do not use ``web``: a config that cannot be
+read changes their launch only as the defaults do (the system's Chromium when Playwright's own is
+missing), and fails the tests using ``web`` alone.
 """
 
 from __future__ import annotations
@@ -29,11 +33,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from ..browser.launcher import CHROMIUM_ARGS, find_chromium
 from ..config import AgentConfig, BrowserConfig
 from ..errors import WebAgentError
-from .options import SETTINGS
+from .options import SETTINGS, fail_with
 
 __all__ = [
     "browser_type_launch_args",
@@ -44,6 +49,8 @@ __all__ = [
     "shared_dir",
     "webagent_config",
 ]
+
+log = structlog.get_logger("webagent.pytest")
 
 
 def playwright_registry(env: Mapping[str, str] | None = None) -> Path:
@@ -118,30 +125,37 @@ def webagent_config(pytestconfig: pytest.Config) -> AgentConfig:
     try:
         return pytestconfig.stash[SETTINGS].load_config()
     except WebAgentError as exc:
-        pytest.fail(f"webagent: {exc}", pytrace=False)
+        fail_with(exc)
 
 
 @pytest.fixture(scope="session")
 def browser_type_launch_args(
     browser_type_launch_args: dict[str, Any],
-    webagent_config: AgentConfig,
+    pytestconfig: pytest.Config,
     browser_name: str,
     connect_options: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """pytest-playwright's launch arguments with the Chromium webagent would use (``extend_launch_args``).
 
-    It starts no Playwright: a test suite that launches its browsers itself (this project's own)
-    can use these arguments without pytest-playwright's sync ``playwright`` fixture."""
+    A bad webagent config (file, ``WEBAGENT_*`` variable, ``[browser] executable_path``) is
+    ignored here with a warning (the default ``BrowserConfig``: only the system's Chromium when
+    Playwright's own is missing): the browser is every pytest-playwright test's, and only the
+    tests using ``web`` fail on a bad config (``WebSession.from_settings``). It starts no
+    Playwright: a test suite that launches its browsers itself (this project's own) can use these
+    arguments without pytest-playwright's sync ``playwright`` fixture."""
+    bundled = bundled_chromium_installed()
+    remote = bool(connect_options)
     try:
+        config = pytestconfig.stash[SETTINGS].load_config().browser
         return extend_launch_args(
-            browser_type_launch_args,
-            webagent_config.browser,
-            browser_name=browser_name,
-            bundled_installed=bundled_chromium_installed(),
-            remote=bool(connect_options),
+            browser_type_launch_args, config, browser_name=browser_name, bundled_installed=bundled, remote=remote
         )
     except WebAgentError as exc:
-        pytest.fail(f"webagent: {exc}", pytrace=False)
+        log.warning("webagent_config_ignored_for_launch", error=f"webagent: {exc}")
+    # the defaults: only the system's Chromium, when Playwright's own is not installed
+    return extend_launch_args(
+        browser_type_launch_args, BrowserConfig(), browser_name=browser_name, bundled_installed=bundled, remote=remote
+    )
 
 
 def shared_dir(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -10,14 +10,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast, get_args
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, cast, get_args
 
 import pytest
 
 if TYPE_CHECKING:
     from ..config import AgentConfig
 
-__all__ = ["MISSING", "REPORTS", "SETTINGS", "CacheMode", "PluginSettings", "RunsMode", "add_options", "read_settings"]
+__all__ = [
+    "MISSING",
+    "REPORTS",
+    "SETTINGS",
+    "CacheMode",
+    "PluginSettings",
+    "RunsMode",
+    "add_options",
+    "fail_with",
+    "read_settings",
+]
 
 MISSING = (
     "webagent: the web fixture needs pytest-playwright: pip install 'webagent[pytest]' "
@@ -53,6 +63,11 @@ _OPTIONS: tuple[tuple[str, str | None, str, tuple[str, ...] | None], ...] = (
         get_args(RunsMode),
     ),
 )
+
+
+def fail_with(exc: Exception) -> NoReturn:
+    """Fail the test with ``webagent: <exc>``, one line (not the traceback of ``exc`` before it)."""
+    raise pytest.fail.Exception(f"webagent: {exc}", pytrace=False) from None
 
 
 def add_options(parser: pytest.Parser) -> None:

@@ -10,14 +10,19 @@ a pilot on its page with its replay cache, its budgets and its run folder.
 calls. The session's budget must hold for the whole ``pytest -n 4`` run, not per worker:
 ``SharedBudget`` keeps its counts in a small JSON file in the run's temporary directory (the one
 xdist's workers share), read and written under an exclusive ``flock`` at each reservation and
-charge, so the call limit is exact across processes. Without ``fcntl`` (Windows) it counts in this
-process only.
+charge, so the call limit is exact across processes. The lock is held for a read and a write of
+the file; it is asked for without blocking (the event loop runs on), again every few milliseconds,
+and after ``LOCK_WAIT_S`` the call fails saying which file stayed locked. A test's reservations
+still held at its end (a call interrupted between its reservation and its charge) are given back
+then (``finish_test``), so the other workers do not count them as in flight for the rest of the
+run. Without ``fcntl`` (Windows) it counts in this process only.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,13 +32,14 @@ import structlog
 from playwright.async_api import Page as AsyncPage
 
 from ..agent import Agent
+from ..browser.launcher import find_chromium
 from ..budget import Budget, BudgetLimits
 from ..config import AgentConfig
 from ..errors import WebAgentError
 from ..files import write_atomic
 from ..records import ModelCall
-from .artifacts import RunFolder, cache_path, display_path, open_cache
-from .options import PluginSettings
+from .artifacts import RunFolder, cache_path, display_path, node_name, open_cache
+from .options import PluginSettings, fail_with
 from .web import AsyncWeb, Deadlines
 
 try:
@@ -53,6 +59,9 @@ log = structlog.get_logger("webagent.pytest")
 
 
 _FIELDS = ("calls", "tokens", "usd", "in_flight")
+#: How long a reservation or a charge waits for the budget file's lock, and how often it asks.
+LOCK_WAIT_S = 10.0
+_LOCK_POLL_S = 0.005
 
 
 class SharedBudget(Budget):
@@ -66,11 +75,14 @@ class SharedBudget(Budget):
         *,
         scope: str = "session",
         hint: str | None = None,
+        lock_wait_s: float = LOCK_WAIT_S,
     ) -> None:
         super().__init__(limits, price, scope=scope, hint=hint)
         self.path = path
+        self.lock_wait_s = lock_wait_s
         self._lock_path = path.with_name(path.name + ".lock")
         self._held = False  # inside _shared() already (charge() calls release())
+        self.reserved = 0  # this process's reservations not charged or released yet
 
     @contextlib.contextmanager
     def _shared(self) -> Iterator[None]:
@@ -80,7 +92,7 @@ class SharedBudget(Budget):
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self._lock_path, "a+") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+            self._lock(lock.fileno())
             self._held = True
             try:
                 self._load()
@@ -89,6 +101,21 @@ class SharedBudget(Budget):
             finally:
                 self._held = False
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _lock(self, fd: int) -> None:
+        """Take the file lock without blocking for long; WebAgentError after ``lock_wait_s``."""
+        deadline = time.monotonic() + self.lock_wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise WebAgentError(
+                        f"the session budget file {self.path} stayed locked for {self.lock_wait_s:g} s "
+                        f"(another pytest process holding {self._lock_path.name}?)"
+                    ) from None
+                time.sleep(_LOCK_POLL_S)
 
     def _load(self) -> None:
         try:
@@ -106,10 +133,18 @@ class SharedBudget(Budget):
     def check(self) -> None:
         with self._shared():
             super().check()
+        self.reserved += 1
 
     def release(self, reserved: int = 1) -> None:
         with self._shared():
             super().release(reserved)
+        self.reserved = max(0, self.reserved - reserved)
+
+    def release_held(self) -> None:
+        """Give back what this process reserved and neither charged nor released (an interrupted call)."""
+        if self.reserved:
+            log.info("shared_budget_released", path=str(self.path), reservations=self.reserved)
+            self.release(self.reserved)
 
     def charge(self, call: ModelCall) -> None:
         with self._shared():
@@ -172,11 +207,14 @@ class WebSession:
 
     @classmethod
     def from_settings(cls, settings: PluginSettings, *, shared_dir: Path, invocation_dir: Path) -> WebSession:
-        """Load the config; a bad one fails the tests that use ``web`` with its one-line message."""
+        """Load the config; a bad one (or a configured Chromium that is not there) fails the tests
+        that use ``web`` with its one-line message, and them only (``browser_type_launch_args``)."""
         try:
             config = settings.load_config()
+            if config.browser.executable_path:  # what the launch arguments were left without
+                find_chromium(config.browser)
         except WebAgentError as exc:
-            pytest.fail(f"webagent: {exc}", pytrace=False)
+            fail_with(exc)
         return cls(settings, config, shared_dir=shared_dir, invocation_dir=invocation_dir)
 
     @property
@@ -186,17 +224,17 @@ class WebSession:
             try:
                 self._agent = Agent(self.config)
             except WebAgentError as exc:
-                pytest.fail(f"webagent: {exc}", pytrace=False)
+                fail_with(exc)
         return self._agent
 
     def open_test(self, item: pytest.Item, page: AsyncPage, output_path: str | Path) -> TestState:
         """The ``web`` of one test on ``page``."""
         runs = RunFolder(output_path, self.settings.runs, self.invocation_dir)
-        cache_file = cache_path(item.path, item.name) if self.settings.cache != "off" else None
+        cache_file = cache_path(item.path, node_name(item)) if self.settings.cache != "off" else None
         try:
             cache = open_cache(self.settings.cache, cache_file) if cache_file is not None else None
         except WebAgentError as exc:
-            pytest.fail(f"webagent: {exc}", pytrace=False)
+            fail_with(exc)
         own = per_test_budget(self.settings.max_calls_per_test, self.config.price)
         budgets = [b for b in (own, self.budget) if b is not None]
         pilot = self.agent.pilot(page, output_dir=runs.output_dir, replay=cache, budgets=budgets)
@@ -210,9 +248,14 @@ class WebSession:
         usage = state.web.pilot.usage
         calls = sum(usage.role(role).calls for role in ("policy", "localizer", "validator"))
         item.user_properties.append(("webagent_model_calls", calls))
+        for budget in state.budgets:  # a call interrupted between its reservation and its charge
+            if isinstance(budget, SharedBudget):
+                budget.release_held()
 
     async def aclose(self) -> None:
         """Close the agent's connection pools (on the loop they were used on)."""
+        if isinstance(self.budget, SharedBudget):  # a test interrupted before its own teardown
+            self.budget.release_held()
         if self._agent is not None:
             agent, self._agent = self._agent, None
             await agent.aclose()
