@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from pathlib import Path
 
 from ..config import AgentConfig
 from ..errors import ConfigError, InputError
 
-__all__ = ["parse_http", "run_mcp"]
+__all__ = ["READY_PREFIX", "parse_http", "run_mcp"]
+
+#: What the command prints on stderr once it serves streamable HTTP (then the endpoint's URL).
+READY_PREFIX = "webagent mcp: streamable HTTP on "
 
 
 def parse_http(value: str) -> tuple[str, int]:
@@ -39,9 +43,13 @@ def run_mcp(args: argparse.Namespace, config: AgentConfig) -> int:
             if http is None:
                 await server.serve_stdio()
             else:
-                await server.serve_http(*http)
+                await server.serve_http(*http, on_ready=_print_ready)
         finally:
             await server.aclose()
 
     asyncio.run(main())
     return 0
+
+
+def _print_ready(url: str) -> None:
+    print(f"{READY_PREFIX}{url}", file=sys.stderr, flush=True)
