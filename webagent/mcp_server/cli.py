@@ -29,6 +29,8 @@ def run_mcp(args: argparse.Namespace, config: AgentConfig) -> int:
     """Serve until stdin closes (stdio) or the process is stopped; 0 afterwards."""
     if args.max_sessions < 1:
         raise InputError("--max-sessions must be at least 1")
+    if args.session_idle_timeout < 0:
+        raise InputError("--session-idle-timeout must be 0 (never) or a number of seconds")
     http = parse_http(args.http) if args.http else None
     try:
         from .server import WebagentMCP
@@ -36,7 +38,12 @@ def run_mcp(args: argparse.Namespace, config: AgentConfig) -> int:
         if exc.name and exc.name.split(".")[0] in ("mcp", "uvicorn", "jsonschema"):
             raise ConfigError("webagent mcp needs the MCP SDK: pip install 'webagent[mcp]'") from None
         raise
-    server = WebagentMCP(config, output_dir=Path(args.output), max_sessions=args.max_sessions)
+    server = WebagentMCP(
+        config,
+        output_dir=Path(args.output),
+        max_sessions=args.max_sessions,
+        session_idle_timeout_s=args.session_idle_timeout,
+    )
 
     async def main() -> None:
         try:

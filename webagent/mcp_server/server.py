@@ -23,7 +23,7 @@ from .._version import __version__
 from ..agent import Agent
 from ..config import AgentConfig
 from ..errors import InputError
-from .sessions import SessionStore
+from .sessions import DEFAULT_IDLE_TIMEOUT_S, SessionStore
 from .tools import WebTools
 
 __all__ = ["DEFAULT_MAX_SESSIONS", "GRACEFUL_SHUTDOWN_S", "HTTP_PATH", "WebagentMCP"]
@@ -46,11 +46,15 @@ class WebagentMCP:
         *,
         output_dir: Path | None = None,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
+        session_idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
         browser: Browser | None = None,
     ) -> None:
-        """``browser``: a Playwright browser to open contexts in (default: the agent launches its own)."""
+        """``browser``: a Playwright browser to open contexts in (default: the agent launches its own);
+        ``session_idle_timeout_s``: close a kept session unused for that long (None or 0: never)."""
         self.agent = Agent(config, browser=browser)
-        self.sessions = SessionStore(self.agent, limit=max_sessions, output_dir=output_dir)
+        self.sessions = SessionStore(
+            self.agent, limit=max_sessions, output_dir=output_dir, idle_timeout_s=session_idle_timeout_s
+        )
         self.tools = WebTools(self.agent, self.sessions, output_dir=output_dir)
         self.server: MCPServer = MCPServer(
             "webagent",
