@@ -125,6 +125,7 @@ class Agent:
         on_progress: Callable[[], None] | None = None,
         on_queue: Callable[[bool], None] | None = None,
         navigate: bool = True,
+        policy: NavigationPolicy | None = None,
     ) -> AsyncIterator[Episode]:
         """An ``Episode`` ready to run on a session with this agent's protections, closed afterwards.
 
@@ -134,9 +135,10 @@ class Agent:
         end), the run's budgets. ``on_session`` is told the session as soon as it exists (before
         the guard is set, so that a browser dying there is known); ``budgets``: the run's budgets
         (default ``run_budgets(settings)``); ``on_progress`` is called at each
-        model answer; ``navigate=False`` starts from ``page`` as it is (``url`` being its URL).
+        model answer; ``navigate=False`` starts from ``page`` as it is (``url`` being its URL);
+        ``policy``: the navigation policy to enforce (default: that of a run starting at ``url``).
         """
-        policy = self.navigation_policy(url)
+        policy = policy if policy is not None else self.navigation_policy(url)
         roles = self.new_roles(policy)
         clients = (roles.policy.client, roles.localizer.client, roles.validator.client)
         if on_progress is not None:
@@ -190,14 +192,19 @@ class Agent:
             await session.close()
 
     @contextlib.asynccontextmanager
-    async def page_driver(self, page: Page, *, guard_url: str | None = None) -> AsyncIterator[PageDriver]:
+    async def page_driver(
+        self, page: Page, *, guard_url: str | None = None, policy: NavigationPolicy | None = None
+    ) -> AsyncIterator[PageDriver]:
         """A driver on a caller's page, as a run has it (secrets typed, masked and redacted), its
         set-up undone at the end. ``guard_url``: enforce the navigation policy of a run starting
-        there (for opening it); without it the driver is for looking at the page only."""
+        there (for opening it), or ``policy`` when given; without either the driver is for looking
+        at the page only."""
         session = BrowserSession(page, self.browsers.config)
         try:
-            if guard_url is not None:
-                await session.set_guard(NavigationGuard(self.navigation_policy(guard_url)))
+            if policy is None and guard_url is not None:
+                policy = self.navigation_policy(guard_url)
+            if policy is not None:
+                await session.set_guard(NavigationGuard(policy))
             yield SecretPage(session, self.secrets) if self.secrets else session
         finally:
             await session.close()
@@ -209,14 +216,19 @@ class Agent:
         output_dir: str | Path | None = None,
         replay: ReplayCache | None = None,
         budgets: Sequence[Budget] = (),
+        policy: NavigationPolicy | None = None,
     ) -> Pilot:
         """Steps, checks and extractions on a page the caller drives (``webagent.pilot``): ``act``
         runs the agent from the page as it is, ``check`` asks the validator whether a statement
         holds there, ``extract`` returns structured data. The page is never closed. With
         ``output_dir`` each call writes its run directory there (``act-1``, ``check-1``, ...); with
         ``replay`` an unchanged page is answered from the cache without model calls; ``budgets``
-        are limits shared with other runs (the config's per-run budget applies to each call)."""
-        return Pilot(self, page, output_dir=output_dir, replay=replay, budgets=budgets)
+        are limits shared with other runs (the config's per-run budget applies to each call).
+        ``policy``: one navigation policy for every call (what ``webagent mcp`` gives a kept
+        session: that of its start URL), enforced by ``act``'s runs, and ``check``, ``extract``,
+        ``screenshot`` and ``act`` refuse a page it refuses; without it each ``act`` gets the
+        policy of a run starting at the page's current URL."""
+        return Pilot(self, page, output_dir=output_dir, replay=replay, budgets=budgets, policy=policy)
 
     def stream(
         self,
@@ -233,6 +245,7 @@ class Agent:
         budgets: list[Budget] | None = None,
         trace: TraceMode = "off",
         navigate: bool = True,
+        policy: NavigationPolicy | None = None,
     ) -> RunStream:
         """Run a task step by step: ``async for step in agent.stream(url, goal)``.
 
@@ -245,7 +258,7 @@ class Agent:
         shared with other runs (the config's per-run budget always applies); ``trace`` keeps a
         Playwright trace (``trace.zip`` in ``output_dir``) always or only when the run fails;
         ``navigate=False`` (with ``page``) starts from the page as it is, ``url`` being its URL
-        (what ``Pilot.act`` does).
+        (what ``Pilot.act`` does); ``policy`` replaces the navigation policy built from ``url``.
         """
         url = normalize_url(url)
         if not navigate and page is None:
@@ -266,6 +279,7 @@ class Agent:
             budgets=budgets or [],
             trace=trace if output_dir is not None else "off",
             navigate=navigate,
+            policy=policy,
         )
 
     async def run(self, url: str, goal: str, **kwargs: Any) -> RunResult:

@@ -26,6 +26,7 @@ from .loop import Episode, Judge
 from .records import RunResult, Step
 from .replay import ReplayCache, StepReplay
 from .runs.trajectory import RunFiles
+from .safety import NavigationPolicy
 from .secrets import Secrets
 
 __all__ = ["TRACE_TIMEOUT_S", "RunStream", "StreamHost", "TraceMode"]
@@ -59,6 +60,7 @@ class StreamHost(Protocol):
         on_progress: Callable[[], None] | None = None,
         on_queue: Callable[[bool], None] | None = None,
         navigate: bool = True,
+        policy: NavigationPolicy | None = None,
     ) -> AbstractAsyncContextManager[Episode]: ...
 
 
@@ -81,9 +83,11 @@ class RunStream:
         budgets: list[Budget],
         trace: TraceMode = "off",
         navigate: bool = True,
+        policy: NavigationPolicy | None = None,
     ) -> None:
         self.agent = agent
         self.navigate = navigate
+        self.policy = policy
         self.url = url
         self.goal = goal
         self.output_dir = Path(output_dir) if output_dir is not None else None
@@ -96,6 +100,8 @@ class RunStream:
         self.budgets = agent.run_budgets(settings, budgets)
         self.trace = trace
         self.result: RunResult | None = None
+        #: The run's browser session once open; its ``page`` is the tab the run drives (at the end:
+        #: the one it ended on, which a new tab or a closed one may have changed).
         self.session: BrowserSession | None = None
         self._gen: AsyncIterator[Step] | None = None
         #: ``time.monotonic()`` of the last sign of progress: the run started, a step finished, a
@@ -163,6 +169,7 @@ class RunStream:
             on_progress=self._progressed,
             on_queue=self._queued,
             navigate=self.navigate,
+            policy=self.policy,
         )
         async with opened as episode:
             assert self.session is not None

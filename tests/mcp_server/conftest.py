@@ -2,21 +2,37 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import socket
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from mcp.client.stdio import StdioServerParameters
 from mcp_types import CallToolResult
 
+from webagent.mcp_server.cli import READY_PREFIX
 from webagent.testing.offline import PROFILE_MODELS
 from webagent.testing.server import FakeModelServer
 
 from ..pilot.conftest import pilot_script
 
-__all__ = ["GOAL", "REPO", "dead_url", "role_flags", "script", "stdio_server", "text_of"]
+__all__ = [
+    "GOAL",
+    "REPO",
+    "alive",
+    "dead_url",
+    "descendants",
+    "http_server",
+    "mcp_env",
+    "role_flags",
+    "script",
+    "stdio_server",
+    "text_of",
+]
 
 REPO = Path(__file__).resolve().parents[2]
 GOAL = "Find the price of the Blue Widget in the local product catalog and answer with the price."
@@ -42,10 +58,16 @@ def role_flags(base: str, profile: str = "holo1.5") -> list[str]:
     return flags
 
 
-def stdio_server(server: FakeModelServer, *args: str) -> StdioServerParameters:
-    """``python -m webagent mcp`` on the offline server, as an MCP host would start it."""
+def mcp_env() -> dict[str, str]:
+    """The environment of a ``webagent mcp`` child: no WEBAGENT_ settings, this checkout importable."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("WEBAGENT_")}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def stdio_server(server: FakeModelServer, *args: str) -> StdioServerParameters:
+    """``python -m webagent mcp`` on the offline server, as an MCP host would start it."""
+    env = mcp_env()
     command = [sys.executable, "-m", "webagent", "mcp", *role_flags(server.url), *args]
     return StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=str(REPO))
 
@@ -53,3 +75,59 @@ def stdio_server(server: FakeModelServer, *args: str) -> StdioServerParameters:
 def text_of(result: CallToolResult) -> str:
     """The text parts of a tool result."""
     return "\n".join(getattr(part, "text", "") for part in result.content)
+
+
+@contextlib.asynccontextmanager
+async def http_server(server: FakeModelServer, *args: str) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
+    """``python -m webagent mcp --http 127.0.0.1:0`` on the offline server: the process and the
+    endpoint's URL once it is ready (killed at the end if it is still running)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "webagent",
+        "mcp",
+        "--http",
+        "127.0.0.1:0",
+        *args,
+        *role_flags(server.url),
+        stderr=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.DEVNULL,
+        env=mcp_env(),
+    )
+    try:
+        assert proc.stderr is not None
+        async with asyncio.timeout(60):
+            line = (await proc.stderr.readline()).decode()
+            while not line.startswith(READY_PREFIX):
+                assert line, "the server exited before it was ready"
+                line = (await proc.stderr.readline()).decode()
+        yield proc, line.removeprefix(READY_PREFIX).strip()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            with contextlib.suppress(ProcessLookupError):
+                await proc.wait()
+
+
+def descendants(root: int) -> list[int]:
+    """The processes ``root`` started, and theirs (Playwright's driver, Chromium and its helpers)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                parents[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        children = [child for child, parent in parents.items() if parent == pid]
+        found += children
+        todo += children
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -5,19 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
+import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from mcp import Client
 
-from webagent.mcp_server.server import READY_PREFIX
 from webagent.testing.sites import SiteServer
 
 from ..conftest import ServerFactory
-from .conftest import GOAL, REPO, role_flags, script, stdio_server, text_of
+from .conftest import GOAL, alive, descendants, http_server, mcp_env, role_flags, script, stdio_server, text_of
 
 pytestmark = pytest.mark.e2e
 TOOLS = ["act", "check", "close_session", "extract", "open_session", "run_task", "screenshot"]
@@ -59,48 +60,85 @@ async def test_stdio_serves_the_tools_to_an_mcp_host(
 async def test_streamable_http_serves_the_tools_and_stops_cleanly(
     model_server: ServerFactory, site: SiteServer, tmp_path: Path
 ) -> None:
-    async with model_server(script()) as server:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("WEBAGENT_")}
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "webagent",
-            "mcp",
-            "--http",
-            "127.0.0.1:0",
-            "--output",
-            str(tmp_path / "runs"),
-            *role_flags(server.url),
-            stderr=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.DEVNULL,
-            env=env,
-        )
+    async with model_server(script()) as server, http_server(server, "--output", str(tmp_path / "runs")) as (proc, url):
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
+        async with asyncio.timeout(90), Client(url) as client:
+            assert sorted(t.name for t in (await client.list_tools()).tools) == TOOLS
+            opened = await client.call_tool("open_session", {"url": f"{site.url}/catalog/product/blue-widget"})
+            assert opened.structured_content is not None, text_of(opened)
+            sid = opened.structured_content["session_id"]
+            check = await client.call_tool(
+                "check", {"session_id": sid, "statement": "The page shows the Blue Widget at $12.50"}
+            )
+            refused = await client.call_tool("open_session", {"url": "ftp://example.com/"})
+        assert check.structured_content is not None and check.structured_content["holds"]
+        assert refused.is_error and "InputError: invalid URL" in text_of(refused)
+        proc.send_signal(signal.SIGTERM)  # the session left open is closed with the server
+        async with asyncio.timeout(30):
+            assert await proc.wait() == 0
+
+
+async def test_sigterm_stops_the_http_server_while_a_client_is_connected_and_mid_call(
+    model_server: ServerFactory, site: SiteServer, tmp_path: Path
+) -> None:
+    data = script()
+    data["latency_s"] = {"validator": 60.0}  # the check below is still waiting for its model when stopped
+    async with (
+        model_server(data) as server,
+        http_server(server, "--output", str(tmp_path / "runs")) as (proc, url),
+        contextlib.AsyncExitStack() as stack,
+    ):
+        client = await stack.enter_async_context(Client(url))  # connected (its event stream open)
+        stack.push_async_exit(lambda *exc: _true())  # the server is gone by then: leaving may fail
+        opened = await client.call_tool("open_session", {"url": f"{site.url}/catalog/product/blue-widget"})
+        assert opened.structured_content is not None, text_of(opened)
+        chromium = [pid for pid in descendants(proc.pid) if b"chrom" in _cmdline(pid)]
+        assert chromium, "the server has no browser"
+        sid = opened.structured_content["session_id"]
+        call = asyncio.ensure_future(client.call_tool("check", {"session_id": sid, "statement": "anything"}))
+        await asyncio.sleep(1.0)
+        assert not call.done()
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
         try:
-            assert proc.stderr is not None
-            async with asyncio.timeout(60):
-                line = (await proc.stderr.readline()).decode()
-                while not line.startswith(READY_PREFIX):
-                    assert line, "the server exited before it was ready"
-                    line = (await proc.stderr.readline()).decode()
-            url = line.removeprefix(READY_PREFIX).strip()
-            assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
-            async with asyncio.timeout(90), Client(url) as client:
-                assert sorted(t.name for t in (await client.list_tools()).tools) == TOOLS
-                opened = await client.call_tool("open_session", {"url": f"{site.url}/catalog/product/blue-widget"})
-                assert opened.structured_content is not None, text_of(opened)
-                sid = opened.structured_content["session_id"]
-                check = await client.call_tool(
-                    "check", {"session_id": sid, "statement": "The page shows the Blue Widget at $12.50"}
-                )
-                refused = await client.call_tool("open_session", {"url": "ftp://example.com/"})
-            assert check.structured_content is not None and check.structured_content["holds"]
-            assert refused.is_error and "InputError: invalid URL" in text_of(refused)
-            proc.send_signal(signal.SIGTERM)  # the session left open is closed with the server
-            async with asyncio.timeout(30):
+            async with asyncio.timeout(25):
                 assert await proc.wait() == 0
         finally:
-            if proc.returncode is None:
-                proc.kill()
-                with contextlib.suppress(ProcessLookupError):
-                    await proc.wait()
+            call.cancel()
+            await asyncio.gather(call, return_exceptions=True)
+    assert time.monotonic() - started < 25
+    for _ in range(50):  # Chromium's helpers end a moment after the browser
+        if not any(alive(pid) for pid in chromium):
+            break
+        await asyncio.sleep(0.2)
+    assert not [pid for pid in chromium if alive(pid)], "Chromium outlived the server"
+
+
+async def _true() -> bool:
+    return True
+
+
+@pytest.mark.parametrize("where", ["busy", "unresolvable"])
+def test_an_address_that_cannot_be_listened_on_is_a_one_line_error(where: str) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        address = f"127.0.0.1:{busy.getsockname()[1]}" if where == "busy" else "no-such-host.invalid:8765"
+        done = subprocess.run(
+            [sys.executable, "-m", "webagent", "mcp", "--http", address, *role_flags("http://127.0.0.1:9")],
+            env=mcp_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"webagent: error: cannot listen on {address}: "), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""

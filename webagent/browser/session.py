@@ -111,6 +111,13 @@ class BrowserSession:
         """Enforce a navigation policy on this session's context (before its first navigation)."""
         await self._state.set_guard(guard)
 
+    async def drive(self, page: Page) -> None:
+        """Drive ``page`` of this session's context from now on (a tab another driver, such as a
+        run on this page, moved to), with this session's guard watching its navigations."""
+        if page is not self._state.page:
+            self._state.switch_to(page)
+            await self._state.watch_navigations()
+
     # -- events and the browser -----------------------------------------------------------------
     def drain_events(self) -> list[str]:
         """Page events since the last call (dialogs, new tabs, crashes, slow loads)."""

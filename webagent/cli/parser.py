@@ -238,6 +238,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-sessions", type=int, default=4, metavar="N", help="browser sessions kept open at once (default 4)"
     )
     mcp.add_argument(
+        "--session-idle-timeout",
+        type=float,
+        default=900.0,
+        metavar="SECONDS",
+        help="close a kept session unused for this long (default 900; 0: never)",
+    )
+    mcp.add_argument(
         "--output", default="runs/mcp", metavar="DIR", help="where run directories are written (default runs/mcp)"
     )
     _add_config_options(mcp)

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from pathlib import Path
 
 from ..config import AgentConfig
 from ..errors import ConfigError, InputError
 
-__all__ = ["parse_http", "run_mcp"]
+__all__ = ["READY_PREFIX", "parse_http", "run_mcp"]
+
+#: What the command prints on stderr once it serves streamable HTTP (then the endpoint's URL).
+READY_PREFIX = "webagent mcp: streamable HTTP on "
 
 
 def parse_http(value: str) -> tuple[str, int]:
@@ -25,6 +29,8 @@ def run_mcp(args: argparse.Namespace, config: AgentConfig) -> int:
     """Serve until stdin closes (stdio) or the process is stopped; 0 afterwards."""
     if args.max_sessions < 1:
         raise InputError("--max-sessions must be at least 1")
+    if args.session_idle_timeout < 0:
+        raise InputError("--session-idle-timeout must be 0 (never) or a number of seconds")
     http = parse_http(args.http) if args.http else None
     try:
         from .server import WebagentMCP
@@ -32,16 +38,25 @@ def run_mcp(args: argparse.Namespace, config: AgentConfig) -> int:
         if exc.name and exc.name.split(".")[0] in ("mcp", "uvicorn", "jsonschema"):
             raise ConfigError("webagent mcp needs the MCP SDK: pip install 'webagent[mcp]'") from None
         raise
-    server = WebagentMCP(config, output_dir=Path(args.output), max_sessions=args.max_sessions)
+    server = WebagentMCP(
+        config,
+        output_dir=Path(args.output),
+        max_sessions=args.max_sessions,
+        session_idle_timeout_s=args.session_idle_timeout,
+    )
 
     async def main() -> None:
         try:
             if http is None:
                 await server.serve_stdio()
             else:
-                await server.serve_http(*http)
+                await server.serve_http(*http, on_ready=_print_ready)
         finally:
             await server.aclose()
 
     asyncio.run(main())
     return 0
+
+
+def _print_ready(url: str) -> None:
+    print(f"{READY_PREFIX}{url}", file=sys.stderr, flush=True)

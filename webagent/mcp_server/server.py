@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import signal
 import socket
-import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -23,17 +22,18 @@ from playwright.async_api import Browser
 from .._version import __version__
 from ..agent import Agent
 from ..config import AgentConfig
-from .sessions import SessionStore
+from ..errors import InputError
+from .sessions import DEFAULT_IDLE_TIMEOUT_S, SessionStore
 from .tools import WebTools
 
-__all__ = ["DEFAULT_MAX_SESSIONS", "HTTP_PATH", "READY_PREFIX", "WebagentMCP"]
+__all__ = ["DEFAULT_MAX_SESSIONS", "GRACEFUL_SHUTDOWN_S", "HTTP_PATH", "WebagentMCP"]
 
 log = structlog.get_logger("webagent.mcp")
 
 DEFAULT_MAX_SESSIONS = 4
 HTTP_PATH = "/mcp"
-#: What the server prints on stderr once it serves streamable HTTP (then the endpoint's URL).
-READY_PREFIX = "webagent mcp: streamable HTTP on "
+#: How long a stopping HTTP server waits for its connections and calls before it cancels them.
+GRACEFUL_SHUTDOWN_S = 5
 _TOOLS = ("run_task", "open_session", "act", "check", "extract", "screenshot", "close_session")
 
 
@@ -46,11 +46,15 @@ class WebagentMCP:
         *,
         output_dir: Path | None = None,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
+        session_idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
         browser: Browser | None = None,
     ) -> None:
-        """``browser``: a Playwright browser to open contexts in (default: the agent launches its own)."""
+        """``browser``: a Playwright browser to open contexts in (default: the agent launches its own);
+        ``session_idle_timeout_s``: close a kept session unused for that long (None or 0: never)."""
         self.agent = Agent(config, browser=browser)
-        self.sessions = SessionStore(self.agent, limit=max_sessions, output_dir=output_dir)
+        self.sessions = SessionStore(
+            self.agent, limit=max_sessions, output_dir=output_dir, idle_timeout_s=session_idle_timeout_s
+        )
         self.tools = WebTools(self.agent, self.sessions, output_dir=output_dir)
         self.server: MCPServer = MCPServer(
             "webagent",
@@ -70,33 +74,66 @@ class WebagentMCP:
         """Serve on stdin/stdout until stdin closes (or SIGINT/SIGTERM)."""
         task = asyncio.current_task()
 
-        def stop() -> None:
+        def stop(sig: signal.Signals) -> None:
             if task is not None:
                 task.cancel()
 
         async with _on_signals(stop):
             await self.server.run_stdio_async()
 
-    async def serve_http(self, host: str, port: int) -> None:
-        """Serve streamable HTTP at ``http://host:port/mcp`` (port 0: a free one) until SIGINT/SIGTERM."""
+    async def serve_http(self, host: str, port: int, *, on_ready: Callable[[str], None] | None = None) -> None:
+        """Serve streamable HTTP at ``http://host:port/mcp`` (port 0: a free one) until SIGINT/SIGTERM;
+        ``on_ready`` is told the endpoint's URL once the socket listens. InputError (one line) when
+        the address cannot be listened on (a port in use, a host that does not resolve)."""
         app = self.server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        bound = sock.getsockname()[1]
-        server = _Uvicorn(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        sock = await _listen(host, port)
+        config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
+        server = _Uvicorn(config)
         shown = f"[{host}]" if ":" in host else host
-        print(f"{READY_PREFIX}http://{shown}:{bound}{HTTP_PATH}", file=sys.stderr, flush=True)
+        url = f"http://{shown}:{sock.getsockname()[1]}{HTTP_PATH}"
+        log.info("mcp_http_serving", url=url)
+        if on_ready is not None:
+            on_ready(url)
 
-        def stop() -> None:
-            server.should_exit = True  # uvicorn's graceful shutdown; the sessions close after it
+        def stop(sig: signal.Signals) -> None:
+            if server.should_exit:  # a second signal: stop waiting for connections and calls
+                log.warning("mcp_forced_exit", signal=sig.name)
+                server.force_exit = True
+                return
+            # uvicorn's handle_exit (which sse_starlette patches to end its open event streams, a
+            # client's GET stream included), not only should_exit: those streams never end otherwise.
+            server.handle_exit(sig, None)
 
         try:
             async with _on_signals(stop):
                 await server.serve(sockets=[sock])
         finally:
             sock.close()
+
+
+async def _listen(host: str, port: int) -> socket.socket:
+    """A bound socket at ``host:port`` (the first address the host resolves to, within 10 s)."""
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout(10.0):
+            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, address = infos[0]
+        sock = socket.socket(family, kind, proto)
+    except TimeoutError:
+        raise InputError(f"cannot listen on {_address(host, port)}: the host name did not resolve in 10 s") from None
+    except OSError as exc:
+        raise InputError(f"cannot listen on {_address(host, port)}: {exc.strerror or exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise InputError(f"cannot listen on {_address(host, port)}: {exc.strerror or exc}") from None
+    return sock
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 class _Uvicorn(uvicorn.Server):
@@ -109,13 +146,13 @@ class _Uvicorn(uvicorn.Server):
 
 
 @contextlib.asynccontextmanager
-async def _on_signals(stop: Callable[[], None]) -> AsyncIterator[None]:
-    """Call ``stop`` on SIGINT/SIGTERM while serving, so that the server ends through its clean-up."""
+async def _on_signals(stop: Callable[[signal.Signals], None]) -> AsyncIterator[None]:
+    """Call ``stop(sig)`` on SIGINT/SIGTERM while serving, so that the server ends through its clean-up."""
     loop = asyncio.get_running_loop()
     installed: list[signal.Signals] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop)
+            loop.add_signal_handler(sig, stop, sig)
             installed.append(sig)
     try:
         yield

@@ -1,54 +1,95 @@
 """The browser sessions ``webagent mcp`` keeps between tool calls: a page each, driven by a ``Pilot``.
 
-A session is a context of its own on the agent's pooled Chromium, opened on a URL under the same
-navigation policy as a run starting there. At most ``limit`` are open at once; each closes on
-``close_session`` and all of them when the server stops.
+A session is a context of its own on the agent's pooled Chromium, opened on a URL under the
+navigation policy of a run starting there. That policy stays the session's for its whole life:
+its guard is set on the context when it opens and removed only when it closes, so that a page
+that navigates itself between calls (a script, a meta refresh) cannot reach what the policy
+refuses; ``act`` runs under it too (not under one built from wherever the page went), and
+``check``, ``extract``, ``screenshot`` and ``act`` refuse a page whose URL it refuses.
+
+Ids are unguessable, and an error never lists the other sessions' ids. At most ``limit`` are open
+at once; each closes on ``close_session`` (after the call in flight on it, waited for at most
+``close_wait_s``), when unused for ``idle_timeout_s``, and all of them when the server stops.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
-from collections.abc import Sequence
+import secrets
+import time
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
 
 from ..agent import Agent
+from ..browser.guard import NavigationGuard
+from ..browser.session import BrowserSession
 from ..budget import Budget
 from ..errors import SessionError
 from ..pilot import Pilot
 from ..urls import normalize_url
 
-__all__ = ["KeptSession", "SessionStore"]
+__all__ = ["CLOSE_WAIT_S", "DEFAULT_IDLE_TIMEOUT_S", "KeptSession", "SessionStore"]
 
 log = structlog.get_logger("webagent.mcp")
+
+#: How long ``close_session`` waits for a call in flight on the session before closing it anyway.
+CLOSE_WAIT_S = 30.0
+#: Sessions unused for this long are closed (``--session-idle-timeout``).
+DEFAULT_IDLE_TIMEOUT_S = 900.0
 
 
 @dataclass
 class KeptSession:
-    """One open session: its id, its pilot (and page), what closes it."""
+    """One open session: its id, its pilot (and page), its guarded browser session, what closes it."""
 
     id: str
     pilot: Pilot
+    session: BrowserSession = field(repr=False)
     stack: contextlib.AsyncExitStack = field(repr=False)
+    #: The URL and title it opened on (secrets redacted).
+    url: str = ""
+    title: str = ""
+    last_used: float = field(default_factory=time.monotonic)
+    calls: int = 0
+    idle: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+
+    def __post_init__(self) -> None:
+        self.idle.set()
+
+    async def follow_pilot(self) -> None:
+        """After ``act``: the session's guard watches the tab the run ended on (a new tab)."""
+        if not self.pilot.page.is_closed():
+            await self.session.drive(self.pilot.page)
 
 
 class SessionStore:
     """The open sessions of one server, bounded by ``limit``."""
 
     def __init__(
-        self, agent: Agent, *, limit: int, output_dir: Path | None = None, budgets: Sequence[Budget] = ()
+        self,
+        agent: Agent,
+        *,
+        limit: int,
+        output_dir: Path | None = None,
+        budgets: Sequence[Budget] = (),
+        idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
+        close_wait_s: float = CLOSE_WAIT_S,
     ) -> None:
+        """``idle_timeout_s``: close a session unused for that long (None or 0: never)."""
         self.agent = agent
         self.limit = limit
         self.output_dir = output_dir
         self.budgets = list(budgets)
+        self.idle_timeout_s = idle_timeout_s or None
+        self.close_wait_s = close_wait_s
         self._open: dict[str, KeptSession] = {}
         self._opening = 0
         self._lock = asyncio.Lock()
+        self._reaper: asyncio.Task[None] | None = None
 
     @property
     def ids(self) -> list[str]:
@@ -56,53 +97,116 @@ class SessionStore:
 
     async def open(self, url: str) -> KeptSession:
         """A new session on ``url`` (SessionError past the limit; InputError or NavigationError when
-        the URL is invalid, refused by the navigation policy or cannot be opened)."""
+        the URL is invalid, refused by the navigation policy or cannot be opened). Closed again when
+        anything fails before it is handed out."""
         url = normalize_url(url)
+        await self.close_idle()
         async with self._lock:
             if len(self._open) + self._opening >= self.limit:
                 raise SessionError(
-                    f"this server keeps at most {self.limit} open session(s) and they are all in use: close one "
-                    f"with close_session (open: {', '.join(self._open) or 'none yet'}) or start the server with "
-                    "a larger --max-sessions"
+                    f"this server keeps at most {self.limit} open session(s) and they are all in use: close "
+                    "one with close_session or start the server with a larger --max-sessions"
                 )
             self._opening += 1
         stack = contextlib.AsyncExitStack()
         try:
             policy = self.agent.navigation_policy(url)
             session = await stack.enter_async_context(self.agent.browsers.session(block_service_workers=policy.active))
-            session_id = uuid.uuid4().hex[:8]
+            await session.set_guard(NavigationGuard(policy))  # until the session closes
+            session_id = secrets.token_urlsafe(16)
             run_dir = self.output_dir / f"session-{session_id}" if self.output_dir is not None else None
-            pilot = self.agent.pilot(session.page, output_dir=run_dir, budgets=self.budgets)
+            pilot = self.agent.pilot(session.page, output_dir=run_dir, budgets=self.budgets, policy=policy)
             await pilot.goto(url)
+            async with self.agent.page_driver(pilot.page) as driver:  # URL and title redacted
+                shown, title = driver.url, await driver.title()
         except BaseException:
             await stack.aclose()
             raise
         finally:
             self._opening -= 1
-        kept = self._open[session_id] = KeptSession(session_id, pilot, stack)
-        log.info("mcp_session_opened", session=session_id, url=url)
+        kept = self._open[session_id] = KeptSession(session_id, pilot, session, stack, url=shown, title=title)
+        log.info("mcp_session_opened", session=session_id, url=shown)
+        self._start_reaper()
         return kept
 
     def get(self, session_id: str) -> KeptSession:
         """The open session ``session_id`` (SessionError when there is none)."""
         kept = self._open.get(session_id.strip())
         if kept is None:
-            known = ", ".join(self._open) or "none is open"
-            raise SessionError(f"no open session has the id {session_id!r} ({known}); open one with open_session")
+            raise SessionError(
+                f"no open session has the id {session_id!r} (closed, closed after being unused, or never "
+                "opened); open one with open_session"
+            )
         return kept
 
-    async def close(self, session_id: str) -> None:
-        """Close one session (SessionError when it is not open)."""
+    @contextlib.asynccontextmanager
+    async def use(self, session_id: str) -> AsyncIterator[KeptSession]:
+        """The open session ``session_id`` for one call: not idle meanwhile, and ``close`` waits for it."""
+        await self.close_idle()
         kept = self.get(session_id)
-        del self._open[kept.id]
-        await kept.stack.aclose()
-        log.info("mcp_session_closed", session=kept.id)
+        kept.calls += 1
+        kept.idle.clear()
+        try:
+            yield kept
+        finally:
+            kept.calls -= 1
+            kept.last_used = time.monotonic()
+            if kept.calls == 0:
+                kept.idle.set()
+
+    async def close(self, session_id: str) -> None:
+        """Close one session once the call in flight on it has ended (at most ``close_wait_s``);
+        SessionError when it is not open."""
+        kept = self.get(session_id)
+        del self._open[kept.id]  # no new call starts on it
+        if not kept.idle.is_set():
+            try:
+                async with asyncio.timeout(self.close_wait_s):
+                    await kept.idle.wait()
+            except TimeoutError:
+                log.warning("mcp_session_closed_mid_call", session=kept.id, waited_s=self.close_wait_s)
+        await self._close(kept, "closed")
+
+    async def close_idle(self) -> None:
+        """Close the sessions unused for ``idle_timeout_s`` (none while a call is in flight on it)."""
+        if self.idle_timeout_s is None:
+            return
+        now = time.monotonic()
+        for kept in list(self._open.values()):
+            if kept.calls == 0 and now - kept.last_used >= self.idle_timeout_s and self._open.get(kept.id) is kept:
+                del self._open[kept.id]
+                await self._close(kept, "idle")
 
     async def close_all(self) -> None:
         """Close every session (when the server stops)."""
+        reaper, self._reaper = self._reaper, None
+        if reaper is not None:
+            reaper.cancel()
+            await asyncio.gather(reaper, return_exceptions=True)
         while self._open:
-            session_id, kept = self._open.popitem()
-            try:
-                await kept.stack.aclose()
-            except Exception as exc:  # one session that fails to close must not keep the others open
-                log.warning("mcp_session_close_failed", session=session_id, error=str(exc))
+            _, kept = self._open.popitem()
+            await self._close(kept, "server stopping")
+
+    async def _close(self, kept: KeptSession, why: str) -> None:
+        try:
+            await kept.stack.aclose()
+        except Exception as exc:  # one session that fails to close must not keep the others open
+            log.warning("mcp_session_close_failed", session=kept.id, error=str(exc))
+            return
+        log.info("mcp_session_closed", session=kept.id, why=why)
+
+    def _start_reaper(self) -> None:
+        """A background task closing idle sessions (checked a few times per timeout, at most once a minute)."""
+        if self.idle_timeout_s is None or (self._reaper is not None and not self._reaper.done()):
+            return
+        interval = min(60.0, max(0.1, self.idle_timeout_s / 4))
+
+        async def reap() -> None:
+            while self._open:
+                await asyncio.sleep(interval)
+                try:
+                    await self.close_idle()
+                except Exception as exc:  # the next round tries again
+                    log.warning("mcp_idle_close_failed", error=str(exc))
+
+        self._reaper = asyncio.ensure_future(reap())

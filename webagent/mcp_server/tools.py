@@ -124,8 +124,7 @@ class WebTools:
         """Open URL in a new browser session kept between calls (for act, check, extract,
         screenshot); returns its session id. Close it with close_session when done."""
         kept = await self.sessions.open(url)
-        async with self.agent.page_driver(kept.pilot.page) as driver:  # URL and title redacted
-            return SessionOpened(session_id=kept.id, url=driver.url, title=await driver.title())
+        return SessionOpened(session_id=kept.id, url=kept.url, title=kept.title)
 
     @_tool_errors
     async def act(
@@ -135,8 +134,10 @@ class WebTools:
         max_steps: Annotated[int | None, Field(ge=1, description="Steps before a final answer is asked for")] = None,
     ) -> TaskOutcome:
         """Run the agent toward GOAL from the session's page as it is (nothing is reopened); the
-        page stays where the run left it."""
-        result = await self.sessions.get(session_id).pilot.act(goal, max_steps=max_steps)
+        page stays where the run left it (a new tab it switched to included)."""
+        async with self.sessions.use(session_id) as kept:
+            result = await kept.pilot.act(goal, max_steps=max_steps)
+            await kept.follow_pilot()
         return _outcome(result)
 
     @_tool_errors
@@ -146,7 +147,8 @@ class WebTools:
         statement: Annotated[str, Field(description="What should be true of the page now")],
     ) -> CheckOutcome:
         """Ask the validator whether STATEMENT holds on the session's page as it is now."""
-        result = await self.sessions.get(session_id).pilot.check(statement)
+        async with self.sessions.use(session_id) as kept:
+            result = await kept.pilot.check(statement)
         run_dir = str(result.run_dir) if result.run_dir is not None else None
         return CheckOutcome(holds=result.holds, feedback=result.feedback, url=result.url, run_dir=run_dir)
 
@@ -160,16 +162,18 @@ class WebTools:
         ] = None,
     ) -> Extracted:
         """Read WHAT off the session's page as it is now: JSON valid against JSON_SCHEMA, or text."""
-        pilot = self.sessions.get(session_id).pilot
-        if json_schema is None:
-            text = await pilot.extract(what, schema=_Text)
-            return Extracted(value=text.value)
-        return Extracted(value=await pilot.extract_json(what, _schema(json_schema)))
+        schema = _schema(json_schema) if json_schema is not None else None
+        async with self.sessions.use(session_id) as kept:
+            if schema is None:
+                text = await kept.pilot.extract(what, schema=_Text)
+                return Extracted(value=text.value)
+            return Extracted(value=await kept.pilot.extract_json(what, schema))
 
     @_tool_errors
     async def screenshot(self, session_id: SessionId) -> Image:
         """A PNG screenshot of the session's page (its viewport) as it is now."""
-        return Image(data=await self.sessions.get(session_id).pilot.screenshot(), format="png")
+        async with self.sessions.use(session_id) as kept:
+            return Image(data=await kept.pilot.screenshot(), format="png")
 
     @_tool_errors
     async def close_session(self, session_id: SessionId) -> Closed:

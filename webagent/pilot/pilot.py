@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from ..browser.deadline import within
 from ..budget import Budget
 from ..config import ROLES
-from ..errors import BrowserError, InputError, ModelError
+from ..errors import BrowserError, InputError, ModelError, NavigationError
 from ..loop import Meter
 from ..model.parsing import ReplyParseError
 from ..records import CheckResult, ModelCall, RunResult, Step, Usage, Verdict
@@ -25,6 +25,7 @@ from ..replay import ReplayCache
 from ..roles.checker import Checker, CheckReply
 from ..roles.extractor import ExtractionSchema, Extractor
 from ..roles.policy import PolicyImages
+from ..safety import NavigationPolicy
 from ..urls import normalize_url
 from .host import PilotHost
 from .look import Look, look_at, write_one_step_run
@@ -41,7 +42,10 @@ class Pilot:
     """Natural-language steps, checks and extractions on one page; the page is never closed.
 
     Calls on one pilot run one at a time (a second waits for the first). ``usage`` sums every
-    model call made; ``run_dirs`` lists the run directories written, the latest last.
+    model call made; ``run_dirs`` lists the run directories written, the latest last. ``page`` is
+    the tab the pilot drives: after ``act`` the one the run ended on (a new tab it switched to).
+
+    ``policy``: one navigation policy for every call, whatever the page's URL (``Agent.pilot``).
     """
 
     def __init__(
@@ -52,9 +56,11 @@ class Pilot:
         output_dir: str | Path | None = None,
         replay: ReplayCache | None = None,
         budgets: Sequence[Budget] = (),
+        policy: NavigationPolicy | None = None,
     ) -> None:
         self.host = host
         self.page = page
+        self.policy = policy
         self.output_dir = Path(output_dir) if output_dir is not None else None
         self.replay = replay
         self.budgets = list(budgets)
@@ -74,7 +80,8 @@ class Pilot:
         """Open ``url`` in the page under the navigation policy a run starting there has
         (NavigationError when it is refused or cannot be opened)."""
         url = normalize_url(url)
-        async with self._lock, self.host.page_driver(self._open_page(), guard_url=url) as driver:
+        driver_of = self.host.page_driver(self._open_page(), guard_url=url, policy=self.policy)
+        async with self._lock, driver_of as driver:
             await driver.goto(url, start=True)
 
     async def act(self, goal: str, max_steps: int | None = None) -> RunResult:
@@ -88,8 +95,8 @@ class Pilot:
             settings = settings.model_copy(update={"max_steps": max_steps})
         async with self._lock:
             self._acts[goal] += 1
-            result = await self.host.run(
-                self._start_url(),
+            stream = self.host.stream(
+                await self._start_url(),
                 goal,
                 page=self.page,
                 navigate=False,
@@ -97,8 +104,17 @@ class Pilot:
                 output_dir=self._run_dir("act"),
                 cache=self.replay,
                 cache_key=_act_key(goal, self._acts[goal]),
-                budgets=self.budgets,
+                budgets=list(self.budgets),
+                policy=self.policy,
             )
+            async for _ in stream:
+                pass
+            assert stream.result is not None
+            result = stream.result
+            ended_on = stream.session.page if stream.session is not None else None
+            if ended_on is not None and ended_on is not self.page and not ended_on.is_closed():
+                log.info("pilot_switched_tab", url=self.host.secrets.redact(ended_on.url))
+                self.page = ended_on  # the run moved to a new tab (or off one that closed): follow it
         for role in ROLES:
             self.usage.role(role).add(result.usage.role(role))
         log.info("pilot_act", goal=goal, success=result.success, stop_reason=result.stop_reason, steps=result.steps)
@@ -207,6 +223,8 @@ class Pilot:
     async def screenshot(self) -> bytes:
         """A PNG of the page's viewport as it is now."""
         timeout_s = self.host.config.browser.command_timeout_s
+        if self.policy is not None:
+            await self._start_url()
         try:
             return await within(self._open_page().screenshot(type="png"), timeout_s, "page.screenshot")
         except PlaywrightError as exc:
@@ -219,10 +237,20 @@ class Pilot:
             raise InputError("the page this pilot drives has been closed")
         return self.page
 
-    def _start_url(self) -> str:
+    async def _start_url(self) -> str:
+        """The page's URL; NavigationError when the pilot's fixed policy refuses it (a page that
+        navigated itself elsewhere since: what it shows is not to be read)."""
         url = self._open_page().url
         if not url.startswith(_WEB_SCHEMES):
             raise InputError(f"the page is at {url!r}: open a web page first (page.goto(url) or pilot.goto(url))")
+        if self.policy is not None:
+            reason = await self.policy.check_resolved(url, navigation=True)
+            if reason is not None:
+                shown = self.host.secrets.redact(url)
+                raise NavigationError(
+                    f"the page is now at {shown}, which this session's navigation policy refuses ({reason}); "
+                    "nothing was read from it"
+                )
         return url
 
     def _run_dir(self, kind: str) -> Path | None:
@@ -238,7 +266,7 @@ class Pilot:
         return path
 
     async def _look(self) -> Look:
-        self._start_url()
+        await self._start_url()
         async with self.host.page_driver(self.page) as driver:
             return await look_at(
                 driver, self.host.config.localizer.resize_rule(), fingerprinted=self.replay is not None
