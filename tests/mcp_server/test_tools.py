@@ -169,7 +169,9 @@ async def test_bad_calls_are_one_clear_tool_error_each(
     assert not first.is_error
 
 
-async def test_secrets_are_named_never_shown(model_server: ServerFactory, connect: Connect, site: SiteServer) -> None:
+async def test_secrets_are_named_never_shown(
+    model_server: ServerFactory, connect: Connect, site: SiteServer, tmp_path: Path
+) -> None:
     value = "hunter2-c0de"
     data = script()  # a model that reads the secret off the page and repeats it
     data["extracts"].insert(0, {"match": "search query", "value": {"value": f"the query is {value}"}})
@@ -188,6 +190,10 @@ async def test_secrets_are_named_never_shown(model_server: ServerFactory, connec
     assert opened.structured_content is not None and "{{ACCESS_CODE}}" in opened.structured_content["url"]
     assert shown.structured_content == {"value": "the query is {{ACCESS_CODE}}"}
     assert check.structured_content is not None and check.structured_content["holds"]
+    # Nor in what the calls wrote: the run directories of the check and the extraction.
+    written = [p for p in (tmp_path / "runs").rglob("*") if p.is_file()]
+    assert any(p.name == "trajectory.jsonl" for p in written)
+    assert all(value.encode() not in p.read_bytes() for p in written)
 
 
 def test_parse_http() -> None:
