@@ -19,11 +19,12 @@ from PIL import Image
 from playwright.async_api import Browser
 from playwright.async_api import Error as PlaywrightError
 
+from webagent.browser.capture import MAX_PAGE_REOPENS
 from webagent.browser.deadline import BoundedCDPSession, CommandTimeout, on_wait_over, within
 from webagent.browser.devtools import DevToolsSession
 from webagent.browser.session import BrowserSession
 from webagent.config import PROFILES, BrowserConfig
-from webagent.errors import ActionError
+from webagent.errors import ActionError, BrowserError
 from webagent.images import frame_for
 from webagent.testing.sites import SiteServer
 
@@ -184,6 +185,30 @@ async def test_a_page_that_gives_no_screenshot_is_reopened_and_the_policy_told(
         assert any("stopped responding" in e and url in e for e in events)
         assert any("reopened" in r for r in session.drain_recoveries())
         await session.click(640, 400)  # the reopened page is driven as usual
+    finally:
+        await session.close()
+
+
+async def test_a_page_that_keeps_giving_no_screenshot_is_reopened_a_bounded_number_of_times(
+    browser: Browser, site: SiteServer
+) -> None:
+    session = await BrowserSession.create(browser, BrowserConfig(capture_timeout_s=0.5, command_timeout_s=5.0))
+
+    async def no_luck(params: dict[str, Any]) -> dict[str, Any]:
+        raise CommandTimeout("Page.captureScreenshot: no answer from the browser within 0.5 s")
+
+    try:
+        await session.goto(site.url + "/catalog/", start=True)
+        session._capture._capture_on_new_session = no_luck  # type: ignore[method-assign]
+        for reopened in range(1, MAX_PAGE_REOPENS + 1):
+            session._state.cdp = Unanswered(await session._state.cdp_session())  # type: ignore[assignment]
+            await session.screenshot(FRAME)
+            assert session.pages_replaced == reopened
+        session._state.cdp = Unanswered(await session._state.cdp_session())  # type: ignore[assignment]
+        with pytest.raises(BrowserError, match=f"reopened {MAX_PAGE_REOPENS} times"):
+            async with asyncio.timeout(30):
+                await session.screenshot(FRAME)
+        assert session.pages_replaced == MAX_PAGE_REOPENS
     finally:
         await session.close()
 

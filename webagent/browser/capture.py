@@ -43,7 +43,7 @@ from .faults import PageFaults
 from .scripts import TWO_FRAMES, VIEW_AFTER_FRAME, VIEW_NOW
 from .state import PageState, first_line
 
-__all__ = ["Prefetch", "ScreenCapture"]
+__all__ = ["MAX_PAGE_REOPENS", "Prefetch", "ScreenCapture"]
 
 #: What ``_view`` raises on a page that cannot answer (gone, crashed, a throwing getter, a timeout).
 VIEW_ERRORS = (PlaywrightError, TimeoutError, LookupError, TypeError, ValueError)
@@ -52,6 +52,9 @@ Scroll = tuple[float, float]
 
 #: Times a screenshot is sent again after navigations committed while it waited.
 CAPTURE_RESENDS = 3
+#: Times a session reopens a page that gives no screenshot; the next time the run ends (a page, or
+#: a browser, that stops answering at every step would otherwise be reopened until the time limit).
+MAX_PAGE_REOPENS = 3
 
 log = structlog.get_logger("webagent.browser")
 
@@ -286,6 +289,10 @@ class ScreenCapture:
             return result
         if not state.recovers:
             raise BrowserError(f"the page gives no screenshot (none within {timeout_s:g} s, twice) at {url}")
+        if self.pages_replaced >= MAX_PAGE_REOPENS:
+            raise BrowserError(
+                f"the page gives no screenshot at {url}, after it was reopened {self.pages_replaced} times for that"
+            )
         note = await self._faults.reopen(url)
         self.pages_replaced += 1
         self._recoveries.append(f"The page gave no screenshot twice; it was reopened in a new tab{note}.")
