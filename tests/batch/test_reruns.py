@@ -17,7 +17,7 @@ from webagent.batch import CRASH_RERUNS, BatchRunner, TaskResult, read_results
 from webagent.batch.summary import summarize
 from webagent.batch.tasks import TaskSpec
 from webagent.errors import BrowserError
-from webagent.records import RoleUsage, RunResult, Step, Timings, Usage
+from webagent.records import ModelCall, RoleUsage, RunResult, Step, Timings, Usage
 
 from .test_runner import lines_of, make_config_stub, wait_for
 
@@ -58,7 +58,8 @@ class FakeStream:
         with (self.directory / "trajectory.jsonl").open("a") as fh:
             fh.write(json.dumps({"index": index, "plan": self.plan}) + "\n")
         self.last_progress = time.monotonic()
-        return Step(index=index, url="http://example.test/", timings=Timings(total_s=0.01))
+        call = ModelCall(role="policy", model="m", usage=RoleUsage(calls=1, prompt_tokens=100, completion_tokens=10))
+        return Step(index=index, url="http://example.test/", timings=Timings(total_s=0.01), calls=[call])
 
     def _end(self, success: bool, stop_reason: str = "answered", message: str = "", steps: int = 2) -> None:
         self.result = RunResult(
@@ -258,6 +259,8 @@ async def test_a_stalled_run_is_cancelled_kept_and_rerun(tmp_path: Path, monkeyp
     assert len((kept / "trajectory.jsonl").read_text().splitlines()) == 1  # what it wrote is kept
     written = json.loads((kept / "result.json").read_text())
     assert written["stop_reason"] == "error" and written["message"] == rerun.message and written["steps"] == 1
+    assert written["usage"]["policy"]["calls"] == 1  # what it spent before it stalled is kept, and counted
+    assert stuck.usage.policy.calls == 1 + 2 and stuck.usage.policy.prompt_tokens == 100 + 100
     assert len((out / record.output_dir / "trajectory.jsonl").read_text().splitlines()) == 2  # the re-run's own
     assert stats.stalled == 1 and stats.retried == 1 and stats.errors == 0
     assert agent.opened == agent.closed  # the cancelled run closed its session

@@ -100,6 +100,8 @@ class _Progress:
     def __init__(self) -> None:
         self.started = time.monotonic()
         self.steps = 0
+        #: The model calls of the steps it has yielded (a run stopped mid-way keeps what it spent).
+        self.usage = Usage()
 
     @property
     def elapsed_s(self) -> float:
@@ -325,8 +327,7 @@ class BatchRunner:
         await cancel_run(run, task.id, self.cleanup_timeout_s, self._left_behind)
         if ended is not None:  # only the clean-up after the episode was slow: its result stands
             log.warning("task_cleanup_stalled", task=task.id, idle_s=round(idle_s, 1), where=where)
-            for role in ROLES:
-                usage.role(role).add(ended.usage.role(role))
+            _add_usage(usage, ended.usage)
             if not (directory / "result.json").exists():
                 write_result(directory, ended)
             return _Outcome(ended)
@@ -341,7 +342,9 @@ class BatchRunner:
             goal=task.goal,
             steps=progress.steps,
             duration_s=progress.elapsed_s,
+            usage=progress.usage,
         )
+        _add_usage(usage, progress.usage)
         write_result(directory, result)
         return _Outcome(result, stalled=True)
 
@@ -352,6 +355,8 @@ class BatchRunner:
         try:
             async for step in stream:
                 progress.steps += 1
+                for call in step.calls:
+                    progress.usage.add_call(call)
                 t = step.timings
                 self.stats.steps += 1
                 self.stats.tokens += sum(c.usage.prompt_tokens + c.usage.completion_tokens for c in step.calls)
@@ -363,16 +368,17 @@ class BatchRunner:
                     await stream.aclose()
                     raise asyncio.CancelledError
         except NavigationError as exc:  # the site, not the browser (a closed browser is a BrowserError)
+            _add_usage(usage, progress.usage)
             return _Outcome(self._failed(task, exc, progress))
         except WebAgentError as exc:  # e.g. the browser could not be launched, or died while opening the page
+            _add_usage(usage, progress.usage)
             result = self._failed(task, exc, progress)
             if stream.session is not None:
                 return _Outcome(result, crashed=await stream.session.confirm_browser_crash())
             # No session yet (the pool tried other browsers already): a crash if a browser died meanwhile.
             return _Outcome(result, crashed=isinstance(exc, BrowserError) and agent.browsers.crashes > crashes_before)
         assert stream.result is not None
-        for role in ROLES:
-            usage.role(role).add(stream.result.usage.role(role))
+        _add_usage(usage, stream.result.usage)
         if stream.result.stop_reason != "error" or stream.session is None:
             return _Outcome(stream.result)
         return _Outcome(stream.result, crashed=await stream.session.confirm_browser_crash())
@@ -387,6 +393,7 @@ class BatchRunner:
             goal=task.goal,
             steps=progress.steps,
             duration_s=progress.elapsed_s,
+            usage=progress.usage,
         )
 
     def _stream(self, agent: Agent, task: TaskSpec, directory: Path) -> RunStream:
@@ -395,6 +402,12 @@ class BatchRunner:
 
 
 _RERUNS: dict[RerunReason, int] = {"browser_crash": CRASH_RERUNS, "stalled": STALL_RERUNS}
+
+
+def _add_usage(total: Usage, run: Usage) -> None:
+    """Add a run's usage to the task's."""
+    for role in ROLES:
+        total.role(role).add(run.role(role))
 
 
 def _safe_name(task_id: str) -> str:
