@@ -179,6 +179,26 @@ async def test_a_crashed_page_is_reopened_at_its_url(own_browser: Browser, site:
         await session.close()
 
 
+async def test_a_crash_of_the_tab_left_behind_does_not_reopen_the_new_one(
+    own_browser: Browser, site: SiteServer
+) -> None:
+    session = await BrowserSession.create(own_browser, BrowserConfig())
+    try:
+        await session.goto(site.url + "/catalog/")
+        await session.screenshot(FRAME)
+        old = session.page
+        await crash(session)  # the old tab's renderer dies as the page opens a new one
+        new = await session.context.new_page()
+        await new.goto(site.url + "/form/")
+        session._state.switch_to(new)  # what the tab follower does
+        await session.screenshot(FRAME)
+        assert session.page is new and not new.is_closed()  # driven as it is, not reopened
+        assert not any("crashed" in e for e in session.drain_events())
+        assert old is not new
+    finally:
+        await session.close()
+
+
 async def test_a_crash_before_the_first_screenshot_and_goto_after_a_crash(
     own_browser: Browser, site: SiteServer
 ) -> None:

@@ -157,7 +157,10 @@ class PageState:
         self._cdp_handlers.append((event, handler))
 
     def switch_to(self, page: Page) -> None:
-        """Drive ``page`` from now on (a new tab, or the last open one); its CDP session opens anew."""
+        """Drive ``page`` from now on (a new tab, or the last open one); its CDP session opens anew.
+        A crash of the tab left behind is not the new tab's: it is not reopened for it."""
+        if page is not self.page:
+            self.crashed = False
         self.page = page
         self.cdp = None
         for watch in self._page_watchers:
