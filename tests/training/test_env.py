@@ -168,6 +168,27 @@ async def test_an_accepted_answer_at_the_final_step_is_rewarded(
     assert info["result"].stop_reason == "max_steps"  # the last step allowed, and its answer accepted
 
 
+async def test_the_policy_s_thinking_time_is_not_the_run_s(
+    browser: Browser, model_server: ServerFactory, local_tasks: dict[str, Any]
+) -> None:
+    """max_time_s bounds the agent's own time: a policy outside the process that takes longer than
+    that to decide does not end the run (nor make its next step the final one)."""
+    async with (
+        model_server(load_task_script("catalog-price")) as server,
+        agent_for(server, browser, max_time_s=3.0) as agent,
+        WebEnv(agent=agent) as env,
+    ):
+        await env.reset(local_tasks["catalog-price"])
+        await asyncio.sleep(3.5)  # the policy thinks
+        obs, _, done, info = await env.step(WRITE)
+        assert not done and not obs.final and info["error"] is None, info
+        await asyncio.sleep(3.5)
+        obs, _, done, _ = await env.step(CLICK)
+        assert not done and not obs.final
+        obs, reward, done, info = await env.step({"action": "answer", "content": "$12.50"})
+    assert (reward, done) == (1.0, True) and info["result"].stop_reason == "answered"
+
+
 async def test_many_environments_share_one_browser_pool(
     model_server: ServerFactory, local_tasks: dict[str, Any]
 ) -> None:

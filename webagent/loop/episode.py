@@ -10,7 +10,6 @@ and the result are worked out in one place, whoever drives.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Sequence
@@ -27,6 +26,7 @@ from ..records import Point, PromptContext, RunResult, Step, StopReason, Verdict
 from ..replay import CachedStep, StepReplay, fingerprint
 from ..roles.context import PolicyContext
 from ..roles.policy import PolicyState
+from .clock import RunClock
 from .meter import Meter
 from .page import PageDriver, Roles, perform
 from .progress import ProgressTracker
@@ -75,8 +75,7 @@ class Episode:
         self._recent: deque[str] = deque(maxlen=max(settings.recent_actions, 1))
         self._progress = ProgressTracker(settings.repeat_warning_after)
         self.verdicts = Verdicts(roles.validator, self.meter, goal=goal, judge=judge, expect=expect)
-        self._started = time.monotonic()
-        self._started_at = ""
+        self.clock = RunClock(settings.max_time_s)
         self._t0 = 0.0
         self._index = 0
         self._out_of_steps = False
@@ -130,11 +129,10 @@ class Episode:
         """Open the start URL within the run's time limit; False (the result set) if the limit passed.
 
         An episode that does not navigate starts its clock here and opens nothing."""
-        self._started = time.monotonic()
-        self._started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        self.clock.start()
         if not self.navigate:
             return True
-        limit = self._time_limit()
+        limit = self.clock.limit()
         t = time.perf_counter()
         try:
             async with limit:
@@ -153,13 +151,13 @@ class Episode:
         limit = self.settings.max_time_s
         reserve = min(FINAL_RESERVE * limit, FINAL_RESERVE_MAX_S)
         self._out_of_steps = self._index >= self.settings.max_steps
-        final = self._out_of_steps or time.monotonic() - self._started >= limit - reserve
+        final = self._out_of_steps or self.clock.elapsed() >= limit - reserve
         self._index += 1
         return Step(index=self._index, kind="final" if final else "action", url=self.page.url)
 
     async def run_step(self, step: Step, work: Awaitable[None]) -> None:
         """Run a step's work within the run's time limit; what ends the run is kept for ``end_step``."""
-        limit = self._time_limit()
+        limit = self.clock.limit()
         try:
             async with limit:
                 await work
@@ -210,19 +208,21 @@ class Episode:
             attempts=self.verdicts.attempts,
             feedback=self.verdicts.feedbacks,
             usage=self.meter.usage,
-            duration_s=round(time.monotonic() - self._started, 3),
+            duration_s=round(self.clock.wall_s(), 3),
             model_s=round(self.meter.model_s, 3),
             browser_s=round(self.meter.browser_s, 3),
-            started_at=self._started_at,
+            started_at=self.clock.started_at,
             replayed_steps=self.replay.replayed if self.replay else 0,
             calls_saved=self.replay.calls_saved if self.replay else 0,
         )
         return self.result
 
-    def _time_limit(self) -> asyncio.Timeout:
-        """The hard wall-clock limit of the run: ``max_time_s`` after its start."""
-        left = self._started + self.settings.max_time_s - time.monotonic()
-        return asyncio.timeout(max(0.0, left))
+    def pause(self) -> None:
+        """Stop the run's clock while a policy outside the process decides (``WebEnv``)."""
+        self.clock.pause()
+
+    def resume(self) -> None:
+        self.clock.resume()
 
     def _out_of_time(self, during: str) -> str:
         return f"stopped at the {self.settings.max_time_s:g} s time limit {during}; " + self.verdicts.summary()

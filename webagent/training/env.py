@@ -194,6 +194,7 @@ class WebEnv:
         episode, step, obs = self._episode, self._step, self._obs
         if episode is None or step is None or obs is None:
             raise InputError("the environment has no running episode: call reset(task) first")
+        episode.resume()  # the time the policy took to decide is not the run's
 
         raw = _raw(action)
         usable: tuple[PolicyReply, Point | None] | None = None
@@ -275,6 +276,7 @@ class WebEnv:
             await self._end()
             raise
         shots = episode.screenshots
+        episode.pause()  # until the policy's action comes back (step)
         self._step = step
         self._obs = Observation(
             step=step.index,
