@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
+import time
 from pathlib import Path
 
 import playwright
@@ -156,3 +158,23 @@ async def test_launch_options_executable_and_channel_win_over_the_lookup() -> No
     await launch_browser(fake, config, options={"channel": "chrome"})  # type: ignore[arg-type]
     assert fake.kwargs["executable_path"] is None  # Playwright finds the channel's browser
     assert fake.kwargs["channel"] == "chrome"
+
+
+async def test_a_launch_the_driver_never_answers_is_a_browser_error_in_bounded_time() -> None:
+    """The pool launches one browser at a time and sessions waiting for it are not stalls: a
+    Playwright driver that stops answering must not hang every run."""
+
+    class _Chromium:
+        async def launch(self, **kwargs: object) -> None:
+            self.timeout = kwargs.get("timeout")
+            await asyncio.Event().wait()
+
+    class _Playwright:
+        chromium = _Chromium()
+
+    config = BrowserConfig(navigation_timeout_s=0.2, command_timeout_s=0.2, direct_cdp=False)
+    started = time.monotonic()
+    with pytest.raises(BrowserError, match=r"chromium\.launch: no answer from the browser within 0\.6 s"):
+        await launch_browser(_Playwright(), config)  # type: ignore[arg-type]
+    assert time.monotonic() - started < 5
+    assert _Playwright.chromium.timeout == pytest.approx(400)  # Playwright's own timeout goes first

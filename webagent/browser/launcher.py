@@ -18,7 +18,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from ..config import BrowserConfig
 from ..errors import BrowserError
-from .deadline import within
+from .deadline import CommandTimeout, within
 from .devtools import connect_devtools, free_port
 
 __all__ = ["CHROMIUM_ARGS", "DISABLED_FEATURES", "connect_browser", "find_chromium", "launch_browser", "open_browser"]
@@ -110,7 +110,16 @@ async def launch_browser(
         port = free_port()
         args.append(f"--remote-debugging-port={port}")
     try:
-        browser = await playwright.chromium.launch(executable_path=executable, headless=headless, args=args, **extra)
+        # Playwright's own launch timeout first (it cleans up); ours too, in case its driver stops answering:
+        # the pool launches one browser at a time, and sessions waiting for it are not stalls.
+        extra.setdefault("timeout", config.open_timeout_s * 1000)
+        browser = await within(
+            playwright.chromium.launch(executable_path=executable, headless=headless, args=args, **extra),
+            config.open_timeout_s + config.command_timeout_s,
+            "chromium.launch",
+        )
+    except CommandTimeout as exc:
+        raise BrowserError(f"Chromium did not start ({exc}): the machine may be overloaded") from None
     except PlaywrightError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BrowserError(
@@ -143,9 +152,11 @@ async def connect_browser(playwright: Playwright, config: BrowserConfig) -> Brow
             if config.executable_path:  # a path on the server's machine
                 options["executablePath"] = config.executable_path
             headers = {"x-playwright-launch-options": json.dumps(options)}
-            browser = await playwright.chromium.connect(config.ws_endpoint, timeout=timeout_ms, headers=headers)
+            connecting = playwright.chromium.connect(config.ws_endpoint, timeout=timeout_ms, headers=headers)
+            browser = await within(connecting, config.open_timeout_s + config.command_timeout_s, "chromium.connect")
         elif config.cdp_endpoint:
-            browser = await playwright.chromium.connect_over_cdp(config.cdp_endpoint, timeout=timeout_ms)
+            connecting = playwright.chromium.connect_over_cdp(config.cdp_endpoint, timeout=timeout_ms)
+            browser = await within(connecting, config.open_timeout_s + config.command_timeout_s, "connect_over_cdp")
         else:
             raise BrowserError("no remote browser configured (browser.ws_endpoint or browser.cdp_endpoint)")
     except PlaywrightError as exc:
