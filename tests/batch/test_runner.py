@@ -10,7 +10,6 @@ import os
 import signal
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -32,6 +31,7 @@ from webagent.testing.server import FakeModelServer
 from webagent.testing.sites import SiteServer
 
 from ..conftest import load_task_script, make_config
+from ..procs import alive, descendants
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -87,29 +87,6 @@ def step_lines(run_dir: Path) -> int:
 # ---------------------------------------------------------------- processes started by this test
 
 
-def _children() -> dict[int, list[int]]:
-    tree: dict[int, list[int]] = defaultdict(list)
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        tree[ppid].append(int(entry))
-    return tree
-
-
-def descendants(root: int) -> list[int]:
-    tree, found, todo = _children(), [], [root]
-    while todo:
-        for child in tree.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
 def cmdline(pid: int) -> list[str]:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
@@ -126,14 +103,6 @@ def chromium_mains(root: int) -> set[int]:
         if args and "chrom" in Path(args[0].split(" ")[0]).name and "--type=" not in " ".join(args):
             mains.add(pid)
     return mains
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 async def wait_for(predicate: Any, within: float, what: str) -> None:

@@ -21,6 +21,7 @@ from webagent.testing.server import FakeModelServer
 from webagent.testing.sites import SiteServer
 
 from ..conftest import load_task_script
+from ..procs import alive, descendants
 
 pytestmark = pytest.mark.e2e
 
@@ -91,35 +92,6 @@ def complete_lines(out: Path) -> int:
 
 
 # ---------------------------------------------------------------- processes
-
-
-def _ppids() -> dict[int, int]:
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                parents[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-    return parents
-
-
-def descendants(root: int) -> list[int]:
-    parents = _ppids()
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        children = [child for child, parent in parents.items() if parent == pid]
-        found += children
-        todo += children
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def cmdline(pid: int) -> bytes:

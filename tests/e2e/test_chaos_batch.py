@@ -27,11 +27,10 @@ from webagent.testing.server import FakeModelServer
 from webagent.testing.sites import SiteServer
 
 from ..conftest import load_task_script
+from ..procs import alive, descendants
 from .test_batch_cli import (
-    alive,
     batch_args,
     cmdline,
-    descendants,
     env,
     family_of,
     kill_all,

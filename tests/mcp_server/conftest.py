@@ -19,6 +19,7 @@ from webagent.testing.offline import PROFILE_MODELS
 from webagent.testing.server import FakeModelServer
 
 from ..pilot.conftest import pilot_script
+from ..procs import alive, descendants
 
 __all__ = [
     "GOAL",
@@ -107,27 +108,3 @@ async def http_server(server: FakeModelServer, *args: str) -> AsyncIterator[tupl
             proc.kill()
             with contextlib.suppress(ProcessLookupError):
                 await proc.wait()
-
-
-def descendants(root: int) -> list[int]:
-    """The processes ``root`` started, and theirs (Playwright's driver, Chromium and its helpers)."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                parents[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        children = [child for child, parent in parents.items() if parent == pid]
-        found += children
-        todo += children
-    return found
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie does not)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
