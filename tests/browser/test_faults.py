@@ -69,6 +69,30 @@ async def test_a_download_is_cancelled_and_reported_without_waiting(
     await session.screenshot(FRAME)
 
 
+async def test_a_tab_driven_again_reports_each_event_once(make_session: SessionFactory, site: SiteServer) -> None:
+    # The session goes to a new tab and comes back when it closes itself: the page it comes back to
+    # must not get a second set of handlers (a download reported twice).
+    session = await make_session()
+    await session.goto(site.url + "/trouble/")
+    trouble = session.page
+    await trouble.evaluate(
+        'document.body.insertAdjacentHTML(\'beforeend\', \'<a href="/trouble/guarded" target="_blank" '
+        'style="position:absolute;left:600px;top:100px;width:200px;height:50px;display:block">tab</a>\')'
+    )
+    await session.click(700, 125)
+    assert session.page is not trouble
+    await session.page.evaluate(
+        'document.body.innerHTML = \'<button style="position:fixed;left:0;top:0;width:400px;height:400px" '
+        'onclick="window.close()">close</button>\''
+    )
+    await session.click(200, 200)
+    assert session.page is trouble
+    session.drain_events()
+    await click(session, "download link")
+    events = session.drain_events()
+    assert sum("download" in e for e in events) == 1, events
+
+
 async def test_a_file_chooser_is_dismissed_and_reported(make_session: SessionFactory, site: SiteServer) -> None:
     session = await make_session()
     await session.goto(site.url + "/trouble/")

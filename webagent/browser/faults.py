@@ -73,16 +73,19 @@ class PageFaults:
         kind = dialog.type
         message = " ".join(dialog.message.split())[:300]
         try:
-            accepted = dialog.accept(dialog.default_value) if kind == "prompt" else dialog.accept()
-            await within(accepted, self._state.config.command_timeout_s, "dialog.accept")
-        except PlaywrightError:
-            return
-        text = (
-            f"A JavaScript {kind} dialog said: {message!r} (it was accepted)."
-            if message
-            else (f"A JavaScript {kind} dialog appeared (it was accepted).")
-        )
-        self._state.report(text)
+            try:
+                accepted = dialog.accept(dialog.default_value) if kind == "prompt" else dialog.accept()
+                await within(accepted, self._state.config.command_timeout_s, "dialog.accept")
+            except PlaywrightError:
+                return
+            text = (
+                f"A JavaScript {kind} dialog said: {message!r} (it was accepted)."
+                if message
+                else (f"A JavaScript {kind} dialog appeared (it was accepted).")
+            )
+            self._state.report(text)
+        finally:
+            self._state.note_dialog_handled()  # settle() stops waiting for this dialog's report
 
     def _on_crash(self, page: Page) -> None:
         if self._state.note_crash(page):

@@ -51,7 +51,8 @@ class Settler:
         self._capture = capture
         self._tabs = tabs
         self._action_events = 0  # page events reported before the current action began
-        self._dialog_opened = False  # a JavaScript dialog opened during the current action
+        self._dialogs_opened = 0  # JavaScript dialogs opened during the current action
+        self._dialogs_handled = 0  # state.dialogs_handled when the current action began
         state.on_page(self._watch)
         state.on_cdp("Page.frameRequestedNavigation", self._on_requested_navigation)
         state.on_cdp("Page.frameStartedNavigating", self._on_started_navigating)
@@ -81,8 +82,9 @@ class Settler:
 
     def _on_dialog_opening(self, params: dict[str, Any]) -> None:
         # On the session's own CDP channel, in order with settle's check: Playwright's "dialog"
-        # event (the session accepts the dialog, then reports it) may come after the check answered.
-        self._dialog_opened = True
+        # event (the session accepts the dialog, then reports it) may come after the check answered;
+        # settle() waits for that report, so the action's own observation carries it.
+        self._dialogs_opened += 1
 
     # -- settling ---------------------------------------------------------------------------
     async def before_action(self) -> None:
@@ -93,7 +95,8 @@ class Settler:
             await state.cdp_session()
         self._capture.drop_prefetch()
         self._action_events = len(state.events)
-        self._dialog_opened = False
+        self._dialogs_opened = 0
+        self._dialogs_handled = state.dialogs_handled
         self._capture.invalidate_view()
         state.nav.reset()
         self._tabs.reset()
@@ -106,7 +109,7 @@ class Settler:
         """Whether the action so far raised no page event (dialog, download, ...), no new tab, no crash."""
         state = self._state
         return not (
-            state.crashed or self._dialog_opened or self._tabs.pending or len(state.events) > self._action_events
+            state.crashed or self._dialogs_opened > 0 or self._tabs.pending or len(state.events) > self._action_events
         )
 
     async def settle(self, *, next_frame: bool = False) -> None:
@@ -133,6 +136,19 @@ class Settler:
         if self._state.nav.requested:
             self._capture.invalidate_view()
             await self._wait_for_navigation(deadline)
+        await self._wait_for_dialogs(deadline)
+
+    async def _wait_for_dialogs(self, deadline: float) -> None:
+        """Until each dialog the action opened is accepted and reported (at most until ``deadline``)."""
+        state = self._state
+        while state.dialogs_handled - self._dialogs_handled < self._dialogs_opened:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            state.dialog_handled.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(remaining):
+                    await state.dialog_handled.wait()
 
     async def _wait_for_navigation(self, deadline: float) -> None:
         state = self._state

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -117,7 +118,10 @@ class PageState:
         self.saw_target_closed = False  # a call failed because the page, context or browser closed
         self.nav = Navigation()
         self.events: list[str] = []
+        self.dialogs_handled = 0  # JavaScript dialogs accepted (or gone) and reported so far
+        self.dialog_handled = asyncio.Event()  # set at each; settle() waits on it for an action's dialog
         self._page_watchers: list[Callable[[Page], None]] = []
+        self._watched: weakref.WeakSet[Page] = weakref.WeakSet([page])  # pages the watchers were given
         self._listeners: list[tuple[_Emitter, str, Callable[..., Any]]] = []
         self._cdp_handlers: list[tuple[str, Callable[[Any], None]]] = []
 
@@ -130,6 +134,11 @@ class PageState:
     def report(self, text: str) -> None:
         """A page event for the policy's next observation."""
         self.events.append(text)
+
+    def note_dialog_handled(self) -> None:
+        """A dialog was accepted and reported, or went away with its page."""
+        self.dialogs_handled += 1
+        self.dialog_handled.set()
 
     def drain_events(self) -> list[str]:
         events, self.events = self.events, []
@@ -151,6 +160,7 @@ class PageState:
             with contextlib.suppress(Exception):  # a page or context already gone keeps nothing
                 target.remove_listener(event, handler)
         self._listeners.clear()
+        self._watched = weakref.WeakSet()
 
     def on_cdp(self, event: str, handler: Callable[[Any], None]) -> None:
         """Handle ``event`` of each CDP session the session opens (while it is the current one)."""
@@ -163,8 +173,10 @@ class PageState:
             self.crashed = False
         self.page = page
         self.cdp = None
-        for watch in self._page_watchers:
-            watch(page)
+        if page not in self._watched:  # back on a tab it drove before: its handlers are there already
+            self._watched.add(page)
+            for watch in self._page_watchers:
+                watch(page)
 
     def replace(self, page: Page) -> None:
         """Drive ``page``, a fresh tab opened in place of one whose renderer died or that stopped answering."""
