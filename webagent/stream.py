@@ -110,6 +110,12 @@ class RunStream:
         #: True while the session waits for its turn to open a page on its browser (not a stall).
         self.queued = False
 
+    @property
+    def browser_lost(self) -> bool:
+        """Whether the browser under the run's session disconnected (a batch watchdog cuts off a
+        run that still waits some seconds later)."""
+        return self.session is not None and self.session.browser_crashed
+
     def _progressed(self) -> None:
         self.last_progress = time.monotonic()
 

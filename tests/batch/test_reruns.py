@@ -22,7 +22,7 @@ from webagent.records import ModelCall, RoleUsage, RunResult, Step, Timings, Usa
 from .test_runner import lines_of, make_config_stub, wait_for
 
 Plan = str  # "ok", "crash", "crash_result", "crash_at_open", "error", "stall", "stubborn", "busy", "quiet", "hang",
-# "slow_close"
+# "slow_close", "lost"
 
 
 class FakeSession:
@@ -43,6 +43,10 @@ class FakeStream:
         self.last_progress = time.monotonic()
         self.queued = False
         self._gen = self._run()
+
+    @property
+    def browser_lost(self) -> bool:
+        return self.session is not None and self.session.crashed
 
     def __aiter__(self) -> FakeStream:
         return self
@@ -84,7 +88,7 @@ class FakeStream:
             await asyncio.sleep(0.6)
             self.queued = False
             self.last_progress = time.monotonic()
-        self.session = FakeSession(crashed=plan.startswith("crash"))
+        self.session = FakeSession(crashed=plan.startswith("crash") or plan == "lost")
         self.agent.opened += 1
         try:
             yield self._step(1)
@@ -103,7 +107,7 @@ class FakeStream:
                     self.last_progress = time.monotonic()
             if plan == "quiet":  # no sign of progress for a while (a watchdog turned off lets it finish)
                 await asyncio.sleep(0.4)
-            if plan == "hang":
+            if plan in ("hang", "lost"):  # "lost": its browser is gone, and it waits on it all the same
                 await asyncio.Event().wait()
             yield self._step(2)
             self._end(True)
@@ -235,6 +239,31 @@ async def test_crash_reruns_are_per_attempt(tmp_path: Path, monkeypatch: pytest.
     assert [rr.reason for rr in first.reruns] == ["browser_crash"] and first.stop_reason == "error"
     assert [rr.reason for rr in second.reruns] == ["browser_crash"] and second.success
     assert second.output_dir == "runs/k/attempt-2"
+
+
+async def test_a_run_still_waiting_after_its_browser_died_is_cut_off_and_rerun(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "b"
+    plans = {"lost": ["lost", "ok"], "crash": ["crash", "ok"], "fine": ["ok"]}
+    runner, agent = fake_runner(monkeypatch, out, plans)  # the stall watchdog at its default (300 s)
+    runner.browser_lost_grace_s = 0.3
+    started = time.monotonic()
+    stats = await asyncio.wait_for(runner.run(), 30)
+    assert time.monotonic() - started < 10  # cut off after the grace, not at the stall limit
+    rows = by_id(out)
+    assert all(r.success for r in rows.values()), rows
+    lost = rows["lost"]
+    (rerun,) = lost.attempt_records[0].reruns
+    assert rerun.reason == "browser_crash" and rerun.steps == 1
+    assert rerun.message.startswith(
+        "the browser disconnected and the run was still waiting 0.3 s later (stuck in step 2: "
+    )
+    assert "FakeStream._run" in rerun.message, rerun.message  # where it waited
+    assert lost.usage.policy.calls == 1 + 2  # what it spent before it was cut off counts
+    assert [r.reason for r in rows["crash"].attempt_records[0].reruns] == ["browser_crash"]  # ended by itself
+    assert stats.stalled == 0 and stats.retried == 2 and stats.errors == 0
+    assert agent.opened == agent.closed  # the cut-off run closed its session
 
 
 async def test_a_stalled_run_is_cancelled_kept_and_rerun(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

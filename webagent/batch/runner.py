@@ -36,7 +36,7 @@ from ..records import RunResult, Usage
 from ..stream import TRACE_TIMEOUT_S, RunStream
 from .results import AttemptRecord, Rerun, RerunReason, ResultsFile, TaskResult, cost_of
 from .tasks import TaskSpec, reference_matches
-from .watchdog import cancel_run, keep_aside, stuck_in, wait_for_progress, write_result
+from .watchdog import BROWSER_LOST_GRACE_S, cancel_run, keep_aside, stuck_in, wait_for_progress, write_result
 
 __all__ = [
     "CRASH_RERUNS",
@@ -144,6 +144,8 @@ class BatchRunner:
         self.on_update = on_update or (lambda _: None)
         self.stall_timeout_s = stall_timeout_s
         self.cleanup_timeout_s = cleanup_timeout_s
+        #: Seconds a run may go on after its browser disconnected before it is cut off and re-run.
+        self.browser_lost_grace_s = BROWSER_LOST_GRACE_S
         self._results: ResultsFile | None = None  # opened by run(): the runner also serves Ray actors
         self._left_behind: set[asyncio.Task[Any]] = set()  # runs whose cleanup outlasted its bound
         self.stopping = False
@@ -316,24 +318,32 @@ class BatchRunner:
         progress = _Progress()
         run = asyncio.create_task(self._consume(agent, stream, task, usage, progress), name=f"webagent-run:{task.id}")
         try:
-            idle_s = await wait_for_progress(stream, run, self.stall_timeout_s)
+            stall = await wait_for_progress(stream, run, self.stall_timeout_s, lost_grace_s=self.browser_lost_grace_s)
         except asyncio.CancelledError:  # stop(): the run is abandoned (its context closed, bounded)
             await cancel_run(run, task.id, self.cleanup_timeout_s, self._left_behind)
             raise
-        if idle_s is None or run.done():
+        if stall is None or run.done():
             return run.result()
         where = stuck_in(run, progress.steps, opened=stream.session is not None)
         ended = stream.result  # set when the episode has ended (cancelling sets one too: read it first)
         await cancel_run(run, task.id, self.cleanup_timeout_s, self._left_behind)
+        idle_s = round(stall.idle_s, 1)
         if ended is not None:  # only the clean-up after the episode was slow: its result stands
-            log.warning("task_cleanup_stalled", task=task.id, idle_s=round(idle_s, 1), where=where)
+            log.warning("task_cleanup_stalled", task=task.id, idle_s=idle_s, where=where)
             _add_usage(usage, ended.usage)
             if not (directory / "result.json").exists():
                 write_result(directory, ended)
             return _Outcome(ended)
-        message = f"no progress for {self.stall_timeout_s:g} s (stuck in {where})"
-        log.warning("task_stalled", task=task.id, idle_s=round(idle_s, 1), where=where, steps=progress.steps)
-        self.stats.stalled += 1
+        if stall.browser_lost:
+            message = (
+                f"the browser disconnected and the run was still waiting {self.browser_lost_grace_s:g} s later "
+                f"(stuck in {where})"
+            )
+            log.warning("task_cut_off_browser_lost", task=task.id, where=where, steps=progress.steps)
+        else:
+            message = f"no progress for {self.stall_timeout_s:g} s (stuck in {where})"
+            log.warning("task_stalled", task=task.id, idle_s=idle_s, where=where, steps=progress.steps)
+            self.stats.stalled += 1
         result = RunResult(
             success=False,
             stop_reason="error",
@@ -346,6 +356,8 @@ class BatchRunner:
         )
         _add_usage(usage, progress.usage)
         write_result(directory, result)
+        if stall.browser_lost:  # re-run on a replacement browser, as after any crash
+            return _Outcome(result, crashed=True)
         return _Outcome(result, stalled=True)
 
     async def _consume(

@@ -1,6 +1,7 @@
 """The batch's watchdog: a run that makes no progress (no step finished, no model call answered, no
 bounded wait over) for ``stall_timeout_s`` is cancelled, where it waited is told, and its files are
-kept aside for the re-run."""
+kept aside for the re-run. A run still going ``BROWSER_LOST_GRACE_S`` after the browser under it
+disconnected is cancelled too, and re-run as after any browser crash."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import os
 import shutil
 import time
 import types
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -19,33 +21,66 @@ import structlog
 from ..files import write_atomic
 from ..records import RunResult
 
-__all__ = ["Progressing", "cancel_run", "keep_aside", "stuck_in", "wait_for_progress", "write_result"]
+__all__ = [
+    "BROWSER_LOST_GRACE_S",
+    "Progressing",
+    "Stall",
+    "cancel_run",
+    "keep_aside",
+    "stuck_in",
+    "wait_for_progress",
+    "write_result",
+]
 
 log = structlog.get_logger("webagent.batch")
 
+#: Seconds a run may go on after the browser under it disconnected before it is cut off and re-run.
+BROWSER_LOST_GRACE_S = 10.0
+_LOST_POLL_S = 1.0  # how often a run's browser is looked at (a property read, no call)
+
 
 class Progressing(Protocol):
-    """A run that says when it last made progress (``RunStream``), and whether it waits its turn
-    to open a session (a queue bounded by the deadlines of the opens ahead of it, not a stall)."""
+    """A run that says when it last made progress (``RunStream``), whether it waits its turn to
+    open a session (a queue bounded by the deadlines of the opens ahead of it, not a stall), and
+    whether the browser under its session disconnected."""
 
     last_progress: float
     queued: bool
 
+    @property
+    def browser_lost(self) -> bool: ...
 
-async def wait_for_progress(stream: Progressing, run: asyncio.Task[Any], limit_s: float) -> float | None:
-    """Wait for the run; the seconds it went without progress if that reached ``limit_s`` (0: no limit)."""
+
+@dataclass(frozen=True)
+class Stall:
+    """Why the watchdog stops a run: no progress for ``idle_s``, or the browser under it is gone
+    and the run did not end by itself within the grace it was given (``browser_lost``)."""
+
+    idle_s: float
+    browser_lost: bool = False
+
+
+async def wait_for_progress(
+    stream: Progressing, run: asyncio.Task[Any], limit_s: float, *, lost_grace_s: float = BROWSER_LOST_GRACE_S
+) -> Stall | None:
+    """Wait for the run; a ``Stall`` if it went ``limit_s`` without progress (0: no limit), or if
+    it went on ``lost_grace_s`` after the browser under it disconnected. A run whose browser died
+    normally fails at once (its calls are refused) and is re-run; one that still waits on something
+    the dead browser will never answer is cut off here instead of at its own, longer deadlines."""
+    lost_at: float | None = None
     while True:
-        if limit_s <= 0:
-            await asyncio.wait({run})
-            return None
-        if stream.queued:  # its clock starts when it gets its turn
-            if (await asyncio.wait({run}, timeout=min(limit_s, 1.0)))[0]:
-                return None
-            continue
-        idle = time.monotonic() - stream.last_progress
-        if idle >= limit_s:
-            return idle
-        done, _ = await asyncio.wait({run}, timeout=limit_s - idle)
+        now = time.monotonic()
+        if lost_at is None and stream.browser_lost:
+            lost_at = now
+        if lost_at is not None and now - lost_at >= lost_grace_s:
+            return Stall(now - stream.last_progress, browser_lost=True)
+        wait_s = lost_at + lost_grace_s - now if lost_at is not None else _LOST_POLL_S
+        if limit_s > 0 and not stream.queued:  # a queued run's clock starts when it gets its turn
+            idle = now - stream.last_progress
+            if idle >= limit_s:
+                return Stall(idle)
+            wait_s = min(wait_s, limit_s - idle)
+        done, _ = await asyncio.wait({run}, timeout=wait_s)
         if done:
             return None
 
