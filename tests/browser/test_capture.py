@@ -100,13 +100,14 @@ async def test_each_click_s_effect_is_in_the_capture_taken_ahead(session: Browse
 
 async def test_a_same_document_navigation_keeps_the_capture_taken_ahead(session: BrowserSession) -> None:
     await open_html(session, PUSH, SCALED)
-    for n, expected in enumerate([GREEN, BLUE, RED], start=1):
+    for n, expected in enumerate([GREEN, BLUE, RED] * 2, start=1):
         await session.click(640, 300)  # pushState: no new document, nothing to wait for
         shot = await session.screenshot(SCALED)
         assert session.url.endswith(f"#n{n}")
         assert near(colour(shot, 640, 300), expected), f"click {n}: {colour(shot, 640, 300)}"
-    # Kept although the URL changed (one may be dropped on a loaded machine).
-    assert session.prefetched_shots >= 2
+    # Kept although the URL changed (on a loaded machine a capture that raced the paint is dropped,
+    # and taken afresh: a few may be).
+    assert session.prefetched_shots >= 3
 
 
 @pytest.mark.parametrize(
