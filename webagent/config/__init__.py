@@ -1,0 +1,23 @@
+"""Configuration: Pydantic models, loaded from TOML, then environment, then explicit overrides.
+
+Precedence (lowest to highest): defaults < TOML file < ``WEBAGENT_<SECTION>_<FIELD>`` environment
+variables < overrides (CLI flags or keyword arguments). Unknown keys are errors that name the key.
+"""
+
+from ._agent import AgentSettings
+from ._browser import BrowserConfig, Viewport
+from ._load import ROLES as ROLES
+from ._load import AgentConfig, load_config
+from ._roles import PROFILES, LocalizerConfig, PolicyConfig, RoleConfig
+
+__all__ = [
+    "PROFILES",
+    "AgentConfig",
+    "AgentSettings",
+    "BrowserConfig",
+    "LocalizerConfig",
+    "PolicyConfig",
+    "RoleConfig",
+    "Viewport",
+    "load_config",
+]

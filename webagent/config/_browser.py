@@ -1,0 +1,119 @@
+"""The ``[browser]`` section: launching or connecting to Chromium, its viewport, deadlines and allowed hosts."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from ..safety import parse_rule
+from ._base import Section
+
+__all__ = ["BrowserConfig", "Viewport"]
+
+
+class Viewport(Section):
+    width: int = Field(default=1280, ge=200, le=7680)
+    height: int = Field(default=800, ge=200, le=4320)
+
+
+class BrowserConfig(Section):
+    headless: bool = True
+    executable_path: str | None = Field(
+        default=None, description="Chromium binary (default: /usr/bin/chromium if present)"
+    )
+    viewport: Viewport = Field(default_factory=Viewport)
+    screenshot_format: Literal["jpeg", "png"] = "jpeg"
+    jpeg_quality: int = Field(default=85, ge=1, le=100)
+    settle_timeout_s: float = Field(default=3.0, ge=0, description="Cap on waiting for a page to settle")
+    navigation_timeout_s: float = Field(default=30.0, gt=0)
+    command_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Deadline of one browser command (a click, a key, a DevTools request); one past it is handled "
+        "as a page that does not respond. Opening and closing contexts and tabs get navigation_timeout_s more",
+    )
+    capture_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="A screenshot not taken within this is retaken another way, and if the page still gives "
+        "none, the page is reopened in a new tab (the policy is told). A capture lost to a navigation is "
+        "retaken at once, whatever this is",
+    )
+    contexts_per_browser: int = Field(default=100, ge=1, description="Sessions sharing one Chromium process")
+    recycle_after: int = Field(default=500, ge=1, description="Contexts a Chromium serves before it is relaunched")
+    args: list[str] = Field(default_factory=list, description="Extra Chromium command-line flags")
+    direct_cdp: bool = Field(
+        default=True,
+        description="Send each step's click, check and screenshot straight to a launched Chromium's DevTools "
+        "port (a free 127.0.0.1 port) instead of through Playwright's driver; false: Playwright only",
+    )
+    allowed_domains: list[str] = Field(
+        default_factory=list,
+        description="Only these hosts may be opened or requested (host, host:port or *.example.com); empty: any",
+    )
+    blocked_domains: list[str] = Field(default_factory=list, description="Hosts that may never be opened or requested")
+    private_network: Literal["auto", "allow", "block"] = Field(
+        default="auto",
+        description="Private/loopback addresses: auto = blocked unless the start URL is local; allow; block",
+    )
+
+    @field_validator("allowed_domains", "blocked_domains", mode="before")
+    @classmethod
+    def _domains(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            v = [v]
+        if isinstance(v, list):  # entries may also be comma-separated
+            items = [part for item in v for part in str(item).replace(",", " ").split()]
+            for item in items:
+                parse_rule(item)  # ValueError names the bad entry
+            return items
+        return v
+
+    ws_endpoint: str | None = Field(
+        default=None,
+        description="Connect to a Playwright browser server (playwright run-server) at this ws:// URL instead of "
+        "launching Chromium; headless, args and executable_path are sent as its launch options",
+    )
+    cdp_endpoint: str | None = Field(
+        default=None,
+        description="Connect to a running Chromium over CDP (its --remote-debugging-port: http://host:port or the "
+        "ws:// URL it printed) instead of launching one",
+    )
+
+    @field_validator("ws_endpoint", "cdp_endpoint")
+    @classmethod
+    def _endpoint(cls, v: str | None) -> str | None:
+        if v is None or not v.strip():
+            return None
+        v = v.strip()
+        if not v.startswith(("ws://", "wss://", "http://", "https://")):
+            raise ValueError(f"must be a ws://, wss://, http:// or https:// URL, got {v!r}")
+        return v
+
+    @property
+    def open_timeout_s(self) -> float:
+        """Deadline of opening or closing a context or tab: a browser busy with many sessions answers
+        these last (100 tabs opened at once on 2 cores: 13-15 s)."""
+        return self.navigation_timeout_s + self.command_timeout_s
+
+    @model_validator(mode="after")
+    def _one_endpoint(self) -> BrowserConfig:
+        if self.ws_endpoint and self.cdp_endpoint:
+            raise ValueError("set either ws_endpoint or cdp_endpoint, not both")
+        return self
+
+    @property
+    def remote(self) -> str | None:
+        """The remote browser's endpoint, if the browser is not launched here."""
+        return self.ws_endpoint or self.cdp_endpoint
+
+    @field_validator("viewport", mode="before")
+    @classmethod
+    def _viewport(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            w, sep, h = v.lower().partition("x")
+            if not sep or not w.strip().isdigit() or not h.strip().isdigit():
+                raise ValueError(f"viewport must look like 1280x800, got {v!r}")
+            return {"width": int(w), "height": int(h)}
+        return v

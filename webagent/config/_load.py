@@ -1,0 +1,185 @@
+"""``AgentConfig``, every section together, and ``load_config``, which builds one from its sources."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+
+from ..errors import ConfigError
+from ..secrets import check_secret
+from ._agent import AgentSettings
+from ._base import Section
+from ._browser import BrowserConfig
+from ._roles import LocalizerConfig, PolicyConfig, RoleConfig, ValidatorConfig
+
+if TYPE_CHECKING:
+    from ..records import ModelCall
+
+__all__ = ["ROLES", "SECRET_ENV_PREFIX", "SECTIONS", "AgentConfig", "load_config"]
+
+ROLES = ("policy", "localizer", "validator")
+SECTIONS = (*ROLES, "agent", "browser", "secrets")
+SECRET_ENV_PREFIX = "WEBAGENT_SECRET_"
+
+
+class AgentConfig(Section):
+    """Everything an Agent needs: three model roles, the loop's limits, the browser."""
+
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    localizer: LocalizerConfig = Field(default_factory=LocalizerConfig)
+    validator: ValidatorConfig = Field(default_factory=ValidatorConfig)
+    agent: AgentSettings = Field(default_factory=AgentSettings)
+    browser: BrowserConfig = Field(default_factory=BrowserConfig)
+    secrets: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        description="Values the policy types as {{NAME}} without ever seeing them ([secrets] or WEBAGENT_SECRET_<NAME>)",
+    )
+
+    @field_validator("secrets", mode="before")
+    @classmethod
+    def _secrets(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            for name, value in v.items():
+                raw = value.get_secret_value() if isinstance(value, SecretStr) else value
+                if not isinstance(raw, str):
+                    raise ValueError(f"secret {name} must be a string")
+                check_secret(str(name), raw)
+        return v
+
+    def role(self, name: str) -> RoleConfig:
+        if name not in ROLES:
+            raise KeyError(name)
+        role: RoleConfig = getattr(self, name)
+        return role
+
+    def price(self, call: ModelCall) -> float:
+        """Dollar cost of one model call at the configured per-role prices."""
+        return self.role(call.role).cost(call.usage.prompt_tokens, call.usage.completion_tokens)
+
+    def require_endpoints(self, roles: Sequence[str] = ROLES) -> None:
+        """Raise ConfigError naming the first of ``roles`` without a base_url or model."""
+        for name in roles:
+            role = self.role(name)
+            for field in ("base_url", "model"):
+                if not getattr(role, field):
+                    flag = f"--{name}-{field.replace('_', '-')}"
+                    env = f"WEBAGENT_{name.upper()}_{field.upper()}"
+                    raise ConfigError(
+                        f"no {field.replace('_', ' ')} configured for the {name} model: "
+                        f"set [{name}] {field} in the config file, {env}, or {flag}"
+                    )
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        overrides: Mapping[str, Any] | None = None,
+    ) -> AgentConfig:
+        return load_config(path, env=env, overrides=overrides)
+
+
+def load_config(
+    path: str | Path | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> AgentConfig:
+    """Build a config from a TOML file, ``WEBAGENT_*`` environment variables and overrides.
+
+    ``overrides`` maps dotted keys (``"policy.model"``, ``"browser.viewport"``) to values; None
+    values are ignored. ``env`` defaults to ``os.environ``.
+    """
+    data: dict[str, Any] = {}
+    sources: dict[str, str] = {}  # "section.field" -> where its value came from
+    file_source = ""
+    if path is not None:
+        data = _read_toml(Path(path))
+        file_source = str(path)
+        _check_keys(data, file_source)
+        for section, table in data.items():
+            sources.update({f"{section}.{field}": file_source for field in table})
+    for key, (name, value) in _env_overrides(os.environ if env is None else env).items():
+        _set_dotted(data, key, value)
+        sources[key] = name
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            _set_dotted(data, key, value)
+            sources[key] = "command line"
+    try:
+        return AgentConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe_validation(exc, sources, file_source)) from None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+
+
+def _check_keys(data: Mapping[str, Any], source: str) -> None:
+    for key, value in data.items():
+        if key not in SECTIONS:
+            raise ConfigError(f"unknown section [{key}] in {source}; known sections: {', '.join(SECTIONS)}")
+        if not isinstance(value, dict):
+            raise ConfigError(f"[{key}] in {source} must be a table")
+
+
+def _env_overrides(env: Mapping[str, str]) -> dict[str, tuple[str, Any]]:
+    """``{"section.field": (variable name, value)}`` for the WEBAGENT_<SECTION>_<FIELD> variables."""
+    out: dict[str, tuple[str, Any]] = {}
+    for name, value in env.items():
+        if not name.startswith("WEBAGENT_"):
+            continue
+        if name.startswith(SECRET_ENV_PREFIX):
+            out[f"secrets.{name[len(SECRET_ENV_PREFIX) :]}"] = (name, value)
+            continue
+        rest = name[len("WEBAGENT_") :].lower()
+        section = next((s for s in SECTIONS if s != "secrets" and rest.startswith(s + "_")), None)
+        if section is None:
+            continue  # other WEBAGENT_* variables belong to other features
+        field = rest[len(section) + 1 :]
+        model = AgentConfig.model_fields[section].annotation
+        fields = getattr(model, "model_fields", {})
+        if field not in fields:
+            raise ConfigError(
+                f"unknown environment variable {name}: [{section}] has no key {field!r} "
+                f"(known: {', '.join(sorted(fields))})"
+            )
+        out[f"{section}.{field}"] = (name, value.split() if fields[field].annotation == list[str] else value)
+    return out
+
+
+def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
+    section, _, field = key.partition(".")
+    if section not in SECTIONS or not field:
+        raise ConfigError(f"unknown setting {key!r}")
+    data.setdefault(section, {})[field] = value
+
+
+def _describe_validation(exc: ValidationError, sources: Mapping[str, str], file_source: str) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    source = sources.get(".".join(str(p) for p in err["loc"][:2]), file_source)
+    where = f" (from {source})" if source else ""
+    if err["type"] == "extra_forbidden":
+        return f"unknown config key {loc!r}{where}"
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["loc"][0] == "secrets":  # never quote a secret's value
+        return f"invalid secret{where}: {msg}"
+    got = f" (got {err.get('input')!r})" if "got" not in msg else ""
+    return f"invalid value for {loc}{where}: {msg}{got}"

@@ -1,0 +1,110 @@
+"""The model roles' sections: ``[policy]``, ``[localizer]`` (with its profiles) and ``[validator]``."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from ..families import FAMILY_RULES, HOLOTRON_MAX_NUM_TILES, Family
+from ..images import ResizeRule
+from ._base import Section
+
+__all__ = ["PROFILES", "LocalizerConfig", "PolicyConfig", "Profile", "RoleConfig", "ValidatorConfig"]
+
+Profile = Literal["holo1", "holo1.5", "holo2"]
+
+#: Resize rule of each localizer profile (the model's image processor).
+PROFILES: dict[str, ResizeRule] = dict(FAMILY_RULES)
+
+
+class RoleConfig(Section):
+    """One model role's endpoint and sampling settings."""
+
+    base_url: str | list[str] | None = Field(
+        default=None,
+        description="OpenAI-compatible base URL, e.g. http://host:8000/v1; several (a list, or comma-separated) "
+        "spread sessions over servers, each session sticking to one",
+    )
+    model: str | None = Field(default=None, description="Model name as the server knows it")
+    api_key: str | None = Field(default=None, repr=False, description="API key (default: $OPENAI_API_KEY or 'EMPTY')")
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    max_tokens: int = Field(default=1024, gt=0)
+    timeout_s: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=4, ge=0, description="Retries on 429/5xx/timeouts/connection errors")
+    price_prompt_per_m: float = Field(default=0.0, ge=0, description="$ per million prompt tokens (for cost reports)")
+    price_completion_per_m: float = Field(default=0.0, ge=0, description="$ per million completion tokens")
+
+    @field_validator("base_url", mode="before")
+    @classmethod
+    def _url(cls, v: object) -> object:
+        if v is None:
+            return v
+        items = v.split(",") if isinstance(v, str) else v
+        if not isinstance(items, list) or not items:
+            raise ValueError("must be a URL or a list of URLs")
+        urls: list[str] = []
+        for item in items:
+            url = str(item).strip().rstrip("/")
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"must start with http:// or https://, got {url!r}")
+            urls.append(url)
+        return urls[0] if len(urls) == 1 else urls
+
+    def endpoints(self) -> list[str]:
+        """The configured base URLs (empty when none)."""
+        if self.base_url is None:
+            return []
+        return [self.base_url] if isinstance(self.base_url, str) else list(self.base_url)
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """Dollar cost of that many tokens at this role's prices."""
+        return (prompt_tokens * self.price_prompt_per_m + completion_tokens * self.price_completion_per_m) / 1e6
+
+
+class PolicyConfig(RoleConfig):
+    """The policy role, plus its model family (what its requests ask of the server's image processor)."""
+
+    family: Family | None = Field(
+        default=None,
+        description="holo1 | holo1.5 | holo2 | holotron: the policy model's family. Set, each policy request "
+        "carries its fields (holotron: mm_processor_kwargs.max_num_tiles; holo2: chat_template_kwargs "
+        "thinking=false); unset, the localizer profile's family is assumed for token costs and nothing is added",
+    )
+    max_num_tiles: int = Field(
+        default=HOLOTRON_MAX_NUM_TILES,
+        ge=1,
+        le=40,
+        description="holotron: 512-px tiles per screenshot at most (sent as mm_processor_kwargs; a screenshot "
+        "costs 256 tokens a tile, plus 256 for the thumbnail when there is more than one)",
+    )
+    image_uuid: bool = Field(
+        default=False,
+        description="Give each screenshot a stable uuid (its content hash) in the request, which vLLM 0.10.2+ "
+        "uses for its image caches instead of hashing the image; only for servers that accept the field",
+    )
+
+    def resolved_family(self, localizer: LocalizerConfig) -> Family:
+        """The family in use: the one set, else the localizer profile's."""
+        return self.family or localizer.profile
+
+
+class LocalizerConfig(RoleConfig):
+    """The localizer role, plus the model family's coordinate convention."""
+
+    max_tokens: int = Field(default=128, gt=0)
+    profile: Profile = Field(default="holo1.5", description="holo1 | holo1.5 | holo2")
+    min_pixels: int | None = Field(default=None, gt=0, description="Override the profile's min_pixels")
+    max_pixels: int | None = Field(default=None, gt=0, description="Override the profile's max_pixels")
+
+    def resize_rule(self) -> ResizeRule:
+        base = PROFILES[self.profile]
+        return ResizeRule(
+            factor=base.factor,
+            min_pixels=self.min_pixels or base.min_pixels,
+            max_pixels=self.max_pixels or base.max_pixels,
+        )
+
+
+class ValidatorConfig(RoleConfig):
+    max_tokens: int = Field(default=512, gt=0)
