@@ -7,8 +7,10 @@ was the one returned.
 
 from __future__ import annotations
 
+import asyncio
 import io
 from collections.abc import AsyncIterator
+from urllib.parse import quote
 
 import pytest
 from PIL import Image
@@ -229,3 +231,57 @@ async def test_events_of_a_dropped_cdp_session_are_ignored(session: BrowserSessi
     forward({"n": 2})
     assert seen == [{"n": 1}]
     session._state.cdp = own
+
+
+# A text field, focused: its caret blinks (every 0.5 s) unless hidden.
+FOCUSED = (
+    "<!doctype html><html><body style='margin:0'>"
+    "<input id='field' value='hello' style='position:absolute;left:100px;top:100px;font-size:40px'>"
+    "<script>document.getElementById('field').focus()</script></body></html>"
+)
+
+
+async def distinct_captures(session: BrowserSession, n: int = 8) -> int:
+    """Captures of the page as it is, 0.3 s apart (longer than a blink, altogether several): how many differ."""
+    seen = set()
+    for _ in range(n):
+        session.invalidate_capture()
+        seen.add((await session.screenshot(NATIVE)).b64)
+        await asyncio.sleep(0.3)
+    return len(seen)
+
+
+@pytest.mark.parametrize("hide_caret", [True, False])
+async def test_the_caret_is_hidden_so_that_an_unchanged_page_captures_the_same(
+    browser: Browser, hide_caret: bool
+) -> None:
+    # Otherwise a focused field makes every "nothing changed" comparison fail (and replays miss).
+    session = await BrowserSession.create(browser, BrowserConfig(hide_caret=hide_caret))
+    try:
+        await session.goto("data:text/html," + quote(FOCUSED))
+        assert await session.page.evaluate("document.activeElement.id") == "field"
+        await session.screenshot(NATIVE)  # the session's CDP session is set up on the first observation
+        assert (await distinct_captures(session) == 1) is hide_caret
+        # In each new document of the tab too, under a Content-Security-Policy that forbids styles.
+        csp = "<meta http-equiv='Content-Security-Policy' content=\"style-src 'none'\">"
+        await session.goto("data:text/html," + quote(csp + FOCUSED.replace("hello", "again")))
+        assert (await distinct_captures(session) == 1) is hide_caret
+    finally:
+        await session.close()
+
+
+async def test_a_caller_s_page_gets_its_caret_back(browser: Browser) -> None:
+    context = await browser.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        page = await context.new_page()
+        await page.set_content(FOCUSED)
+        caret = "getComputedStyle(document.getElementById('field')).caretColor"
+        shown = await page.evaluate(caret)
+        session = BrowserSession(page, BrowserConfig())
+        await session.screenshot(NATIVE)
+        assert await page.evaluate(caret) == "rgba(0, 0, 0, 0)"  # hidden while the session drives it
+        await session.close()
+        assert await page.evaluate(caret) == shown != "rgba(0, 0, 0, 0)"
+        assert await page.evaluate("document.adoptedStyleSheets.length") == 0
+    finally:
+        await context.close()

@@ -1,8 +1,37 @@
 """JavaScript the browser session evaluates in pages (function expressions for ``page.evaluate``;
 the ``VIEW_*`` ones are plain expressions for CDP ``Runtime.evaluate``)."""
 
-__all__ = ["FIND_SELECT", "MASK_FOCUSED", "PAGE_TEXT", "TWO_FRAMES", "VIEW_AFTER_FRAME", "VIEW_NOW"]
+__all__ = [
+    "FIND_SELECT",
+    "HIDE_CARET",
+    "MASK_FOCUSED",
+    "PAGE_TEXT",
+    "SHOW_CARET",
+    "TWO_FRAMES",
+    "VIEW_AFTER_FRAME",
+    "VIEW_NOW",
+]
 
+# The text caret made transparent, as Playwright's own screenshots do: it blinks, so two captures of
+# an unchanged page with a focused field would differ (and the model sees a focused field by its
+# focus ring and its text). A constructed sheet, which no Content-Security-Policy forbids; kept on
+# the document under a symbol, so that SHOW_CARET can take it off a caller's page again.
+HIDE_CARET = """(() => {
+  const key = Symbol.for("webagent.caret");
+  if (document[key]) return;
+  try {
+    const sheet = new CSSStyleSheet();
+    sheet.replaceSync("*{caret-color:transparent!important}");
+    document.adoptedStyleSheets = [...document.adoptedStyleSheets, sheet];
+    Object.defineProperty(document, key, {value: sheet, configurable: true});
+  } catch (e) {}
+})()"""
+SHOW_CARET = """(() => {
+  const key = Symbol.for("webagent.caret"), sheet = document[key];
+  if (!sheet) return;
+  document.adoptedStyleSheets = document.adoptedStyleSheets.filter((s) => s !== sheet);
+  delete document[key];
+})()"""
 TWO_FRAMES = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(0))))"
 # The visible text and form values (password fields left out), for replay fingerprints.
 PAGE_TEXT = """() => {

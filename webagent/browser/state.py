@@ -30,10 +30,14 @@ from ..errors import BrowserError
 from .deadline import BoundedCDPSession, within
 from .devtools import CDPChannel, DevToolsSession, devtools_for
 from .guard import NavigationGuard
+from .scripts import HIDE_CARET, SHOW_CARET
 
 __all__ = ["Navigation", "PageState", "first_line"]
 
 log = structlog.get_logger("webagent.browser")
+
+#: Seconds a caller's page gets to show its caret again when the session lets go of it.
+CARET_RESTORE_S = 2.0
 
 
 class Navigation:
@@ -285,23 +289,41 @@ class PageState:
         # Choosers are intercepted here rather than through Playwright's "filechooser" event, which
         # the driver reports a round trip later: a chooser then reaches the very next observation.
         # Its failure (an old browser) costs only that report, as Playwright ignores it too.
+        # The caret is hidden in each new document of the tab (while this CDP session is attached)
+        # and in the current one; a failure costs only screenshots that may differ by the caret.
+        caret = (
+            [
+                cdp.send("Page.addScriptToEvaluateOnNewDocument", {"source": HIDE_CARET}),
+                cdp.send("Runtime.evaluate", {"expression": HIDE_CARET}),
+            ]
+            if self.config.hide_caret
+            else []
+        )
         intercept: Any
         tree: Any
-        intercept, tree = await asyncio.gather(
+        intercept, tree, *hidden = await asyncio.gather(
             cdp.send("Page.setInterceptFileChooserDialog", {"enabled": True}),
             cdp.send("Page.getFrameTree"),
+            *caret,
             return_exceptions=True,
         )
         if isinstance(tree, BaseException):
             raise tree
         if isinstance(intercept, BaseException):
             log.debug("file_chooser_interception_unavailable", error=first_line(intercept))
+        for failed in (h for h in hidden if isinstance(h, BaseException)):
+            log.debug("caret_not_hidden", error=first_line(failed))
         self.main_frame_id = str(tree["frameTree"]["frame"]["id"])
         if self.guard is not None:
             await self.guard.attach(cdp, self.main_frame_id)
 
     async def detach_cdp(self) -> None:
-        """Detach the session's own CDP session (from a caller's page: no Fetch interception left)."""
+        """Detach the session's own CDP session (from a caller's page: no Fetch interception left,
+        and the caret shown again)."""
+        if self.cdp is not None and self.config.hide_caret and not self.page.is_closed():
+            with contextlib.suppress(PlaywrightError, BrowserError, TimeoutError):
+                async with asyncio.timeout(CARET_RESTORE_S):
+                    await self.cdp.send("Runtime.evaluate", {"expression": SHOW_CARET})
         if self.cdp is not None:
             with contextlib.suppress(PlaywrightError):
                 await within(self.cdp.detach(), self.config.open_timeout_s, "CDPSession.detach")

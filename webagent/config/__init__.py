@@ -8,7 +8,7 @@ from ._agent import AgentSettings
 from ._browser import BrowserConfig, Viewport
 from ._load import ROLES as ROLES
 from ._load import AgentConfig, load_config
-from ._roles import PROFILES, LocalizerConfig, PolicyConfig, RoleConfig
+from ._roles import PROFILES, LocalizerConfig, PolicyConfig, RoleConfig, ValidatorConfig
 
 __all__ = [
     "PROFILES",
@@ -18,6 +18,7 @@ __all__ = [
     "LocalizerConfig",
     "PolicyConfig",
     "RoleConfig",
+    "ValidatorConfig",
     "Viewport",
     "load_config",
 ]

@@ -25,6 +25,11 @@ class BrowserConfig(Section):
     viewport: Viewport = Field(default_factory=Viewport)
     screenshot_format: Literal["jpeg", "png"] = "jpeg"
     jpeg_quality: int = Field(default=85, ge=1, le=100)
+    hide_caret: bool = Field(
+        default=True,
+        description="Make the text caret transparent in the pages the agent drives, as Playwright's own "
+        "screenshots do: it blinks, so two screenshots of an unchanged page with a focused field would differ",
+    )
     settle_timeout_s: float = Field(default=3.0, ge=0, description="Cap on waiting for a page to settle")
     navigation_timeout_s: float = Field(default=30.0, gt=0)
     command_timeout_s: float = Field(

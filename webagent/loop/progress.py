@@ -8,9 +8,9 @@ same action has changed nothing ``repeat_after`` times without the page changing
 told more firmly to try something else. A ``wait`` on an unchanged page is told too, but neither
 counts as a repeat nor breaks a run of them. Actions that failed (the policy is told why anyway),
 actions followed by a page event (a dialog, a download, a blocked navigation: told as events),
-answers and unusable replies give no signal and end a run of repeats. A page whose look changes
-by itself (an animation, a blinking caret) reads as changed: a signal may be missed, never
-invented.
+answers and unusable replies give no signal and end a run of repeats. The browser session hides
+the text caret (``[browser] hide_caret``); a page whose look changes by itself otherwise (an
+animation) reads as changed: a signal may be missed, never invented.
 """
 
 from __future__ import annotations
