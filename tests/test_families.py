@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from webagent.config import AgentConfig, load_config
-from webagent.families import image_tokens, policy_extra_body, tile_grid
+from webagent.families import family_extra_body, image_tokens, tile_grid
 from webagent.roles.policy import PolicyImages
 
 
@@ -66,9 +66,9 @@ def test_a_holo_image_costs_what_the_processor_resizes_it_to() -> None:
 
 
 def test_extra_body_per_family() -> None:
-    assert policy_extra_body("holotron", 3) == {"mm_processor_kwargs": {"max_num_tiles": 3}}
-    assert policy_extra_body("holo2", 2) == {"chat_template_kwargs": {"thinking": False}}
-    assert policy_extra_body("holo1.5", 2) is None
+    assert family_extra_body("holotron", 3) == {"mm_processor_kwargs": {"max_num_tiles": 3}}
+    assert family_extra_body("holo2", 2) == {"chat_template_kwargs": {"thinking": False}}
+    assert family_extra_body("holo1.5", 2) is None
 
 
 def test_family_defaults_to_the_localizer_profile_and_can_be_set_by_environment() -> None:

@@ -99,7 +99,7 @@ class Agent:
                 images=PolicyImages.from_config(self.config),
             ),
             localizer=Localizer(client["localizer"], self.config.localizer),
-            validator=Validator(client["validator"]),
+            validator=Validator(client["validator"], extra_body=self.config.validator.extra_body()),
         )
 
     def run_budgets(self, settings: AgentSettings, shared: Sequence[Budget] = ()) -> list[Budget]:

@@ -18,7 +18,7 @@ What a screenshot costs is decided by the server's image processor, not by the p
 resizes every image (a Qwen-VL processor to multiples of its patch within its pixel limits, the
 Nemotron processor to its tile grid). So the policy is sent the screenshot the localizer needs
 (its profile's exact pixels, one capture per step) and its family sets the processor's limit
-instead: ``max_num_tiles`` for Holotron (:func:`policy_extra_body`). A second capture at a
+instead: ``max_num_tiles`` for Holotron (:func:`family_extra_body`). A second capture at a
 policy-specific size was measured at +30 ms of CPU per click step for no tokens saved
 (docs/benchmarks.md).
 """
@@ -38,8 +38,8 @@ __all__ = [
     "TILE",
     "TILE_TOKENS",
     "Family",
+    "family_extra_body",
     "image_tokens",
-    "policy_extra_body",
     "tile_grid",
 ]
 
@@ -103,13 +103,13 @@ def image_tokens(family: Family, width: int, height: int, *, max_num_tiles: int 
     return math.ceil(w / rule.factor) * math.ceil(h / rule.factor)
 
 
-def policy_extra_body(family: Family, max_num_tiles: int) -> dict[str, Any] | None:
-    """What a policy request of ``family`` adds to its body (None: nothing)."""
+def family_extra_body(family: Family, max_num_tiles: int) -> dict[str, Any] | None:
+    """What a request to a model of ``family`` (the policy's, the validator's) adds to its body (None: nothing)."""
     match family:
         case "holotron":
             return {"mm_processor_kwargs": {"max_num_tiles": max_num_tiles}}
         case "holo2":
-            # Holo2 thinks before it answers unless told not to; the policy's reply is a JSON action.
+            # Holo2 thinks before it answers unless told not to; the replies are JSON objects.
             return {"chat_template_kwargs": {"thinking": False}}
         case "holo1" | "holo1.5":
             return None

@@ -118,6 +118,24 @@ async def test_new_tab_is_followed(browser: Browser, model_server: ServerFactory
     assert any("new tab" in event for s in steps for event in s.events)
 
 
+async def test_a_holo2_validator_is_asked_not_to_think(
+    browser: Browser, model_server: ServerFactory, local_tasks: dict[str, Any]
+) -> None:
+    task = local_tasks["catalog-price"]
+    async with model_server(load_task_script(task["id"])) as server:
+        config = make_config(server, "holo1.5")
+        config.validator.family = "holo2"
+        agent = Agent(config, browser=browser)
+        stream = agent.stream(task["url"], task["goal"])
+        _ = [step async for step in stream]
+        await agent.aclose()
+    assert stream.result is not None and stream.result.success, stream.result
+    validator = [r for r in server.requests if r.role == "validator"]
+    assert validator and all(r.extra.get("chat_template_kwargs") == {"thinking": False} for r in validator)
+    others = [r for r in server.requests if r.role != "validator"]
+    assert others and all("chat_template_kwargs" not in r.extra for r in others)  # each role its own family
+
+
 async def test_a_holotron_policy_asks_for_its_tile_limit_on_the_localizer_s_screenshots(
     browser: Browser, model_server: ServerFactory, local_tasks: dict[str, Any], tmp_path: Path
 ) -> None:

@@ -77,14 +77,17 @@ async def test_act_starts_from_the_page_as_it_is_and_leaves_it_open(
 async def test_check_holds_or_fails_with_the_validators_feedback(
     page: Page, site: SiteServer, model_server: ServerFactory, tmp_path: Path
 ) -> None:
-    async with model_server(pilot_script()) as server, Agent(make_config(server)) as agent:
-        pilot = agent.pilot(page, output_dir=tmp_path)
-        await page.goto(f"{site.url}/catalog/product/blue-widget")
-        ok = await pilot.check("The page shows the Blue Widget at $12.50")
-        await page.goto(f"{site.url}/catalog/product/red-gadget")
-        wrong = await pilot.check("The page shows the Blue Widget at $12.50")
-        unknown = await pilot.check("The moon is made of cheese")
-        requests = list(server.requests)
+    async with model_server(pilot_script()) as server:
+        config = make_config(server)
+        config.validator.family = "holo2"  # its requests ask the server not to think
+        async with Agent(config) as agent:
+            pilot = agent.pilot(page, output_dir=tmp_path)
+            await page.goto(f"{site.url}/catalog/product/blue-widget")
+            ok = await pilot.check("The page shows the Blue Widget at $12.50")
+            await page.goto(f"{site.url}/catalog/product/red-gadget")
+            wrong = await pilot.check("The page shows the Blue Widget at $12.50")
+            unknown = await pilot.check("The moon is made of cheese")
+            requests = list(server.requests)
     assert isinstance(ok, CheckResult) and ok.holds and "$12.50" in ok.feedback
     assert (
         not wrong.holds
@@ -98,6 +101,7 @@ async def test_check_holds_or_fails_with_the_validators_feedback(
         and requests[0].extra["response_format"]["json_schema"]["name"] == "check_verdict"
     )
     assert "Page title: Red Gadget — Widget World" in requests[1].text
+    assert all(r.extra.get("chat_template_kwargs") == {"thinking": False} for r in requests)
     assert ok.usage.calls == 1 and ok.usage.prompt_tokens > 0 and pilot.usage.validator.calls == 3
     # each check leaves a one-step run directory with the verdict
     assert ok.run_dir == tmp_path / "check-1" and wrong.run_dir == tmp_path / "check-2"

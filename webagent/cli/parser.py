@@ -58,6 +58,13 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
                 help="policy model family: what its requests ask of the server (holotron: its tile limit; "
                 "holo2: no thinking); unset, nothing is added",
             )
+        if role == "validator":
+            g.add_argument(
+                "--validator-family",
+                choices=list(FAMILIES),
+                help="validator model family: what its requests ask of the server (holotron: its tile limit; "
+                "holo2: no thinking); unset, nothing is added",
+            )
         if role == "localizer":
             g.add_argument(
                 "--localizer-profile",
@@ -285,6 +292,7 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
             overrides[f"{role}.{field}"] = value if value is not None else shared
     overrides["localizer.profile"] = args.localizer_profile
     overrides["policy.family"] = args.policy_family
+    overrides["validator.family"] = args.validator_family
     overrides["agent.max_steps"] = args.max_steps
     overrides["agent.max_attempts"] = args.max_attempts
     overrides["agent.max_time_s"] = args.max_time

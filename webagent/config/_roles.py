@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ..families import FAMILY_RULES, HOLOTRON_MAX_NUM_TILES, Family
+from ..families import FAMILY_RULES, HOLOTRON_MAX_NUM_TILES, Family, family_extra_body
 from ..images import ResizeRule
 from ._base import Section
 
@@ -107,4 +107,22 @@ class LocalizerConfig(RoleConfig):
 
 
 class ValidatorConfig(RoleConfig):
+    """The validator role (it also answers the pytest plugin's and the MCP server's checks)."""
+
     max_tokens: int = Field(default=512, gt=0)
+    family: Family | None = Field(
+        default=None,
+        description="holo1 | holo1.5 | holo2 | holotron: the validator model's family. Set, each validator request "
+        "carries its fields (holo2: chat_template_kwargs thinking=false; holotron: mm_processor_kwargs."
+        "max_num_tiles); unset, nothing is added",
+    )
+    max_num_tiles: int = Field(
+        default=HOLOTRON_MAX_NUM_TILES,
+        ge=1,
+        le=40,
+        description="holotron: 512-px tiles per screenshot at most (sent as mm_processor_kwargs)",
+    )
+
+    def extra_body(self) -> dict[str, Any] | None:
+        """What the family adds to each validator request (None: nothing, or no family set)."""
+        return family_extra_body(self.family, self.max_num_tiles) if self.family is not None else None

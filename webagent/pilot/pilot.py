@@ -131,7 +131,9 @@ class Pilot:
             cached = self._cached(key, look, lambda value: CheckReply.model_validate(value))
             meter = self._meter()
             if cached is None:
-                checker = self._checker = self._checker or Checker(self.host.model_client("validator"))
+                checker = self._checker = self._checker or Checker(
+                    self.host.model_client("validator"), extra_body=self.host.config.validator.extra_body()
+                )
                 try:
                     reply, calls = await self._ask(
                         meter, lambda: checker.check(statement, look.url, look.title, look.image)

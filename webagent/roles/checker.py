@@ -36,8 +36,10 @@ class CheckReply(BaseModel):
 class Checker:
     """Asks the validator model whether a statement holds on one screenshot of a page."""
 
-    def __init__(self, client: ModelClient) -> None:
+    def __init__(self, client: ModelClient, *, extra_body: dict[str, Any] | None = None) -> None:
+        """``extra_body``: what the validator model's family adds to a request (``[validator] family``)."""
         self.client = client
+        self.extra_body = extra_body
 
     async def check(self, statement: str, url: str, title: str, image: Screenshot) -> tuple[CheckReply, ModelCall]:
         """Judge ``statement``. Raises ModelError (with ``.call``) when the model fails."""
@@ -45,6 +47,7 @@ class Checker:
             check_messages(statement, url, title, image),
             lambda text: parse_reply(text, CheckReply),
             response_format=_response_format(),
+            extra_body=self.extra_body,
             repair_hint='Reply with a JSON object {"holds": true|false, "feedback": "..."}.',
         )
 

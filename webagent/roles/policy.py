@@ -10,7 +10,7 @@ from typing import Any
 
 from ..actions import PolicyReply
 from ..config import AgentConfig
-from ..families import HOLOTRON_MAX_NUM_TILES, Family, policy_extra_body
+from ..families import HOLOTRON_MAX_NUM_TILES, Family, family_extra_body
 from ..images import Screenshot
 from ..model.client import Message, ModelClient
 from ..model.parsing import parse_reply
@@ -65,7 +65,7 @@ class PolicyImages:
     @property
     def extra_body(self) -> dict[str, Any] | None:
         """What the family adds to each policy request (None: nothing)."""
-        return policy_extra_body(self.family, self.max_num_tiles) if self.explicit else None
+        return family_extra_body(self.family, self.max_num_tiles) if self.explicit else None
 
 
 class Policy:

@@ -31,8 +31,10 @@ class ValidatorReply(BaseModel):
 
 
 class Validator:
-    def __init__(self, client: ModelClient) -> None:
+    def __init__(self, client: ModelClient, *, extra_body: dict[str, Any] | None = None) -> None:
+        """``extra_body``: what the validator model's family adds to a request (``[validator] family``)."""
         self.client = client
+        self.extra_body = extra_body
 
     @property
     def system_prompt(self) -> str:
@@ -54,6 +56,7 @@ class Validator:
             self.messages(goal, answer, url, images, expect),
             lambda text: parse_reply(text, ValidatorReply),
             response_format=_response_format(),
+            extra_body=self.extra_body,
             repair_hint='Reply with a JSON object {"success": true|false, "feedback": "..."}.',
         )
         return Verdict(success=reply.success, feedback=reply.feedback), call
