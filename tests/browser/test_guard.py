@@ -276,5 +276,17 @@ async def test_an_uninstalled_guard_lets_websockets_through(browser: Browser, si
                 break
             await asyncio.sleep(0.05)
         assert _blocked_host_hits(site) and guard.blocked_requests == 1
+        # A later run's guard on the same context is asked, the finished one is not; and the context
+        # keeps one WebSocket route however many guards came and went (Playwright cannot remove one).
+        later = NavigationGuard(NavigationPolicy.build(start_url=site.url, allowed=["127.0.0.1"]))
+        for _ in range(3):
+            await later.install(context)
+            await later.uninstall()
+        await later.install(context)
+        site.safety_hits.clear()
+        await page.click("#socket")
+        await asyncio.sleep(0.3)
+        assert _blocked_host_hits(site) == [] and later.blocked_requests == 1 and guard.blocked_requests == 1
+        assert len(context._impl_obj._web_socket_routes) == 1  # Playwright's own list of them
     finally:
         await context.close()

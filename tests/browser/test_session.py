@@ -746,6 +746,25 @@ async def test_wrapping_a_users_page_leaves_the_context_open(browser: Browser, p
         await context.close()
 
 
+async def test_a_users_tab_the_session_moved_off_is_let_go_too(browser: Browser, pages: PageServer) -> None:
+    # The session follows a new tab; once closed, the user's first tab keeps nothing of it (its
+    # DevTools session there, with the guard's interception and the caret script, is detached).
+    context = await browser.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        page = await context.new_page()
+        session = BrowserSession(page, BrowserConfig())
+        await session.goto(pages("/opener"))
+        await session.click(200, 120)  # opens /tab, which the session follows
+        assert session.page is not page
+        await session.close()
+        field = "<input id=f autofocus><script>document.getElementById('f').focus()</script>"
+        await page.goto("data:text/html," + field)  # a new document of the first tab
+        caret = await page.evaluate("getComputedStyle(document.getElementById('f')).caretColor")
+        assert caret != "rgba(0, 0, 0, 0)"
+    finally:
+        await context.close()
+
+
 async def test_closing_an_owned_session_closes_its_context(browser: Browser) -> None:
     session = await BrowserSession.create(browser, BrowserConfig())
     page, context = session.page, session.context

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -81,14 +82,14 @@ class NavigationGuard:
         if not self.every_request:
             return
         await context.route("**/*", self._route)
-        await context.route_web_socket(lambda _: True, self._websocket)
+        await _WebSocketGate.of(context).add(self)
         self._context = context
 
     async def uninstall(self) -> None:
-        """Remove the request route (the WebSocket route stays, letting everything through: see
-        ``_websocket``)."""
+        """Remove the request route, and this guard from the context's WebSocket gate."""
         context, self._context = self._context, None
         if context is not None:
+            _WebSocketGate.of(context).guards.discard(self)
             with contextlib.suppress(PlaywrightError):
                 await context.unroute("**/*", self._route)
 
@@ -153,16 +154,12 @@ class NavigationGuard:
         else:
             self._report_request(url, reason)
 
-    async def _websocket(self, ws: WebSocketRoute) -> None:
-        # Playwright cannot remove a WebSocket route: once uninstalled (a caller's context outlives
-        # the run), this guard lets every WebSocket through instead of applying a finished run's policy.
-        reason = self.policy.check(ws.url, navigation=False) if self._context is not None else None
-        if reason is None:
-            ws.connect_to_server()
-            return
-        with contextlib.suppress(PlaywrightError):
-            await ws.close(code=1008, reason="blocked by the agent's navigation policy")
-        self._report_request(ws.url, reason)
+    def refuse_websocket(self, url: str) -> str | None:
+        """Why a WebSocket to ``url`` is refused (None: allowed); a refusal is counted and logged."""
+        reason = self.policy.check(url, navigation=False)
+        if reason is not None:
+            self._report_request(url, reason)
+        return reason
 
     def _report_navigation(self, request: Request, reason: str) -> None:
         self.blocked_navigations += 1
@@ -183,3 +180,39 @@ class NavigationGuard:
     def _report_request(self, url: str, reason: str) -> None:
         self.blocked_requests += 1
         log.debug("request_blocked", url=_short(url), reason=reason)
+
+
+class _WebSocketGate:
+    """The one WebSocket route of a context, asking the guards installed on it now (Playwright
+    cannot remove a WebSocket route: one per guard would pile up on a caller's context, which
+    outlives its runs, and apply finished runs' policies)."""
+
+    def __init__(self, context: BrowserContext) -> None:
+        self.guards: set[NavigationGuard] = set()
+        self._context = context
+        self._routed = False
+
+    @classmethod
+    def of(cls, context: BrowserContext) -> _WebSocketGate:
+        gate = _GATES.get(context)
+        if gate is None:
+            gate = _GATES[context] = cls(context)
+        return gate
+
+    async def add(self, guard: NavigationGuard) -> None:
+        if not self._routed:
+            await self._context.route_web_socket(lambda _: True, self._handle)
+            self._routed = True
+        self.guards.add(guard)
+
+    async def _handle(self, ws: WebSocketRoute) -> None:
+        # Refused when a guard installed now refuses it (as the request routes of several guards do).
+        for guard in list(self.guards):
+            if guard.refuse_websocket(ws.url) is not None:
+                with contextlib.suppress(PlaywrightError):
+                    await ws.close(code=1008, reason="blocked by the agent's navigation policy")
+                return
+        ws.connect_to_server()
+
+
+_GATES: weakref.WeakKeyDictionary[BrowserContext, _WebSocketGate] = weakref.WeakKeyDictionary()

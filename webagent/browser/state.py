@@ -117,6 +117,7 @@ class PageState:
         self.viewport = (int(size["width"]), int(size["height"]))
         self.guard: NavigationGuard | None = None
         self.cdp: CDPChannel | None = None  # the session's own CDP session on self.page (see cdp_session)
+        self._left: list[CDPChannel] = []  # its CDP sessions on the tabs it moved off (detach_cdp ends them)
         self.main_frame_id = ""
         self.crashed = False  # the renderer of self.page died; reopened before the next screenshot
         self.saw_target_closed = False  # a call failed because the page, context or browser closed
@@ -175,6 +176,8 @@ class PageState:
         A crash of the tab left behind is not the new tab's: it is not reopened for it."""
         if page is not self.page:
             self.crashed = False
+        if self.cdp is not None:  # its guard and caret script stay on the tab left behind, until detach_cdp
+            self._left.append(self.cdp)
         self.page = page
         self.cdp = None
         if page not in self._watched:  # back on a tab it drove before: its handlers are there already
@@ -318,16 +321,19 @@ class PageState:
             await self.guard.attach(cdp, self.main_frame_id)
 
     async def detach_cdp(self) -> None:
-        """Detach the session's own CDP session (from a caller's page: no Fetch interception left,
-        and the caret shown again)."""
-        if self.cdp is not None and self.config.hide_caret and not self.page.is_closed():
+        """Detach the session's own CDP sessions, on its page and on each tab it moved off (from a
+        caller's context: no Fetch interception left, the caret shown again), concurrently, each bounded."""
+        sessions = [cdp for cdp in (*self._left, self.cdp) if cdp is not None]
+        self._left, self.cdp = [], None
+        await asyncio.gather(*(self._let_go(cdp) for cdp in sessions))
+
+    async def _let_go(self, cdp: CDPChannel) -> None:
+        if self.config.hide_caret and not (isinstance(cdp, DevToolsSession) and cdp.closed):
             with contextlib.suppress(PlaywrightError, BrowserError, TimeoutError):
                 async with asyncio.timeout(CARET_RESTORE_S):
-                    await self.cdp.send("Runtime.evaluate", {"expression": SHOW_CARET})
-        if self.cdp is not None:
-            with contextlib.suppress(PlaywrightError):
-                await within(self.cdp.detach(), self.config.open_timeout_s, "CDPSession.detach")
-            self.cdp = None
+                    await cdp.send("Runtime.evaluate", {"expression": SHOW_CARET})
+        with contextlib.suppress(PlaywrightError):
+            await within(cdp.detach(), self.config.open_timeout_s, "CDPSession.detach")
 
 
 def first_line(exc: BaseException) -> str:
