@@ -40,6 +40,7 @@ __all__ = [
     "Family",
     "family_extra_body",
     "image_tokens",
+    "policy_extra_body",
     "tile_grid",
 ]
 
@@ -113,3 +114,7 @@ def family_extra_body(family: Family, max_num_tiles: int) -> dict[str, Any] | No
             return {"chat_template_kwargs": {"thinking": False}}
         case "holo1" | "holo1.5":
             return None
+
+
+#: The name this had when only the policy sent a family's fields.
+policy_extra_body = family_extra_body

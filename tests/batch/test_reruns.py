@@ -22,7 +22,7 @@ from webagent.records import ModelCall, RoleUsage, RunResult, Step, Timings, Usa
 from .test_runner import lines_of, make_config_stub, wait_for
 
 Plan = str  # "ok", "crash", "crash_result", "crash_at_open", "error", "stall", "stubborn", "busy", "quiet", "hang",
-# "slow_close", "lost"
+# "slow_close", "lost", "lost_close"
 
 
 class FakeSession:
@@ -88,7 +88,7 @@ class FakeStream:
             await asyncio.sleep(0.6)
             self.queued = False
             self.last_progress = time.monotonic()
-        self.session = FakeSession(crashed=plan.startswith("crash") or plan == "lost")
+        self.session = FakeSession(crashed=plan.startswith("crash") or plan.startswith("lost"))
         self.agent.opened += 1
         try:
             yield self._step(1)
@@ -109,10 +109,15 @@ class FakeStream:
                 await asyncio.sleep(0.4)
             if plan in ("hang", "lost"):  # "lost": its browser is gone, and it waits on it all the same
                 await asyncio.Event().wait()
+            if plan == "lost_close":  # the episode fails as its browser dies; closing waits on that browser
+                self._end(
+                    False, "error", "cannot take a screenshot: Target page, context or browser has been closed", 1
+                )
+                return
             yield self._step(2)
             self._end(True)
         finally:
-            if plan == "slow_close" and self.result is not None:  # the episode ended; closing hangs
+            if plan in ("slow_close", "lost_close") and self.result is not None:  # the episode ended; closing hangs
                 self.last_progress = time.monotonic()
                 await asyncio.Event().wait()
             self.agent.closed += 1  # the session's context closes
@@ -245,7 +250,7 @@ async def test_a_run_still_waiting_after_its_browser_died_is_cut_off_and_rerun(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     out = tmp_path / "b"
-    plans = {"lost": ["lost", "ok"], "crash": ["crash", "ok"], "fine": ["ok"]}
+    plans = {"lost": ["lost", "ok"], "crash": ["crash", "ok"], "lost_close": ["lost_close", "ok"], "fine": ["ok"]}
     runner, agent = fake_runner(monkeypatch, out, plans)  # the stall watchdog at its default (300 s)
     runner.browser_lost_grace_s = 0.3
     started = time.monotonic()
@@ -262,8 +267,10 @@ async def test_a_run_still_waiting_after_its_browser_died_is_cut_off_and_rerun(
     assert "FakeStream._run" in rerun.message, rerun.message  # where it waited
     assert lost.usage.policy.calls == 1 + 2  # what it spent before it was cut off counts
     assert [r.reason for r in rows["crash"].attempt_records[0].reruns] == ["browser_crash"]  # ended by itself
-    assert stats.stalled == 0 and stats.retried == 2 and stats.errors == 0
-    assert agent.opened == agent.closed  # the cut-off run closed its session
+    # An episode that failed as its browser died, its clean-up then stuck on that browser: re-run too.
+    assert [r.reason for r in rows["lost_close"].attempt_records[0].reruns] == ["browser_crash"]
+    assert stats.stalled == 0 and stats.retried == 3 and stats.errors == 0
+    assert agent.opened == agent.closed + 1  # every session closed but the one whose clean-up hung
 
 
 async def test_a_stalled_run_is_cancelled_kept_and_rerun(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

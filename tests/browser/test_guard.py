@@ -8,14 +8,16 @@ The server records every request it receives, so "not followed" means the blocke
 from __future__ import annotations
 
 import asyncio
+import gc
 import io
+import weakref
 from collections.abc import AsyncIterator, Callable
 
 import pytest
 from PIL import Image, ImageChops
-from playwright.async_api import Browser
+from playwright.async_api import Browser, BrowserContext
 
-from webagent.browser.guard import NavigationGuard
+from webagent.browser.guard import _GATES, NavigationGuard
 from webagent.browser.session import BrowserSession
 from webagent.config import BrowserConfig
 from webagent.errors import ActionError, NavigationError
@@ -290,3 +292,23 @@ async def test_an_uninstalled_guard_lets_websockets_through(browser: Browser, si
         assert len(context._impl_obj._web_socket_routes) == 1  # Playwright's own list of them
     finally:
         await context.close()
+
+
+async def test_a_closed_guarded_context_is_not_kept_alive(browser: Browser, site: SiteServer) -> None:
+    # The context's WebSocket gate is held only as long as the context is (a guarded batch would
+    # otherwise keep every run's context, pages and session).
+    async def guarded_run() -> weakref.ref[BrowserContext]:
+        session = await BrowserSession.create(browser, BrowserConfig())
+        await session.set_guard(NavigationGuard(NavigationPolicy.build(start_url=site.url, allowed=["127.0.0.1"])))
+        await session.goto(site.url + "/safety/")
+        assert session.context in _GATES
+        await session.close()
+        return weakref.ref(session.context)
+
+    context = await guarded_run()
+    for _ in range(10):  # the driver lets go of a closed context's objects a moment later
+        gc.collect()
+        if context() is None:
+            break
+        await asyncio.sleep(0.1)
+    assert context() is None

@@ -565,6 +565,31 @@ async def test_new_tab_is_followed_and_its_close_switches_back(session: BrowserS
     assert session.drain_events() == ["A JavaScript alert dialog said: 'back on the opener' (it was accepted)."]
 
 
+async def test_a_tab_driven_anew_is_clipped_at_its_own_scroll_offsets(
+    session: BrowserSession, pages: PageServer
+) -> None:
+    await session.goto(pages("/opener"))
+    opener = session.page
+    # The opener scrolled 1000 px down onto a red band; its view (offsets, title) is read.
+    await js(
+        session,
+        "(() => { document.body.insertAdjacentHTML('beforeend', '<div style=\"position:absolute;left:0;"
+        'top:1000px;width:1280px;height:800px;background:#ff0000"></div><div style="height:3000px"></div>\');'
+        " window.scrollTo(0, 1000); })()",
+    )
+    frame = frame_for(1280, 800, PROFILES["holo1"])
+    _assert_colour(_decode((await session.screenshot(frame)).data()), *frame.to_image(640, 500), RED, 30)
+    for page, colour in ((await session.context.new_page(), BLUE), (opener, RED)):
+        if page is not opener:
+            await page.goto(pages("/tab"))  # blue, not scrolled
+        # The view of the tab it leaves was read (as settle reads it after an action, before the
+        # action's new or closed tab is followed): the next tab's screenshot must not use it.
+        await session._capture.read_settled_view(after_frame=False, timeout_s=2.0)
+        await session.drive(page)  # another tab, then the opener again: each is read afresh
+        shot = _decode((await session.screenshot(frame)).data())
+        _assert_colour(shot, *frame.to_image(640, 500), colour, 30)
+
+
 async def test_new_tab_with_a_slow_server_is_followed(session: BrowserSession, pages: PageServer) -> None:
     # The new tab's server answers after 0.6 s, well within settle_timeout_s (3 s): the click
     # opened a tab, so the session must switch to it rather than stay on the opener.
@@ -586,17 +611,18 @@ async def test_new_tab_with_a_slow_server_is_followed(session: BrowserSession, p
 async def test_dialogs_are_accepted_and_reported(session: BrowserSession, pages: PageServer) -> None:
     await session.goto(pages("/dialogs"))
 
-    await session.click(200, 130)
-    await session.click(200, 230)
-    await session.click(200, 330)
+    # Each dialog is reported by the time its click has settled: the action's own observation has it.
+    events = []
+    for y in (130, 230, 330):
+        await session.click(200, y)
+        events.append(session.drain_events())
 
     assert await js(session, "document.getElementById('c').textContent") == "true"
     assert await js(session, "document.getElementById('p').textContent") == "Ada"
-    events = session.drain_events()
     assert events == [
-        "A JavaScript alert dialog said: 'Hello from alert' (it was accepted).",
-        "A JavaScript confirm dialog said: 'Are you sure?' (it was accepted).",
-        "A JavaScript prompt dialog said: 'Your name?' (it was accepted).",
+        ["A JavaScript alert dialog said: 'Hello from alert' (it was accepted)."],
+        ["A JavaScript confirm dialog said: 'Are you sure?' (it was accepted)."],
+        ["A JavaScript prompt dialog said: 'Your name?' (it was accepted)."],
     ]
     assert session.drain_events() == []
 

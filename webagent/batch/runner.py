@@ -333,7 +333,9 @@ class BatchRunner:
             _add_usage(usage, ended.usage)
             if not (directory / "result.json").exists():
                 write_result(directory, ended)
-            return _Outcome(ended)
+            # An episode that failed as its browser died (its clean-up then waiting on that browser)
+            # is re-run as after any crash.
+            return _Outcome(ended, crashed=stall.browser_lost and ended.stop_reason == "error")
         if stall.browser_lost:
             message = (
                 f"the browser disconnected and the run was still waiting {self.browser_lost_grace_s:g} s later "

@@ -115,7 +115,7 @@ class ScreenCapture:
         self._capture_in_flight: asyncio.Future[Any] | None = None
         self.pages_replaced = 0
         self._recoveries: list[str] = []
-        state.on_page(lambda _: self.invalidate_view())  # another tab: another view
+        state.on_switch(lambda _: self.invalidate_view())  # another tab: another view
         state.on_cdp("Page.frameNavigated", self._on_frame_committed)
 
     # -- view -----------------------------------------------------------------------------

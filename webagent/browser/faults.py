@@ -72,6 +72,7 @@ class PageFaults:
     async def _on_dialog(self, dialog: Dialog) -> None:
         kind = dialog.type
         message = " ".join(dialog.message.split())[:300]
+        current = dialog.page is self._state.page  # settle() waits only for the current tab's dialogs
         try:
             try:
                 accepted = dialog.accept(dialog.default_value) if kind == "prompt" else dialog.accept()
@@ -85,7 +86,8 @@ class PageFaults:
             )
             self._state.report(text)
         finally:
-            self._state.note_dialog_handled()  # settle() stops waiting for this dialog's report
+            if current:
+                self._state.note_dialog_handled()  # settle() stops waiting for this dialog's report
 
     def _on_crash(self, page: Page) -> None:
         if self._state.note_crash(page):

@@ -82,7 +82,7 @@ class NavigationGuard:
         if not self.every_request:
             return
         await context.route("**/*", self._route)
-        await _WebSocketGate.of(context).add(self)
+        await _WebSocketGate.of(context).add(context, self)
         self._context = context
 
     async def uninstall(self) -> None:
@@ -187,23 +187,29 @@ class _WebSocketGate:
     cannot remove a WebSocket route: one per guard would pile up on a caller's context, which
     outlives its runs, and apply finished runs' policies)."""
 
-    def __init__(self, context: BrowserContext) -> None:
-        self.guards: set[NavigationGuard] = set()
-        self._context = context
+    def __init__(self) -> None:
+        # Nothing that leads back to its context (the gate is the value of a weak-keyed entry of
+        # that context, and a guard's reports go to a session that holds the context): weak.
+        self.guards: weakref.WeakSet[NavigationGuard] = weakref.WeakSet()
         self._routed = False
 
     @classmethod
     def of(cls, context: BrowserContext) -> _WebSocketGate:
         gate = _GATES.get(context)
         if gate is None:
-            gate = _GATES[context] = cls(context)
+            gate = _GATES[context] = cls()
         return gate
 
-    async def add(self, guard: NavigationGuard) -> None:
-        if not self._routed:
-            await self._context.route_web_socket(lambda _: True, self._handle)
-            self._routed = True
+    async def add(self, context: BrowserContext, guard: NavigationGuard) -> None:
         self.guards.add(guard)
+        if not self._routed:
+            self._routed = True  # before the await: two guards installed at once route it once
+            try:
+                await context.route_web_socket(lambda _: True, self._handle)
+            except BaseException:
+                self._routed = False
+                self.guards.discard(guard)
+                raise
 
     async def _handle(self, ws: WebSocketRoute) -> None:
         # Refused when a guard installed now refuses it (as the request routes of several guards do).

@@ -3,7 +3,9 @@
 After each action ``settle`` waits only as long as the page needs: one round trip through the
 page's main thread (``Runtime.evaluate`` on the session's own CDP session, which also reads the
 scroll offsets and title the next screenshot needs), plus a frame after scrolling; then the load
-of a navigation or new tab the action started, capped by ``settle_timeout_s``.
+of a navigation or new tab the action started, and the report of a JavaScript dialog it opened
+(accepted by ``webagent.browser.faults`` on Playwright's event, which may come after the round
+trip), capped by ``settle_timeout_s``.
 
 Navigations are known from CDP events on that same session: ``Page.frameStartedNavigating``
 (every main-frame navigation that leaves the document, browser-initiated and history ones

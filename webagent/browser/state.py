@@ -117,7 +117,9 @@ class PageState:
         self.viewport = (int(size["width"]), int(size["height"]))
         self.guard: NavigationGuard | None = None
         self.cdp: CDPChannel | None = None  # the session's own CDP session on self.page (see cdp_session)
-        self._left: list[CDPChannel] = []  # its CDP sessions on the tabs it moved off (detach_cdp ends them)
+        # Its CDP sessions on the tabs it moved off (their guard interception stays), ended by
+        # detach_cdp, or when it comes back to the tab and opens a new one there.
+        self._left: list[tuple[Page, CDPChannel]] = []
         self.main_frame_id = ""
         self.crashed = False  # the renderer of self.page died; reopened before the next screenshot
         self.saw_target_closed = False  # a call failed because the page, context or browser closed
@@ -126,6 +128,7 @@ class PageState:
         self.dialogs_handled = 0  # JavaScript dialogs accepted (or gone) and reported so far
         self.dialog_handled = asyncio.Event()  # set at each; settle() waits on it for an action's dialog
         self._page_watchers: list[Callable[[Page], None]] = []
+        self._switch_hooks: list[Callable[[Page], None]] = []
         self._watched: weakref.WeakSet[Page] = weakref.WeakSet([page])  # pages the watchers were given
         self._listeners: list[tuple[_Emitter, str, Callable[..., Any]]] = []
         self._cdp_handlers: list[tuple[str, Callable[[Any], None]]] = []
@@ -150,9 +153,14 @@ class PageState:
         return events
 
     def on_page(self, watch: Callable[[Page], None]) -> None:
-        """Call ``watch`` with the current page now, and with each page the session moves to."""
+        """Call ``watch`` with the current page now, and with each page the session moves to for
+        the first time (its listeners stay on the page: one set however often it is driven again)."""
         self._page_watchers.append(watch)
         watch(self.page)
+
+    def on_switch(self, hook: Callable[[Page], None]) -> None:
+        """Call ``hook`` with the page each time the session moves to another (or the same) tab."""
+        self._switch_hooks.append(hook)
 
     def listen(self, target: _Emitter, event: str, handler: Callable[..., Any]) -> None:
         """``target.on(event, handler)``, undone by ``unlisten`` (a caller's page keeps no handler of ours)."""
@@ -176,14 +184,16 @@ class PageState:
         A crash of the tab left behind is not the new tab's: it is not reopened for it."""
         if page is not self.page:
             self.crashed = False
-        if self.cdp is not None:  # its guard and caret script stay on the tab left behind, until detach_cdp
-            self._left.append(self.cdp)
+        if self.cdp is not None:  # its guard interception stays on the tab left behind (see _left)
+            self._left.append((self.page, self.cdp))
         self.page = page
         self.cdp = None
         if page not in self._watched:  # back on a tab it drove before: its handlers are there already
             self._watched.add(page)
             for watch in self._page_watchers:
                 watch(page)
+        for hook in self._switch_hooks:
+            hook(page)
 
     def replace(self, page: Page) -> None:
         """Drive ``page``, a fresh tab opened in place of one whose renderer died or that stopped answering."""
@@ -239,6 +249,7 @@ class PageState:
         if isinstance(lost, DevToolsSession) and lost.closed and not lost.gone and not self.page.is_closed():
             self.cdp = None  # its connection was lost with the page still open: a new session
         if self.cdp is None:
+            await self._end_left(self.page)  # back on a tab it left: one session on it, not two
             cdp = await self._open_cdp()
             for event, handler in self._cdp_handlers:
                 cdp.on(event, self._while_current(cdp, handler))
@@ -323,15 +334,23 @@ class PageState:
     async def detach_cdp(self) -> None:
         """Detach the session's own CDP sessions, on its page and on each tab it moved off (from a
         caller's context: no Fetch interception left, the caret shown again), concurrently, each bounded."""
-        sessions = [cdp for cdp in (*self._left, self.cdp) if cdp is not None]
+        sessions = [*self._left, *([(self.page, self.cdp)] if self.cdp is not None else [])]
         self._left, self.cdp = [], None
-        await asyncio.gather(*(self._let_go(cdp) for cdp in sessions))
+        await asyncio.gather(*(self._let_go(page, cdp, show_caret=True) for page, cdp in sessions))
 
-    async def _let_go(self, cdp: CDPChannel) -> None:
-        if self.config.hide_caret and not (isinstance(cdp, DevToolsSession) and cdp.closed):
-            with contextlib.suppress(PlaywrightError, BrowserError, TimeoutError):
+    async def _end_left(self, page: Page) -> None:
+        """Detach the sessions left on ``page`` (a new one is opened there, hiding the caret again)."""
+        ended = [cdp for p, cdp in self._left if p is page]
+        if ended:
+            self._left = [(p, cdp) for p, cdp in self._left if p is not page]
+            await asyncio.gather(*(self._let_go(page, cdp, show_caret=False) for cdp in ended))
+
+    async def _let_go(self, page: Page, cdp: CDPChannel, *, show_caret: bool) -> None:
+        if show_caret and self.config.hide_caret and not page.is_closed():
+            # In every frame the new-document script reached, not only the main one.
+            with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(CARET_RESTORE_S):
-                    await cdp.send("Runtime.evaluate", {"expression": SHOW_CARET})
+                    await asyncio.gather(*(frame.evaluate(SHOW_CARET) for frame in page.frames), return_exceptions=True)
         with contextlib.suppress(PlaywrightError):
             await within(cdp.detach(), self.config.open_timeout_s, "CDPSession.detach")
 

@@ -7,8 +7,11 @@ variables < overrides (CLI flags or keyword arguments). Unknown keys are errors 
 from ._agent import AgentSettings
 from ._browser import BrowserConfig, Viewport
 from ._load import ROLES as ROLES
+from ._load import SECRET_ENV_PREFIX as SECRET_ENV_PREFIX
+from ._load import SECTIONS as SECTIONS
 from ._load import AgentConfig, load_config
 from ._roles import PROFILES, LocalizerConfig, PolicyConfig, RoleConfig, ValidatorConfig
+from ._roles import Profile as Profile
 
 __all__ = [
     "PROFILES",
