@@ -183,3 +183,39 @@ async def test_the_local_tasks_pass_under_every_profile_and_policy_family(
             await agent.aclose()
     outcomes = {task: (r.success, r.stop_reason, r.message) for task, r in zip(local_tasks, results, strict=True)}
     assert all(ok and reason == "answered" for ok, reason, _ in outcomes.values()), outcomes
+
+
+PRESS_GOAL = "Type Ada into the name field, then scroll down three times and answer done"
+
+
+async def test_a_scroll_that_changes_nothing_is_told_with_a_focused_field(
+    browser: Browser, model_server: ServerFactory, site: SiteServer
+) -> None:
+    # The field keeps the focus (its caret would blink) while scrolling changes nothing: the policy
+    # is told so, and that it repeated it (the blinking caret used to make screenshots differ).
+    steps_script: list[dict[str, Any]] = [
+        {"action": "write_element", "element": "full name field", "content": "Ada", "press_enter": False},
+        {"action": "scroll", "direction": "down"},  # to the bottom of the form
+        {"action": "scroll", "direction": "down"},  # nothing moves any more
+        {"action": "scroll", "direction": "down"},
+        {"action": "answer", "content": "done"},
+    ]
+    script = {
+        "latency_s": {"policy": 0.5},  # steps as far apart as a blink of the caret
+        "elements": {"full name field": [560, 164]},
+        "tasks": [
+            {
+                "id": "press",
+                "match": PRESS_GOAL,
+                "policy": [{"when": {"step": i}, "action": a} for i, a in enumerate(steps_script, start=1)],
+                "validator": {"accept": ["done"], "feedback": "Not done."},
+            }
+        ],
+    }
+    async with model_server(script) as server:
+        agent = Agent(make_config(server), browser=browser)
+        stream = agent.stream(site.url + "/form/", PRESS_GOAL)
+        steps = [step async for step in stream]
+        await agent.aclose()
+    assert stream.result is not None and stream.result.success, stream.result
+    assert [(s.unchanged, s.repeated) for s in steps] == [(False, 0), (False, 0), (False, 0), (True, 1), (True, 2)]
