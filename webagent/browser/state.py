@@ -184,7 +184,9 @@ class PageState:
         A crash of the tab left behind is not the new tab's: it is not reopened for it."""
         if page is not self.page:
             self.crashed = False
-        if self.cdp is not None:  # its guard interception stays on the tab left behind (see _left)
+        # Its guard interception stays on the tab left behind (see _left); closed tabs need none.
+        self._left = [(p, cdp) for p, cdp in self._left if not p.is_closed()]
+        if self.cdp is not None and not self.page.is_closed():
             self._left.append((self.page, self.cdp))
         self.page = page
         self.cdp = None
