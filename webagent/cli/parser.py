@@ -51,18 +51,11 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
                 metavar=field.upper(),
                 help=text.format(role=role),
             )
-        if role == "policy":
+        if role in ("policy", "validator"):
             g.add_argument(
-                "--policy-family",
+                f"--{role}-family",
                 choices=list(FAMILIES),
-                help="policy model family: what its requests ask of the server (holotron: its tile limit; "
-                "holo2: no thinking); unset, nothing is added",
-            )
-        if role == "validator":
-            g.add_argument(
-                "--validator-family",
-                choices=list(FAMILIES),
-                help="validator model family: what its requests ask of the server (holotron: its tile limit; "
+                help=f"{role} model family: what its requests ask of the server (holotron: its tile limit; "
                 "holo2: no thinking); unset, nothing is added",
             )
         if role == "localizer":
@@ -291,8 +284,8 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
             shared = getattr(args, field, None) if field in ("base_url", "model", "api_key") else None
             overrides[f"{role}.{field}"] = value if value is not None else shared
     overrides["localizer.profile"] = args.localizer_profile
-    overrides["policy.family"] = args.policy_family
-    overrides["validator.family"] = args.validator_family
+    for role in ("policy", "validator"):
+        overrides[f"{role}.family"] = getattr(args, f"{role}_family")
     overrides["agent.max_steps"] = args.max_steps
     overrides["agent.max_attempts"] = args.max_attempts
     overrides["agent.max_time_s"] = args.max_time

@@ -62,14 +62,14 @@ class RoleConfig(Section):
         return (prompt_tokens * self.price_prompt_per_m + completion_tokens * self.price_completion_per_m) / 1e6
 
 
-class PolicyConfig(RoleConfig):
-    """The policy role, plus its model family (what its requests ask of the server's image processor)."""
+class _FamilyRoleConfig(RoleConfig):
+    """A role whose model family may be set: its requests then carry the family's fields."""
 
     family: Family | None = Field(
         default=None,
-        description="holo1 | holo1.5 | holo2 | holotron: the policy model's family. Set, each policy request "
+        description="holo1 | holo1.5 | holo2 | holotron: the role's model family. Set, each request of the role "
         "carries its fields (holotron: mm_processor_kwargs.max_num_tiles; holo2: chat_template_kwargs "
-        "thinking=false); unset, the localizer profile's family is assumed for token costs and nothing is added",
+        "thinking=false); unset, nothing is added",
     )
     max_num_tiles: int = Field(
         default=HOLOTRON_MAX_NUM_TILES,
@@ -77,6 +77,21 @@ class PolicyConfig(RoleConfig):
         le=40,
         description="holotron: 512-px tiles per screenshot at most (sent as mm_processor_kwargs; a screenshot "
         "costs 256 tokens a tile, plus 256 for the thumbnail when there is more than one)",
+    )
+
+    def extra_body(self) -> dict[str, Any] | None:
+        """What the family adds to each request of the role (None: nothing, or no family set)."""
+        return family_extra_body(self.family, self.max_num_tiles) if self.family is not None else None
+
+
+class PolicyConfig(_FamilyRoleConfig):
+    """The policy role, plus its model family (what its requests ask of the server's image processor)."""
+
+    family: Family | None = Field(
+        default=None,
+        description="holo1 | holo1.5 | holo2 | holotron: the policy model's family. Set, each policy request "
+        "carries its fields (holotron: mm_processor_kwargs.max_num_tiles; holo2: chat_template_kwargs "
+        "thinking=false); unset, the localizer profile's family is assumed for token costs and nothing is added",
     )
     image_uuid: bool = Field(
         default=False,
@@ -106,23 +121,8 @@ class LocalizerConfig(RoleConfig):
         )
 
 
-class ValidatorConfig(RoleConfig):
-    """The validator role (it also answers the pytest plugin's and the MCP server's checks)."""
+class ValidatorConfig(_FamilyRoleConfig):
+    """The validator role (it also answers the pytest plugin's and the MCP server's checks), plus its
+    model family."""
 
     max_tokens: int = Field(default=512, gt=0)
-    family: Family | None = Field(
-        default=None,
-        description="holo1 | holo1.5 | holo2 | holotron: the validator model's family. Set, each validator request "
-        "carries its fields (holo2: chat_template_kwargs thinking=false; holotron: mm_processor_kwargs."
-        "max_num_tiles); unset, nothing is added",
-    )
-    max_num_tiles: int = Field(
-        default=HOLOTRON_MAX_NUM_TILES,
-        ge=1,
-        le=40,
-        description="holotron: 512-px tiles per screenshot at most (sent as mm_processor_kwargs)",
-    )
-
-    def extra_body(self) -> dict[str, Any] | None:
-        """What the family adds to each validator request (None: nothing, or no family set)."""
-        return family_extra_body(self.family, self.max_num_tiles) if self.family is not None else None
