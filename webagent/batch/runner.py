@@ -346,16 +346,7 @@ class BatchRunner:
             message = f"no progress for {self.stall_timeout_s:g} s (stuck in {where})"
             log.warning("task_stalled", task=task.id, idle_s=idle_s, where=where, steps=progress.steps)
             self.stats.stalled += 1
-        result = RunResult(
-            success=False,
-            stop_reason="error",
-            message=message,
-            url=task.url,
-            goal=task.goal,
-            steps=progress.steps,
-            duration_s=progress.elapsed_s,
-            usage=progress.usage,
-        )
+        result = self._failed(task, message, progress)
         _add_usage(usage, progress.usage)
         write_result(directory, result)
         if stall.browser_lost:  # re-run on a replacement browser, as after any crash
@@ -383,10 +374,10 @@ class BatchRunner:
                     raise asyncio.CancelledError
         except NavigationError as exc:  # the site, not the browser (a closed browser is a BrowserError)
             _add_usage(usage, progress.usage)
-            return _Outcome(self._failed(task, exc, progress))
+            return _Outcome(self._failed(task, str(exc), progress))
         except WebAgentError as exc:  # e.g. the browser could not be launched, or died while opening the page
             _add_usage(usage, progress.usage)
-            result = self._failed(task, exc, progress)
+            result = self._failed(task, str(exc), progress)
             if stream.session is not None:
                 return _Outcome(result, crashed=await stream.session.confirm_browser_crash())
             # No session yet (the pool tried other browsers already): a crash if a browser died meanwhile.
@@ -398,11 +389,12 @@ class BatchRunner:
         return _Outcome(stream.result, crashed=await stream.session.confirm_browser_crash())
 
     @staticmethod
-    def _failed(task: TaskSpec, exc: Exception, progress: _Progress) -> RunResult:
+    def _failed(task: TaskSpec, message: str, progress: _Progress) -> RunResult:
+        """The result of a run that ended in an error (``message``) after ``progress``."""
         return RunResult(
             success=False,
             stop_reason="error",
-            message=str(exc),
+            message=message,
             url=task.url,
             goal=task.goal,
             steps=progress.steps,
