@@ -88,7 +88,20 @@ def test_rule_matching() -> None:
         ("http://0x7f.1/", ("http", "127.0.0.1", 80)),
         ("http://0177.0.0.1/", ("http", "127.0.0.1", 80)),
         ("http://127.1/", ("http", "127.0.0.1", 80)),
-        ("http://[::ffff:7f00:1]/", ("http", "::ffff:7f00:1", 80)),
+        ("http://[::ffff:7f00:1]/", ("http", "127.0.0.1", 80)),
+        ("http://[::ffff:127.0.0.1]/", ("http", "127.0.0.1", 80)),
+        ("http://[::ffff:0:7f00:1]/", ("http", "127.0.0.1", 80)),
+        ("http://[::127.0.0.1]/", ("http", "127.0.0.1", 80)),
+        ("http://[64:ff9b::a9fe:a9fe]/", ("http", "169.254.169.254", 80)),
+        ("http://0.0.0.0:8000/", ("http", "127.0.0.1", 8000)),
+        ("http://[::]/", ("http", "::1", 80)),
+        ("http://[::1]/", ("http", "::1", 80)),
+        ("http://[fe80::1%25eth0]/", None),
+        ("http://faß.test/", ("http", "xn--fa-hia.test", 80)),
+        ("http://FAẞ.test/", ("http", "xn--fa-hia.test", 80)),
+        ("http://１２７.０.０.１/", ("http", "127.0.0.1", 80)),
+        ("http://ex%E3%80%82com/", ("http", "ex.com", 80)),
+        ("http://a_b.com/", ("http", "a_b.com", 80)),
         ("http://bücher.de/", ("http", "xn--bcher-kva.de", 80)),
         ("http://1.2.3.4.5/", None),
         ("http://256.1.1.1/", None),
@@ -125,6 +138,45 @@ def test_allow_list_cannot_be_bypassed_by_url_tricks() -> None:
     ):
         assert policy.check(url, navigation=True) is not None, url
         assert policy.check(url, navigation=False) is not None, url
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1/",
+        "http://[::ffff:127.0.0.1]/",
+        "http://[::ffff:7f00:1]/",
+        "http://[::ffff:0:7f00:1]/",
+        "http://[::127.0.0.1]/",
+        "http://[64:ff9b::7f00:1]/",
+        "http://0.0.0.0/",
+        "http://[::ffff:0.0.0.0]/",
+        "http://2130706433/",
+        "http://１２７.０.０.１/",
+    ],
+)
+def test_a_blocked_address_is_blocked_in_every_spelling(url: str) -> None:
+    for entry in ("127.0.0.1", "[::ffff:127.0.0.1]", "0.0.0.0"):
+        policy = NavigationPolicy.build(blocked=[entry], start_url="https://example.com/", private_network="allow")
+        assert "blocked_domains" in (policy.check(url, navigation=True) or ""), (entry, url)
+        assert "blocked_domains" in (policy.check(url, navigation=False) or ""), (entry, url)
+    allowed = NavigationPolicy.build(allowed=["10.0.0.5"], start_url="https://example.com/")
+    assert allowed.check(url, navigation=True) is not None
+
+
+def test_names_are_matched_in_their_uts46_form() -> None:
+    # Chromium's UTS #46 (non-transitional): faß.test is xn--fa-hia.test, not IDNA 2003's fass.test.
+    blocked = NavigationPolicy.build(blocked=["faß.test"], start_url="https://example.com/")
+    assert blocked.blocked == (HostRule("xn--fa-hia.test"),)
+    for url in ("http://faß.test/", "http://FAẞ.TEST/", "http://xn--fa-hia.test/", "http://fa%C3%9F.test/"):
+        assert blocked.check(url, navigation=True) is not None, url
+    assert blocked.check("http://fass.test/", navigation=True) is None
+    other = NavigationPolicy.build(blocked=["fass.test"], start_url="https://example.com/")
+    assert other.check("http://faß.test/", navigation=True) is None
+    assert other.check("http://fass.test/", navigation=True) is not None
+    wide = NavigationPolicy.build(allowed=["ｅｘａｍｐｌｅ．ｃｏｍ"], start_url="https://example.com/")
+    assert wide.allowed == (HostRule("example.com"),)
+    assert wide.check("https://EXAMPLE.com/", navigation=True) is None
 
 
 def test_block_list_wins_and_ports_count() -> None:
@@ -192,6 +244,10 @@ def test_nothing_is_checked_without_rules_on_a_local_start() -> None:
         "::ffff:10.0.0.1",
         "2002:a00:1::",
         "224.0.0.1",
+        "64:ff9b::a9fe:a9fe",
+        "::ffff:0:7f00:1",
+        "::7f00:1",
+        "::",
         "localhost",
         "api.localhost",
         "printer.local",
@@ -215,6 +271,11 @@ def test_private_network_default_follows_the_start_url() -> None:
         "http://127.0.0.1:8000/",
         "http://localhost/",
         "http://2130706433/",
+        "http://0.0.0.0:8000/",
+        "http://[::ffff:127.0.0.1]/",
+        "http://[::ffff:0:7f00:1]/",
+        "http://[::127.0.0.1]/",
+        "http://[64:ff9b::a9fe:a9fe]/latest/meta-data/",
         "http://169.254.169.254/latest/meta-data/",
         "http://[::1]/",
         "http://192.168.0.1/admin",

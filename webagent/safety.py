@@ -5,6 +5,10 @@ Entries of ``allowed_domains`` / ``blocked_domains`` are ``host``, ``host:port``
 work too. URLs are judged on the host the *browser* would connect to: userinfo
 (``https://allowed.com@evil.com``), backslashes, percent-encoded and numeric IPv4 hosts
 (``http://2130706433/``), a trailing dot and upper case are normalised the way Chromium does.
+Entries and URLs alike are brought to one canonical form (``hosts.canonical_host``): UTS #46
+names (``faß.test`` is ``xn--fa-hia.test``), IPv6 spellings of an IPv4 address
+(``[::ffff:127.0.0.1]``, NAT64 ``[64:ff9b::a9fe:a9fe]``) as that address, ``0.0.0.0`` as
+``127.0.0.1``; so ``--block-domain 127.0.0.1`` blocks every spelling of it.
 
 Schemes, once any rule is active:
 
@@ -24,13 +28,13 @@ start URL is not itself local -- unless an allowed entry names the host explicit
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import re
 import socket
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
-from urllib.parse import unquote, urlsplit
+
+from .hosts import URL_STRIP, WEB_SCHEMES, canonical_host, ip_of, is_private_host, is_private_ip, url_host
 
 __all__ = [
     "HostRule",
@@ -46,12 +50,8 @@ __all__ = [
 PrivateNetwork = Literal["auto", "allow", "block"]
 Resolver = Callable[[str], Awaitable[list[str]]]
 
-_WEB_SCHEMES = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 _EMPTY_DOCS = ("about:blank", "about:srcdoc")
 _LABEL = re.compile(r"^(?!-)[a-z0-9_-]{1,63}(?<!-)$")
-_LOCAL_SUFFIXES = (".localhost", ".local", ".internal", ".home.arpa", ".lan")
-_LOCAL_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback")
-_STRIP = "".join(chr(c) for c in range(0x21))  # C0 controls and space, stripped at both ends (WHATWG)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,124 +101,20 @@ def parse_rule(entry: str) -> HostRule:
         if not port_text.isdigit() or not 0 < int(port_text) < 65536:
             raise ValueError(f"{entry!r}: the port must be a number between 1 and 65535")
         port = int(port_text)
-    host = host.rstrip(".")
-    ip = _ip(host)
-    if ip is not None:
-        if wildcard:
-            raise ValueError(f"{entry!r}: a wildcard needs a domain name, not an IP address")
-        return HostRule(str(ip), port)
     if "*" in host:
         raise ValueError(f"{entry!r}: a wildcard is only allowed as a leading '*.', e.g. *.example.com")
-    try:
-        host = _idna(host)
-    except ValueError:
-        raise ValueError(f"{entry!r} is not a valid host name") from None
-    if not all(_LABEL.match(label) for label in host.split(".")):
+    canonical = canonical_host(f"[{host}]" if ":" in host else host)
+    if canonical is not None and ip_of(canonical) is not None:
+        if wildcard:
+            raise ValueError(f"{entry!r}: a wildcard needs a domain name, not an IP address")
+        return HostRule(canonical, port)
+    if canonical is None or not all(_LABEL.match(label) for label in canonical.split(".")):
         raise ValueError(f"{entry!r} is not a valid host name")
-    return HostRule(host, port, wildcard)
+    return HostRule(canonical, port, wildcard)
 
 
 def parse_rules(entries: Iterable[str]) -> tuple[HostRule, ...]:
     return tuple(parse_rule(e) for e in entries)
-
-
-def _idna(host: str) -> str:
-    if host.isascii():
-        return host
-    try:
-        return host.encode("idna").decode("ascii")
-    except UnicodeError:
-        raise ValueError(host) from None
-
-
-def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    try:
-        return ipaddress.ip_address(host)
-    except ValueError:
-        return None
-
-
-def _whatwg_ipv4(host: str) -> ipaddress.IPv4Address | None:
-    """The WHATWG IPv4 parser: ``127.1``, ``0x7f.0.0.1``, ``2130706433``, ``017700000001``."""
-    parts = host.split(".")
-    if parts and parts[-1] == "":
-        parts.pop()
-    if not parts or len(parts) > 4:
-        return None
-    numbers: list[int] = []
-    for part in parts:
-        if not part:
-            return None
-        try:
-            if part[:2] in ("0x", "0X"):
-                numbers.append(int(part[2:] or "0", 16))
-            elif len(part) > 1 and part[0] == "0":
-                numbers.append(int(part[1:], 8))
-            else:
-                numbers.append(int(part, 10))
-        except ValueError:
-            return None
-    if any(n > 255 for n in numbers[:-1]) or numbers[-1] >= 256 ** (5 - len(numbers)):
-        return None
-    value = numbers[-1]
-    for i, n in enumerate(numbers[:-1]):
-        value += n << (8 * (3 - i))
-    return ipaddress.IPv4Address(value)
-
-
-def _looks_numeric(host: str) -> bool:
-    last = host.rstrip(".").rsplit(".", 1)[-1]
-    return bool(last) and (last.isdigit() or (last[:2] == "0x" and all(c in "0123456789abcdef" for c in last[2:])))
-
-
-def url_host(url: str) -> tuple[str, str, int] | None:
-    """``(scheme, host, port)`` of a web URL as the browser reads it; None if it has no valid host."""
-    text = url.strip(_STRIP).replace("\t", "").replace("\n", "").replace("\r", "")
-    scheme, colon, _ = text.partition(":")
-    scheme = scheme.lower()
-    if not colon or scheme not in _WEB_SCHEMES:
-        return None
-    text = text.replace("\\", "/")  # special schemes treat '\' as '/'
-    try:
-        parts = urlsplit(text)
-        raw = parts.hostname
-        port = parts.port
-    except ValueError:
-        return None
-    if not raw:
-        return None
-    host = unquote(raw).lower().rstrip(".")
-    if not host or any(c in host for c in " %/\\?#@[]<>^|"):
-        return None
-    ip = _ip(host)
-    if ip is None and ":" not in host and _looks_numeric(host):
-        ip = _whatwg_ipv4(host)
-        if ip is None:
-            return None  # Chromium refuses such a host too
-    if ip is not None:
-        host = str(ip)
-    else:
-        try:
-            host = _idna(host)
-        except ValueError:
-            return None
-    return scheme, host, port if port is not None else _WEB_SCHEMES[scheme]
-
-
-def is_private_host(host: str) -> bool:
-    """Whether ``host`` (a normalised host name or IP) names a non-public address by itself."""
-    ip = _ip(host)
-    if ip is None:
-        return host in _LOCAL_NAMES or host.endswith(_LOCAL_SUFFIXES)
-    return _private_ip(ip)
-
-
-def _private_ip(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    if isinstance(ip, ipaddress.IPv6Address):
-        embedded = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None)
-        if embedded is not None:
-            return _private_ip(embedded)
-    return not ip.is_global or ip.is_multicast
 
 
 def is_local_url(url: str) -> bool:
@@ -294,9 +190,9 @@ class NavigationPolicy:
         """Why ``url`` must not be opened (``navigation``) or requested; None when it may."""
         if not self.active:
             return None
-        text = url.strip(_STRIP)
+        text = url.strip(URL_STRIP)
         scheme = text.partition(":")[0].lower() if ":" in text else ""
-        if scheme in _WEB_SCHEMES:
+        if scheme in WEB_SCHEMES:
             parsed = url_host(text)
             if parsed is None:
                 return "the address has no valid host"
@@ -343,7 +239,7 @@ class NavigationPolicy:
         if reason is not None or not navigation or not self.block_private:
             return reason
         parsed = url_host(url)
-        if parsed is None or _ip(parsed[1]) is not None:
+        if parsed is None or ip_of(parsed[1]) is not None:
             return None
         host = parsed[1]
         if any(rule.matches(host, parsed[2]) for rule in self.allowed):
@@ -354,6 +250,6 @@ class NavigationPolicy:
                 addresses = await self.resolver(host)
             except (OSError, TimeoutError, UnicodeError):
                 addresses = []  # unresolvable: the browser fails to connect by itself
-            private = any(_private_ip(ip) for a in addresses if (ip := _ip(a.split("%", 1)[0])) is not None)
+            private = any(is_private_ip(ip) for a in addresses if (ip := ip_of(a.split("%", 1)[0])) is not None)
             self._resolved[host] = private
         return f"{host} resolves to a private or local network address" if private else None
