@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from webagent.actions import WriteElement
+from webagent.actions import Answer, WriteElement, describe_action
 from webagent.cli import build_parser, config_from_args
 from webagent.config import load_config
 from webagent.errors import ActionError, ConfigError
+from webagent.model.replies import short
 from webagent.records import RunResult, Step
-from webagent.secrets import Secrets, redact_log_event
+from webagent.secrets import Secrets, redact_log_event, shorten
 
 VALUE = "s3cr3t-Pa55!#x"
 
@@ -129,3 +130,45 @@ def test_log_events_are_redacted_while_the_secrets_live() -> None:
     del secrets
     gc.collect()
     assert redact_log_event(None, "info", {"url": "hunter22"}) == {"url": "hunter22"}  # none live: untouched
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        "&#115;&#51;&#99;&#114;&#51;&#116;&#45;&#80;&#97;&#53;&#53;&#33;&#35;&#120;",  # decimal references
+        "&#x73;&#X33;cr3t-Pa55&#x21;&#x23;x",  # hex, either case, mixed with plain characters
+        "s3cr3t-Pa55&excl;&num;x",  # named
+        "s3cr3t-Pa55&#0033&#035x",  # without semicolons, leading zeros
+        "s3cr3t-Pa55&amp;excl;&amp;num;x",  # escaped twice
+        "s3cr3t-Pa55%26%2333%3B%26num%3Bx",  # references, percent-encoded
+        "s3cr3t-Pa55%2521%2523x",  # percent-encoded twice
+        "S3CR3T-pA55!#X",  # another letter case
+        "\\u0073\\u0033cr3t-Pa55!#x",  # JSON unicode escapes
+        "\\\\u0073\\\\u0033cr3t-Pa55!#x",  # ... escaped again
+        "czNjcjN0LVBhNTUhI3",  # base64 (its own characters)
+        "QUJDczNjcjN0LVBhNTUhI3hERUY",  # base64 of it inside longer data
+        "QUJzM2NyM3QtUGE1NSEjeERF",  # ... at another offset
+        "QXMzY3IzdC1QYTU1ISN4",  # ... and the third
+    ],
+)
+def test_redact_encoded_forms(form: str) -> None:
+    text = f"see {form} here"
+    redacted = Secrets({"PW": VALUE}).redact(text)
+    assert "{{PW}}" in redacted and "cr3t" not in redacted.lower(), redacted
+
+
+def test_base64_only_for_long_enough_values() -> None:
+    # A short value's base64 would be a few letters found in any base64 text: only its other forms count.
+    assert Secrets({"PIN": "1234"}).redact("MTIzNA== and aGVsbG8=") == "MTIzNA== and aGVsbG8="
+    assert Secrets({"PIN": "1234"}).redact("&#49;234") == "{{PIN}}"
+
+
+def test_shortened_text_is_redacted_before_it_is_cut() -> None:
+    secrets = Secrets({"PW": VALUE})
+    text = "x" * 95 + VALUE
+    assert shorten(text, 100, secrets=secrets) == "x" * 95 + "{{PW…"
+    assert shorten(text, 100) == "x" * 95 + "{{PW…"  # by every live Secrets
+    assert shorten("short", 100) == "short"
+    answer = describe_action(Answer(content="y" * 115 + VALUE))
+    assert "s3cr" not in answer and answer.endswith('{{PW…"')
+    assert "s3cr" not in short(RuntimeError("z" * 190 + VALUE))

@@ -10,6 +10,8 @@ from typing import Annotated, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
+from .secrets import shorten
+
 __all__ = [
     "Action",
     "Answer",
@@ -217,7 +219,5 @@ def describe_action(action: Action) -> str:
 
 
 def _q(text: str, limit: int = 120) -> str:
-    text = " ".join(text.split())
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
+    text = shorten(" ".join(text.split()), limit)
     return '"' + text.replace('"', "'") + '"'

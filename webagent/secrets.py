@@ -2,14 +2,18 @@
 
 The policy writes ``{{PASSWORD}}`` inside a ``write_element`` content; the agent types the value.
 Everything that leaves the agent -- model requests, steps, results, trajectory files, reports,
-error messages -- goes through :meth:`Secrets.redact`, which replaces each value (also when
-percent-encoded, wholly or in part, HTML-escaped or JSON-escaped) by its ``{{NAME}}`` placeholder.
+error messages -- goes through :meth:`Secrets.redact`, which replaces each value by its
+``{{NAME}}`` placeholder: as typed or in any letter case, percent-encoded (wholly or in part,
+twice over), as HTML character references (decimal, hex, named), JSON-escaped (again and again),
+or in base64. Text that is shortened is redacted first (:func:`shorten`): a value cut in two is
+no longer recognisable.
 """
 
 from __future__ import annotations
 
+import base64
 import html
-import json
+import html.entities
 import re
 import weakref
 from collections.abc import Mapping, MutableMapping, Sequence
@@ -19,7 +23,15 @@ from pydantic import BaseModel, SecretStr
 
 from .errors import ActionError
 
-__all__ = ["MIN_SECRET_CHARS", "SECRET_NAME", "Secrets", "check_secret", "redact_log_event"]
+__all__ = [
+    "MIN_SECRET_CHARS",
+    "SECRET_NAME",
+    "Secrets",
+    "check_secret",
+    "redact_live",
+    "redact_log_event",
+    "shorten",
+]
 
 SECRET_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 #: Shorter values would turn redaction into noise (every "ab" in every log line replaced).
@@ -40,22 +52,65 @@ def check_secret(name: str, value: str) -> None:
         raise ValueError(f"secret {name} contains a line break; secrets are typed as one line")
 
 
+_ENTITY_NAMES: dict[str, list[str]] = {}
+for _name, _char in html.entities.html5.items():
+    _ENTITY_NAMES.setdefault(_char, []).append(_name)
+_AMP, _HASH, _SEMI = "(?:&|%(?:25)*26)", "(?:#|%(?:25)*23)", "(?:;|%(?:25)*3b)"
+#: Base64 of a secret is redacted when this many characters of it do not depend on its neighbours.
+MIN_BASE64_CHARS = 8
+
+
 def _char_pattern(char: str) -> str:
-    """A character, or its percent-encoding in either case (``+`` too for a space)."""
-    encoded = "".join(
-        "%" + "".join(f"[{d}{d.lower()}]" if d.isalpha() else d for d in f"{byte:02X}") for byte in char.encode()
-    )
-    options = [re.escape(char), encoded] + (["\\+"] if char == " " else [])
+    """A character in any of the encodings a page, a URL or a record may give it, mixed freely.
+
+    Percent-encoded (either case, ``%25`` layers too, ``+`` for a space), an HTML character
+    reference (decimal, hex, named; ``&amp;`` layers too; percent-encoded too), a JSON escape
+    (``\\u0068``, ``\\"``, escaped again any number of times).
+    """
+    code = ord(char)
+    options = [re.escape(char), "".join(_percent(byte) for byte in char.encode())]
+    if char == " ":
+        options.append("\\+")
+    names = sorted({name.rstrip(";") for name in _ENTITY_NAMES.get(char, [])})
+    refs = [f"{_HASH}0*{code}", f"{_HASH}x0*{code:x}", *(re.escape(name) for name in names)]
+    options.append(f"{_AMP}(?:amp{_SEMI})*(?:{'|'.join(refs)}){_SEMI}?")
+    units = [char] if code < 0x10000 else [chr(0xD800 + ((code - 0x10000) >> 10)), chr(0xDC00 + (code & 0x3FF))]
+    options.append("".join(f"\\\\+u{ord(unit):04x}" for unit in units))
+    short = {'"': '"', "\\": "\\", "/": "/", "\t": "t"}.get(char)
+    if short is not None:
+        options.append("\\\\+" + re.escape(short))
     return "(?:" + "|".join(options) + ")"
 
 
+def _percent(byte: int) -> str:
+    return f"%(?:25)*{byte:02x}"
+
+
+def _base64_cores(value: str) -> set[str]:
+    """The runs of characters of the value's base64 (standard and URL-safe) that only it decides,
+    whatever its offset in a longer encoded text (the characters at its ends mix in neighbours)."""
+    data = value.encode()
+    cores: set[str] = set()
+    for offset in range(3):
+        encoded = base64.b64encode(bytes(offset) + data).decode("ascii")
+        core = encoded[(8 * offset + 5) // 6 : (8 * (offset + len(data))) // 6]
+        if len(core) >= MIN_BASE64_CHARS:
+            cores |= {core, core.replace("+", "-").replace("/", "_")}
+    return cores
+
+
+def _first_chars(value: str) -> set[str]:
+    """The characters a match of :func:`_value_pattern` can start with."""
+    first = {value[0], "%", "&", "\\"} | ({"+"} if value[0] == " " else set())
+    return first | {core[0] for core in _base64_cores(value)}
+
+
 def _value_pattern(value: str) -> str:
-    """The value as typed, URL-encoded to any degree, HTML-escaped or JSON-escaped."""
-    url_forms = "".join(_char_pattern(c) for c in value)
-    literal = {html.escape(value), html.escape(value, quote=False), json.dumps(value)[1:-1]}
-    literal |= {json.dumps(value, ensure_ascii=False)[1:-1]}
-    literal.discard(value)
-    return "|".join([url_forms, *(re.escape(f) for f in sorted(literal, key=len, reverse=True))])
+    """The value as typed or encoded any way (see :func:`_char_pattern`), in any letter case, or
+    the part of its base64 that is its own (exact case)."""
+    encoded = "".join(_char_pattern(c) for c in value)
+    cores = sorted(_base64_cores(value), key=len, reverse=True)
+    return "|".join([encoded, *("(?-i:" + re.escape(core) + ")" for core in cores)])
 
 
 class Secrets:
@@ -71,7 +126,11 @@ class Secrets:
         ordered = sorted(self._values.items(), key=lambda item: len(item[1]), reverse=True)
         self._group_names = {f"s{i}": name for i, (name, _) in enumerate(ordered)}
         groups = [f"(?P<s{i}>{_value_pattern(raw)})" for i, (_, raw) in enumerate(ordered)]
-        self._pattern = re.compile("|".join(groups)) if groups else None
+        # A match can only start at one of a few characters: looking ahead for them first skips
+        # every other position at once (three times faster on ordinary text).
+        starts = sorted({c for _, raw in ordered for c in _first_chars(raw)})
+        guard = "(?=[" + "".join(re.escape(c) for c in starts) + "])"
+        self._pattern = re.compile(guard + "(?:" + "|".join(groups) + ")", re.IGNORECASE) if groups else None
         if self._values:
             _LIVE.add(self)
 
@@ -148,17 +207,29 @@ class Secrets:
 _LIVE: weakref.WeakSet[Secrets] = weakref.WeakSet()
 
 
+def redact_live(text: str) -> str:
+    """``text`` with every secret of every live ``Secrets`` redacted (for code that has no
+    ``Secrets`` of its own at hand: the browser's event texts, error messages)."""
+    for secrets in list(_LIVE):
+        text = secrets.redact(text)
+    return text
+
+
+def shorten(text: str, limit: int, *, secrets: Secrets | None = None) -> str:
+    """``text`` redacted (by ``secrets``, else every live one), then cut to ``limit`` characters
+    with an ellipsis. Always in that order: a secret cut in two would escape redaction in part."""
+    text = secrets.redact(text) if secrets is not None else redact_live(text)
+    return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
+
+
 def redact_log_event(logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """A structlog processor: every secret of every live ``Secrets`` redacted from a log event.
 
     The CLI installs it; a library user who configures structlog adds it before the renderer.
     """
-    live = list(_LIVE)
-    if not live:
+    if not _LIVE:
         return event
     for key, value in event.items():
         if isinstance(value, str):
-            for secrets in live:
-                value = secrets.redact(value)
-            event[key] = value
+            event[key] = redact_live(value)
     return event

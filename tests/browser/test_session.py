@@ -26,6 +26,7 @@ from webagent.browser.session import BrowserSession
 from webagent.config import PROFILES, BrowserConfig
 from webagent.errors import ActionError, NavigationError
 from webagent.images import ResizeRule, frame_for
+from webagent.secrets import Secrets
 
 pytestmark = pytest.mark.browser
 
@@ -117,6 +118,12 @@ DIALOGS = _page(
     '<div id="p" class="at" style="left:400px;top:300px">unset</div>'
 )
 
+# A button (100..300, 100..160) whose alert ends in a secret, cut by the dialog's 300-character report.
+SECRET_DIALOG = _page(
+    '<button class="at" style="left:100px;top:100px;width:200px;height:60px" '
+    "onclick=\"alert('x'.repeat(295) + 'hunter2-Correct-Horse')\">alert</button>"
+)
+
 # Counts its loads in sessionStorage.
 RELOAD = _page(
     '<div id="n">?</div><script>sessionStorage.n = (+sessionStorage.n || 0) + 1;'
@@ -163,6 +170,7 @@ PAGES = {
     "/slow-opener": SLOW_OPENER,
     "/tab": TAB,
     "/dialogs": DIALOGS,
+    "/secret-dialog": SECRET_DIALOG,
     "/reload": RELOAD,
     "/stall-body-link": STALL_BODY_LINK,
     "/stall-headers-link": STALL_HEADERS_LINK,
@@ -625,6 +633,15 @@ async def test_dialogs_are_accepted_and_reported(session: BrowserSession, pages:
         ["A JavaScript prompt dialog said: 'Your name?' (it was accepted)."],
     ]
     assert session.drain_events() == []
+
+
+async def test_a_dialog_report_is_redacted_before_it_is_cut(session: BrowserSession, pages: PageServer) -> None:
+    secrets = Secrets({"PW": "hunter2-Correct-Horse"})  # live: the browser's texts are redacted with it
+    await session.goto(pages("/secret-dialog"))
+    await session.click(200, 130)
+    events = session.drain_events()
+    assert len(events) == 1 and "{{PW" in events[0], events
+    assert "hunter" not in events[0] and secrets.names == ["PW"]
 
 
 # -- history, reload, goto ------------------------------------------------------------------------

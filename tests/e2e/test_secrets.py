@@ -8,6 +8,7 @@ the offline model server received.
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import subprocess
@@ -15,7 +16,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote, quote_plus, unquote
 
 import pytest
 
@@ -113,3 +114,50 @@ def test_secret_is_typed_but_never_leaves_the_agent(
     for raw in recording.raw:
         assert _occurrences(raw) == 0
     assert b"{{CODE}}" in b"".join(recording.raw)  # the scan looks at the real request bodies
+
+
+#: Every piece of the value six characters long: what a cut through it would leave.
+PARTS = {VALUE[i : i + 6] for i in range(len(VALUE) - 5)}
+
+
+def _parts(data: bytes) -> list[str]:
+    """The parts of the value in ``data``: as they are, percent-encoded or as HTML character references."""
+    text = data.decode("utf-8", "replace")
+    decoded = (text, unquote(text), html.unescape(html.unescape(text)))
+    return sorted(part for part in PARTS if any(part in t for t in decoded))
+
+
+def test_a_secret_sent_to_a_blocked_host_leaves_no_part_of_itself(
+    recording: FakeModelServer, site: SiteServer, tmp_path: Path
+) -> None:
+    # The signed-in page shows the code as HTML character references in its title, and navigates
+    # to a blocked host with the code in its URL where the guard's report of the refusal is cut.
+    out = tmp_path / "run"
+    flags = ["--localizer-profile", "holo1.5", "--model", PROFILE_MODELS["holo1.5"], "--api-key", "offline"]
+    for role in ("policy", "localizer", "validator"):
+        flags += [f"--{role}-base-url", recording.base_url(role)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WEBAGENT_")}
+    env["WEBAGENT_SECRET_CODE"] = VALUE
+    site.safety_hits.clear()
+    start = site.url + "/safety/login?then=exfil"
+    command = [sys.executable, "-m", "webagent", "run", "--url", start, "--goal", GOAL, "--allow-domain", "127.0.0.1"]
+    proc = subprocess.run(
+        [*command, "--output", str(out), "--json", "-vv", *flags], capture_output=True, timeout=120, env=env
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert not [hit for hit in site.safety_hits if "via=exfil" in hit[1]]  # the guard held
+
+    steps = [json.loads(line) for line in (out / "trajectory.jsonl").read_text().splitlines()]
+    events = [event for step in steps for event in step["events"]]
+    assert any(
+        e.startswith(f"Blocked a navigation to http://localhost:{site.port}/safety/target?via=exfil") for e in events
+    )
+    turns = [r.turn for r in recording.requests if r.role == "policy"]
+    assert any("via=exfil" in turn for turn in turns)  # the next policy prompt was told
+    assert any("{{CODE}}" in step["title"] for step in steps[2:])  # the title, redacted
+    assert b"navigation_blocked" in proc.stderr
+    for path in sorted(p for p in out.rglob("*") if p.is_file()):
+        assert _parts(path.read_bytes()) == [], path
+    assert _parts(proc.stdout) == [] and _parts(proc.stderr) == []
+    for raw in recording.raw:
+        assert _parts(raw) == []

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from PIL import Image
+from pydantic import SecretStr
 
 from webagent import Agent
 from webagent.config import AgentConfig
@@ -444,3 +445,20 @@ async def test_a_failed_action_gives_no_progress_signal(model_server: ServerFact
         second = [r for r in server.requests if r.role == "policy"][1]
     assert result.success and steps[0].error
     assert "changed nothing" not in second.turn and not steps[1].unchanged
+
+
+async def test_a_note_is_redacted_before_it_is_cut(model_server: ServerFactory) -> None:
+    # The policy read a secret off a screenshot and wrote it at the end of a long note: the note is
+    # kept cut to its limit, and the cut must not leave part of the secret for the next prompt.
+    secret = "hunter2-Correct-Horse"
+    policy = [
+        {"when": {"step": 1}, "note": "x" * 395 + secret, "action": {"action": "scroll", "direction": "down"}},
+        {"action": {"action": "answer", "content": "42"}},
+    ]
+    async with model_server(script(policy)) as server:
+        config = make_config(server, context="window")  # each request carries the notes so far
+        config.secrets = {"PW": SecretStr(secret)}
+        result, _ = await run_episode(config, FakePage())
+        prompts = [r.text for r in server.requests if r.role == "policy"]
+    assert result.success and len(prompts) == 2
+    assert "xxxxx{{PW" in prompts[1] and "hunter" not in prompts[1]

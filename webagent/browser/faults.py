@@ -35,6 +35,7 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from ..errors import BrowserError
+from ..secrets import shorten
 from .deadline import within
 from .state import PageState, first_line
 from .tabs import TabFollower
@@ -71,7 +72,7 @@ class PageFaults:
     # -- events ---------------------------------------------------------------------------
     async def _on_dialog(self, dialog: Dialog) -> None:
         kind = dialog.type
-        message = " ".join(dialog.message.split())[:300]
+        message = shorten(" ".join(dialog.message.split()), 300)
         current = dialog.page is self._state.page  # settle() waits only for the current tab's dialogs
         try:
             try:

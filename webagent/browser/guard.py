@@ -34,6 +34,7 @@ from playwright.async_api import BrowserContext, Request, Route, WebSocketRoute
 from playwright.async_api import Error as PlaywrightError
 
 from ..safety import NavigationPolicy
+from ..secrets import shorten
 from .devtools import CDPChannel
 
 __all__ = ["NavigationGuard"]
@@ -52,7 +53,7 @@ def _is_popup(request: Request) -> bool:
 
 
 def _short(url: str) -> str:
-    return url if len(url) <= _URL_CHARS else url[: _URL_CHARS - 1] + "…"
+    return shorten(url, _URL_CHARS)  # redacted before it is cut: no part of a secret survives
 
 
 class NavigationGuard:

@@ -18,7 +18,7 @@ from pathlib import Path
 import structlog
 
 from ..errors import BrowserError, ConfigError, InputError, NavigationError, WebAgentError
-from ..secrets import redact_log_event
+from ..secrets import Secrets, redact_log_event
 from .parser import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, build_parser, config_from_args
 from .run import exit_status, run_task
 
@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise InputError(f"--output {output} is a file; give a directory (it is created if missing)")
         if args.command == "run":
             config = config_from_args(args)
-            output = Path(args.output) if args.output else default_output(args.goal)
+            output = Path(args.output) if args.output else default_output(Secrets(config.secrets).redact(args.goal))
             result = asyncio.run(run_task(config, args.url, args.goal, output, args.quiet, args.cache))
             return exit_status(result, args.json)
         if args.command == "batch":

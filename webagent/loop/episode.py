@@ -26,6 +26,7 @@ from ..records import Point, PromptContext, RunResult, Step, StopReason, Verdict
 from ..replay import CachedStep, StepReplay, fingerprint
 from ..roles.context import PolicyContext
 from ..roles.policy import PolicyState
+from ..secrets import shorten
 from .clock import RunClock
 from .meter import Meter
 from .page import PageDriver, Roles, perform
@@ -329,7 +330,7 @@ class Episode:
         ``raw``: the reply's text as the model gave it, else its JSON)."""
         self._replied(step, reply.model_dump_json() if raw is None else raw)
         step.note, step.thought, step.action = reply.note, reply.thought, reply.action
-        note = " ".join(reply.note.split())[:NOTE_MAX_CHARS]
+        note = shorten(" ".join(reply.note.split()), NOTE_MAX_CHARS)
         if note and (not self._notes or self._notes[-1] != note):
             self._notes.append(note)
         action = reply.action

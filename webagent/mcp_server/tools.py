@@ -113,7 +113,7 @@ class WebTools:
         settings = self.agent.config.agent
         if max_steps is not None:
             settings = settings.model_copy(update={"max_steps": max_steps})
-        output = self.output_dir / _run_name(goal) if self.output_dir is not None else None
+        output = self.output_dir / _run_name(self.agent.secrets.redact(goal)) if self.output_dir is not None else None
         result = await self.agent.run(url, goal, output_dir=output, settings=settings)
         return _outcome(result)
 

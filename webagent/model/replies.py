@@ -17,6 +17,8 @@ import httpx2
 import openai
 from tenacity import RetryCallState
 
+from ..secrets import shorten
+
 __all__ = [
     "RETRY_BASE_S",
     "RETRY_MAX_WAIT_S",
@@ -80,7 +82,7 @@ def read_completion(raw: bytes) -> tuple[str, int, int, int]:
         message = data["choices"][0]["message"]
         text = message.get("content") or ""
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-        return (raw.decode("utf-8", "replace")[:2000] if isinstance(raw, bytes) else ""), 0, 0, 0
+        return (shorten(raw.decode("utf-8", "replace"), 2000) if isinstance(raw, bytes) else ""), 0, 0, 0
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     details = usage.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
@@ -200,5 +202,4 @@ def _describe_os_error(error: OSError) -> str:
 def short(exc: BaseException | str | None, limit: int = 200) -> str:
     if exc is None:
         return ""
-    text = " ".join(str(exc).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shorten(" ".join(str(exc).split()), limit)

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from ..errors import WebAgentError
 from ..pilot import Pilot
 from ..records import CheckResult, RunResult
+from ..secrets import shorten
 from .artifacts import RunFolder
 from .bridge import run as run_on_page_loop
 
@@ -38,8 +39,7 @@ class Deadlines:
 
 
 def _quote(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
-    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
+    return repr(shorten(" ".join(text.split()), limit))
 
 
 def act_failure(goal: str, result: RunResult, report: str | None) -> str:

