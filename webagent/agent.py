@@ -70,14 +70,16 @@ class Agent:
         """Dollar cost of one model call at the configured per-role prices."""
         return self.config.price(call)
 
-    def navigation_policy(self, start_url: str) -> NavigationPolicy:
-        """The allowed/blocked hosts and private-network rule of a run starting at ``start_url``."""
+    def navigation_policy(self, start_url: str, *, trust_start: bool = True) -> NavigationPolicy:
+        """The allowed/blocked hosts and private-network rule of a run starting at ``start_url``
+        (``trust_start=False``: a URL a remote client chose, see ``NavigationPolicy.build``)."""
         browser = self.config.browser
         return NavigationPolicy.build(
             allowed=browser.allowed_domains,
             blocked=browser.blocked_domains,
             private_network=browser.private_network,
             start_url=start_url,
+            trust_start=trust_start,
         )
 
     def model_client(self, role: str) -> ModelClient:

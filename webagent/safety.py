@@ -155,12 +155,19 @@ class NavigationPolicy:
         private_network: PrivateNetwork = "auto",
         start_url: str = "",
         resolver: Resolver | None = None,
+        trust_start: bool = True,
     ) -> NavigationPolicy:
-        """The policy of one run. ``private_network="auto"`` blocks private addresses unless the start URL is local."""
-        local_start = is_local_url(start_url) if start_url else False
+        """The policy of one run. ``private_network="auto"`` blocks private addresses unless the start URL is local.
+
+        ``trust_start=False`` for a start URL that someone else chose (an MCP client): it proves
+        nothing, so a local one neither opens private networks in ``auto`` mode nor allows
+        ``file:`` URLs (only ``private_network="allow"`` or an allowed entry naming a host does).
+        """
+        local_start = trust_start and bool(start_url) and is_local_url(start_url)
         local_ok = private_network == "allow" or (private_network == "auto" and local_start)
         allowed_rules, blocked_rules = parse_rules(allowed), parse_rules(blocked)
-        allow_file = start_url.strip().lower().startswith("file:") or (local_ok and not allowed_rules)
+        file_start = start_url.strip().lower().startswith("file:")
+        allow_file = trust_start and (file_start or (local_ok and not allowed_rules))
         return cls(
             allowed=allowed_rules,
             blocked=blocked_rules,
@@ -173,7 +180,7 @@ class NavigationPolicy:
     @property
     def active(self) -> bool:
         """Whether anything is ever refused (if not, the browser needs no request interception)."""
-        return bool(self.allowed or self.blocked or self.block_private)
+        return bool(self.allowed or self.blocked or self.block_private or not self.allow_file)
 
     def describe(self) -> str:
         """One line for the policy prompt and logs."""

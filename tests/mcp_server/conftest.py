@@ -1,4 +1,5 @@
-"""Helpers of the MCP server tests: the script, the agent flags, a dead port, tool results as data."""
+"""Helpers and fixtures of the MCP server tests: the script, the agent flags, a dead port, tool results as
+data, a server in process with its client (``connect``)."""
 
 from __future__ import annotations
 
@@ -7,27 +8,37 @@ import contextlib
 import os
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp_types import CallToolResult
+from playwright.async_api import Browser
 
+from webagent.config import AgentConfig
+from webagent.mcp_server import WebagentMCP
 from webagent.mcp_server.cli import READY_PREFIX
 from webagent.testing.offline import PROFILE_MODELS
 from webagent.testing.server import FakeModelServer
 
+from ..conftest import make_config
 from ..pilot.conftest import pilot_script
 from ..procs import alive, descendants
 
 __all__ = [
     "GOAL",
     "REPO",
+    "Connect",
     "alive",
+    "connect",
     "dead_url",
     "descendants",
     "http_server",
+    "local_config",
     "mcp_env",
     "role_flags",
     "script",
@@ -41,6 +52,17 @@ GOAL = "Find the price of the Blue Widget in the local product catalog and answe
 
 def script() -> dict[str, Any]:
     return pilot_script()
+
+
+#: The local test sites are loopback addresses, which the server opens only when told to.
+LOCAL_FLAGS = ["--private-network", "allow"]
+
+
+def local_config(server: FakeModelServer) -> AgentConfig:
+    """``make_config`` for a server whose clients open the local test sites (private addresses allowed)."""
+    config = make_config(server)
+    config.browser.private_network = "allow"
+    return config
 
 
 def dead_url() -> str:
@@ -69,7 +91,7 @@ def mcp_env() -> dict[str, str]:
 def stdio_server(server: FakeModelServer, *args: str) -> StdioServerParameters:
     """``python -m webagent mcp`` on the offline server, as an MCP host would start it."""
     env = mcp_env()
-    command = [sys.executable, "-m", "webagent", "mcp", *role_flags(server.url), *args]
+    command = [sys.executable, "-m", "webagent", "mcp", *role_flags(server.url), *LOCAL_FLAGS, *args]
     return StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=str(REPO))
 
 
@@ -79,21 +101,29 @@ def text_of(result: CallToolResult) -> str:
 
 
 @contextlib.asynccontextmanager
-async def http_server(server: FakeModelServer, *args: str) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
-    """``python -m webagent mcp --http 127.0.0.1:0`` on the offline server: the process and the
-    endpoint's URL once it is ready (killed at the end if it is still running)."""
+async def http_server(
+    server: FakeModelServer,
+    *args: str,
+    address: str = "127.0.0.1:0",
+    env: dict[str, str] | None = None,
+    banner: list[str] | None = None,
+) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
+    """``python -m webagent mcp --http ADDRESS`` on the offline server: the process and the
+    endpoint's URL once it is ready (killed at the end if it is still running); ``banner`` gets
+    the lines it printed on stderr before it was ready."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "webagent",
         "mcp",
         "--http",
-        "127.0.0.1:0",
+        address,
+        *LOCAL_FLAGS,
         *args,
         *role_flags(server.url),
         stderr=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.DEVNULL,
-        env=mcp_env(),
+        env={**mcp_env(), **(env or {})},
     )
     try:
         assert proc.stderr is not None
@@ -101,6 +131,8 @@ async def http_server(server: FakeModelServer, *args: str) -> AsyncIterator[tupl
             line = (await proc.stderr.readline()).decode()
             while not line.startswith(READY_PREFIX):
                 assert line, "the server exited before it was ready"
+                if banner is not None:
+                    banner.append(line)
                 line = (await proc.stderr.readline()).decode()
         yield proc, line.removeprefix(READY_PREFIX).strip()
     finally:
@@ -108,3 +140,23 @@ async def http_server(server: FakeModelServer, *args: str) -> AsyncIterator[tupl
             proc.kill()
             with contextlib.suppress(ProcessLookupError):
                 await proc.wait()
+
+
+Connect = Callable[..., AbstractAsyncContextManager[Client]]
+
+
+@pytest.fixture
+def connect(browser: Browser, tmp_path: Path) -> Connect:
+    """``async with connect(config, max_sessions=...) as client``: a server in process, its client."""
+
+    @asynccontextmanager
+    async def open_client(config: AgentConfig, **kwargs: Any) -> AsyncIterator[Client]:
+        app = WebagentMCP(config, output_dir=tmp_path / "runs", browser=browser, **kwargs)
+        try:
+            async with Client(app.server) as client:
+                yield client
+        finally:
+            await app.aclose()
+        assert app.sessions.ids == []  # every kept session is closed when the server stops
+
+    return open_client

@@ -23,7 +23,7 @@ from webagent.testing.sites import SiteServer
 
 from ..conftest import ServerFactory, load_task_script, make_config
 from ..pilot.conftest import page  # noqa: F401 (a fixture)
-from .conftest import GOAL, script, text_of
+from .conftest import GOAL, local_config, script, text_of
 
 pytestmark = pytest.mark.e2e
 
@@ -61,7 +61,7 @@ async def test_a_page_that_navigates_itself_between_calls_stays_under_the_sessio
     model_server: ServerFactory, serve: Serve, site: SiteServer
 ) -> None:
     async with model_server(script()) as server:
-        config = make_config(server)
+        config = local_config(server)
         config.browser.blocked_domains = ["localhost"]  # the same site under a name the policy refuses
         async with serve(config) as (app, client):
             sid = await _open(client, f"{site.url}/catalog/")
@@ -112,7 +112,7 @@ def _any_schema() -> Any:
 async def test_ids_are_unguessable_and_errors_name_no_other_session(
     model_server: ServerFactory, serve: Serve, site: SiteServer
 ) -> None:
-    async with model_server(script()) as server, serve(make_config(server), max_sessions=2) as (_, client):
+    async with model_server(script()) as server, serve(local_config(server), max_sessions=2) as (_, client):
         first = await _open(client, f"{site.url}/catalog/")
         second = await _open(client, f"{site.url}/catalog/")
         unknown = await client.call_tool("screenshot", {"session_id": first[:-1]})
@@ -136,7 +136,7 @@ async def test_a_session_whose_open_fails_after_the_page_opened_is_closed(
         return await title(self)
 
     monkeypatch.setattr(BrowserSession, "title", failing_title)
-    async with model_server(script()) as server, serve(make_config(server), max_sessions=1) as (app, client):
+    async with model_server(script()) as server, serve(local_config(server), max_sessions=1) as (app, client):
         failed = await client.call_tool("open_session", {"url": f"{site.url}/catalog/"})
         assert app.sessions.ids == [] and len(browser.contexts) == contexts
         again = await client.call_tool("open_session", {"url": f"{site.url}/catalog/"})
@@ -145,7 +145,7 @@ async def test_a_session_whose_open_fails_after_the_page_opened_is_closed(
 
 
 async def test_an_idle_session_is_closed(model_server: ServerFactory, serve: Serve, site: SiteServer) -> None:
-    async with model_server(script()) as server, serve(make_config(server), session_idle_timeout_s=0.5) as (app, c):
+    async with model_server(script()) as server, serve(local_config(server), session_idle_timeout_s=0.5) as (app, c):
         sid = await _open(c, f"{site.url}/catalog/")
         await asyncio.sleep(0.3)
         used = await c.call_tool("screenshot", {"session_id": sid})  # a call: not idle yet
@@ -163,7 +163,7 @@ async def test_close_session_waits_for_the_call_in_flight(
 ) -> None:
     data = script()
     data["latency_s"] = {"policy": 0.5}
-    async with model_server(data) as server, serve(make_config(server)) as (_, client):
+    async with model_server(data) as server, serve(local_config(server)) as (_, client):
         sid = await _open(client, f"{site.url}/catalog/")
         acting = asyncio.ensure_future(client.call_tool("act", {"session_id": sid, "goal": GOAL}))
         await asyncio.sleep(0.3)
@@ -177,7 +177,7 @@ async def test_close_session_waits_for_the_call_in_flight(
 async def test_after_act_the_session_shows_the_tab_the_run_ended_on(
     model_server: ServerFactory, serve: Serve, site: SiteServer
 ) -> None:
-    async with model_server(load_task_script("tabs-order")) as server, serve(make_config(server)) as (app, client):
+    async with model_server(load_task_script("tabs-order")) as server, serve(local_config(server)) as (app, client):
         sid = await _open(client, f"{site.url}/tabs/")
         acted = await client.call_tool("act", {"session_id": sid, "goal": TABS_GOAL})
         kept = app.sessions.get(sid)

@@ -6,49 +6,23 @@ from __future__ import annotations
 import base64
 import io
 import json
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
-from mcp import Client
 from PIL import Image
-from playwright.async_api import Browser
 from pydantic import SecretStr
 
-from webagent.config import AgentConfig
-from webagent.mcp_server import WebagentMCP
 from webagent.mcp_server.cli import parse_http
 from webagent.testing.sites import SiteServer
 
-from ..conftest import ServerFactory, make_config
-from .conftest import GOAL, dead_url, script, text_of
+from ..conftest import ServerFactory
+from .conftest import GOAL, Connect, dead_url, local_config, script, text_of
 
 pytestmark = pytest.mark.e2e
 
-Connect = Callable[..., AbstractAsyncContextManager[Client]]
-
-
-@pytest.fixture
-def connect(browser: Browser, tmp_path: Path) -> Connect:
-    """``async with connect(config, max_sessions=...) as client``: a server in process, its client."""
-
-    @asynccontextmanager
-    async def open_client(config: AgentConfig, **kwargs: Any) -> AsyncIterator[Client]:
-        app = WebagentMCP(config, output_dir=tmp_path / "runs", browser=browser, **kwargs)
-        try:
-            async with Client(app.server) as client:
-                yield client
-        finally:
-            await app.aclose()
-        assert app.sessions.ids == []  # every kept session is closed when the server stops
-
-    return open_client
-
 
 async def test_the_tools_are_listed_with_their_schemas(model_server: ServerFactory, connect: Connect) -> None:
-    async with model_server(script()) as server, connect(make_config(server)) as client:
+    async with model_server(script()) as server, connect(local_config(server)) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
     assert sorted(tools) == ["act", "check", "close_session", "extract", "open_session", "run_task", "screenshot"]
     assert tools["run_task"].input_schema["required"] == ["url", "goal"]
@@ -60,7 +34,7 @@ async def test_the_tools_are_listed_with_their_schemas(model_server: ServerFacto
 async def test_run_task_returns_the_validated_answer_and_run_directory(
     model_server: ServerFactory, connect: Connect, site: SiteServer, tmp_path: Path
 ) -> None:
-    async with model_server(script()) as server, connect(make_config(server)) as client:
+    async with model_server(script()) as server, connect(local_config(server)) as client:
         result = await client.call_tool("run_task", {"url": f"{site.url}/catalog/", "goal": GOAL})
     assert not result.is_error
     data = result.structured_content
@@ -74,7 +48,7 @@ async def test_run_task_returns_the_validated_answer_and_run_directory(
 async def test_a_kept_session_acts_checks_extracts_and_shows_itself(
     model_server: ServerFactory, connect: Connect, site: SiteServer, tmp_path: Path
 ) -> None:
-    async with model_server(script()) as server, connect(make_config(server)) as client:
+    async with model_server(script()) as server, connect(local_config(server)) as client:
         opened = await client.call_tool("open_session", {"url": f"{site.url}/catalog/"})
         assert not opened.is_error and opened.structured_content is not None
         sid = opened.structured_content["session_id"]
@@ -112,7 +86,7 @@ async def test_extract_without_a_schema_is_text_and_a_bad_reply_is_a_tool_error(
 ) -> None:
     data = script()
     data["extracts"].insert(0, {"match": "name only", "value": {"value": "{name}"}})
-    async with model_server(data) as server, connect(make_config(server)) as client:
+    async with model_server(data) as server, connect(local_config(server)) as client:
         sid = await client.call_tool("open_session", {"url": f"{site.url}/catalog/product/blue-widget"})
         session = sid.structured_content["session_id"] if sid.structured_content else ""
         text = await client.call_tool("extract", {"session_id": session, "what": "the name only"})
@@ -129,7 +103,7 @@ async def test_bad_calls_are_one_clear_tool_error_each(
     model_server: ServerFactory, connect: Connect, site: SiteServer
 ) -> None:
     async with model_server(script()) as server:
-        config = make_config(server)
+        config = local_config(server)
         async with connect(config, max_sessions=1) as client:
             unknown = await client.call_tool("act", {"session_id": "nope", "goal": "x"})
             bad_url = await client.call_tool("run_task", {"url": "not a url", "goal": GOAL})
@@ -176,7 +150,7 @@ async def test_secrets_are_named_never_shown(
     data = script()  # a model that reads the secret off the page and repeats it
     data["extracts"].insert(0, {"match": "search query", "value": {"value": f"the query is {value}"}})
     async with model_server(data) as server:
-        config = make_config(server)
+        config = local_config(server)
         config.secrets = {"ACCESS_CODE": SecretStr(value)}
         async with connect(config) as client:
             info = client.instructions or ""

@@ -226,13 +226,21 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serve the MCP tools run_task, open_session, act, check, extract, screenshot and "
         "close_session over stdio (the default: an MCP host starts this command) or streamable HTTP "
         "(--http). The config, allow-lists and secrets are the same as for 'webagent run'; secrets are "
-        "named to the client, never shown. Needs the mcp extra: pip install 'webagent[mcp]'. "
-        "See docs/mcp.md.",
+        "named to the client, never shown. Clients open http(s) URLs only, and private or loopback "
+        "addresses only when the server allows them (--allow-domain naming the host, or "
+        "--private-network allow). Over HTTP, Host and Origin are checked and --auth-token adds a "
+        "bearer token. Needs the mcp extra: pip install 'webagent[mcp]'. See docs/mcp.md.",
     )
     mcp.add_argument(
         "--http",
         metavar="HOST:PORT",
         help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (port 0: a free one, printed on stderr)",
+    )
+    mcp.add_argument(
+        "--auth-token",
+        metavar="TOKEN",
+        help="with --http: every request must carry 'Authorization: Bearer TOKEN' (prefer the "
+        "WEBAGENT_MCP_AUTH_TOKEN environment variable: command lines are visible to other users)",
     )
     mcp.add_argument(
         "--max-sessions", type=int, default=4, metavar="N", help="browser sessions kept open at once (default 4)"

@@ -17,12 +17,14 @@ from pathlib import Path
 import structlog
 import uvicorn
 from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
 from playwright.async_api import Browser
 
 from .._version import __version__
 from ..agent import Agent
 from ..config import AgentConfig
 from ..errors import InputError
+from .gate import HTTPGate, is_loopback_bind
 from .sessions import DEFAULT_IDLE_TIMEOUT_S, SessionStore
 from .tools import WebTools
 
@@ -81,19 +83,37 @@ class WebagentMCP:
         async with _on_signals(stop):
             await self.server.run_stdio_async()
 
-    async def serve_http(self, host: str, port: int, *, on_ready: Callable[[str], None] | None = None) -> None:
-        """Serve streamable HTTP at ``http://host:port/mcp`` (port 0: a free one) until SIGINT/SIGTERM;
-        ``on_ready`` is told the endpoint's URL once the socket listens. InputError (one line) when
-        the address cannot be listened on (a port in use, a host that does not resolve)."""
-        app = self.server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
+    async def serve_http(
+        self,
+        host: str,
+        port: int,
+        *,
+        auth_token: str | None = None,
+        on_ready: Callable[[str, bool], None] | None = None,
+    ) -> None:
+        """Serve streamable HTTP at ``http://host:port/mcp`` (port 0: a free one) until SIGINT/SIGTERM,
+        behind the Host/Origin checks and, with ``auth_token``, the bearer token of ``gate.HTTPGate``.
+        ``on_ready`` is told the endpoint's URL once the socket listens, and whether anyone beyond
+        this machine can reach it without a token. InputError (one line) when the address cannot be
+        listened on (a port in use, a host that does not resolve)."""
         sock = await _listen(host, port)
-        config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
+        exposed = not auth_token and not is_loopback_bind(str(sock.getsockname()[0]))
+        # The gate checks Host and Origin for every bind address; the SDK's own check (for three
+        # literal loopback hosts only) would refuse what the gate accepts, e.g. Host 127.0.0.2.
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        app = self.server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host, transport_security=security)
+        gated = HTTPGate(app, bind_host=host, token=auth_token)
+        config = uvicorn.Config(
+            gated, log_level="warning", lifespan="on", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S
+        )
         server = _Uvicorn(config)
         shown = f"[{host}]" if ":" in host else host
         url = f"http://{shown}:{sock.getsockname()[1]}{HTTP_PATH}"
-        log.info("mcp_http_serving", url=url)
+        log.info("mcp_http_serving", url=url, token=bool(auth_token))
+        if exposed:
+            log.warning("mcp_http_unauthenticated", url=url)
         if on_ready is not None:
-            on_ready(url)
+            on_ready(url, exposed)
 
         def stop(sig: signal.Signals) -> None:
             if server.should_exit:  # a second signal: stop waiting for connections and calls

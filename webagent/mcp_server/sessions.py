@@ -30,7 +30,7 @@ from ..browser.session import BrowserSession
 from ..budget import Budget
 from ..errors import SessionError
 from ..pilot import Pilot
-from ..urls import normalize_url
+from .access import checked_start
 
 __all__ = ["CLOSE_WAIT_S", "DEFAULT_IDLE_TIMEOUT_S", "KeptSession", "SessionStore"]
 
@@ -97,9 +97,9 @@ class SessionStore:
 
     async def open(self, url: str) -> KeptSession:
         """A new session on ``url`` (SessionError past the limit; InputError or NavigationError when
-        the URL is invalid, refused by the navigation policy or cannot be opened). Closed again when
-        anything fails before it is handed out."""
-        url = normalize_url(url)
+        the URL is invalid, refused (``access.checked_start``) or cannot be opened). Closed again
+        when anything fails before it is handed out."""
+        url, policy = await checked_start(self.agent, url)
         await self.close_idle()
         async with self._lock:
             if len(self._open) + self._opening >= self.limit:
@@ -110,7 +110,6 @@ class SessionStore:
             self._opening += 1
         stack = contextlib.AsyncExitStack()
         try:
-            policy = self.agent.navigation_policy(url)
             session = await stack.enter_async_context(self.agent.browsers.session(block_service_workers=policy.active))
             await session.set_guard(NavigationGuard(policy))  # until the session closes
             session_id = secrets.token_urlsafe(16)

@@ -27,6 +27,7 @@ from ..errors import InputError, WebAgentError
 from ..model.parsing import ReplyParseError, extract_json
 from ..records import RunResult
 from ..roles.extractor import ExtractionSchema
+from .access import checked_start
 from .sessions import SessionStore
 
 __all__ = ["CheckOutcome", "Closed", "Extracted", "SessionOpened", "TaskOutcome", "WebTools"]
@@ -113,8 +114,9 @@ class WebTools:
         settings = self.agent.config.agent
         if max_steps is not None:
             settings = settings.model_copy(update={"max_steps": max_steps})
+        url, policy = await checked_start(self.agent, url)
         output = self.output_dir / _run_name(self.agent.secrets.redact(goal)) if self.output_dir is not None else None
-        result = await self.agent.run(url, goal, output_dir=output, settings=settings)
+        result = await self.agent.run(url, goal, output_dir=output, settings=settings, policy=policy)
         return _outcome(result)
 
     @_tool_errors
