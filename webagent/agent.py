@@ -19,6 +19,7 @@ from .browser.session import BrowserSession
 from .budget import Budget, BudgetLimits
 from .config import ROLES, AgentConfig, AgentSettings
 from .errors import InputError
+from .inputs import check_text
 from .loop import Episode, Judge, PageDriver, Roles
 from .model.client import ModelClient
 from .model.endpoints import EndpointPool
@@ -267,6 +268,7 @@ class Agent:
             raise InputError("a run that does not open its start URL needs the page it starts from (page=)")
         if not goal or not goal.strip():
             raise InputError("no goal given: say what the agent should do, e.g. --goal 'Find the price of ...'")
+        check_text(goal, "the goal")
         return RunStream(
             self,
             url,

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webagent.batch.tasks import TaskSpec, load_references, load_tasks, reference_matches
+from webagent.batch.tasks import TaskSpec, load_references, load_tasks, reference_matches, run_dir_name
 from webagent.errors import InputError
 
 from ..strategies import JSON_VALUES, MESSY_TEXT, PROPERTIES, json_objects_with
@@ -337,3 +337,15 @@ def test_any_task_file_loads_or_names_its_first_bad_line(tmp_path: Path, lines: 
         assert len({t.id for t in tasks}) == len(tasks)
         assert all(t.id.strip() and t.goal.strip() for t in tasks)
         assert all(t.url.startswith(("http://", "https://", "file:", "about:")) for t in tasks)
+
+
+@PROPERTIES
+@given(ids=st.lists(st.text(min_size=1, max_size=30), min_size=2, max_size=8, unique=True))
+def test_distinct_task_ids_get_distinct_run_directories(ids: list[str]) -> None:
+    names = [run_dir_name(i) for i in ids]
+    assert len(set(names)) == len(ids), dict(zip(ids, names, strict=True))
+    for name in names:
+        assert name and "/" not in name and "\x00" not in name and name not in (".", "..") and len(name) <= 109
+    # An id that looks like another one's generated name does not take that name.
+    generated = run_dir_name("a/b")
+    assert run_dir_name(generated) != generated

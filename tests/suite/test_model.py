@@ -173,3 +173,17 @@ def test_generated_suites_keep_their_line_numbers(
     suite = load_suite(write(tmp_path, text), env=ENV)
     assert [c.line for c in suite.checks] == starts
     assert [(c.name, c.goal) for c in suite.checks] == [(c["name"], c["goal"]) for c in checks]
+
+
+def test_yaml_anchors_and_aliases_within_the_limit_still_work(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "common: &common\n  url: https://example.com/\n  max_steps: 4\nchecks:\n"
+        "  - {<<: *common, name: a, goal: first}\n  - {<<: *common, name: b, goal: second}\n"
+    )
+    with pytest.raises(InputError, match="unknown top-level key 'common'"):  # the aliases themselves are fine
+        load_suite(path)
+    path.write_text(
+        "defaults: &d {max_steps: 4}\nchecks:\n  - name: a\n    url: https://example.com/\n    goal: g\n    <<: *d\n"
+    )
+    assert load_suite(path).checks[0].max_steps == 4

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import shutil
 import signal
 import time
@@ -35,7 +34,7 @@ from ..errors import BrowserError, NavigationError, WebAgentError
 from ..records import RunResult, Usage
 from ..stream import TRACE_TIMEOUT_S, RunStream
 from .results import AttemptRecord, Rerun, RerunReason, ResultsFile, TaskResult, cost_of
-from .tasks import TaskSpec, reference_matches
+from .tasks import TaskSpec, check_run_dirs, reference_matches, run_dir_name
 from .watchdog import BROWSER_LOST_GRACE_S, cancel_run, keep_aside, stuck_in, wait_for_progress, write_result
 
 __all__ = [
@@ -134,6 +133,7 @@ class BatchRunner:
             raise ValueError("concurrency and attempts must be at least 1")
         if stall_timeout_s < 0 or cleanup_timeout_s <= 0:
             raise ValueError("stall_timeout_s must be at least 0 and cleanup_timeout_s more than 0")
+        check_run_dirs(task.id for task in tasks)  # no run overwrites another's files
         self.config = config
         self.tasks = tasks
         self.output = Path(output)
@@ -227,7 +227,7 @@ class BatchRunner:
             self.on_update(self.stats)
 
     async def _run_task(self, agent: Agent, task: TaskSpec) -> TaskResult:
-        task_dir = self.output / "runs" / _safe_name(task.id)
+        task_dir = self.output / "runs" / run_dir_name(task.id)
         if task_dir.exists():  # left by an abandoned run: start clean
             shutil.rmtree(task_dir)
         records: list[AttemptRecord] = []
@@ -414,10 +414,3 @@ def _add_usage(total: Usage, run: Usage) -> None:
     """Add a run's usage to the task's."""
     for role in ROLES:
         total.role(role).add(run.role(role))
-
-
-def _safe_name(task_id: str) -> str:
-    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in task_id).strip(".")[:100] or "task"
-    if name != task_id:  # keep distinct ids distinct after sanitising
-        name += "-" + hashlib.sha1(task_id.encode()).hexdigest()[:8]
-    return name

@@ -4,16 +4,22 @@ plus reference answers (WebVoyager ``reference_answer.json`` style, or a plain `
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import InputError
+from ..inputs import check_text, load_json, read_text
 from ..urls import normalize_url
 
-__all__ = ["TaskSpec", "load_references", "load_tasks", "reference_matches"]
+__all__ = ["TaskSpec", "check_run_dirs", "load_references", "load_tasks", "reference_matches", "run_dir_name"]
+
+_HASHED = re.compile(r"-[0-9a-f]{8}$")
 
 
 class TaskSpec(BaseModel):
@@ -31,12 +37,7 @@ class TaskSpec(BaseModel):
 def load_tasks(path: str | Path) -> list[TaskSpec]:
     """Read a task file; a bad line is an InputError naming the file and line number."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"task file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read task file {path}: {exc}") from None
+    text = read_text(path, "task file")
     tasks: list[TaskSpec] = []
     seen: set[str] = set()
     for number, raw in enumerate(text.split("\n"), start=1):  # not splitlines(): U+2028 may sit in a string
@@ -45,7 +46,7 @@ def load_tasks(path: str | Path) -> list[TaskSpec]:
             continue
         where = f"{path}:{number}"
         try:
-            data = json.loads(line)
+            data = load_json(line, where)
         except json.JSONDecodeError as exc:
             raise InputError(f"{where}: not valid JSON ({exc.msg})") from None
         if not isinstance(data, dict):
@@ -57,6 +58,7 @@ def load_tasks(path: str | Path) -> list[TaskSpec]:
         tasks.append(task)
     if not tasks:
         raise InputError(f"task file {path} has no tasks")
+    check_run_dirs([task.id for task in tasks], str(path))
     return tasks
 
 
@@ -71,10 +73,14 @@ def _parse_task(data: dict[str, Any], where: str) -> TaskSpec:
         if missing:
             raise InputError(f'{where}: task lacks {", ".join(missing)} (expected {{"id", "url", "goal"}})')
         task_id, goal, url, web_name = data["id"], data["goal"], data["url"], data.get("web_name")
-    if not isinstance(task_id, str | int) or str(task_id).strip() == "":
-        raise InputError(f"{where}: task id must be a non-empty string")
+    if isinstance(task_id, bool) or not isinstance(task_id, str | int) or str(task_id).strip() == "":
+        raise InputError(f"{where}: task id must be a non-empty string, not {json.dumps(task_id)[:40]}")
     if not isinstance(goal, str) or not goal.strip():
         raise InputError(f"{where}: the goal must be a non-empty string")
+    try:
+        check_text(goal, "the goal")
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None
     try:
         url = normalize_url(str(url))
     except InputError as exc:
@@ -100,11 +106,10 @@ def load_references(path: str | Path) -> dict[str, list[str]]:
     (task ids ``Allrecipes--0``) and a plain ``{"task-id": "answer" | ["answer", ...]}`` map.
     """
     path = Path(path)
+    text = read_text(path, "reference file")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"reference file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = load_json(text, str(path))
+    except json.JSONDecodeError as exc:
         raise InputError(f"cannot read reference file {path}: {exc}") from None
     if not isinstance(data, dict):
         raise InputError(f"reference file {path} must hold a JSON object")
@@ -129,3 +134,28 @@ def reference_matches(answer: str | None, references: list[str]) -> bool:
         return False
     norm = " ".join(answer.lower().split())
     return any(" ".join(ref.lower().split()) in norm for ref in references if ref.strip())
+
+
+def run_dir_name(task_id: str) -> str:
+    """The directory name of a task's runs: the id itself when it is a safe file name, else the id
+    made safe with its hash appended (``a/b`` -> ``a_b-3ec69c85``). An id that already ends like
+    such a name gets a hash too, so that no two ids share a name (up to a 32-bit hash collision,
+    which ``check_run_dirs`` refuses)."""
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in task_id).strip(".")[:100] or "task"
+    if name != task_id or _HASHED.search(task_id):
+        name += "-" + hashlib.sha1(task_id.encode()).hexdigest()[:8]
+    return name
+
+
+def check_run_dirs(task_ids: Iterable[str], where: str = "the tasks") -> None:
+    """InputError when two task ids would share a run directory (case ignored, as some file
+    systems do: ``Task`` and ``task`` would)."""
+    seen: dict[str, str] = {}
+    for task_id in task_ids:
+        key = run_dir_name(task_id).lower()
+        other = seen.setdefault(key, task_id)
+        if other != task_id:
+            raise InputError(
+                f"{where}: task ids {other!r} and {task_id!r} would share the run directory "
+                f"{run_dir_name(task_id)!r} (file names ignore case on some systems); rename one"
+            )

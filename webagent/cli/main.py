@@ -18,6 +18,7 @@ from pathlib import Path
 import structlog
 
 from ..errors import BrowserError, ConfigError, InputError, NavigationError, WebAgentError
+from ..inputs import check_text
 from ..secrets import Secrets, redact_log_event
 from .parser import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, build_parser, config_from_args
 from .run import exit_status, run_task
@@ -59,6 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if output and Path(output).exists() and not Path(output).is_dir():
             raise InputError(f"--output {output} is a file; give a directory (it is created if missing)")
         if args.command == "run":
+            check_text(args.goal or "", "--goal")
             config = config_from_args(args)
             output = Path(args.output) if args.output else default_output(Secrets(config.secrets).redact(args.goal))
             result = asyncio.run(run_task(config, args.url, args.goal, output, args.quiet, args.cache))

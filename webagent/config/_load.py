@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field, SecretStr, ValidationError, field_validator
 
 from ..errors import ConfigError
+from ..inputs import MAX_CONFIG_BYTES, MAX_NESTING, check_nesting, read_text
 from ..secrets import check_secret
 from ._agent import AgentSettings
 from ._base import Section
@@ -119,16 +120,15 @@ def load_config(
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    text = read_text(path, "config file", limit=MAX_CONFIG_BYTES, error=ConfigError)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc}") from None
-    try:
-        return tomllib.loads(text)
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"config file {path}: nested deeper than {MAX_NESTING} levels (the limit)") from None
+    check_nesting(data, f"config file {path}", error=ConfigError)
+    return data
 
 
 def _check_keys(data: Mapping[str, Any], source: str) -> None:

@@ -18,6 +18,7 @@ from ..browser.deadline import within
 from ..budget import Budget
 from ..config import ROLES
 from ..errors import BrowserError, InputError, ModelError, NavigationError
+from ..inputs import check_text
 from ..loop import Meter
 from ..model.parsing import ReplyParseError
 from ..records import CheckResult, ModelCall, RunResult, Step, Usage, Verdict
@@ -339,4 +340,5 @@ def _act_key(goal: str, occurrence: int) -> str:
 def _given(text: str, what: str, hint: str) -> str:
     if not isinstance(text, str) or not text.strip():
         raise InputError(f"no {what} given: {hint}")
+    check_text(text, f"the {what}")
     return text.strip()

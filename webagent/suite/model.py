@@ -31,6 +31,7 @@ from ..batch.results import TaskResult
 from ..budget import BudgetLimits
 from ..config import AgentSettings
 from ..errors import InputError
+from ..inputs import MAX_GOAL_CHARS, load_json, load_yaml, read_text
 from ..urls import normalize_url
 
 __all__ = ["CHECK_LIMITS", "Check", "CheckOutcome", "Suite", "load_suite"]
@@ -62,8 +63,8 @@ class Check(_Limits):
 
     name: str = Field(min_length=1)
     url: str
-    goal: str = Field(min_length=1)
-    expect: str | None = None
+    goal: str = Field(min_length=1, max_length=MAX_GOAL_CHARS)
+    expect: str | None = Field(default=None, max_length=MAX_GOAL_CHARS)
     line: int = Field(default=0, exclude=True, description="Line of the suite file it starts on")
 
     def settings(self, base: AgentSettings) -> AgentSettings:
@@ -85,12 +86,7 @@ def load_suite(path: str | Path, env: Mapping[str, str] | None = None) -> Suite:
     """Read a suite file (``.jsonl`` as JSON lines, anything else as YAML)."""
     path = Path(path)
     env = os.environ if env is None else env
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"suite file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read suite file {path}: {exc}") from None
+    text = read_text(path, "suite file")
     defaults: Any
     budget: Any
     if path.suffix.lower() == ".jsonl":
@@ -117,7 +113,7 @@ def load_suite(path: str | Path, env: Mapping[str, str] | None = None) -> Suite:
             for key in ("url", "goal", "expect"):
                 if isinstance(data.get(key), str):
                     data[key] = _expand(data[key], env)
-            if isinstance(data.get("name"), int | float):
+            if isinstance(data.get("name"), int | float) and not isinstance(data.get("name"), bool):
                 data["name"] = str(data["name"])
             check = Check.model_validate({**data, "line": line})
             check = check.model_copy(update={"url": normalize_url(check.url)})
@@ -162,7 +158,7 @@ def _jsonl_items(text: str, path: Path) -> list[tuple[int, Any]]:
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         try:
-            items.append((number, json.loads(line)))
+            items.append((number, load_json(line, f"{path}:{number}")))
         except json.JSONDecodeError as exc:
             raise InputError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
     return items
@@ -171,12 +167,7 @@ def _jsonl_items(text: str, path: Path) -> list[tuple[int, Any]]:
 def _yaml_items(text: str, path: Path) -> tuple[str, Any, Any, list[tuple[int, Any]]]:
     """Parse YAML keeping the line each check starts on."""
     try:
-        loader = yaml.SafeLoader(text)
-        try:
-            node = loader.get_single_node()
-            data = loader.construct_document(node) if node is not None else None
-        finally:
-            loader.dispose()
+        node, data = load_yaml(text, str(path))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark else ""

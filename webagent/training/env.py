@@ -34,6 +34,7 @@ from ..browser.session import BrowserSession
 from ..config import AgentConfig
 from ..errors import BrowserError, ConfigError, InputError, LocalizationError, NavigationError
 from ..images import Screenshot
+from ..inputs import check_text
 from ..loop import Episode, Judge
 from ..model.client import Message
 from ..model.parsing import ReplyParseError, parse_reply
@@ -159,6 +160,7 @@ class WebEnv:
         url = normalize_url(spec.url)
         if not spec.goal.strip():
             raise InputError("the task has an empty goal")
+        check_text(spec.goal, "the task's goal")
         if self.reward_mode in ("reference", "both") and not spec.reference:
             raise InputError(f"reward {self.reward_mode!r} needs reference answers in the task ('reference')")
         self.task, self.result = spec, None
