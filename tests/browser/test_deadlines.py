@@ -22,10 +22,12 @@ from playwright.async_api import Error as PlaywrightError
 from webagent.browser.capture import MAX_PAGE_REOPENS
 from webagent.browser.deadline import BoundedCDPSession, CommandTimeout, on_wait_over, within
 from webagent.browser.devtools import DevToolsSession
+from webagent.browser.guard import NavigationGuard
 from webagent.browser.session import BrowserSession
 from webagent.config import PROFILES, BrowserConfig
 from webagent.errors import ActionError, BrowserError
 from webagent.images import frame_for
+from webagent.safety import NavigationPolicy, parse_rules
 from webagent.testing.sites import SiteServer
 
 pytestmark = pytest.mark.browser
@@ -288,5 +290,74 @@ async def test_a_capture_waiting_when_a_navigation_commits_is_sent_again(browser
             await session.page.wait_for_url(f"**/{n}", wait_until="load")
         assert session.captures_recovered == 0 and session.pages_replaced == 0
         assert session.captures_resent >= 1  # the race was run (and lost by Chromium) at least once
+    finally:
+        await session.close()
+
+
+class _FramedPages(BaseHTTPRequestHandler):
+    """``/framed``: a page whose ``javascript:`` iframe sends its parent to ``localhost`` at once;
+    ``/redirect``: a redirect to ``localhost``."""
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        if self.path == "/redirect":  # the goto's own navigation, sent to localhost
+            self.send_response(302)
+            self.send_header("Location", f"http://localhost:{self.server.server_address[1]}/elsewhere")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        body = (
+            b'<!doctype html><title>framed</title><h1>framed</h1><iframe src="javascript:parent.location='
+            b"'http://localhost:'+parent.location.port+'/elsewhere'\"></iframe>"
+            if self.path == "/framed"
+            else b"<!doctype html><title>elsewhere</title>"
+        )
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def framed() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FramedPages)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("mode", ["allow-list", "block-list", "navigations only"])
+async def test_a_frame_sending_its_parent_to_a_refused_host_does_not_hold_up_goto(
+    browser: Browser, framed: str, mode: str
+) -> None:
+    """Playwright's goto waited for a load event it never saw, its whole navigation timeout, after the
+    guard refused the navigation a frame of the opened page asked of its parent."""
+    if mode == "allow-list":
+        policy = NavigationPolicy.build(allowed=["127.0.0.1"], start_url=framed)
+    elif mode == "block-list":
+        policy = NavigationPolicy.build(blocked=["localhost"], start_url=framed)
+    else:  # the CDP interception of documents alone, as in the default SSRF mode
+        policy = NavigationPolicy(blocked=parse_rules(["localhost"]), every_request=False)
+    session = await BrowserSession.create(browser, BrowserConfig(navigation_timeout_s=20.0))
+    try:
+        await session.set_guard(NavigationGuard(policy))
+        await session.goto(framed + "/framed", start=True)
+        events = session.drain_events()
+        assert session.url == framed + "/framed"
+        assert [e for e in events if e.startswith("Blocked a navigation to http://localhost:")], events
+        assert not [e for e in events if "still loading" in e], events  # the goto ended on the load
+        assert await session.title() == "framed"
+        # A refusal before the opened document commits (its own redirect) still fails the goto.
+        with pytest.raises(ActionError, match=r"redirect was not opened|ERR_|cannot open"):
+            await session.goto(framed + "/redirect")
+        assert session.url == framed + "/framed"
     finally:
         await session.close()

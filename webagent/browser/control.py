@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable
 from typing import Any
 
@@ -21,7 +22,7 @@ from .capture import ScreenCapture
 from .deadline import CommandTimeout, within
 from .devtools import DevToolsSession
 from .faults import PageFaults
-from .scripts import FIND_SELECT, MASK_FOCUSED
+from .scripts import FIND_SELECT, MASK_FOCUSED, WAIT_FOR_LOAD
 from .settle import Settler
 from .state import PageState, first_line
 from .tabs import TabFollower
@@ -86,12 +87,40 @@ class PageControl:
     async def _goto(self, url: str) -> None:
         self._state.nav.start_goto()
         try:
-            await self._faults.load(url)
+            await self._load(url)
         except PlaywrightTimeoutError:
             raise
         except PlaywrightError as exc:
             await self._faults.after_failed_goto(exc)
             raise
+
+    async def _load(self, url: str) -> None:
+        """``faults.load``, unless the guard refuses a main-frame navigation once the opened document
+        has committed (a frame of it sending its parent elsewhere): Playwright then waits for a load
+        event it never sees, to its whole timeout. The page stays on that document, and the goto
+        waits for its load as the page itself sees it, within what is left of the goto's deadline.
+        (A refusal before the commit, of the goto's own redirect, fails the goto as it did.)"""
+        state = self._state
+        deadline = time.monotonic() + state.config.navigation_timeout_s
+        load = asyncio.ensure_future(self._faults.load(url))
+        refused = asyncio.ensure_future(_both(state.nav.refused, state.nav.goto_committed))
+        try:
+            await asyncio.wait({load, refused}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            refused.cancel()
+            if not load.done():
+                load.cancel()
+            await asyncio.gather(load, refused, return_exceptions=True)
+        if not load.cancelled():
+            load.result()  # its error, if any
+            return
+        remaining = max(0.1, deadline - time.monotonic())
+        try:
+            await within(state.page.evaluate(WAIT_FOR_LOAD), remaining, "the page's load")
+        except PlaywrightTimeoutError:
+            raise  # reported as a goto that timed out
+        except PlaywrightError:
+            pass  # the document went away meanwhile (another navigation): nothing more to wait for
 
     async def go_back(self) -> None:
         await self._settler.before_action()
@@ -211,3 +240,8 @@ class PageControl:
             if state.page.is_closed() and not state.context.pages:
                 raise BrowserError(f"the browser page is gone: {first_line(exc)}") from None
             raise ActionError(first_line(exc)) from None
+
+
+async def _both(first: asyncio.Event, second: asyncio.Event) -> None:
+    await first.wait()
+    await second.wait()

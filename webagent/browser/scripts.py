@@ -10,6 +10,7 @@ __all__ = [
     "TWO_FRAMES",
     "VIEW_AFTER_FRAME",
     "VIEW_NOW",
+    "WAIT_FOR_LOAD",
 ]
 
 # The text caret made transparent, as Playwright's own screenshots do: it blinks, so two captures of
@@ -33,6 +34,8 @@ SHOW_CARET = """(() => {
   delete document[key];
 })()"""
 TWO_FRAMES = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(0))))"
+# The document's load event, seen from the page itself (Playwright's own load state can miss it).
+WAIT_FOR_LOAD = "() => document.readyState === 'complete' || new Promise(r => addEventListener('load', () => r(true), {once: true}))"
 # The visible text and form values (password fields left out), for replay fingerprints.
 PAGE_TEXT = """() => {
   const body = document.body;

@@ -51,6 +51,8 @@ class Navigation:
         self.abort_resolved = asyncio.Event()  # after an aborted navigation: a download began, or a page committed
         self.failure: str | None = None  # the network error of the last failed navigation
         self.error_page_committed = asyncio.Event()  # Chromium's page for a failed navigation
+        self.refused = asyncio.Event()  # the guard refused a main-frame navigation (since start_goto)
+        self.goto_committed = asyncio.Event()  # the main frame committed a document (since start_goto)
 
     def reset(self) -> None:
         """Before an action: nothing requested, committed or failed yet."""
@@ -75,6 +77,7 @@ class Navigation:
 
     def main_frame_committed(self, url: str) -> None:
         self.settled()
+        self.goto_committed.set()
         if url.startswith("chrome-error:"):
             self.error_page_committed.set()
 
@@ -89,6 +92,8 @@ class Navigation:
 
     def start_goto(self) -> None:
         self.error_page_committed.clear()
+        self.refused.clear()
+        self.goto_committed.clear()
 
     def finish(self) -> str | None:
         """The wait for the navigation is over: its failure, to be reported (None if none)."""
@@ -237,6 +242,7 @@ class PageState:
         self.report(text)
         if main_frame:  # the navigation will not commit (and no download follows): settle() stops waiting
             self.nav.settled()
+            self.nav.refused.set()  # and a goto stops waiting for a load that may never come
 
     async def watch_navigations(self) -> None:
         """Attach the navigation guard's interception to the current page (no-op without a guard)."""
