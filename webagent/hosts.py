@@ -17,7 +17,9 @@ Hosts the browser would refuse to parse are None here, and a policy refuses them
 
 from __future__ import annotations
 
+import functools
 import ipaddress
+import re
 from urllib.parse import unquote, urlsplit
 
 import idna
@@ -38,7 +40,7 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 WEB_SCHEMES = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 #: C0 controls and space, stripped at both ends of a URL (WHATWG).
 URL_STRIP = "".join(chr(c) for c in range(0x21))
-_FORBIDDEN = set(" %/\\?#@[]<>^|:\x00\t\n\r") | {chr(c) for c in range(0x20)} | {"\x7f"}
+_FORBIDDEN = re.compile(r"[\x00-\x20%/\\?#@\[\]<>^|:\x7f]")
 _LOCAL_SUFFIXES = (".localhost", ".local", ".internal", ".home.arpa", ".lan")
 _LOCAL_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback")
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
@@ -123,6 +125,7 @@ def _to_ascii(host: str) -> str | None:
     return ".".join(labels)
 
 
+@functools.lru_cache(maxsize=4096)  # pages ask for the same few hosts over and over
 def canonical_host(host: str) -> str | None:
     """The canonical form of a URL's host (``[::1]``, a name, percent-encoded...), None if invalid.
 
@@ -139,7 +142,7 @@ def canonical_host(host: str) -> str | None:
     if ascii_host is None:
         return None
     ascii_host = ascii_host.rstrip(".")
-    if not ascii_host or any(c in _FORBIDDEN for c in ascii_host):
+    if not ascii_host or _FORBIDDEN.search(ascii_host):
         return None
     if _ends_in_number(ascii_host):
         ip4 = _whatwg_ipv4(ascii_host)
