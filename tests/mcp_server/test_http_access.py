@@ -114,3 +114,13 @@ def test_the_gate_rules(bind: str, host: str, origin: str | None, ok: bool) -> N
 
 async def _never(scope: Any, receive: Any, send: Any) -> None:
     raise AssertionError("not reached")
+
+
+def test_a_token_without_http_is_a_usage_error() -> None:
+    from webagent.cli import build_parser, config_from_args
+    from webagent.errors import InputError
+    from webagent.mcp_server.cli import run_mcp
+
+    args = build_parser().parse_args(["mcp", "--auth-token", "t0ken", "--base-url", "http://127.0.0.1:9/v1"])
+    with pytest.raises(InputError, match="--auth-token is for --http"):
+        run_mcp(args, config_from_args(args))
