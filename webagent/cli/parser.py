@@ -267,6 +267,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_export_parser(sub)
 
+    from ..env.cli import add_env_parser
+
+    add_env_parser(sub, _add_config_options)
+
     sites = sub.add_parser(
         "sites",
         help="serve the bundled local task sites on 127.0.0.1",
