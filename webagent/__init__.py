@@ -149,6 +149,14 @@ __all__ = [
 ]
 
 
+def load_environment(**kwargs: Any) -> Any:
+    """verifiers' entry point: ``vf.load_environment("webagent", tasks=[...], ...)`` imports this package
+    and calls this (``webagent.env.vf.load_environment``; needs the rl extra). Not in ``__all__``."""
+    from .env.vf import load_environment as load
+
+    return load(**kwargs)
+
+
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
