@@ -181,14 +181,14 @@ async def test_the_policy_s_thinking_time_is_not_the_run_s(
     that to decide does not end the run (nor make its next step the final one)."""
     async with (
         model_server(load_task_script("catalog-price")) as server,
-        agent_for(server, browser, max_time_s=3.0) as agent,
+        agent_for(server, browser, max_time_s=6.0) as agent,  # room for a loaded machine
         WebEnv(agent=agent) as env,
     ):
         await env.reset(local_tasks["catalog-price"])
-        await asyncio.sleep(3.5)  # the policy thinks
+        await asyncio.sleep(6.5)  # the policy thinks
         obs, _, done, truncated, info = await env.step(WRITE)
         assert not done and not obs.final and info["error"] is None, info
-        await asyncio.sleep(3.5)
+        await asyncio.sleep(6.5)
         obs, _, done, truncated, _ = await env.step(CLICK)
         assert not done and not obs.final
         obs, reward, done, truncated, info = await env.step({"action": "answer", "content": "$12.50"})

@@ -26,10 +26,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import weakref
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import structlog
 
@@ -43,21 +42,17 @@ from ..images import Screenshot
 from ..loop import Episode, Judge
 from ..model.client import Message
 from ..model.parsing import ReplyParseError
-from ..records import ModelCall, Point, RunResult, Step, Verdict
+from ..records import Point, RunResult, Step
 from ..runs.trajectory import RunFiles
 from ..urls import normalize_url
 from .inputs import Action, TaskInput, as_task, needs_point, point_at, raw_reply, reply_of
 from .lease import SessionLease, lease_keeper
+from .rewards import RewardMode, judge_for, required_roles
 from .tasks import BenchmarkTask
 
 __all__ = ["Observation", "RewardMode", "StepResult", "WebEnv", "required_roles", "shared_agent"]
 
 log = structlog.get_logger("webagent.env")
-
-RewardMode = Literal["validator", "reference", "both", "task"]
-"""validator: the validator model's verdict; reference: the answer contains a reference answer;
-both: the validator judges (its feedback drives the episode) and the reward needs a reference match too;
-task: only benchmark tasks, whose page gives the reward (a benchmark task is always rewarded so)."""
 
 StepResult = tuple["Observation", float, bool, bool, dict[str, Any]]
 
@@ -80,11 +75,6 @@ class Observation:
     """The policy request's messages, screenshots as data URLs: with the append context (the default) the
     conversation of the current epoch (system, then a user turn per step with its screenshot and the reply
     given to it, this step's turn last); with the window context system + one user message."""
-
-
-def required_roles(reward: RewardMode) -> tuple[str, ...]:
-    """The model roles an environment needs (the localizer only when no points are passed)."""
-    return ("validator",) if reward in ("validator", "both") else ()
 
 
 def shared_agent(config: AgentConfig, *, reward: RewardMode = "validator") -> Agent:
@@ -144,6 +134,7 @@ class WebEnv:
         self.task: TaskSpec | BenchmarkTask | None = None
         self.result: RunResult | None = None
         self._run: _Running | None = None
+        self._last_obs: Observation | None = None  # what a step on a session closed under it returns
         self._files = RunFiles(None)
 
     @property
@@ -191,7 +182,7 @@ class WebEnv:
         stack = contextlib.AsyncExitStack()
         lease = SessionLease(stack, idle_timeout_s=self.idle_timeout_s)
         box = _Session()
-        judge = self._judge(spec)
+        judge = judge_for(spec, self.reward_mode)
         async with lease.use():  # not reaped while it starts, however long that takes
             return await self._start(spec, url, lease, box, judge)
 
@@ -230,13 +221,6 @@ class WebEnv:
             raise
         info = {"task_id": spec.id, "seed": spec.seed if isinstance(spec, BenchmarkTask) else None, "goal": obs.goal}
         return obs, info
-
-    def _judge(self, spec: TaskSpec | BenchmarkTask) -> Judge | None:
-        if isinstance(spec, BenchmarkTask):
-            return _unjudged
-        if self.reward_mode == "reference":
-            return _reference_judge(list(spec.reference))
-        return None
 
     # -- step --------------------------------------------------------------------------------------
 
@@ -367,8 +351,6 @@ class WebEnv:
         )
         return run.obs
 
-    _last_obs: Observation | None = None
-
     # -- ending ------------------------------------------------------------------------------------
 
     async def _end(self) -> None:
@@ -397,17 +379,3 @@ class WebEnv:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-
-async def _unjudged(answer: str, url: str, images: list[Screenshot]) -> tuple[Verdict, ModelCall | None]:
-    """A benchmark task's page gives its reward: an answer is not judged."""
-    return Verdict(success=False, feedback="This task ends on its page by itself; answers are not judged."), None
-
-
-def _reference_judge(references: Sequence[str]) -> Judge:
-    async def judge(answer: str, url: str, images: list[Screenshot]) -> tuple[Verdict, ModelCall | None]:
-        if reference_matches(answer, list(references)):
-            return Verdict(success=True, feedback="The answer matches the reference answer."), None
-        return Verdict(success=False, feedback="The answer is not the expected one."), None
-
-    return judge
