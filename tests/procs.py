@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["alive", "descendants"]
+__all__ = ["alive", "chromium_mains", "cmdline", "descendants"]
 
 
 def _ppids() -> dict[int, int]:
@@ -37,3 +37,21 @@ def alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+def chromium_mains(root: int) -> set[int]:
+    """Main Chromium browser processes below ``root`` (not its zygotes, renderers, utilities)."""
+    mains = set()
+    for pid in descendants(root):
+        args = cmdline(pid)
+        # Chromium's helpers rewrite their command line into one string: look at all of it.
+        if args and "chrom" in Path(args[0].split(" ")[0]).name and "--type=" not in " ".join(args):
+            mains.add(pid)
+    return mains

@@ -111,6 +111,7 @@ def test_every_feature_has_its_folder() -> None:
         "batch",
         "suite",
         "training",
+        "env",
         "pilot",
         "pytest_plugin",
         "mcp_server",

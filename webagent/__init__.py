@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .agent import Agent
     from .budget import Budget, BudgetLimits
     from .config import AgentConfig, load_config
+    from .env import Observation, WebEnv
     from .errors import (
         ActionError,
         BrowserError,
@@ -50,7 +51,6 @@ if TYPE_CHECKING:
     from .records import CheckResult, Fingerprint, ModelCall, Point, RoleUsage, RunResult, Step, Timings, Usage, Verdict
     from .replay import ReplayCache
     from .stream import RunStream
-    from .training.env import Observation, WebEnv
 
 #: Each public name -> the module it lives in.
 _EXPORTS: dict[str, str] = {
@@ -77,7 +77,7 @@ _EXPORTS: dict[str, str] = {
     "ModelReplyError": "errors",
     "ModelUnavailableError": "errors",
     "NavigationError": "errors",
-    "Observation": "training.env",
+    "Observation": "env",
     "Pilot": "pilot",
     "Point": "records",
     "PolicyReply": "actions",
@@ -95,7 +95,7 @@ _EXPORTS: dict[str, str] = {
     "Verdict": "records",
     "Wait": "actions",
     "WebAgentError": "errors",
-    "WebEnv": "training.env",
+    "WebEnv": "env",
     "WriteElement": "actions",
     "load_config": "config",
 }
@@ -147,6 +147,14 @@ __all__ = [
     "__version__",
     "load_config",
 ]
+
+
+def load_environment(**kwargs: Any) -> Any:
+    """verifiers' entry point: ``vf.load_environment("webagent", tasks=[...], ...)`` imports this package
+    and calls this (``webagent.env.vf.load_environment``; needs the rl extra). Not in ``__all__``."""
+    from .env.vf import load_environment as load
+
+    return load(**kwargs)
 
 
 def __getattr__(name: str) -> Any:

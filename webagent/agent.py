@@ -20,7 +20,7 @@ from .budget import Budget, BudgetLimits
 from .config import ROLES, AgentConfig, AgentSettings
 from .errors import InputError
 from .inputs import check_text
-from .loop import Episode, Judge, PageDriver, Roles
+from .loop import Episode, Judge, PageDriver, Roles, TaskHook
 from .model.client import ModelClient
 from .model.endpoints import EndpointPool
 from .pilot import Pilot
@@ -129,6 +129,7 @@ class Agent:
         on_queue: Callable[[bool], None] | None = None,
         navigate: bool = True,
         policy: NavigationPolicy | None = None,
+        task: TaskHook | None = None,
     ) -> AsyncIterator[Episode]:
         """An ``Episode`` ready to run on a session with this agent's protections, closed afterwards.
 
@@ -139,7 +140,8 @@ class Agent:
         the guard is set, so that a browser dying there is known); ``budgets``: the run's budgets
         (default ``run_budgets(settings)``); ``on_progress`` is called at each
         model answer; ``navigate=False`` starts from ``page`` as it is (``url`` being its URL);
-        ``policy``: the navigation policy to enforce (default: that of a run starting at ``url``).
+        ``policy``: the navigation policy to enforce (default: that of a run starting at ``url``);
+        ``task``: a task that rewards itself (``webagent.loop.task``: a benchmark page).
         """
         policy = policy if policy is not None else self.navigation_policy(url)
         roles = self.new_roles(policy)
@@ -165,6 +167,7 @@ class Agent:
                     replay=replay,
                     budgets=self.run_budgets(settings or self.config.agent) if budgets is None else budgets,
                     navigate=navigate,
+                    task=task,
                 )
         finally:
             for client in clients:
@@ -249,6 +252,7 @@ class Agent:
         trace: TraceMode = "off",
         navigate: bool = True,
         policy: NavigationPolicy | None = None,
+        task: TaskHook | None = None,
     ) -> RunStream:
         """Run a task step by step: ``async for step in agent.stream(url, goal)``.
 
@@ -261,7 +265,9 @@ class Agent:
         shared with other runs (the config's per-run budget always applies); ``trace`` keeps a
         Playwright trace (``trace.zip`` in ``output_dir``) always or only when the run fails;
         ``navigate=False`` (with ``page``) starts from the page as it is, ``url`` being its URL
-        (what ``Pilot.act`` does); ``policy`` replaces the navigation policy built from ``url``.
+        (what ``Pilot.act`` does); ``policy`` replaces the navigation policy built from ``url``;
+        ``task``: a task that rewards itself (a benchmark page: ``webagent.env.tasks``), whose page
+        ends the run and gives its success and reward.
         """
         url = normalize_url(url)
         if not navigate and page is None:
@@ -284,6 +290,7 @@ class Agent:
             trace=trace if output_dir is not None else "off",
             navigate=navigate,
             policy=policy,
+            task=task,
         )
 
     async def run(self, url: str, goal: str, **kwargs: Any) -> RunResult:

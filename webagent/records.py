@@ -201,7 +201,13 @@ class Step(_Record):
 class RunResult(_Record):
     """The outcome of a run, as written to ``result.json``."""
 
-    success: bool = Field(description="True only when the validator accepted the answer")
+    success: bool = Field(
+        description="True only when the validator accepted the answer (a task that rewards itself: when its page says so)"
+    )
+    reward: float | None = Field(
+        default=None,
+        description="A task that rewards itself (MiniWoB++): the reward its page gave (None: no such task)",
+    )
     answer: str | None = None
     stop_reason: StopReason
     message: str = Field(default="", description="Why the run stopped, in words")

@@ -22,7 +22,7 @@ from .browser.deadline import on_wait_over, within
 from .browser.session import BrowserSession
 from .budget import Budget
 from .config import AgentSettings
-from .loop import Episode, Judge
+from .loop import Episode, Judge, TaskHook
 from .records import RunResult, Step
 from .replay import ReplayCache, StepReplay
 from .runs.trajectory import RunFiles
@@ -61,6 +61,7 @@ class StreamHost(Protocol):
         on_queue: Callable[[bool], None] | None = None,
         navigate: bool = True,
         policy: NavigationPolicy | None = None,
+        task: TaskHook | None = None,
     ) -> AbstractAsyncContextManager[Episode]: ...
 
 
@@ -84,10 +85,12 @@ class RunStream:
         trace: TraceMode = "off",
         navigate: bool = True,
         policy: NavigationPolicy | None = None,
+        task: TaskHook | None = None,
     ) -> None:
         self.agent = agent
         self.navigate = navigate
         self.policy = policy
+        self.task = task
         self.url = url
         self.goal = goal
         self.output_dir = Path(output_dir) if output_dir is not None else None
@@ -176,6 +179,7 @@ class RunStream:
             on_queue=self._queued,
             navigate=self.navigate,
             policy=self.policy,
+            task=self.task,
         )
         async with opened as episode:
             assert self.session is not None

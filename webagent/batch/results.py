@@ -74,6 +74,9 @@ class TaskResult(BaseModel):
     reference_match: bool | None = None
     replayed_steps: int = Field(default=0, description="Steps replayed from a replay cache")
     calls_saved: int = Field(default=0, description="Model calls the replay cache saved")
+    benchmark: str | None = Field(
+        default=None, description="A benchmark task's name (miniwob/click-button): success is its page's verdict"
+    )
 
     @classmethod
     def failed(cls, task: TaskSpec, message: str) -> TaskResult:
@@ -93,6 +96,7 @@ class TaskResult(BaseModel):
             cost_usd=0.0,
             duration_s=0.0,
             retried=False,
+            benchmark=task.benchmark,
         )
 
 

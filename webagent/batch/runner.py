@@ -309,6 +309,7 @@ class BatchRunner:
             reference_match=reference_matches(best.answer, refs) if refs else None,
             replayed_steps=sum(r.replayed_steps for r in records),
             calls_saved=sum(r.calls_saved for r in records),
+            benchmark=task.benchmark,
         )
 
     async def _attempt(self, agent: Agent, task: TaskSpec, directory: Path, usage: Usage) -> _Outcome:
@@ -403,7 +404,12 @@ class BatchRunner:
         )
 
     def _stream(self, agent: Agent, task: TaskSpec, directory: Path) -> RunStream:
-        """The run of one attempt (subclasses add per-task options)."""
+        """The run of one attempt (subclasses add per-task options); a benchmark task's page is its judge."""
+        if task.benchmark is not None:
+            from ..env.tasks import benchmark_task
+
+            page = benchmark_task(task.benchmark, task.seed)
+            return agent.stream(page.url, page.goal, output_dir=directory, task=page)
         return agent.stream(task.url, task.goal, output_dir=directory)
 
 

@@ -114,6 +114,17 @@ def summarize(
             },
         },
     }
+    benchmarks: dict[str, dict[str, Any]] = {}
+    for result in results:
+        if result.benchmark is not None:
+            row = benchmarks.setdefault(result.benchmark, {"tasks": 0, "succeeded": 0, "errors": 0})
+            row["tasks"] += 1
+            row["succeeded"] += result.success
+            row["errors"] += result.stop_reason == "error"
+    for row in benchmarks.values():
+        row["success_rate"] = _r(row["succeeded"] / row["tasks"])
+    if benchmarks:  # success per benchmark task (the page's own verdict), errors apart
+        summary["benchmarks"] = dict(sorted(benchmarks.items()))
     if server is not None:
         uncached = server.get("uncached_prompt_tokens")
         if uncached is not None and stats.steps:
@@ -142,6 +153,9 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
         "errors / retried after crash / stalled",
         f"{summary['errors']} / {summary['retried_after_crash']} / {summary.get('stalled', 0)}",
     )
+    for name, row in summary.get("benchmarks", {}).items():
+        errors = f", {row['errors']} errors" if row["errors"] else ""
+        table.add_row(name, f"{row['succeeded']}/{row['tasks']} succeeded ({row['success_rate']:.1%}){errors}")
     for role in ROLES:
         tok = summary["tokens"][role]
         cached = f" ({tok['cached'] / tok['prompt']:.0%} cached)" if tok.get("cached") and tok["prompt"] else ""

@@ -1,5 +1,7 @@
-"""Task files: our JSONL (``{"id","url","goal"}``) and WebVoyager's (``{"web_name","id","ques","web"}``),
-plus reference answers (WebVoyager ``reference_answer.json`` style, or a plain ``{id: answer}`` map).
+"""Task files: our JSONL (``{"id","url","goal"}``), benchmark tasks that reward themselves
+(``{"id", "task": "miniwob/click-button", "seed": 3}``: ``webagent.env.tasks``) and WebVoyager's
+(``{"web_name","id","ques","web"}``), plus reference answers (WebVoyager ``reference_answer.json``
+style, or a plain ``{id: answer}`` map).
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ class TaskSpec(BaseModel):
     goal: str
     web_name: str | None = None
     reference: list[str] = []
+    #: A benchmark task's name (``miniwob/click-button``): its page gives the goal and the success.
+    benchmark: str | None = None
+    seed: int | None = None
 
 
 def load_tasks(path: str | Path) -> list[TaskSpec]:
@@ -62,7 +67,27 @@ def load_tasks(path: str | Path) -> list[TaskSpec]:
     return tasks
 
 
+def _parse_benchmark(data: dict[str, Any], where: str) -> TaskSpec:
+    from ..env.tasks import benchmark_task  # the task sets (MiniWoB++ and registered ones)
+
+    name, seed = data["task"], data.get("seed")
+    if not isinstance(name, str) or not name.strip():
+        raise InputError(f"{where}: 'task' must name a benchmark task, e.g. \"miniwob/click-button\"")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        raise InputError(f"{where}: 'seed' must be an integer")
+    try:
+        found = benchmark_task(name, seed)
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None
+    task_id = data.get("id", f"{name}@{seed}" if seed is not None else name)
+    if not isinstance(task_id, str | int) or str(task_id).strip() == "":
+        raise InputError(f"{where}: task id must be a non-empty string")
+    return TaskSpec(id=str(task_id), url=name, goal=found.goal, benchmark=name, seed=seed)
+
+
 def _parse_task(data: dict[str, Any], where: str) -> TaskSpec:
+    if "task" in data:  # a benchmark task: {"id", "task": "miniwob/click-button", "seed": 3}
+        return _parse_benchmark(data, where)
     if "ques" in data or "web" in data:  # WebVoyager
         missing = [k for k in ("id", "ques", "web") if k not in data]
         if missing:

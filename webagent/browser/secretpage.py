@@ -86,3 +86,6 @@ class SecretPage:
 
     async def wait(self, seconds: float) -> None:
         await self._call(self.session.wait(seconds))
+
+    async def evaluate(self, script: str, arg: object = None) -> object:
+        return await self._call(self.session.evaluate(script, arg))

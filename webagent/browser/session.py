@@ -231,6 +231,17 @@ class BrowserSession:
     async def wait(self, seconds: float) -> None:
         await self._control.wait(seconds)
 
+    async def evaluate(self, script: str, arg: object = None) -> object:
+        """Run ``script`` (a JavaScript function or expression) in the page, within ``command_timeout_s``;
+        a page or browser that cannot answer is a BrowserError (what a task reading its own reward from the
+        page needs: ``webagent.loop.task``)."""
+        try:
+            return await within(self._state.page.evaluate(script, arg), self.config.command_timeout_s, "evaluate")
+        except CommandTimeout as exc:
+            raise BrowserError(f"the page did not answer a script: {first_line(exc)}") from None
+        except PlaywrightError as exc:
+            raise BrowserError(f"the page could not run a script: {first_line(exc)}") from None
+
     async def settle(self, *, next_frame: bool = False) -> None:
         """Wait until the page has reacted to the last action, at most ``settle_timeout_s``."""
         await self._settler.settle(next_frame=next_frame)

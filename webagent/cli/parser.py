@@ -157,7 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
     batch = sub.add_parser(
         "batch",
         help="run many tasks concurrently, resumably",
-        description="Run a task file (JSONL: {id, url, goal} or WebVoyager's {web_name, id, ques, web}) with N "
+        description="Run a task file (JSONL: {id, url, goal}, a benchmark task {id, task: miniwob/NAME, seed} or "
+        "WebVoyager's {web_name, id, ques, web}) with N "
         "concurrent sessions. Writes DIR/results.jsonl (one line per finished task), a run directory per "
         "attempt under DIR/runs/, and DIR/summary.json. Re-running the same command resumes. "
         "Exit code 0 = every task finished without an error, 1 = some task ended with stop reason 'error' "
@@ -274,6 +275,10 @@ def build_parser() -> argparse.ArgumentParser:
     from ..training.cli import add_export_parser
 
     add_export_parser(sub)
+
+    from ..env.cli import add_env_parser
+
+    add_env_parser(sub, _add_config_options)
 
     sites = sub.add_parser(
         "sites",

@@ -14,7 +14,8 @@ models plan as usual.
 ``episode.py`` drives a run (``Episode``), ``page.py`` says what it needs from a page
 (``PageDriver``) and carries actions out on it, ``meter.py`` keeps its usage and budgets,
 ``progress.py`` tells the policy when its last action changed nothing visible, ``verdicts.py``
-judges the answers and keeps their feedback for the policy. The loop
+judges the answers and keeps their feedback for the policy, ``task.py`` says what a task that
+rewards itself (a benchmark page) gives the loop. The loop
 never imports the browser: ``Agent`` hands it a ``BrowserSession`` as a ``PageDriver``.
 """
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 from .episode import Episode
 from .meter import Meter
 from .page import PageDriver, Roles, perform
+from .task import TaskCheck, TaskHook
 from .verdicts import Judge, Verdicts
 
-__all__ = ["Episode", "Judge", "Meter", "PageDriver", "Roles", "Verdicts", "perform"]
+__all__ = ["Episode", "Judge", "Meter", "PageDriver", "Roles", "TaskCheck", "TaskHook", "Verdicts", "perform"]

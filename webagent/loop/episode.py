@@ -31,6 +31,7 @@ from .clock import RunClock
 from .meter import Meter
 from .page import PageDriver, Roles, perform
 from .progress import ProgressTracker
+from .task import TaskCheck, TaskHook
 from .verdicts import Judge, Verdicts
 
 __all__ = ["Episode"]
@@ -59,8 +60,11 @@ class Episode:
         replay: StepReplay | None = None,
         budgets: Sequence[Budget] = (),
         navigate: bool = True,
+        task: TaskHook | None = None,
     ) -> None:
-        """``navigate``: open ``url`` first (False: start from the page as it is, ``url`` being its URL)."""
+        """``navigate``: open ``url`` first (False: start from the page as it is, ``url`` being its URL);
+        ``task``: a task that rewards itself (``loop.task``): started once the page is open, checked
+        after each step; its verdict ends the run and is the run's success and reward."""
         self.roles = roles
         self.navigate = navigate
         self.replay = replay
@@ -70,6 +74,9 @@ class Episode:
         self.url = url
         self.goal = goal
         self.result: RunResult | None = None
+        self.task = task
+        #: What the task's page said after the last step (None without a task, or before its first check).
+        self.task_state: TaskCheck | None = None
         self._frame = roles.localizer.frame(*page.viewport)
         self._shots: deque[Screenshot] = deque(maxlen=settings.screenshots_in_context)
         self._notes: list[str] = []
@@ -138,6 +145,10 @@ class Episode:
         try:
             async with limit:
                 await self.page.goto(self.url, start=True)
+                if self.task is not None:
+                    goal = await self.task.start(self.page)
+                    if goal:
+                        self.goal = self.verdicts.goal = goal
         except TimeoutError:
             if not limit.expired():
                 raise
@@ -162,6 +173,8 @@ class Episode:
         try:
             async with limit:
                 await work
+                if self.task is not None:
+                    await self._check_task()
         except TimeoutError:
             if not limit.expired():
                 raise
@@ -195,10 +208,24 @@ class Episode:
             stop = ("answered", self.verdicts.summary())
         return None if stop is None else self.finish(*stop)
 
+    async def _check_task(self) -> None:
+        """Ask the task's page whether the episode is over (an error, a budget or time running out
+        having ended it already leaves it so)."""
+        assert self.task is not None
+        t = time.perf_counter()
+        try:
+            state = self.task_state = await self.task.check(self.page)
+        finally:
+            self.meter.browser_s += time.perf_counter() - t
+        if state.done and self._stop is None:
+            self._stop = ("answered", state.message or f"the task ended with reward {state.reward:g}")
+
     def finish(self, reason: StopReason, message: str) -> RunResult:
         """End the run: set and return ``result``."""
+        task = self.task_state
         self.result = RunResult(
-            success=self.verdicts.success,
+            success=self.verdicts.success if self.task is None else task is not None and task.success,
+            reward=task.reward if task is not None else None,
             answer=self.verdicts.answer,
             stop_reason=reason,
             message=message or "the run was interrupted",

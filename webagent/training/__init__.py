@@ -1,8 +1,9 @@
-"""Training data and online RL: ``WebEnv`` (a gym-style environment over the agent loop) and the
-SFT export of batch runs (``webagent export``).
+"""Training data: the SFT export of batch runs (``webagent export``). The RL environments are in
+``webagent.env`` (``WebEnv`` and its adapters); ``WebEnv``, ``Observation`` and ``shared_agent`` are
+re-exported here for code written before they moved.
 """
 
-from .env import Observation, RewardMode, WebEnv, shared_agent
+from ..env import Observation, RewardMode, WebEnv, shared_agent
 from .export import ExportOptions, ExportStats, RunRef, export_sft, find_runs
 
 __all__ = [

@@ -12,8 +12,8 @@ from playwright.async_api import Browser
 from pydantic import SecretStr
 
 from webagent import Agent, ConfigError, InputError, WebEnv
+from webagent.env import shared_agent
 from webagent.testing.server import FakeModelServer
-from webagent.training.env import shared_agent
 from webagent.training.export import ExportOptions, RunRef, export_sft
 
 from ..conftest import ServerFactory, load_task_script, make_config
@@ -51,19 +51,21 @@ async def test_reset_and_step_to_a_validated_answer(
     async with model_server(load_task_script("catalog-price")) as server:
         agent = agent_for(server, browser)
         env = WebEnv(agent=agent)
-        obs = await env.reset(task, output_dir=tmp_path / "run")
+        obs, _ = await env.reset(task, output_dir=tmp_path / "run")
         assert obs.step == 1 and obs.url.endswith("/catalog/") and obs.title and not obs.final
         system, user = obs.messages
         assert system["role"] == "system" and "Reply with one JSON object" in system["content"]
         assert task["goal"] in user["content"][0]["text"]
         assert user["content"][1]["image_url"]["url"] == obs.screenshot.data_url
-        obs, reward, done, info = await env.step({"note": "home", "thought": "search", "action": WRITE})
+        obs, reward, done, truncated, info = await env.step({"note": "home", "thought": "search", "action": WRITE})
+        assert not truncated
         assert (reward, done, info["outcome"]) == (0.0, False, "ok, now at " + obs.url)
         assert "/catalog/search" in obs.url and obs.step == 2 and images(obs) == 2
         assert "home" in shown(obs)  # the note is shown, as in the agent
-        obs, reward, done, info = await env.step(json.dumps({"action": CLICK}))  # the reply text works too
+        obs, reward, done, truncated, info = await env.step(json.dumps({"action": CLICK}))  # the reply text works too
         assert "/catalog/product/" in obs.url and not done
-        obs, reward, done, info = await env.step({"action": "answer", "content": "$12.50"})
+        obs, reward, done, truncated, info = await env.step({"action": "answer", "content": "$12.50"})
+        assert not truncated
         assert (reward, done) == (1.0, True)
         assert info["verdict"].success and info["result"].success and info["result"].steps == 3
         assert server.request_counts == {"policy": 0, "localizer": 2, "validator": 1}
@@ -82,12 +84,12 @@ async def test_points_from_the_caller_skip_the_localizer(
     task = local_tasks["catalog-price"]
     async with model_server(load_task_script("catalog-price")) as server:
         async with agent_for(server, browser) as agent, WebEnv(agent=agent) as env:
-            obs = await env.reset(task)
+            obs, _ = await env.reset(task)
             frame = obs.screenshot.frame
             obs, *_ = await env.step(WRITE, point=frame.to_image(560, 128))
             assert "/catalog/search" in obs.url
-            obs, _, done, info = await env.step(CLICK, point=(frame.image_width + 5, 10))
-            assert not done and "outside" in info["error"]
+            obs, _, done, truncated, info = await env.step(CLICK, point=(frame.image_width + 5, 10))
+            assert not done and "outside" in info["error"] and not truncated
             assert "(no valid action)" in shown(obs)
             obs, *_ = await env.step(CLICK, point=frame.to_image(650, 242))
             assert "/catalog/product/" in obs.url
@@ -105,10 +107,11 @@ async def test_reference_reward_without_a_validator(
             WebEnv(config)
         async with WebEnv(agent=Agent(config, browser=browser, require=()), reward="reference") as env:
             await env.reset(task)
-            obs, reward, done, info = await env.step({"action": "answer", "content": "$13"})
+            obs, reward, done, truncated, info = await env.step({"action": "answer", "content": "$13"})
             assert (reward, done, info["reference_match"]) == (0.0, False, False)
             assert "not the expected one" in shown(obs)  # the feedback is shown
-            obs, reward, done, info = await env.step({"action": "answer", "content": "It costs $12.50"})
+            obs, reward, done, truncated, info = await env.step({"action": "answer", "content": "It costs $12.50"})
+            assert not truncated
             assert (reward, done, info["reference_match"]) == (1.0, True, True)
             with pytest.raises(InputError, match="reference"):
                 await env.reset(local_tasks["catalog-price"])
@@ -128,7 +131,8 @@ async def test_both_rewards_need_the_validator_and_the_reference(
         await env.reset(task)
         await env.step(WRITE)
         await env.step(CLICK)
-        _, reward, done, info = await env.step({"action": "answer", "content": "$12.50"})
+        _, reward, done, truncated, info = await env.step({"action": "answer", "content": "$12.50"})
+    assert not truncated
     assert done and info["verdict"].success and info["reference_match"] is False and reward == 0.0
 
 
@@ -141,12 +145,14 @@ async def test_unusable_actions_and_the_final_step(
         WebEnv(agent=agent) as env,
     ):
         await env.reset(local_tasks["catalog-price"])
-        obs, reward, done, info = await env.step("Sure! Let me click {")
+        obs, reward, done, truncated, info = await env.step("Sure! Let me click {")
         assert (reward, done) == (0.0, False) and "not valid JSON" in info["error"]
-        obs, reward, done, info = await env.step({"action": {"action": "fly"}})
+        obs, reward, done, truncated, info = await env.step({"action": {"action": "fly"}})
         assert not done and obs.final and "FINAL STEP" in shown(obs)
-        obs, reward, done, info = await env.step({"action": "scroll", "direction": "down"})
-        assert (reward, done) == (0.0, True)
+        obs, reward, done, truncated, info = await env.step({"action": "scroll", "direction": "down"})
+        # Out of steps: no verdict, so truncated (gymnasium's time limit), not a failure of the environment.
+        assert (reward, done, truncated) == (0.0, False, True)
+        assert info["truncated_by"] == "max_steps" and info["failure"] is None
         assert info["outcome"] == "no answer given at the final step"
         assert info["result"].stop_reason == "max_steps" and env.done
 
@@ -163,8 +169,8 @@ async def test_an_accepted_answer_at_the_final_step_is_rewarded(
         await env.step(WRITE)
         obs, *_ = await env.step(CLICK)
         assert obs.final
-        obs, reward, done, info = await env.step({"action": "answer", "content": "$12.50"})
-    assert (reward, done) == (1.0, True) and info["result"].success
+        obs, reward, done, truncated, info = await env.step({"action": "answer", "content": "$12.50"})
+    assert (reward, done, truncated) == (1.0, True, False) and info["result"].success
     assert info["result"].stop_reason == "max_steps"  # the last step allowed, and its answer accepted
 
 
@@ -175,17 +181,18 @@ async def test_the_policy_s_thinking_time_is_not_the_run_s(
     that to decide does not end the run (nor make its next step the final one)."""
     async with (
         model_server(load_task_script("catalog-price")) as server,
-        agent_for(server, browser, max_time_s=3.0) as agent,
+        agent_for(server, browser, max_time_s=6.0) as agent,  # room for a loaded machine
         WebEnv(agent=agent) as env,
     ):
         await env.reset(local_tasks["catalog-price"])
-        await asyncio.sleep(3.5)  # the policy thinks
-        obs, _, done, info = await env.step(WRITE)
+        await asyncio.sleep(6.5)  # the policy thinks
+        obs, _, done, truncated, info = await env.step(WRITE)
         assert not done and not obs.final and info["error"] is None, info
-        await asyncio.sleep(3.5)
-        obs, _, done, _ = await env.step(CLICK)
+        await asyncio.sleep(6.5)
+        obs, _, done, truncated, _ = await env.step(CLICK)
         assert not done and not obs.final
-        obs, reward, done, info = await env.step({"action": "answer", "content": "$12.50"})
+        obs, reward, done, truncated, info = await env.step({"action": "answer", "content": "$12.50"})
+    assert not truncated
     assert (reward, done) == (1.0, True) and info["result"].stop_reason == "answered"
 
 
@@ -200,7 +207,7 @@ async def test_many_environments_share_one_browser_pool(
             await asyncio.gather(*(env.reset(task) for env in envs))
             for action in (WRITE, CLICK, {"action": "answer", "content": "$12.50"}):
                 results = await asyncio.gather(*(env.step(action) for env in envs))
-            assert [r[1:3] for r in results] == [(1.0, True)] * 3
+            assert [r[1:4] for r in results] == [(1.0, True, False)] * 3
             assert agent.browsers.launched == 1
         finally:
             for env in envs:
@@ -217,7 +224,7 @@ async def test_env_runs_guarded_and_types_secrets_without_writing_them(
         config = make_config(server)
         config.secrets = {"QUERY": SecretStr(value)}
         async with Agent(config, browser=browser) as agent, WebEnv(agent=agent) as env:
-            obs = await env.reset(task, output_dir=tmp_path / "run")
+            obs, _ = await env.reset(task, output_dir=tmp_path / "run")
             assert "{{QUERY}}" in shown(obs)  # the policy is told the name only
             obs, *_ = await env.step({**WRITE, "content": "{{QUERY}}"})
             assert obs.url.endswith("/catalog/search?q={{QUERY}}")  # what the policy sees
@@ -237,9 +244,10 @@ async def test_the_run_budget_ends_an_episode(
     async with model_server(load_task_script("catalog-price")) as server:
         async with agent_for(server, browser, budget_calls=1) as agent, WebEnv(agent=agent) as env:
             await env.reset(local_tasks["catalog-price"])
-            _, _, done, _ = await env.step(WRITE)  # one localizer call: the budget's only one
+            _, _, done, truncated, _ = await env.step(WRITE)  # one localizer call: the budget's only one
             assert not done
-            _, reward, done, info = await env.step(CLICK)
+            _, reward, done, truncated, info = await env.step(CLICK)
         assert server.request_counts["localizer"] == 1
-    assert done and reward == 0.0 and info["result"].stop_reason == "budget"
-    assert "budget of 1 model calls is spent" in info["result"].message
+    # A spent budget is no verdict: the episode is truncated with its cause, and its 0.0 means nothing.
+    assert truncated and not done and reward == 0.0 and info["result"].stop_reason == "budget"
+    assert info["truncated_by"] == "budget" and "budget of 1 model calls is spent" in info["failure"]

@@ -1,0 +1,383 @@
+"""The environment core under every adapter: ``WebEnv``, the agent's loop with the policy left to the caller.
+
+    env = WebEnv(config)                                   # or WebEnv(agent=shared_agent(config))
+    obs, info = await env.reset(task)                      # a fresh browser context, the first observation
+    obs, reward, terminated, truncated, info = await env.step(action)
+
+``step`` runs the same code as ``Agent`` (``webagent.loop.Episode``): the localizer turns an element
+description into a point (or the caller passes ``point=(x, y)`` in screenshot pixels), the action
+is carried out, and the reward comes from the validator model, the task's reference answers, both,
+or the task itself (a benchmark page such as MiniWoB++: ``webagent.env.tasks``).
+
+An episode ends ``terminated`` when it reached a verdict: an answer accepted, the last answer
+allowed judged, or the task's page saying it is over. It ends ``truncated`` otherwise: out of
+steps or time (``info["truncated_by"]`` is ``max_steps`` / ``max_time``), or because the
+environment could not run it to a verdict: a browser that died or stopped answering, a localizer
+or validator server that stayed down (``error``), a spent budget (``budget``), a session closed
+for idling or abandoned (``session``). Those carry ``info["failure"]``, the cause in words: an
+infrastructure failure is never a reward, and the 0.0 returned with it means nothing.
+
+Each episode holds its browser context through a ``SessionLease`` (``webagent.env.lease``): closed
+when the episode ends, when the environment is dropped, or after ``idle_timeout_s`` without a call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from ..actions import Answer
+from ..agent import Agent
+from ..batch.tasks import TaskSpec, reference_matches
+from ..browser.session import BrowserSession
+from ..config import AgentConfig
+from ..errors import BrowserError, ConfigError, InputError, LocalizationError, NavigationError
+from ..images import Screenshot
+from ..inputs import check_text
+from ..loop import Episode, Judge
+from ..model.client import Message
+from ..model.parsing import ReplyParseError
+from ..records import Point, RunResult, Step
+from ..runs.trajectory import RunFiles
+from ..urls import normalize_url
+from .inputs import Action, TaskInput, as_task, needs_point, point_at, raw_reply, reply_of
+from .lease import SessionLease, lease_keeper
+from .rewards import RewardMode, judge_for, required_roles
+from .tasks import BenchmarkTask
+
+__all__ = ["Observation", "RewardMode", "StepResult", "WebEnv", "required_roles", "shared_agent"]
+
+log = structlog.get_logger("webagent.env")
+
+StepResult = tuple["Observation", float, bool, bool, dict[str, Any]]
+
+#: Stop reasons that mean the environment could not run the episode to a verdict.
+FAILURES = ("error", "budget")
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What the policy sees at one step, and the prompt the agent's own policy would be sent."""
+
+    step: int
+    url: str
+    title: str
+    goal: str
+    screenshot: Screenshot
+    events: list[str]
+    final: bool
+    messages: list[Message]
+    """The policy request's messages, screenshots as data URLs: with the append context (the default) the
+    conversation of the current epoch (system, then a user turn per step with its screenshot and the reply
+    given to it, this step's turn last); with the window context system + one user message."""
+
+
+def shared_agent(config: AgentConfig, *, reward: RewardMode = "validator") -> Agent:
+    """An Agent whose browser pool and model endpoints many environments share."""
+    return Agent(config, require=required_roles(reward))
+
+
+class _Session:
+    """Where the episode's session is told (not the environment itself: its lease must not keep it alive)."""
+
+    def __init__(self) -> None:
+        self.session: BrowserSession | None = None
+
+    def set(self, session: BrowserSession) -> None:
+        self.session = session
+
+
+@dataclass
+class _Running:
+    """The episode in progress."""
+
+    episode: Episode
+    lease: SessionLease
+    box: _Session
+    finalizer: weakref.finalize[Any, Any]
+    step: Step | None = None
+    obs: Observation | None = None
+
+
+class WebEnv:
+    """One episode at a time, stepped by an external policy (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: AgentConfig | None = None,
+        *,
+        agent: Agent | None = None,
+        reward: RewardMode = "validator",
+        idle_timeout_s: float | None = None,
+    ) -> None:
+        """``agent``: a shared agent (many environments, one browser pool); ``idle_timeout_s``: close the
+        episode's browser context when no call came for that long (None: only when the episode ends
+        or the environment is dropped)."""
+        if agent is None:
+            if config is None:
+                raise ConfigError("WebEnv needs a config or a shared agent")
+            agent = shared_agent(config, reward=reward)
+            self._owns_agent = True
+        else:
+            agent.config.require_endpoints(required_roles(reward))
+            self._owns_agent = False
+        if idle_timeout_s is not None and idle_timeout_s <= 0:
+            raise ConfigError("idle_timeout_s must be more than 0 (or None)")
+        self.agent = agent
+        self.reward_mode: RewardMode = reward
+        self.idle_timeout_s = idle_timeout_s
+        self.task: TaskSpec | BenchmarkTask | None = None
+        self.result: RunResult | None = None
+        self._run: _Running | None = None
+        self._last_obs: Observation | None = None  # what a step on a session closed under it returns
+        self._files = RunFiles(None)
+
+    @property
+    def done(self) -> bool:
+        return self._run is None
+
+    @property
+    def session(self) -> BrowserSession | None:
+        """The running episode's browser session (None between episodes)."""
+        return self._run.box.session if self._run is not None else None
+
+    @property
+    def observation(self) -> Observation | None:
+        """The running episode's current observation (None between episodes)."""
+        return self._run.obs if self._run is not None else None
+
+    @property
+    def lease(self) -> SessionLease | None:
+        return self._run.lease if self._run is not None else None
+
+    # -- reset -------------------------------------------------------------------------------------
+
+    async def reset(
+        self, task: TaskInput, *, seed: int | None = None, output_dir: str | Path | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        """Start ``task`` in a fresh browser context: ``{"url", "goal", "reference"?}``, a TaskSpec, a
+        benchmark task's name (``"miniwob/click-button"``, with ``seed``) or a BenchmarkTask.
+
+        Returns the first observation and ``info`` (``task_id``, ``seed``, ``goal``). A start the
+        environment cannot make (the start page does not open, the browser fails) raises.
+        With ``output_dir`` the run directory is written as by ``Agent`` (exportable).
+        """
+        await self._end_episode("the environment was reset")
+        spec = as_task(task, seed)
+        benchmark = isinstance(spec, BenchmarkTask)
+        url = normalize_url(spec.url)
+        if not spec.goal.strip():
+            raise InputError("the task has an empty goal")
+        check_text(spec.goal, "the task's goal")
+        if not benchmark and self.reward_mode == "task":
+            raise InputError("reward 'task' needs a benchmark task (e.g. 'miniwob/click-button')")
+        if isinstance(spec, TaskSpec) and self.reward_mode in ("reference", "both") and not spec.reference:
+            raise InputError(f"reward {self.reward_mode!r} needs reference answers in the task ('reference')")
+        self.task, self.result = spec, None
+        self._files = RunFiles(output_dir)
+        stack = contextlib.AsyncExitStack()
+        lease = SessionLease(stack, idle_timeout_s=self.idle_timeout_s)
+        box = _Session()
+        judge = judge_for(spec, self.reward_mode)
+        async with lease.use():  # not reaped while it starts, however long that takes
+            return await self._start(spec, url, lease, box, judge)
+
+    async def _start(
+        self, spec: TaskSpec | BenchmarkTask, url: str, lease: SessionLease, box: _Session, judge: Judge | None
+    ) -> tuple[Observation, dict[str, Any]]:
+        stack = lease.stack
+        try:
+            # The same setup as Agent runs: the navigation guard, secrets, the roles, the run's budget.
+            episode = await stack.enter_async_context(
+                self.agent.open_episode(
+                    url,
+                    spec.goal,
+                    judge=judge,
+                    on_session=box.set,
+                    task=spec if isinstance(spec, BenchmarkTask) else None,
+                )
+            )
+            opened = await episode.open()
+        except BaseException:
+            await lease.close("the episode could not start")
+            self._files.finish(None)
+            raise
+        loop = asyncio.get_running_loop()
+        finalizer = weakref.finalize(self, lease.abandon, loop, "the environment was dropped")
+        self._run = _Running(episode, lease, box, finalizer)
+        lease_keeper().adopt(lease)
+        if not opened:
+            await self._end()
+            raise NavigationError(f"the start page did not open: {episode.result and episode.result.message}")
+        try:
+            obs = await self._observe()
+        except BrowserError:
+            episode.finish("error", "the browser failed while observing the start page")
+            await self._end()
+            raise
+        info = {"task_id": spec.id, "seed": spec.seed if isinstance(spec, BenchmarkTask) else None, "goal": obs.goal}
+        return obs, info
+
+    # -- step --------------------------------------------------------------------------------------
+
+    async def step(self, action: Action, *, point: tuple[float, float] | None = None) -> StepResult:
+        """Carry out one action; returns (observation, reward, terminated, truncated, info).
+
+        ``action``: a PolicyReply, the policy's reply text, or its JSON as a dict (a whole reply or
+        just ``{"action": ...}``). An unusable action is a failed step (told to the policy), not an
+        exception. ``point``: where to click, in pixels of the observation's screenshot, instead of
+        asking the localizer. ``info``: ``step``, ``outcome``, ``error``, ``verdict``,
+        ``reference_match``, ``task`` (a benchmark page's own figures); when the episode ends
+        ``result``, and when truncated ``truncated_by`` and (the environment's failures) ``failure``.
+        """
+        run = self._run
+        if run is None:
+            raise InputError("the environment has no running episode: call reset(task) first")
+        if run.lease.closed:  # reaped while idle
+            reason = run.lease.closed_reason or "the session was closed"
+            run.episode.finish("error", reason)
+            await self._end()
+            return self._lost(reason)
+        async with run.lease.use():
+            return await self._step(run, action, point)
+
+    async def _step(self, run: _Running, action: Action, point: tuple[float, float] | None) -> StepResult:
+        episode, step, obs = run.episode, run.step, run.obs
+        assert step is not None and obs is not None
+        episode.resume()  # the time the policy took to decide is not the run's
+        raw = raw_reply(action)
+        usable: tuple[Any, Point | None] | None = None
+        try:  # before the step runs: a ConfigError (no localizer, no point) leaves the step to retry
+            reply = reply_of(action)
+            usable = (reply, self._point(reply, obs, point))
+        except (ReplyParseError, LocalizationError) as exc:
+            error = str(exc)
+
+        async def act() -> None:
+            if usable is None:
+                episode.unusable_reply(step, error, raw=raw)
+            else:
+                await episode.apply(step, usable[0], point=usable[1], raw=raw)
+
+        await episode.run_step(step, act())
+        result = episode.end_step(step)
+        if result is None and self._browser_gone(run):
+            result = episode.finish("error", "the browser disconnected during the step")
+        self._files.step(self.agent.secrets.redact_model(step))
+        info: dict[str, Any] = {
+            "step": step,
+            "outcome": step.outcome,
+            "error": step.error,
+            "verdict": step.verdict,
+            "reference_match": self._reference_match(step),
+            "task": dict(episode.task_state.info) if episode.task_state is not None else None,
+        }
+        if result is None:
+            try:
+                return await self._observe(), 0.0, False, False, info
+            except BrowserError as exc:
+                result = episode.finish("error", f"the browser failed while observing the page: {exc}")
+        await self._end()
+        return self._ended_with(obs, result, info, episode)
+
+    def _ended_with(self, obs: Observation, result: RunResult, info: dict[str, Any], episode: Episode) -> StepResult:
+        info["result"] = self.result or result
+        task = episode.task_state
+        terminated = result.success or result.stop_reason == "answered" or (task is not None and task.done)
+        if not terminated:
+            info["truncated_by"] = result.stop_reason
+            info["failure"] = result.message if result.stop_reason in FAILURES else None
+            if info["failure"]:
+                log.warning("episode_failed", reason=result.stop_reason, failure=result.message)
+            return obs, 0.0, False, True, info
+        if task is not None:
+            return obs, task.reward, True, False, info
+        # An accepted answer wins, at the final step too (its stop reason is then max_steps or max_time).
+        won = result.success and (info["reference_match"] or self.reward_mode != "both")
+        return obs, 1.0 if won else 0.0, True, False, info
+
+    def _lost(self, reason: str) -> StepResult:
+        """A step on an episode whose session was closed under it (idle, dropped)."""
+        last = self._last_obs
+        if last is None:
+            raise InputError(f"the environment has no running episode: {reason}")
+        info = {"truncated_by": "session", "failure": reason, "result": self.result, "step": None}
+        return last, 0.0, False, True, info
+
+    def _browser_gone(self, run: _Running) -> bool:
+        session = run.box.session
+        return session is not None and session.browser_crashed
+
+    def _point(self, reply: Any, obs: Observation, point: tuple[float, float] | None) -> Point | None:
+        if not needs_point(reply):
+            return None
+        if point is None:
+            if not self.agent.config.localizer.endpoints() or not self.agent.config.localizer.model:
+                raise ConfigError(
+                    "no localizer model is configured: pass point=(x, y) to step() or configure [localizer]"
+                )
+            return None
+        return point_at(obs.screenshot.frame, point)
+
+    def _reference_match(self, step: Step) -> bool | None:
+        task = self.task
+        if not isinstance(task, TaskSpec) or not task.reference or not isinstance(step.action, Answer):
+            return None
+        if step.verdict is None:
+            return None
+        return reference_matches(step.action.content, list(task.reference))
+
+    async def _observe(self) -> Observation:
+        run = self._run
+        assert run is not None
+        episode = run.episode
+        step = episode.next_step()
+        state = await episode.observe(step)
+        episode.pause()  # until the policy's action comes back (step)
+        run.step = step
+        run.obs = self._last_obs = Observation(
+            step=step.index,
+            url=step.url,
+            title=step.title,
+            goal=episode.goal,
+            screenshot=episode.screenshots[-1],
+            events=list(step.events),
+            final=step.kind == "final",
+            messages=episode.policy_messages(state),
+        )
+        return run.obs
+
+    # -- ending ------------------------------------------------------------------------------------
+
+    async def _end(self) -> None:
+        """The episode has ended: keep its result, write its files, close its context."""
+        run = self._run
+        if run is not None and run.episode.result is not None:
+            self.result = self.agent.secrets.redact_model(run.episode.result)
+        await self._end_episode("the episode ended")
+
+    async def _end_episode(self, reason: str) -> None:
+        run, self._run = self._run, None
+        self._files.finish(self.result)
+        self._files = RunFiles(None)
+        if run is not None:
+            run.finalizer.detach()
+            await run.lease.close(reason)
+
+    async def aclose(self) -> None:
+        """End the running episode (if any); close the agent if this environment made it."""
+        await self._end_episode("the environment was closed")
+        if self._owns_agent:
+            await self.agent.aclose()
+
+    async def __aenter__(self) -> WebEnv:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
