@@ -152,6 +152,12 @@ def test_batch_success(fast: FakeModelServer, site: SiteServer, tmp_path: Path) 
     assert json.loads(proc.stdout) == summary  # --json: summary.json on stdout, nothing else
     assert "validated success (pass@1)" in proc.stderr and "100.0%" in proc.stderr
     assert "batch: 5/5 done" in proc.stderr  # the progress line (not a terminal: plain lines)
+    # Before the first progress line (the first step's end), what it is doing.
+    progress = [line for line in proc.stderr.splitlines() if line.startswith("batch:")]
+    assert progress[:2] == [
+        "batch: 5 tasks to run (0 done before): launching the browser...",
+        "batch: runs started: opening their pages, then asking the models (a progress line as steps end)",
+    ]
     assert "Traceback" not in proc.stderr
     for r in rows:
         assert (out / r["attempt_records"][0]["output_dir"] / "report.html").exists()

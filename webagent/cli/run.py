@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import assert_never
 
 from ..config import AgentConfig
-from ..records import RunResult
+from ..records import Phase, RunResult, Step
 from .parser import EXIT_FAILED, EXIT_OK
 
 __all__ = ["exit_status", "run_task"]
@@ -20,11 +21,16 @@ async def run_task(config: AgentConfig, url: str, goal: str, output: Path, quiet
     printer = StepPrinter(quiet=quiet, max_steps=config.agent.max_steps)
     replay_cache = ReplayCache(cache) if cache else None
     async with Agent(config) as agent:
-        stream = agent.stream(url, goal, output_dir=output, cache=replay_cache)
-        async for step in stream:
-            if step.index == 1:  # after the start page opened: bad input stays a one-line error
-                printer.start(url, goal, config)
-            printer.step(step)
+        stream = agent.stream(url, goal, output_dir=output, cache=replay_cache)  # bad input: an error here
+        printer.start(url, goal, config)
+        async for event in stream.events():
+            match event:
+                case Phase():
+                    printer.phase(event, config)
+                case Step():
+                    printer.step(event)
+                case _:
+                    assert_never(event)
         assert stream.result is not None
         printer.result(stream.result)
         return stream.result

@@ -80,6 +80,7 @@ class Episode:
         self._index = 0
         self._out_of_steps = False
         self._stop: tuple[StopReason, str] | None = None
+        self._opened: bool | None = None  # what open() returned (None: not yet)
         #: The append-only policy conversation (None: the window context); ``_messages``: its request.
         self._context = PolicyContext.for_settings(settings, roles.policy)
         self._messages: list[Message] | None = None
@@ -128,7 +129,13 @@ class Episode:
     async def open(self) -> bool:
         """Open the start URL within the run's time limit; False (the result set) if the limit passed.
 
-        An episode that does not navigate starts its clock here and opens nothing."""
+        An episode that does not navigate starts its clock here and opens nothing. Once opened,
+        ``open`` (and ``steps``, which calls it) says so again without opening anything."""
+        if self._opened is None:
+            self._opened = await self._open()
+        return self._opened
+
+    async def _open(self) -> bool:
         self.clock.start()
         if not self.navigate:
             return True
