@@ -3,13 +3,15 @@
 Every tool turns webagent's own errors (a bad URL, a URL the navigation policy refuses, a site
 that cannot be reached, a model server that does not answer, an unknown session id) into one MCP
 tool error with the error's one-line message; a run that ended with stop reason ``error`` is a
-tool error too. Secrets never appear in what a tool returns: runs, checks and extractions redact
-them, and the tools name secrets only by their names.
+tool error too, and so are arguments that do not fit a tool's input schema (``argument_error``).
+Secrets never appear in what a tool returns: runs, checks and extractions redact them, and the
+tools name secrets only by their names.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -20,7 +22,7 @@ import jsonschema
 import structlog
 from mcp.server.mcpserver import Image
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from ..agent import Agent
 from ..errors import InputError, WebAgentError
@@ -29,7 +31,16 @@ from ..records import RunResult
 from ..roles.extractor import ExtractionSchema
 from .sessions import SessionStore
 
-__all__ = ["CheckOutcome", "Closed", "Extracted", "SessionOpened", "TaskOutcome", "WebTools"]
+__all__ = [
+    "CheckOutcome",
+    "Closed",
+    "Extracted",
+    "SessionOpened",
+    "TaskOutcome",
+    "WebTools",
+    "argument_error",
+    "description_of",
+]
 
 log = structlog.get_logger("webagent.mcp")
 P = ParamSpec("P")
@@ -64,8 +75,12 @@ class CheckOutcome(BaseModel):
     run_dir: str | None
 
 
+#: Any JSON value, each kind named (an untyped property is what MCP clients warn about).
+JsonData = dict[str, Any] | list[Any] | str | int | float | bool | None
+
+
 class Extracted(BaseModel):
-    value: Any = Field(description="The data, valid against the JSON schema given (a string without one)")
+    value: JsonData = Field(description="The data, valid against the JSON schema given (a string without one)")
 
 
 class Closed(BaseModel):
@@ -77,6 +92,24 @@ class _Text(BaseModel):
     """The default extraction: the data as text."""
 
     value: str = Field(description="The data asked for, as shown on the page")
+
+
+def argument_error(tool: str, exc: ValidationError) -> str:
+    """One line for arguments that do not fit ``tool``'s input schema (the SDK's own text is
+    pydantic's, over several lines with a link)."""
+    problems = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error["loc"]) or "arguments"
+        message = error["msg"][:1].lower() + error["msg"][1:]
+        got = f" (got {error['input']!r})" if error["type"] != "missing" else ""
+        problems.append(f"{where}: {message}{got}")
+    return f"Error executing tool {tool}: invalid arguments: {'; '.join(problems)}"
+
+
+def description_of(tool: Callable[..., Any]) -> str:
+    """A tool's description: its docstring's paragraphs, each on one line (no source indentation)."""
+    paragraphs = inspect.cleandoc(tool.__doc__ or "").split("\n\n")
+    return "\n\n".join(" ".join(p.split()) for p in paragraphs)
 
 
 def _tool_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
