@@ -127,7 +127,7 @@ def _requirement_set(spec: str) -> set[str]:
         seen.add(name)
         for text in importlib.metadata.requires(req.name) or []:
             dep = Requirement(text)
-            wanted = [""] + sorted(req.extras)
+            wanted = ["", *sorted(req.extras)]
             if dep.marker is None or any(dep.marker.evaluate({"extra": e}) for e in wanted):
                 todo.append(dep)
     return seen
