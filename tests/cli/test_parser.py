@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from webagent.cli.main import main
-from webagent.cli.parser import _FLAGS, build_parser, cli_option
+from webagent.cli.parser import _FLAGS, build_parser, cli_option, config_from_args
 from webagent.config import ROLES, AgentConfig
 from webagent.errors import ConfigError
 
@@ -30,9 +29,16 @@ def test_a_missing_endpoint_names_the_cli_flag() -> None:
     )
 
 
-def test_a_bad_flag_value_is_said_to_come_from_that_flag(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["run", "--url", "http://127.0.0.1:9/", "--goal", "x", "--max-steps", "0", "--base-url", "x"])
-    err = capsys.readouterr().err
-    assert code == 2
-    assert err.startswith("webagent: error: invalid value for ") and "(from --" in err, err
-    assert err.count("\n") == 1
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--max-steps", "0"], "invalid value for agent.max_steps (from --max-steps): "),
+        (["--policy-base-url", "localhost:8000"], "invalid value for policy.base_url (from --policy-base-url): "),
+        (["--viewport", "big"], "invalid value for browser.viewport (from --viewport): "),
+    ],
+)
+def test_a_bad_flag_value_is_said_to_come_from_that_flag(flags: list[str], message: str) -> None:
+    args = build_parser().parse_args(["run", "--url", "http://127.0.0.1:9/", "--goal", "x", *flags])
+    with pytest.raises(ConfigError) as info:
+        config_from_args(args)
+    assert info.value.worded(cli_option).startswith(message), info.value
