@@ -104,6 +104,22 @@ def test_run_not_accomplished_exits_1(fake: FakeModelServer, site: SiteServer, t
     assert result["success"] is False and result["attempts"] == 1 and result["answer"] == "NO SCRIPTED ACTION"
 
 
+def test_max_steps_is_the_number_of_steps_everywhere(
+    fake: FakeModelServer, local_tasks: dict[str, Any], tmp_path: Path
+) -> None:
+    task = local_tasks["catalog-price"]  # three steps to its answer: two are not enough
+    out = tmp_path / "run"
+    args = ["--url", task["url"], "--goal", task["goal"], "--max-steps", "2", "--output", str(out), "--json"]
+    proc = webagent("run", *args, *role_flags(fake))
+    result = json.loads(proc.stdout)
+    assert proc.returncode == 1 and result["stop_reason"] == "max_steps", proc.stderr
+    assert result["steps"] == 2 and result["message"].startswith("stopped after 2 steps;")
+    assert len((out / "trajectory.jsonl").read_text().splitlines()) == 2
+    lines = proc.stderr.splitlines()
+    assert [line.split("]")[0] + "]" for line in lines if line.startswith("[")] == ["[1/2]", "[2/2 final]"]
+    assert "(2 steps, " in lines[-2] and "stopped after 2 steps" in lines[-2], lines
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

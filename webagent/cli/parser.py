@@ -74,7 +74,7 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
                 help="coordinate convention of the localizer model family (default holo1.5)",
             )
     g = p.add_argument_group("agent")
-    g.add_argument("--max-steps", type=int, help="steps before a final answer is asked for (default 30)")
+    g.add_argument("--max-steps", type=int, help="steps in all, the last asking for the final answer (default 30)")
     g.add_argument("--max-attempts", type=int, help="answers the validator may judge (default 3)")
     g.add_argument("--max-time", type=float, metavar="SECONDS", help="time limit of the run (default 600)")
     g.add_argument("--screenshots", type=int, metavar="K", help="screenshots in each policy request (default 3)")

@@ -139,7 +139,9 @@ class WebTools:
         self,
         url: Annotated[str, Field(description="The start page, e.g. https://example.com")],
         goal: Annotated[str, Field(description="What to accomplish or find out, in plain language")],
-        max_steps: Annotated[int | None, Field(ge=1, description="Steps before a final answer is asked for")] = None,
+        max_steps: Annotated[
+            int | None, Field(ge=1, description="Steps in all, the last asking for the final answer")
+        ] = None,
     ) -> TaskOutcome:
         """Open URL in a fresh browser context and run the agent until the validator accepts an
         answer to GOAL (or it runs out of steps); returns the validated answer and the run directory."""
@@ -164,7 +166,9 @@ class WebTools:
         self,
         session_id: SessionId,
         goal: Annotated[str, Field(description="What to do on the page, in plain language")],
-        max_steps: Annotated[int | None, Field(ge=1, description="Steps before a final answer is asked for")] = None,
+        max_steps: Annotated[
+            int | None, Field(ge=1, description="Steps in all, the last asking for the final answer")
+        ] = None,
     ) -> TaskOutcome:
         """Run the agent toward GOAL from the session's page as it is (nothing is reopened); the
         page stays where the run left it (a new tab it switched to included)."""

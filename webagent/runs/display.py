@@ -61,7 +61,9 @@ class StepPrinter:
         ok = not step.error
         outcome = step.outcome or ""
         seconds = f"{step.timings.total_s:.2f}s" + (", replayed" if step.replayed else "")
-        label = f"[{step.index}/{self.max_steps}]" if step.kind == "action" else f"[final {step.index}]"
+        label = (
+            f"[{step.index}/{self.max_steps}]" if step.kind == "action" else f"[{step.index}/{self.max_steps} final]"
+        )
         color = "green" if ok else "red"
         self._print(
             f"[dim]{label}[/dim] {escape(what)}{where} [{color}]→ {escape(outcome)}[/{color}] [dim]{seconds}[/dim]",
