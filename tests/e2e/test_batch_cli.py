@@ -326,8 +326,9 @@ def test_a_browser_that_cannot_launch_is_one_usage_error(
     bad.chmod(0o755)
     proc = webagent_batch(tasks, tmp_path / "out", fast, "--executable-path", str(bad))
     assert proc.returncode == 2, proc.stderr
-    err = proc.stderr.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("webagent: error:"), proc.stderr
+    *before, error = proc.stderr.strip().splitlines()
+    assert error.startswith("webagent: error:") and "Traceback" not in proc.stderr, proc.stderr
+    assert before == ["batch: 5 tasks to run (0 done before): launching the browser..."]  # what failed, no more
     assert result_lines(tmp_path / "out") == []  # no task was run, so none is recorded as failed
 
 
