@@ -169,9 +169,10 @@ class Settler:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(grace):
                         await nav.abort_resolved.wait()
-            if nav.failure is None:  # a failed navigation's error page is Chromium's own: no load to wait for
-                remaining = max(1.0, (deadline - time.monotonic()) * 1000)
-                await state.page.wait_for_load_state("load", timeout=remaining)
+            # A failed navigation's error page loads too: the next navigation must not start before it
+            # has (it would be aborted), though it is not reported as still loading (see below).
+            remaining = max(1.0, (deadline - time.monotonic()) * 1000)
+            await state.page.wait_for_load_state("load", timeout=remaining)
         except (TimeoutError, PlaywrightTimeoutError):
             if nav.failure is None:  # else the failure is the report, not "still loading" beside it
                 state.report(f"The page was still loading after {state.config.settle_timeout_s:g} s.")
