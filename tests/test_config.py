@@ -278,9 +278,25 @@ def test_require_endpoints_names_first_missing(
     config = load_config(env={}, overrides=_endpoints(**skip))
     with pytest.raises(ConfigError) as info:
         config.require_endpoints()
-    message = str(info.value)
+    message = str(info.value)  # the library's wording: the AgentConfig field, not a CLI flag
     assert f"no {field} configured for the {role} model" in message
-    assert env in message and flag in message
+    assert env in message and f"AgentConfig.{role}.{field.replace(' ', '_')}" in message
+    assert flag not in message
+    assert info.value.key == f"{role}.{field.replace(' ', '_')}"
+    # Each interface words it with its own option for that key.
+    assert info.value.worded(lambda key: f"<{key}>").endswith(f", or <{info.value.key}>")
+    assert info.value.worded(lambda key: None) == (
+        f"no {field} configured for the {role} model: set [{role}] {field.replace(' ', '_')} in the config file "
+        f"or {env}"
+    )
+
+
+def test_a_bad_override_names_the_option_it_came_from() -> None:
+    options = {"agent.max_steps": "--max-steps"}
+    assert "invalid value for agent.max_steps (from --max-steps)" in _error(
+        overrides={"agent.max_steps": 0}, option=options.get
+    )
+    assert "invalid value for agent.max_steps (from overrides)" in _error(overrides={"agent.max_steps": 0})
 
 
 def test_require_endpoints_on_defaults_names_policy() -> None:

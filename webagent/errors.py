@@ -24,6 +24,7 @@ run: the loop records them and tells the policy in its next observation.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 __all__ = [
@@ -40,8 +41,10 @@ __all__ = [
     "ModelReplyError",
     "ModelUnavailableError",
     "NavigationError",
+    "OptionName",
     "SessionError",
     "WebAgentError",
+    "library_option",
 ]
 
 
@@ -49,8 +52,39 @@ class WebAgentError(Exception):
     """Base class of every error webagent raises on purpose."""
 
 
+#: How an interface (the CLI, the pytest plugin, ...) names its option for a config key
+#: (``"policy.base_url"`` -> ``"--policy-base-url"``); None where it has none.
+OptionName = Callable[[str], "str | None"]
+
+
+def library_option(key: str) -> str:
+    """How a library user sets a config key: the ``AgentConfig`` field."""
+    return f"AgentConfig.{key}"
+
+
 class ConfigError(WebAgentError):
-    """A configuration value is missing or invalid; the message names it and says how to fix it."""
+    """A configuration value is missing or invalid; the message names it and says how to fix it.
+
+    ``key``: the config key at fault (``"policy.base_url"``), when setting it is the fix; ``ways``:
+    how it is set whichever interface the user is in (the config file, the environment).
+    ``worded(option)`` adds the option of the user's interface; ``str()`` is the library's wording
+    (the ``AgentConfig`` field), and each interface words the error with its own option names.
+    """
+
+    def __init__(self, message: str, *, key: str | None = None, ways: Sequence[str] = ()) -> None:
+        self.problem = message
+        self.key = key
+        self.ways = tuple(ways)
+        super().__init__(self.worded(library_option))
+
+    def worded(self, option: OptionName) -> str:
+        """The one-line message for an interface whose option for a config key is ``option(key)``."""
+        named = option(self.key) if self.key is not None else None
+        ways = [*self.ways, named] if named else list(self.ways)
+        if not ways:
+            return self.problem
+        listed = " or ".join(ways) if len(ways) <= 2 else f"{', '.join(ways[:-1])}, or {ways[-1]}"
+        return f"{self.problem}: set {listed}"
 
 
 class InputError(WebAgentError):

@@ -14,6 +14,8 @@ __all__ = [
     "CheckResult",
     "Fingerprint",
     "ModelCall",
+    "Phase",
+    "PhaseName",
     "Point",
     "PromptContext",
     "RoleUsage",
@@ -26,6 +28,7 @@ __all__ = [
 ]
 
 StopReason = Literal["answered", "max_steps", "max_time", "budget", "error"]
+PhaseName = Literal["launch", "open", "step"]
 Role = Literal["policy", "localizer", "validator"]
 
 
@@ -196,6 +199,17 @@ class Step(_Record):
     )
     image: SkipValidation[Screenshot | None] = Field(default=None, exclude=True, repr=False)
     """The screenshot itself (not serialised); the trajectory writer saves it as a file."""
+
+
+class Phase(_Record):
+    """What a run is doing before its first step is done (``RunStream.events()`` yields one as each
+    begins): seconds with nothing else to show, minutes on a loaded machine. The CLI prints them."""
+
+    name: PhaseName = Field(
+        description="launch: the browser is being launched; open: the start URL is being opened; "
+        "step: step 1 has begun (a screenshot, then the policy's model call)"
+    )
+    url: str = Field(description="The run's start URL")
 
 
 class RunResult(_Record):

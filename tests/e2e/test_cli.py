@@ -68,6 +68,17 @@ def test_run_success_json_and_run_directory(
     assert set(result["usage"]) == {"policy", "localizer", "validator"}
     assert json.loads((out / "result.json").read_text()) == result
     assert "[1/" in proc.stderr and "PASS" in proc.stderr  # the live step display
+    # Before the first step is done, what it is doing (seconds of silence otherwise).
+    lines = proc.stderr.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("[1/"))
+    assert lines[:first] == [
+        f"webagent {task['url']}",
+        f"goal: {task['goal']} (localizer holo1.5)",
+        "launching the browser...",
+        f"opening {task['url']}...",
+        f"step 1: taking a screenshot and asking the policy model ({PROFILE_MODELS['holo1.5']} at "
+        f"{fake.base_url('policy')})...",
+    ]
     assert len((out / "trajectory.jsonl").read_text().splitlines()) == 3
 
 
@@ -93,6 +104,22 @@ def test_run_not_accomplished_exits_1(fake: FakeModelServer, site: SiteServer, t
     assert result["success"] is False and result["attempts"] == 1 and result["answer"] == "NO SCRIPTED ACTION"
 
 
+def test_max_steps_is_the_number_of_steps_everywhere(
+    fake: FakeModelServer, local_tasks: dict[str, Any], tmp_path: Path
+) -> None:
+    task = local_tasks["catalog-price"]  # three steps to its answer: two are not enough
+    out = tmp_path / "run"
+    args = ["--url", task["url"], "--goal", task["goal"], "--max-steps", "2", "--output", str(out), "--json"]
+    proc = webagent("run", *args, *role_flags(fake))
+    result = json.loads(proc.stdout)
+    assert proc.returncode == 1 and result["stop_reason"] == "max_steps", proc.stderr
+    assert result["steps"] == 2 and result["message"].startswith("stopped after 2 steps;")
+    assert len((out / "trajectory.jsonl").read_text().splitlines()) == 2
+    lines = proc.stderr.splitlines()
+    assert [line.split("]")[0] + "]" for line in lines if line.startswith("[")] == ["[1/2]", "[2/2 final]"]
+    assert "(2 steps, " in lines[-2] and "stopped after 2 steps" in lines[-2], lines
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -109,9 +136,16 @@ def test_run_not_accomplished_exits_1(fake: FakeModelServer, site: SiteServer, t
 def test_bad_input_is_one_line_exit_2(fake: FakeModelServer, args: list[str], message: str, tmp_path: Path) -> None:
     proc = webagent("run", *args, "--output", str(tmp_path / "out"), *role_flags(fake))
     assert proc.returncode == 2, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert message in lines[0] and "Traceback" not in proc.stderr
+    *before, error = proc.stderr.strip().splitlines()
+    assert message in error and error.startswith("webagent: error:") and "Traceback" not in proc.stderr
+    if before:  # a start page that cannot be opened: what the run was doing when it failed, no more
+        url = args[args.index("--url") + 1]
+        assert before == [
+            f"webagent {url}",
+            "goal: x (localizer holo1.5)",
+            "launching the browser...",
+            f"opening {url}...",
+        ]
     assert not (tmp_path / "out").exists()  # nothing written half-way
 
 

@@ -141,7 +141,7 @@ async def test_unusable_actions_and_the_final_step(
 ) -> None:
     async with (
         model_server(load_task_script("catalog-price")) as server,
-        agent_for(server, browser, max_steps=2) as agent,
+        agent_for(server, browser, max_steps=3) as agent,
         WebEnv(agent=agent) as env,
     ):
         await env.reset(local_tasks["catalog-price"])
@@ -162,7 +162,7 @@ async def test_an_accepted_answer_at_the_final_step_is_rewarded(
 ) -> None:
     async with (
         model_server(load_task_script("catalog-price")) as server,
-        agent_for(server, browser, max_steps=2) as agent,
+        agent_for(server, browser, max_steps=3) as agent,
         WebEnv(agent=agent) as env,
     ):
         await env.reset(local_tasks["catalog-price"])

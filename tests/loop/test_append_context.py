@@ -173,8 +173,8 @@ async def test_rejected_answer_feedback_is_told_once() -> None:
 
 async def test_the_final_step_asks_for_the_answer_in_a_turn() -> None:
     client = ScriptedClient([_reply(1), _reply(2, ANSWER)])
-    _, steps = await _run(client, max_steps=1)
-    assert steps[-1].kind == "final"
+    _, steps = await _run(client, max_steps=2)
+    assert [s.kind for s in steps] == ["action", "final"]
     assert "FINAL STEP" in _texts(client.requests[1][-1])[0]
     assert "FINAL STEP" not in _texts(client.requests[1][1])[0]
 

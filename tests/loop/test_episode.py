@@ -179,7 +179,7 @@ async def test_prompt_does_not_grow_with_steps(model_server: ServerFactory, cont
         }
     ]
     async with model_server(script(policy)) as server:
-        config = make_config(server, max_steps=30, max_attempts=1, context=context)
+        config = make_config(server, max_steps=31, max_attempts=1, context=context)  # 30 actions, then the final
         result, steps = await run_episode(config, FakePage())
         policy_requests = [r for r in server.requests if r.role == "policy"]
     assert result.stop_reason == "max_steps"
@@ -203,8 +203,10 @@ async def test_out_of_steps_asks_once_for_a_validated_final_answer(model_server:
         result, steps = await run_episode(make_config(server, max_steps=4), FakePage())
         finals = [r for r in server.requests if r.role == "policy" and "FINAL STEP" in r.turn]
     assert len(finals) == 1
-    assert [s.kind for s in steps] == ["action"] * 4 + ["final"]
-    assert result.stop_reason == "max_steps"
+    # max_steps counts every step, the final one too: the numbers agree everywhere.
+    assert [s.kind for s in steps] == ["action"] * 3 + ["final"]
+    assert result.steps == 4 and "Step: 4 of 4" in finals[0].turn
+    assert result.stop_reason == "max_steps" and result.message.startswith("stopped after 4 steps;")
     assert result.success is True  # validated, not merely claimed
     assert result.attempts == 1 and steps[-1].verdict is not None
 

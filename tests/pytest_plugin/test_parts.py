@@ -96,6 +96,25 @@ def test_a_bad_config_file_fails_the_tests_using_web_in_one_line(project: Projec
     result.stdout.fnmatch_lines(["*webagent: config file */webagent.toml is not valid TOML*"])
 
 
+def test_config_errors_name_the_plugins_options_not_the_clis(project: Project) -> None:
+    (project.path / "webagent.toml").write_text("[policy]\nmodel = 'm'\n")  # no base url anywhere
+    project.write("test_one.py", "def test_web(web):\n    pass\n")
+    missing = project.run()
+    missing.assert_outcomes(errors=1)
+    assert (
+        "webagent: no base url configured for the policy model: set [policy] base_url in the config file, "
+        "WEBAGENT_POLICY_BASE_URL, or --webagent-base-url (or the ini key webagent_base_url)"
+    ) in missing.outlines
+    bad = project.run("--webagent-base-url=localhost:8000/v1")
+    bad.assert_outcomes(errors=1)
+    assert any(
+        line.startswith("webagent: invalid value for policy.base_url (from --webagent-base-url): must start with http")
+        for line in bad.outlines
+    ), bad.outlines
+    for result in (missing, bad):
+        assert "--policy-base-url" not in result.stdout.str()  # a flag of the CLI, not of pytest
+
+
 def test_a_bad_webagent_variable_fails_only_the_tests_using_web(
     project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:

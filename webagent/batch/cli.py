@@ -13,7 +13,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_never
 
 from rich.console import Console
 from rich.live import Live
@@ -23,7 +23,7 @@ from ..config import AgentConfig
 from ..errors import InputError
 from ..files import write_atomic
 from .results import read_results
-from .runner import DEFAULT_STALL_TIMEOUT_S, BatchRunner, BatchStats
+from .runner import DEFAULT_STALL_TIMEOUT_S, BatchPhase, BatchRunner, BatchStats
 from .servermetrics import sample, server_report
 from .summary import print_summary, summarize
 from .tasks import load_references, load_tasks
@@ -34,14 +34,32 @@ EXIT_DONE, EXIT_ERRORS, EXIT_INTERRUPTED = 0, 1, 130
 
 
 class BatchProgress:
-    """done/total, validated success rate, steps/s, model tokens/s, errors — live on a terminal."""
+    """done/total, validated success rate, steps/s, model tokens/s, errors — live on a terminal.
 
-    def __init__(self, *, quiet: bool) -> None:
+    Before that, a line as each phase begins (launching the browser, the runs started): the first
+    progress line comes when a step ends. ``label`` starts each line (``batch``, ``test``) and
+    ``noun`` names what is run (``tasks``, ``checks``)."""
+
+    def __init__(self, *, quiet: bool, label: str = "batch", noun: str = "tasks") -> None:
         self.quiet = quiet
+        self.label = label
+        self.noun = noun
         self.console = Console(stderr=True, highlight=False)
         self.live: Live | None = None
         self._last = 0.0
         self._interval = 0.25 if sys.stderr.isatty() else 10.0
+        self._phase: BatchPhase | None = None
+
+    def phase_line(self, s: BatchStats) -> str:
+        match s.phase:
+            case "launch":
+                return f"{s.total - s.done} {self.noun} to run ({s.done} done before): launching the browser..."
+            case "ray":
+                return f"{s.total - s.done} {self.noun} to run ({s.done} done before): starting Ray and its actors..."
+            case "run":
+                return "runs started: opening their pages, then asking the models (a progress line as steps end)"
+            case _:
+                assert_never(s.phase)
 
     def line(self, s: BatchStats) -> str:
         finished = s.finished_now
@@ -66,14 +84,21 @@ class BatchProgress:
     def update(self, stats: BatchStats, *, force: bool = False) -> None:
         if self.quiet:
             return
+        if stats.phase != self._phase and not stats.steps and not stats.finished_now:
+            self._phase = stats.phase
+            self._show(self.phase_line(stats))
+            return
         now = time.monotonic()
         if not force and now - self._last < self._interval:
             return
         self._last = now
+        self._show(self.line(stats))
+
+    def _show(self, text: str) -> None:
         if self.live is not None:
-            self.live.update(Text(self.line(stats)))
+            self.live.update(Text(f"{self.label}: {text}"))
         else:
-            print(f"batch: {self.line(stats)}", file=sys.stderr, flush=True)
+            print(f"{self.label}: {text}", file=sys.stderr, flush=True)
 
 
 def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:

@@ -169,6 +169,8 @@ class RayBatchRunner:
         return self.stats
 
     def _run(self, results: ResultsFile, pending: deque[TaskSpec]) -> None:
+        self.stats.phase = "ray"
+        self.on_update(self.stats)
         ray = import_ray()
         started_ray = not ray.is_initialized()
         if started_ray:
@@ -190,6 +192,8 @@ class RayBatchRunner:
             errors = [e for e in ray.get([slot.handle.start.remote() for slot in self.actors]) if e]
             if errors:  # as in a local batch: a browser that cannot launch is one usage error, not N failures
                 raise BrowserError(errors[0])
+            self.stats.phase = "run"
+            self.on_update(self.stats)
             self._loop(ray, results, pending)
         finally:
             for sig, handler in previous.items():

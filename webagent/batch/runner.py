@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import structlog
 
@@ -42,6 +42,7 @@ __all__ = [
     "DEFAULT_CLEANUP_TIMEOUT_S",
     "DEFAULT_STALL_TIMEOUT_S",
     "STALL_RERUNS",
+    "BatchPhase",
     "BatchRunner",
     "BatchStats",
 ]
@@ -59,10 +60,16 @@ DEFAULT_STALL_TIMEOUT_S = 300.0
 DEFAULT_CLEANUP_TIMEOUT_S = 30.0
 
 
+#: Where a batch stands before its first progress line: ``launch`` its browser is being launched,
+#: ``ray`` Ray and its actors are being started (each launches its browser), ``run`` its runs started.
+BatchPhase = Literal["launch", "ray", "run"]
+
+
 class BatchStats:
     """Live counters of this invocation (progress display and summary)."""
 
     def __init__(self, total: int, already_done: int) -> None:
+        self.phase: BatchPhase = "launch"
         self.total = total
         self.done = already_done
         self.resumed = already_done
@@ -180,12 +187,15 @@ class BatchRunner:
             self.results.close()
             raise
         if pending:
+            self.on_update(self.stats)  # phase "launch"
             try:
                 await agent.browsers.start()  # a browser that cannot launch is a usage error, not N failures
             except BaseException:
                 await agent.aclose()
                 self.results.close()
                 raise
+            self.stats.phase = "run"
+            self.on_update(self.stats)
         loop = asyncio.get_running_loop()
         handled = []
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -117,7 +117,9 @@ class PageFaults:
         if "ERR_ABORTED" in failure:  # replaced by another navigation, or a download: nothing commits
             self._state.nav.abort()
         else:  # Chromium's error page commits next (and ends a settle's wait)
-            self._state.nav.fail(f"Opening {request.url} failed: {failure}.")
+            text = f"Opening {request.url} failed: {failure}."
+            if not self._state.nav.fail(text):  # no wait to report it: the next observation does
+                self._state.report(text)
 
     async def after_failed_goto(self, exc: PlaywrightError) -> None:
         """Let the error page of a failed goto commit, so that it cannot cancel the next navigation."""

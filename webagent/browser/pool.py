@@ -102,14 +102,24 @@ class BrowserPool:
     def browsers(self) -> int:
         return sum(1 for s in self._slots if not s.retiring)
 
+    @property
+    def launches_next(self) -> bool:
+        """Whether the next session launches a browser (none running can take it)."""
+        return self._free() is None
+
+    def _free(self) -> _Slot | None:
+        """A browser that can take one more session now."""
+        limit, life = self.config.contexts_per_browser, self.config.recycle_after
+        for slot in self._slots:
+            fresh = slot.owned is False or slot.served < life
+            if not slot.retiring and fresh and slot.active < limit:
+                return slot
+        return None
+
     async def _acquire(self) -> _Slot:
         async with self._lock:
-            limit, life = self.config.contexts_per_browser, self.config.recycle_after
-            for slot in self._slots:
-                fresh = slot.owned is False or slot.served < life
-                if not slot.retiring and fresh and slot.active < limit:
-                    break
-            else:
+            slot = self._free()
+            if slot is None:
                 slot = await self._launch()
             slot.active += 1
             slot.served += 1

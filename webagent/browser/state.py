@@ -53,6 +53,7 @@ class Navigation:
         self.error_page_committed = asyncio.Event()  # Chromium's page for a failed navigation
         self.refused = asyncio.Event()  # the guard refused a main-frame navigation (since start_goto)
         self.goto_committed = asyncio.Event()  # the main frame committed a document (since start_goto)
+        self.watched = False  # an action or goto is under way: its wait reports a failure (finish)
 
     def reset(self) -> None:
         """Before an action: nothing requested, committed or failed yet."""
@@ -61,6 +62,7 @@ class Navigation:
         self.aborted = False
         self.abort_resolved.clear()
         self.failure = None
+        self.watched = True
 
     def request(self) -> None:
         self.requested = True
@@ -86,19 +88,26 @@ class Navigation:
         self.aborted = True
         self.committed.set()
 
-    def fail(self, text: str) -> None:
-        """The navigation failed (Chromium's error page commits next); ``text`` is reported when settled."""
+    def fail(self, text: str) -> bool:
+        """The navigation failed (Chromium's error page commits next): whether an action's wait holds
+        ``text`` to report it when settled (False: none is under way, or it ended before the failure
+        came, e.g. at the settle cap; the caller reports it at once)."""
+        if not self.watched:
+            return False
         self.failure = text
+        return True
 
     def start_goto(self) -> None:
         self.error_page_committed.clear()
         self.refused.clear()
         self.goto_committed.clear()
+        self.watched = True
 
     def finish(self) -> str | None:
         """The wait for the navigation is over: its failure, to be reported (None if none)."""
         failure, self.failure = self.failure, None
         self.requested = False
+        self.watched = False
         return failure
 
 

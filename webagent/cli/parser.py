@@ -11,7 +11,15 @@ from ..config import ROLES, AgentConfig, load_config
 from ..errors import ConfigError
 from ..families import FAMILIES
 
-__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "build_parser", "config_from_args"]
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "build_parser",
+    "cli_option",
+    "config_from_args",
+]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -66,7 +74,7 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
                 help="coordinate convention of the localizer model family (default holo1.5)",
             )
     g = p.add_argument_group("agent")
-    g.add_argument("--max-steps", type=int, help="steps before a final answer is asked for (default 30)")
+    g.add_argument("--max-steps", type=int, help="steps in all, the last asking for the final answer (default 30)")
     g.add_argument("--max-attempts", type=int, help="answers the validator may judge (default 3)")
     g.add_argument("--max-time", type=float, metavar="SECONDS", help="time limit of the run (default 600)")
     g.add_argument("--screenshots", type=int, metavar="K", help="screenshots in each policy request (default 3)")
@@ -289,6 +297,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Config key -> the flag that sets it (besides the per-role ones), for config_from_args and errors.
+_FLAGS: dict[str, str] = {
+    "localizer.profile": "--localizer-profile",
+    "policy.family": "--policy-family",
+    "validator.family": "--validator-family",
+    "agent.max_steps": "--max-steps",
+    "agent.max_attempts": "--max-attempts",
+    "agent.max_time_s": "--max-time",
+    "agent.screenshots_in_context": "--screenshots",
+    "agent.budget_calls": "--budget-calls",
+    "agent.budget_tokens": "--budget-tokens",
+    "agent.budget_usd": "--budget-usd",
+    "browser.headless": "--headed",
+    "browser.executable_path": "--executable-path",
+    "browser.viewport": "--viewport",
+    "browser.allowed_domains": "--allow-domain",
+    "browser.blocked_domains": "--block-domain",
+    "browser.private_network": "--private-network",
+    "browser.ws_endpoint": "--ws-endpoint",
+    "browser.cdp_endpoint": "--cdp-endpoint",
+}
+_FLAGS |= {f"{role}.{field}": f"--{role}-{field.replace('_', '-')}" for role in ROLES for field, _, _ in _ROLE_FIELDS}
+
+
+def cli_option(key: str) -> str | None:
+    """The flag that sets a config key (``"policy.base_url"`` -> ``--policy-base-url``): how the
+    CLI words a ``ConfigError`` about it."""
+    if key.startswith("secrets."):
+        return "--secret"
+    return _FLAGS.get(key)
+
+
 def config_from_args(args: argparse.Namespace) -> AgentConfig:
     overrides: dict[str, Any] = {}
     for role in ROLES:
@@ -296,27 +336,13 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
             value = getattr(args, f"{role}_{field}", None)
             shared = getattr(args, field, None) if field in ("base_url", "model", "api_key") else None
             overrides[f"{role}.{field}"] = value if value is not None else shared
-    overrides["localizer.profile"] = args.localizer_profile
-    for role in ("policy", "validator"):
-        overrides[f"{role}.family"] = getattr(args, f"{role}_family")
-    overrides["agent.max_steps"] = args.max_steps
-    overrides["agent.max_attempts"] = args.max_attempts
-    overrides["agent.max_time_s"] = args.max_time
-    overrides["agent.screenshots_in_context"] = args.screenshots
-    overrides["agent.budget_calls"] = args.budget_calls
-    overrides["agent.budget_tokens"] = args.budget_tokens
-    overrides["agent.budget_usd"] = args.budget_usd
+    for key, flag in _FLAGS.items():
+        if key not in overrides:
+            overrides[key] = getattr(args, flag.removeprefix("--").replace("-", "_"))
     overrides["browser.headless"] = False if args.headed else None
-    overrides["browser.executable_path"] = args.executable_path
-    overrides["browser.viewport"] = args.viewport
-    overrides["browser.allowed_domains"] = args.allow_domain
-    overrides["browser.blocked_domains"] = args.block_domain
-    overrides["browser.private_network"] = args.private_network
     for item in args.secret or []:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():  # the argument is not echoed: it may be the value itself
             raise ConfigError("--secret expects NAME=VALUE, e.g. --secret PASSWORD=...; one argument had no NAME=")
         overrides[f"secrets.{name.strip()}"] = value
-    overrides["browser.ws_endpoint"] = args.ws_endpoint
-    overrides["browser.cdp_endpoint"] = args.cdp_endpoint
-    return load_config(args.config, overrides=overrides)
+    return load_config(args.config, overrides=overrides, option=cli_option)

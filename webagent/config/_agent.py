@@ -12,7 +12,11 @@ __all__ = ["AgentSettings"]
 
 
 class AgentSettings(Section):
-    max_steps: int = Field(default=30, gt=0)
+    max_steps: int = Field(
+        default=30,
+        gt=0,
+        description="Steps in all: the last one asks for the final answer (a run has at most this many)",
+    )
     max_attempts: int = Field(default=3, gt=0, description="Answers the validator may judge")
     max_time_s: float = Field(default=600.0, gt=0)
     context: Literal["append", "window"] = Field(

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 
-from ..errors import ConfigError
+from ..errors import ConfigError, OptionName
 from ..inputs import MAX_CONFIG_BYTES, MAX_NESTING, check_nesting, read_text
 from ..secrets import check_secret
 from ._agent import AgentSettings
@@ -63,16 +63,16 @@ class AgentConfig(Section):
         return self.role(call.role).cost(call.usage.prompt_tokens, call.usage.completion_tokens)
 
     def require_endpoints(self, roles: Sequence[str] = ROLES) -> None:
-        """Raise ConfigError naming the first of ``roles`` without a base_url or model."""
+        """Raise ConfigError naming the first of ``roles`` without a base_url or model (its key: each
+        interface adds its own option for it)."""
         for name in roles:
             role = self.role(name)
             for field in ("base_url", "model"):
                 if not getattr(role, field):
-                    flag = f"--{name}-{field.replace('_', '-')}"
-                    env = f"WEBAGENT_{name.upper()}_{field.upper()}"
                     raise ConfigError(
-                        f"no {field.replace('_', ' ')} configured for the {name} model: "
-                        f"set [{name}] {field} in the config file, {env}, or {flag}"
+                        f"no {field.replace('_', ' ')} configured for the {name} model",
+                        key=f"{name}.{field}",
+                        ways=(f"[{name}] {field} in the config file", f"WEBAGENT_{name.upper()}_{field.upper()}"),
                     )
 
     @classmethod
@@ -82,8 +82,9 @@ class AgentConfig(Section):
         *,
         env: Mapping[str, str] | None = None,
         overrides: Mapping[str, Any] | None = None,
+        option: OptionName | None = None,
     ) -> AgentConfig:
-        return load_config(path, env=env, overrides=overrides)
+        return load_config(path, env=env, overrides=overrides, option=option)
 
 
 def load_config(
@@ -91,11 +92,13 @@ def load_config(
     *,
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
+    option: OptionName | None = None,
 ) -> AgentConfig:
     """Build a config from a TOML file, ``WEBAGENT_*`` environment variables and overrides.
 
     ``overrides`` maps dotted keys (``"policy.model"``, ``"browser.viewport"``) to values; None
-    values are ignored. ``env`` defaults to ``os.environ``.
+    values are ignored. ``env`` defaults to ``os.environ``. ``option``: the interface's name for
+    the option that gave an override (a bad value is said to come from it).
     """
     data: dict[str, Any] = {}
     sources: dict[str, str] = {}  # "section.field" -> where its value came from
@@ -112,11 +115,13 @@ def load_config(
     for key, value in (overrides or {}).items():
         if value is not None:
             _set_dotted(data, key, value)
-            sources[key] = "command line"
+            sources[key] = (option(key) if option is not None else None) or "overrides"
     try:
         return AgentConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_describe_validation(exc, sources, file_source)) from None
+        err = exc.errors()[0]
+        key = ".".join(str(p) for p in err["loc"][:2])
+        raise ConfigError(_describe_validation(exc, sources, file_source), key=key) from None
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

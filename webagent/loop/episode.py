@@ -88,6 +88,7 @@ class Episode:
         self._index = 0
         self._out_of_steps = False
         self._stop: tuple[StopReason, str] | None = None
+        self._opened: bool | None = None  # what open() returned (None: not yet)
         #: The append-only policy conversation (None: the window context); ``_messages``: its request.
         self._context = PolicyContext.for_settings(settings, roles.policy)
         self._messages: list[Message] | None = None
@@ -136,7 +137,13 @@ class Episode:
     async def open(self) -> bool:
         """Open the start URL within the run's time limit; False (the result set) if the limit passed.
 
-        An episode that does not navigate starts its clock here and opens nothing."""
+        An episode that does not navigate starts its clock here and opens nothing. Once opened,
+        ``open`` (and ``steps``, which calls it) says so again without opening anything."""
+        if self._opened is None:
+            self._opened = await self._open()
+        return self._opened
+
+    async def _open(self) -> bool:
         self.clock.start()
         if not self.navigate:
             return True
@@ -162,7 +169,8 @@ class Episode:
         """The next step: ``kind == "final"`` when only an answer is asked for (out of steps or time)."""
         limit = self.settings.max_time_s
         reserve = min(FINAL_RESERVE * limit, FINAL_RESERVE_MAX_S)
-        self._out_of_steps = self._index >= self.settings.max_steps
+        # max_steps counts every step, the final one too: "Step 3 of 3" asks for the answer
+        self._out_of_steps = self._index + 1 >= self.settings.max_steps
         final = self._out_of_steps or self.clock.elapsed() >= limit - reserve
         self._index += 1
         return Step(index=self._index, kind="final" if final else "action", url=self.page.url)
@@ -201,7 +209,8 @@ class Episode:
         stop = self._stop
         if stop is None and step.kind == "final":
             if self._out_of_steps:
-                stop = ("max_steps", f"stopped after {self.settings.max_steps} steps; " + self.verdicts.summary())
+                steps = f"{self._index} step" + ("s" if self._index != 1 else "")
+                stop = ("max_steps", f"stopped after {steps}; " + self.verdicts.summary())
             else:
                 stop = ("max_time", f"stopped after {self.settings.max_time_s:g} s; " + self.verdicts.summary())
         if stop is None and self.verdicts.ended(self.settings.max_attempts):

@@ -63,7 +63,7 @@ def run_test(args: argparse.Namespace, config: AgentConfig) -> int:
     output = Path(args.output) if args.output else Path("webagent-test") / _slug(suite.name)
     prepare_output(output, resume=args.resume)
     cache = ReplayCache(args.cache) if args.cache else None
-    progress = BatchProgress(quiet=args.quiet)
+    progress = BatchProgress(quiet=args.quiet, label="test", noun="checks")
     with progress:
         summary, items, interrupted = asyncio.run(
             run_suite(
