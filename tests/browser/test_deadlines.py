@@ -22,10 +22,12 @@ from playwright.async_api import Error as PlaywrightError
 from webagent.browser.capture import MAX_PAGE_REOPENS
 from webagent.browser.deadline import BoundedCDPSession, CommandTimeout, on_wait_over, within
 from webagent.browser.devtools import DevToolsSession
+from webagent.browser.guard import NavigationGuard
 from webagent.browser.session import BrowserSession
 from webagent.config import PROFILES, BrowserConfig
-from webagent.errors import ActionError, BrowserError
+from webagent.errors import ActionError, BrowserTimeoutError
 from webagent.images import frame_for
+from webagent.safety import NavigationPolicy
 from webagent.testing.sites import SiteServer
 
 pytestmark = pytest.mark.browser
@@ -205,10 +207,11 @@ async def test_a_page_that_keeps_giving_no_screenshot_is_reopened_a_bounded_numb
             await session.screenshot(FRAME)
             assert session.pages_replaced == reopened
         session._state.cdp = Unanswered(await session._state.cdp_session())  # type: ignore[assignment]
-        with pytest.raises(BrowserError, match=f"reopened {MAX_PAGE_REOPENS} times"):
+        with pytest.raises(BrowserTimeoutError, match=f"reopened {MAX_PAGE_REOPENS} times") as caught:
             async with asyncio.timeout(30):
                 await session.screenshot(FRAME)
         assert session.pages_replaced == MAX_PAGE_REOPENS
+        assert caught.value.infrastructure  # the browser's failure, not the task's: a batch re-runs it
     finally:
         await session.close()
 
@@ -288,5 +291,24 @@ async def test_a_capture_waiting_when_a_navigation_commits_is_sent_again(browser
             await session.page.wait_for_url(f"**/{n}", wait_until="load")
         assert session.captures_recovered == 0 and session.pages_replaced == 0
         assert session.captures_resent >= 1  # the race was run (and lost by Chromium) at least once
+    finally:
+        await session.close()
+
+
+async def test_a_navigation_guard_the_browser_never_installs_is_an_infrastructure_timeout(browser: Browser) -> None:
+    """Setting a session up past its deadline is the browser's failure, named as such (the batch's
+    re-runs and resume read ``infrastructure``), not a plain BrowserError."""
+    session = await BrowserSession.create(browser, BrowserConfig(command_timeout_s=0.3))
+
+    class NeverInstalled(NavigationGuard):
+        async def install(self, context: Any) -> None:
+            await asyncio.Event().wait()
+
+    try:
+        with pytest.raises(
+            BrowserTimeoutError, match=r"cannot set up the navigation policy: .* within 0\.3 s"
+        ) as caught:
+            await session.set_guard(NeverInstalled(NavigationPolicy()))
+        assert caught.value.infrastructure
     finally:
         await session.close()

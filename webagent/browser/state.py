@@ -26,8 +26,8 @@ from playwright.async_api import BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
 
 from ..config import BrowserConfig
-from ..errors import BrowserError
-from .deadline import BoundedCDPSession, within
+from ..errors import BrowserError, BrowserTimeoutError
+from .deadline import BoundedCDPSession, CommandTimeout, within
 from .devtools import CDPChannel, DevToolsSession, devtools_for
 from .guard import NavigationGuard
 from .scripts import HIDE_CARET, SHOW_CARET
@@ -229,6 +229,8 @@ class PageState:
         guard.on_event = self._on_guard_event
         try:
             await within(guard.install(self.context), self.config.command_timeout_s, "installing the navigation guard")
+        except CommandTimeout as exc:
+            raise BrowserTimeoutError(f"cannot set up the navigation policy: {first_line(exc)}") from None
         except PlaywrightError as exc:
             raise BrowserError(f"cannot set up the navigation policy: {first_line(exc)}") from None
         await self.watch_navigations()
@@ -301,7 +303,9 @@ class PageState:
         except TimeoutError:
             if self.crashed:
                 raise PlaywrightError("Page.enable: Target crashed") from None
-            raise BrowserError(f"the page does not answer DevTools requests (none within {timeout_s:g} s)") from None
+            raise BrowserTimeoutError(
+                f"the page does not answer DevTools requests (none within {timeout_s:g} s)"
+            ) from None
         # Choosers are intercepted here rather than through Playwright's "filechooser" event, which
         # the driver reports a round trip later: a chooser then reaches the very next observation.
         # Its failure (an old browser) costs only that report, as Playwright ignores it too.

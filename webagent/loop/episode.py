@@ -80,6 +80,7 @@ class Episode:
         self._index = 0
         self._out_of_steps = False
         self._stop: tuple[StopReason, str] | None = None
+        self._infrastructure = False  # the error that stops the run is the infrastructure's (errors.py)
         #: The append-only policy conversation (None: the window context); ``_messages``: its request.
         self._context = PolicyContext.for_settings(settings, roles.policy)
         self._messages: list[Message] | None = None
@@ -171,6 +172,7 @@ class Episode:
             self.meter.charge_failed(step, exc)
             step.error = str(exc)
             self._stop = ("error", str(exc))
+            self._infrastructure = exc.infrastructure
             log.warning("run_error", error=str(exc))
         except BudgetExceeded as exc:
             step.outcome = f"stopped: {exc}"
@@ -192,15 +194,17 @@ class Episode:
                 stop = ("max_time", f"stopped after {self.settings.max_time_s:g} s; " + self.verdicts.summary())
         if stop is None and self.verdicts.ended(self.settings.max_attempts):
             stop = ("answered", self.verdicts.summary())
-        return None if stop is None else self.finish(*stop)
+        return None if stop is None else self.finish(*stop, infrastructure=self._infrastructure)
 
-    def finish(self, reason: StopReason, message: str) -> RunResult:
-        """End the run: set and return ``result``."""
+    def finish(self, reason: StopReason, message: str, *, infrastructure: bool = False) -> RunResult:
+        """End the run: set and return ``result`` (``infrastructure``: an error of the machinery under
+        the run, not the task's: ``WebAgentError.infrastructure``)."""
         self.result = RunResult(
             success=self.verdicts.success,
             answer=self.verdicts.answer,
             stop_reason=reason,
             message=message or "the run was interrupted",
+            infrastructure=reason == "error" and infrastructure,
             url=self.url,
             final_url=self._safe_url(),
             goal=self.goal,

@@ -271,8 +271,8 @@ class WebEnv:
         step = episode.next_step()
         try:
             state = await episode.observe(step)
-        except BrowserError:
-            episode.finish("error", "the browser failed while observing the page")
+        except BrowserError as exc:
+            episode.finish("error", "the browser failed while observing the page", infrastructure=exc.infrastructure)
             await self._end()
             raise
         shots = episode.screenshots
