@@ -50,7 +50,9 @@ class BatchProgress:
         return (
             f"{s.done}/{s.total} done ({s.resumed} resumed), success {rate}, {s.in_flight} running, "
             f"{s.steps / wall:.1f} steps/s, {s.tokens / wall:,.0f} model tokens/s, "
-            f"{s.errors} errors, {s.retried} retried" + (f", {s.stalled} stalled" if s.stalled else "")
+            f"{s.errors} errors, {s.retried} retried"
+            + (f", {s.stalled} stalled" if s.stalled else "")
+            + (f", {s.infra_reruns} re-run after an infrastructure failure" if s.infra_reruns else "")
         )
 
     def __enter__(self) -> BatchProgress:

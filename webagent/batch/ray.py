@@ -27,6 +27,7 @@ import structlog
 from ..agent import Agent
 from ..config import AgentConfig
 from ..errors import BrowserError, ConfigError, WebAgentError
+from .attempts import TaskAttempts
 from .results import ResultsFile, TaskResult
 from .runner import DEFAULT_STALL_TIMEOUT_S, BatchRunner, BatchStats
 from .tasks import TaskSpec
@@ -64,14 +65,17 @@ class TaskActor:
             stall_timeout_s=stall_timeout_s,
         )
         self.agent: Agent | None = None
+        self.attempts: TaskAttempts | None = None
 
     async def run(self, task: dict[str, Any]) -> str:
         """Run one task; its TaskResult as JSON (a crash is recorded, as in a local batch)."""
         if self.agent is None:
             self.agent = Agent(self.config)
+        if self.attempts is None or self.attempts.agent is not self.agent:
+            self.attempts = self.runner.attempts_on(self.agent)
         spec = TaskSpec.model_validate(task)
         try:
-            result = await self.runner._run_task(self.agent, spec)
+            result = await self.attempts.run(spec)
         except Exception as exc:
             log.exception("task_crashed", task=spec.id)
             result = TaskResult.failed(spec, f"internal error: {type(exc).__name__}: {exc}")

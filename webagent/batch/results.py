@@ -20,7 +20,9 @@ __all__ = ["AttemptRecord", "Rerun", "RerunReason", "ResultsFile", "TaskResult",
 
 log = structlog.get_logger("webagent.batch")
 
-RerunReason = Literal["browser_crash", "stalled"]
+#: Why a run was replaced: its browser died, the watchdog stopped it, or it ended with an error of the
+#: infrastructure under it (``WebAgentError.infrastructure``).
+RerunReason = Literal["browser_crash", "stalled", "infrastructure"]
 
 
 class Rerun(BaseModel):
@@ -44,8 +46,15 @@ class AttemptRecord(BaseModel):
     steps: int
     duration_s: float
     output_dir: str
-    retried: bool = Field(default=False, description="Re-run after its browser died or it stalled")
+    retried: bool = Field(
+        default=False, description="Re-run after its browser died, it stalled or the infrastructure failed"
+    )
     stalled: bool = Field(default=False, description="The run that counts was stopped by the watchdog")
+    infrastructure: bool = Field(
+        default=False,
+        description="The run that counts ended with the infrastructure's error (a browser that died or did not "
+        "answer in time, a model server that kept failing), its re-runs spent",
+    )
     reruns: list[Rerun] = Field(default=[], description="The runs it replaced, in order")
     feedback: list[str] = []
     replayed_steps: int = 0
@@ -69,7 +78,13 @@ class TaskResult(BaseModel):
     usage: Usage
     cost_usd: float
     duration_s: float
-    retried: bool = Field(description="Re-run after its browser crashed or it stalled")
+    retried: bool = Field(description="Re-run after its browser crashed, it stalled or the infrastructure failed")
+    infrastructure: bool = Field(
+        default=False,
+        description="Ended with stop reason 'error' because the infrastructure failed (re-runs spent), not the "
+        "task: re-running the batch command runs it again (unless --no-retry-infra)",
+    )
+    infra_reruns: int = Field(default=0, description="Runs re-run because the infrastructure failed under them")
     reference: list[str] = []
     reference_match: bool | None = None
     replayed_steps: int = Field(default=0, description="Steps replayed from a replay cache")
