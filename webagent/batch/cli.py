@@ -42,6 +42,7 @@ class BatchProgress:
         self.live: Live | None = None
         self._last = 0.0
         self._interval = 0.25 if sys.stderr.isatty() else 10.0
+        self._told_resume = False
 
     def line(self, s: BatchStats) -> str:
         finished = s.finished_now
@@ -65,9 +66,26 @@ class BatchProgress:
         if self.live is not None:
             self.live.__exit__(None, None, None)
 
+    @staticmethod
+    def resume_line(s: BatchStats) -> str | None:
+        """What a resumed batch found in its results file (None for a fresh one)."""
+        if not (s.resumed or s.resumed_infra):
+            return None
+        line = f"resuming: {s.resumed} finished tasks kept ({s.resumed_failed} of them failed)"
+        if s.resumed_infra:
+            line += f", {s.resumed_infra} ended by an infrastructure error run again"
+        if s.resumed_infra_kept:
+            line += f", {s.resumed_infra_kept} ended by an infrastructure error kept (--no-retry-infra)"
+        return line
+
     def update(self, stats: BatchStats, *, force: bool = False) -> None:
         if self.quiet:
             return
+        if not self._told_resume:
+            self._told_resume = True
+            resume = self.resume_line(stats)
+            if resume is not None:
+                print(f"batch: {resume}", file=sys.stderr, flush=True)
         now = time.monotonic()
         if not force and now - self._last < self._interval:
             return
@@ -108,6 +126,7 @@ def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:
             references=references,
             on_update=progress.update,
             stall_timeout_s=stall_timeout_s,
+            retry_infra=not getattr(args, "no_retry_infra", False),
         )
         before = asyncio.run(sample(args.server_metrics)) if args.server_metrics else None
         with progress:
@@ -127,6 +146,7 @@ def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:
         references=references,
         on_update=progress.update,
         stall_timeout_s=stall_timeout_s,
+        retry_infra=not getattr(args, "no_retry_infra", False),
     )
 
     async def main() -> tuple[BatchStats, dict[str, Any] | None]:

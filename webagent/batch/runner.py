@@ -26,7 +26,7 @@ from ..agent import Agent
 from ..config import AgentConfig
 from ..stream import TRACE_TIMEOUT_S, RunStream
 from .attempts import CRASH_RERUNS, INFRA_RERUNS, STALL_RERUNS, TaskAttempts, TaskLimits
-from .results import ResultsFile, TaskResult
+from .results import ResultsFile, ResumePlan, TaskResult, resume_plan
 from .stats import BatchStats
 from .tasks import TaskSpec
 from .watchdog import BROWSER_LOST_GRACE_S
@@ -66,10 +66,12 @@ class BatchRunner:
         on_update: Callable[[BatchStats], None] | None = None,
         stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
         cleanup_timeout_s: float | None = None,
+        retry_infra: bool = True,
     ) -> None:
         """``stall_timeout_s``: seconds without progress before a run is cancelled and re-run (0: never);
         ``cleanup_timeout_s``: what a cancelled run gets to stop its trace and close its browser
-        context (default: those two deadlines and ``DEFAULT_CLEANUP_TIMEOUT_S`` more)."""
+        context (default: those two deadlines and ``DEFAULT_CLEANUP_TIMEOUT_S`` more);
+        ``retry_infra``: on resume, run again the tasks whose line ended with the infrastructure's error."""
         if cleanup_timeout_s is None:
             cleanup_timeout_s = TRACE_TIMEOUT_S + config.browser.open_timeout_s + DEFAULT_CLEANUP_TIMEOUT_S
         if concurrency < 1 or attempts < 1:
@@ -86,6 +88,7 @@ class BatchRunner:
         self.on_update = on_update or (lambda _: None)
         self.stall_timeout_s = stall_timeout_s
         self.cleanup_timeout_s = cleanup_timeout_s
+        self.retry_infra = retry_infra
         #: Seconds a run may go on after its browser disconnected before it is cut off and re-run.
         self.browser_lost_grace_s = BROWSER_LOST_GRACE_S
         self._results: ResultsFile | None = None  # opened by run(): the runner also serves Ray actors
@@ -109,9 +112,19 @@ class BatchRunner:
             worker.cancel()
 
     async def run(self) -> BatchStats:
-        finished = self.results.finished()
-        pending = [t for t in self.tasks if t.id not in finished]
-        self.stats = BatchStats(len(self.tasks), len(self.tasks) - len(pending))
+        plan = resume_plan(self.results.finished(), self.tasks, retry_infra=self.retry_infra)
+        self.results.forget(plan.infra_rerun)
+        pending = plan.pending
+        self.stats = resumed_stats(len(self.tasks), plan)
+        if plan.kept or plan.infra_rerun:
+            log.info(
+                "batch_resuming",
+                kept=plan.kept,
+                kept_failed=plan.kept_failed,
+                infra_rerun=len(plan.infra_rerun),
+                infra_kept=plan.infra_kept,
+            )
+        self.on_update(self.stats)
         queue: asyncio.Queue[TaskSpec] = asyncio.Queue()
         for task in pending:
             queue.put_nowait(task)
@@ -193,3 +206,12 @@ class BatchRunner:
     def _stream(self, agent: Agent, task: TaskSpec, directory: Path) -> RunStream:
         """The run of one attempt (subclasses add per-task options)."""
         return agent.stream(task.url, task.goal, output_dir=directory)
+
+
+def resumed_stats(total: int, plan: ResumePlan) -> BatchStats:
+    """The counters of an invocation that resumes after ``plan``."""
+    stats = BatchStats(total, plan.kept)
+    stats.resumed_failed = plan.kept_failed
+    stats.resumed_infra = len(plan.infra_rerun)
+    stats.resumed_infra_kept = plan.infra_kept
+    return stats

@@ -34,8 +34,10 @@ class BatchStats:
         self.resumed = already_done
         #: Of the resumed tasks: lines kept that ended with stop reason "error" (the task's own failure).
         self.resumed_failed = 0
-        #: Lines that ended with the infrastructure's error, run again now (not counted in ``resumed``).
+        #: Lines that ended with the infrastructure's error, run again now (not counted in ``resumed``)...
         self.resumed_infra = 0
+        #: ... or kept (``retry_infra`` off: counted in ``resumed``).
+        self.resumed_infra_kept = 0
         self.succeeded = 0
         self.finished_now = 0
         self.errors = 0

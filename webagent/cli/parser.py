@@ -185,6 +185,12 @@ def build_parser() -> argparse.ArgumentParser:
         "browser command answered or timed out) for S seconds (default 300; 0 = never)",
     )
     batch.add_argument(
+        "--no-retry-infra",
+        action="store_true",
+        help="on resume, keep the lines of tasks that ended with an infrastructure error (a browser that died "
+        "or did not answer in time, a model server that kept failing) instead of running them again",
+    )
+    batch.add_argument(
         "--ray",
         nargs="?",
         const="local",
