@@ -298,9 +298,8 @@ class PageState:
             raise PlaywrightError("Page.enable: Target crashed")
         timeout_s = self.config.command_timeout_s
         try:
-            async with asyncio.timeout(timeout_s):
-                await cdp.send("Page.enable")
-        except TimeoutError:
+            await cdp.send("Page.enable", timeout_s=timeout_s)  # its own deadline (more on a saturated machine)
+        except CommandTimeout:
             if self.crashed:
                 raise PlaywrightError("Page.enable: Target crashed") from None
             raise BrowserTimeoutError(
