@@ -49,7 +49,7 @@ class BatchProgress:
         rate = f"{s.succeeded / finished:.0%}" if finished else "-"
         wall = max(s.elapsed_s, 1e-9)
         return (
-            f"{s.done}/{s.total} done ({s.resumed} resumed), success {rate}, {s.in_flight} running, "
+            f"{s.done}/{s.total} done ({s.resumed} resumed), success {rate}, {s.in_flight} running{admitted(s)}, "
             f"{s.steps / wall:.1f} steps/s, {s.tokens / wall:,.0f} model tokens/s, "
             f"{s.errors} errors, {s.retried} retried"
             + (f", {s.stalled} stalled" if s.stalled else "")
@@ -94,6 +94,15 @@ class BatchProgress:
             self.live.update(Text(self.line(stats)))
         else:
             print(f"batch: {self.line(stats)}", file=sys.stderr, flush=True)
+
+
+def admitted(s: BatchStats) -> str:
+    """The admission's state, for the live line: how many may run, and why tasks are held back."""
+    a = s.admission
+    if a is None or (a.limit >= a.ceiling and not a.held):
+        return ""
+    held = f"; {a.held} held back: {a.reason}" if a.held_back else ""
+    return f" (at most {a.limit} of {a.ceiling}{held})"
 
 
 def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:

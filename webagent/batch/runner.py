@@ -23,8 +23,11 @@ from pathlib import Path
 import structlog
 
 from ..agent import Agent
+from ..browser.deadline import browser_load
+from ..browser.load import BrowserLoad
 from ..config import AgentConfig
 from ..stream import TRACE_TIMEOUT_S, RunStream
+from .admission import INITIAL, TICK_S, Admission
 from .attempts import CRASH_RERUNS, INFRA_RERUNS, STALL_RERUNS, TaskAttempts, TaskLimits
 from .results import ResultsFile, ResumePlan, TaskResult, resume_plan
 from .stats import BatchStats
@@ -67,11 +70,14 @@ class BatchRunner:
         stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
         cleanup_timeout_s: float | None = None,
         retry_infra: bool = True,
+        admission: bool = True,
     ) -> None:
         """``stall_timeout_s``: seconds without progress before a run is cancelled and re-run (0: never);
         ``cleanup_timeout_s``: what a cancelled run gets to stop its trace and close its browser
         context (default: those two deadlines and ``DEFAULT_CLEANUP_TIMEOUT_S`` more);
-        ``retry_infra``: on resume, run again the tasks whose line ended with the infrastructure's error."""
+        ``retry_infra``: on resume, run again the tasks whose line ended with the infrastructure's error;
+        ``admission``: hold new sessions back while the browsers do not keep up (``concurrency`` is then
+        the ceiling; off: always ``concurrency`` at once)."""
         if cleanup_timeout_s is None:
             cleanup_timeout_s = TRACE_TIMEOUT_S + config.browser.open_timeout_s + DEFAULT_CLEANUP_TIMEOUT_S
         if concurrency < 1 or attempts < 1:
@@ -89,6 +95,10 @@ class BatchRunner:
         self.stall_timeout_s = stall_timeout_s
         self.cleanup_timeout_s = cleanup_timeout_s
         self.retry_infra = retry_infra
+        #: What the browsers' answers say about the machine (admission and deadlines read it).
+        self.load = BrowserLoad()
+        self.admission = Admission(concurrency, self.load, initial=INITIAL if admission else concurrency)
+        self._admit = admission
         #: Seconds a run may go on after its browser disconnected before it is cut off and re-run.
         self.browser_lost_grace_s = BROWSER_LOST_GRACE_S
         self._results: ResultsFile | None = None  # opened by run(): the runner also serves Ray actors
@@ -112,6 +122,13 @@ class BatchRunner:
             worker.cancel()
 
     async def run(self) -> BatchStats:
+        token = browser_load.set(self.load)  # every bounded browser wait of the batch is measured
+        try:
+            return await self._run()
+        finally:
+            browser_load.reset(token)
+
+    async def _run(self) -> BatchStats:
         plan = resume_plan(self.results.finished(), self.tasks, retry_infra=self.retry_infra)
         self.results.forget(plan.infra_rerun)
         pending = plan.pending
@@ -147,10 +164,13 @@ class BatchRunner:
                 loop.add_signal_handler(sig, self.stop)
                 handled.append(sig)
         attempts = self.attempts_on(agent)
+        ticking = asyncio.create_task(self._tick(), name="webagent-admission")
         try:
             self._workers = [asyncio.create_task(self._worker(attempts, queue)) for _ in range(self.concurrency)]
             await asyncio.gather(*self._workers, return_exceptions=True)
         finally:
+            ticking.cancel()
+            self._show()
             for sig in handled:
                 loop.remove_signal_handler(sig)
             for run in list(attempts.left_behind):  # closing the browsers below ends what they wait for
@@ -160,20 +180,35 @@ class BatchRunner:
             self.on_update(self.stats)
         return self.stats
 
+    async def _tick(self) -> None:
+        """The admission's limit, reconsidered every second, and shown."""
+        while True:
+            await asyncio.sleep(TICK_S)
+            if self._admit:
+                self.admission.update()
+            self._show()
+            self.on_update(self.stats)
+
+    def _show(self) -> None:
+        self.stats.admission = self.admission.state()
+        load = self.load
+        self.stats.commands = {"answered": load.answered, "extended": load.extended, "expired": load.expired}
+
     async def _worker(self, attempts: TaskAttempts, queue: asyncio.Queue[TaskSpec]) -> None:
         while not self.stopping:
             try:
                 task = queue.get_nowait()
             except asyncio.QueueEmpty:
                 return
-            self.stats.in_flight += 1
-            try:
-                result = await attempts.run(task)
-            except Exception as exc:  # a bug must not silently drop the task: record it
-                log.exception("task_crashed", task=task.id)
-                result = TaskResult.failed(task, f"internal error: {type(exc).__name__}: {exc}")
-            finally:
-                self.stats.in_flight -= 1
+            async with self.admission.place():  # a new session only while the browsers keep up
+                self.stats.in_flight += 1
+                try:
+                    result = await attempts.run(task)
+                except Exception as exc:  # a bug must not silently drop the task: record it
+                    log.exception("task_crashed", task=task.id)
+                    result = TaskResult.failed(task, f"internal error: {type(exc).__name__}: {exc}")
+                finally:
+                    self.stats.in_flight -= 1
             self.results.append(result)  # a task that finished is kept, even while stopping
             self.stats.done += 1
             self.stats.finished_now += 1

@@ -12,12 +12,18 @@ __all__ = ["AdmissionState", "BatchStats"]
 @dataclass(frozen=True)
 class AdmissionState:
     """What the admission control lets run now: ``limit`` sessions (``ceiling``: ``--concurrency``),
-    ``held`` tasks waiting for a place, and why the limit is where it is."""
+    ``held`` tasks waiting for a place, and why the limit is where it is; and so far: the lowest and
+    highest limit, the most sessions at once, the decreases, the time tasks were held back."""
 
     limit: int
     ceiling: int
     held: int = 0
     reason: str = ""
+    lowest: int = 0
+    highest: int = 0
+    peak_running: int = 0
+    decreases: int = 0
+    held_back_s: float = 0.0
 
     @property
     def held_back(self) -> bool:
@@ -50,6 +56,8 @@ class BatchStats:
         self.tokens = 0
         self.in_flight = 0
         self.admission: AdmissionState | None = None
+        #: Bounded browser commands answered, given more time on a saturated machine, given up.
+        self.commands = {"answered": 0, "extended": 0, "expired": 0}
         self.started = time.monotonic()
         self.step_total_s: list[float] = []
         self.step_model_s: list[float] = []

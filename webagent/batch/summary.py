@@ -121,6 +121,19 @@ def summarize(
             },
         },
     }
+    admission = stats.admission
+    if admission is not None:
+        summary["admission"] = {
+            "ceiling": admission.ceiling,
+            "limit": admission.limit,
+            "limit_lowest": admission.lowest,
+            "limit_highest": admission.highest,
+            "peak_running": admission.peak_running,
+            "decreases": admission.decreases,
+            "held_back_s": admission.held_back_s,
+            "reason": admission.reason,
+        }
+        summary["run"]["browser_commands"] = dict(stats.commands)
     if server is not None:
         uncached = server.get("uncached_prompt_tokens")
         if uncached is not None and stats.steps:
@@ -168,6 +181,19 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
         ("-" if wall is None else f"{wall:.1f}s")
         + f" ({run['tasks_finished']} run now, {run['tasks_resumed']} resumed)",
     )
+    adm = summary.get("admission")
+    if adm:
+        commands = summary["run"].get("browser_commands") or {}
+        table.add_row(
+            "sessions at once (admission)",
+            f"peak {adm['peak_running']} of {adm['ceiling']}, limit {adm['limit_lowest']}-{adm['limit_highest']}, "
+            f"{adm['decreases']} decreases, held back {adm['held_back_s']:g} s",
+        )
+        if commands.get("extended") or commands.get("expired"):
+            table.add_row(
+                "browser deadlines: given more time / given up",
+                f"{commands.get('extended', 0)} / {commands.get('expired', 0)} of {commands.get('answered', 0):,} answered",
+            )
     table.add_row("steps/s, model tokens/s", f"{_show(run['steps_per_s'])} / {_show(run['model_tokens_per_s'])}")
     lat = run["step_latency_s"]
     if lat["p50"] is None:  # no step ran in this invocation (e.g. a resumed batch with nothing left)
