@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from webagent.browser.deadline import CommandTimeout, browser_load, within
+from webagent.browser.deadline import CommandTimeout, browser_load, session_browser, within
 from webagent.browser.devtools import DevTools
 from webagent.browser.load import BUSY_USE, MAX_SCALE, BrowserLoad
 
@@ -154,6 +154,46 @@ async def test_within_gives_up_after_max_scale_deadlines_even_on_a_saturated_mac
         async with others(load, 0.5, 1.0):
             with pytest.raises(CommandTimeout, match=r"stuck: no answer from the browser within 0\.3 s \(waited"):
                 await within(asyncio.Event().wait(), 0.3, "stuck")
+    assert load.extended >= 1
+
+
+class Browser:
+    """A browser's answers so far (what the pool tells a run through ``session_browser``)."""
+
+    def __init__(self) -> None:
+        self.replies = 0
+
+
+async def test_within_keeps_its_deadline_when_the_session_s_own_browser_answers_nothing() -> None:
+    """A frozen browser on a saturated machine: the others answer, slowly, but not the one this
+    command waits on (a Playwright call, whose browser the pool named for the run)."""
+    load, frozen = BrowserLoad(), Browser()
+    token = session_browser.set(frozen)
+    try:
+        with measured(load):
+            async with others(load, 0.5, 1.0):
+                with pytest.raises(CommandTimeout, match=r"^frozen: no answer from the browser within 0\.5 s$"):
+                    await within(asyncio.Event().wait(), 0.5, "frozen")
+    finally:
+        session_browser.reset(token)
+    assert load.extended == 0
+
+
+async def test_within_waits_longer_while_the_session_s_own_browser_still_answers() -> None:
+    load, alive = BrowserLoad(), Browser()
+
+    async def answering() -> None:
+        while True:
+            alive.replies += 1
+            await asyncio.sleep(0.02)
+
+    token = session_browser.set(alive)
+    try:
+        with measured(load):
+            async with running(answering()), others(load, 0.5, 1.0):
+                assert await within(answer_after(1.6), 0.5, "slow") == "answered"
+    finally:
+        session_browser.reset(token)
     assert load.extended >= 1
 
 

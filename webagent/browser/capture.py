@@ -279,6 +279,7 @@ class ScreenCapture:
         state = self._state
         timeout_s, url = state.config.capture_timeout_s, state.page.url
         log.warning("capture_timed_out", url=url, timeout_s=timeout_s)
+        await state.browser_answers(f"no screenshot within {timeout_s:g} s")  # a frozen browser: no page helps
         for how, again in (("", self._capture_again), (" on a new DevTools session", self._capture_on_new_session)):
             try:
                 result = await again(params)

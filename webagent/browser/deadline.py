@@ -30,7 +30,7 @@ from playwright.async_api import CDPSession
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
-from .load import BrowserLoad
+from .load import Answers, BrowserLoad
 
 __all__ = [
     "DEFAULT_COMMAND_TIMEOUT_S",
@@ -38,6 +38,7 @@ __all__ = [
     "CommandTimeout",
     "browser_load",
     "on_wait_over",
+    "session_browser",
     "waited",
     "within",
 ]
@@ -52,6 +53,10 @@ DEFAULT_COMMAND_TIMEOUT_S = 15.0
 on_wait_over: ContextVar[Callable[[], None] | None] = ContextVar("webagent_on_wait_over", default=None)
 #: Measures every answer and judges every deadline that passes (set by a batch for all its tasks).
 browser_load: ContextVar[BrowserLoad | None] = ContextVar("webagent_browser_load", default=None)
+#: The answers of the browser the current run's session is on (set by the pool), where it counts
+#: them: a command past its deadline whose browser has answered nothing since it was sent is not
+#: given more time, however busy the machine.
+session_browser: ContextVar[Answers | None] = ContextVar("webagent_session_browser", default=None)
 
 
 class CommandTimeout(PlaywrightTimeoutError):
@@ -87,13 +92,16 @@ async def within(awaitable: Awaitable[T], seconds: float, what: str) -> T:
 async def _within_load(awaitable: Awaitable[T], seconds: float, what: str, load: BrowserLoad) -> T:
     loop = asyncio.get_running_loop()
     started = load.now()
+    browser = session_browser.get()
+    replies = browser.replies if browser is not None else 0
     handle: asyncio.TimerHandle | None = None
     try:
         async with asyncio.timeout(None) as scope:
 
             def judge() -> None:  # the deadline passed: more time, or the timeout now
                 nonlocal handle
-                more = load.grace(started, seconds)
+                answered = None if browser is None else browser.replies > replies
+                more = load.grace(started, seconds, browser_answered=answered)
                 if more > 0:
                     handle = loop.call_later(more, judge)
                 else:

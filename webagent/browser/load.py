@@ -21,8 +21,9 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import Protocol
 
-__all__ = ["BUSY_USE", "MAX_SCALE", "WINDOW_S", "BrowserLoad"]
+__all__ = ["BUSY_USE", "MAX_SCALE", "WINDOW_S", "Answers", "BrowserLoad"]
 
 #: Seconds of recent answers that say how loaded the machine is.
 WINDOW_S = 10.0
@@ -31,6 +32,13 @@ BUSY_USE = 0.25
 #: A command past its deadline on a saturated machine waits at most this many deadlines in all.
 MAX_SCALE = 4.0
 _KEEP = 4096  # answers kept (a window's worth at a few hundred commands a second)
+
+
+class Answers(Protocol):
+    """One browser's answers so far (its direct DevTools connection counts them): whether it still
+    answers anything at all while a command waits."""
+
+    replies: int
 
 
 class BrowserLoad:
