@@ -38,9 +38,9 @@ log = structlog.get_logger("webagent.batch")
 #: Sessions admitted at first (or the ceiling, if lower).
 INITIAL = 16
 #: Deadline use (90th percentile) under which more sessions are admitted ...
-LOW_USE = 0.1
+LOW_USE = 0.25
 #: ... and over which fewer.
-HIGH_USE = 0.2
+HIGH_USE = 0.5
 #: The limit after a decrease, as a share of the sessions running.
 BETA = 0.7
 #: Seconds of answers the measure looks at.

@@ -25,6 +25,7 @@ from typing import Any
 import structlog
 
 from ..agent import Agent
+from ..browser.deadline import browser_load
 from ..config import AgentConfig
 from ..errors import BrowserError, ConfigError, WebAgentError
 from .attempts import TaskAttempts, infra_cause
@@ -74,11 +75,14 @@ class TaskActor:
         if self.attempts is None or self.attempts.agent is not self.agent:
             self.attempts = self.runner.attempts_on(self.agent)
         spec = TaskSpec.model_validate(task)
+        token = browser_load.set(self.runner.load)  # deadlines judged on this actor's measured load
         try:
             result = await self.attempts.run(spec)
         except Exception as exc:
             log.exception("task_crashed", task=spec.id)
             result = TaskResult.failed(spec, f"internal error: {type(exc).__name__}: {exc}")
+        finally:
+            browser_load.reset(token)
         return result.model_dump_json()
 
     async def pid(self) -> int:
