@@ -8,8 +8,14 @@ import contextlib
 
 import pytest
 
+from webagent.batch import BatchStats
 from webagent.batch.admission import BETA, COOLDOWN_S, HIGH_USE, INITIAL, LOW_USE, SETTLE_S, WINDOW_S, Admission
+from webagent.batch.cli import BatchProgress
+from webagent.batch.summary import summarize
 from webagent.browser.load import BrowserLoad
+from webagent.config import AgentConfig
+
+from .test_summary import render
 
 
 class Clock:
@@ -175,3 +181,23 @@ async def waiting(admission: Admission, n: int) -> None:
     """Until ``n`` tasks wait at the gate (each got as far as it goes before the next turn)."""
     while admission.waiting < n:  # noqa: ASYNC110 - the gate has no event of its own to wait on
         await asyncio.sleep(0)
+
+
+# -- what it shows -----------------------------------------------------------------------------------
+def test_the_live_line_and_the_summary_say_how_many_run_and_why_tasks_are_held_back() -> None:
+    m = Machine(500)
+    m.later(COOLDOWN_S, HIGH_USE * 2, running=16, waiting=300)  # the browsers do not keep up: fewer
+    stats = BatchStats(total=500, already_done=0)
+    stats.in_flight = 16
+    stats.admission = m.admission.state()
+    line = BatchProgress(quiet=True).line(stats)
+    assert "16 running (at most 11 of 500; 300 held back: browser commands at 100% of their deadlines (p90)" in line
+    stats.commands = {"answered": 40, "extended": 3, "expired": 1}
+    summary = summarize([], stats, AgentConfig(), attempts=1)
+    assert summary["admission"]["limit"] == 11 and summary["admission"]["decreases"] == 1
+    assert summary["admission"]["ceiling"] == 500 and summary["run"]["browser_commands"]["extended"] == 3
+    text = render(summary)
+    assert "sessions at once (admission)" in text and "peak 0 of 500, limit 11-16, 1 decreases" in text
+    assert "given more time / given up" in text and "3 / 1 of 40 answered" in text
+    stats.admission = Machine(8).admission.state()  # all may run: nothing to say
+    assert "running," in BatchProgress(quiet=True).line(stats)
