@@ -172,7 +172,8 @@ class RayBatchRunner:
             results.forget(plan.infra_rerun)
             pending = deque(plan.pending)
             self.stats = resumed_stats(len(self.tasks), plan)
-            self.on_update(self.stats)
+            if plan.kept or plan.infra_rerun:  # what it found is told at once
+                self.on_update(self.stats)
             if pending:
                 self._run(results, pending)
         finally:

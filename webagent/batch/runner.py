@@ -133,7 +133,7 @@ class BatchRunner:
         self.results.forget(plan.infra_rerun)
         pending = plan.pending
         self.stats = resumed_stats(len(self.tasks), plan)
-        if plan.kept or plan.infra_rerun:
+        if plan.kept or plan.infra_rerun:  # what it found is told at once
             log.info(
                 "batch_resuming",
                 kept=plan.kept,
@@ -141,7 +141,7 @@ class BatchRunner:
                 infra_rerun=len(plan.infra_rerun),
                 infra_kept=plan.infra_kept,
             )
-        self.on_update(self.stats)
+            self.on_update(self.stats)
         queue: asyncio.Queue[TaskSpec] = asyncio.Queue()
         for task in pending:
             queue.put_nowait(task)
