@@ -7,9 +7,10 @@
     ├── InputError                bad task input: missing or invalid URL, empty goal (exit code 2)
     ├── BrowserError              the browser could not be launched or driven
     │   ├── NavigationError       the start URL could not be opened (unreachable host, DNS, ...)
-    │   └── BrowserStuckError     the browser process did not answer a command within its deadline
+    │   └── BrowserTimeoutError   the browser did not answer within its deadline (setting a session up, a screenshot)  [i]
+    │       └── BrowserStuckError the browser did not answer opening a context or a tab: the pool retires it  [i]
     ├── ModelError                a model endpoint failed
-    │   ├── ModelUnavailableError the endpoint kept failing after retries (5xx, 429, timeouts, refused)
+    │   ├── ModelUnavailableError the endpoint kept failing after retries (5xx, 429, timeouts, refused)  [i]
     │   └── ModelReplyError       the reply could not be parsed, even after one repair request
     │       └── ExtractionError   ``Pilot.extract``: the reply does not validate against the schema asked for
     ├── LocalizationError         the localizer's point is outside the screenshot
@@ -18,6 +19,11 @@
     ├── BudgetExceeded            a run's or a suite's limit on model calls, tokens or dollars is spent
     └── DeadlineExceeded          a whole call of the pytest plugin (``web.act``, ``check``, ...) ran past its deadline
 
+[i]: ``infrastructure`` is true: the machinery under the run failed, not the task (a browser that
+stopped answering or is too overloaded to answer in time, a model server that kept failing). Such an
+error is never a verdict on the task: a batch re-runs a task that ended with a browser's
+(``infra_reruns``), and a resumed batch runs again a task whose line says ``infrastructure``.
+
 Errors that happen inside a step (ModelReplyError, LocalizationError, ActionError) never end a
 run: the loop records them and tells the policy in its next observation.
 """
@@ -25,12 +31,13 @@ run: the loop records them and tells the policy in its next observation.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = [
     "ActionError",
     "BrowserError",
     "BrowserStuckError",
+    "BrowserTimeoutError",
     "BudgetExceeded",
     "ConfigError",
     "DeadlineExceeded",
@@ -50,6 +57,10 @@ __all__ = [
 
 class WebAgentError(Exception):
     """Base class of every error webagent raises on purpose."""
+
+    #: Not the task's fault: the machinery under the run failed (a browser that did not answer in
+    #: time, a model server that kept failing). Never a verdict on the task; a batch runs it again.
+    infrastructure: ClassVar[bool] = False
 
 
 #: How an interface (the CLI, the pytest plugin, ...) names its option for a config key
@@ -99,7 +110,15 @@ class NavigationError(BrowserError):
     """A URL could not be opened."""
 
 
-class BrowserStuckError(BrowserError):
+class BrowserTimeoutError(BrowserError):
+    """The browser did not answer a command within its deadline, where the run cannot go on without
+    it (setting the session up, a screenshot, even after the page was reopened): frozen, or too
+    overloaded to answer in time. An infrastructure failure: a batch re-runs the task on a fresh session."""
+
+    infrastructure = True
+
+
+class BrowserStuckError(BrowserTimeoutError):
     """The browser did not answer opening a context or a tab within its deadline (frozen or far
     overloaded): a pool stops handing it out."""
 
@@ -115,7 +134,10 @@ class ModelError(WebAgentError):
 
 
 class ModelUnavailableError(ModelError):
-    """The endpoint kept failing after all retries."""
+    """The endpoint kept failing after all retries (an infrastructure failure: a resumed batch runs
+    the task again)."""
+
+    infrastructure = True
 
 
 class ModelReplyError(ModelError):

@@ -225,6 +225,11 @@ class RunResult(_Record):
     answer: str | None = None
     stop_reason: StopReason
     message: str = Field(default="", description="Why the run stopped, in words")
+    infrastructure: bool = Field(
+        default=False,
+        description="Stopped by an error of the machinery under the run, not of the task (a browser that did "
+        "not answer in time, a model server that kept failing: WebAgentError.infrastructure); never a verdict",
+    )
     url: str = Field(description="Start URL")
     final_url: str = ""
     goal: str

@@ -42,6 +42,7 @@ class FakeContextSession:
     def __init__(self, browser: FakeBrowser) -> None:
         self.browser = browser
         self.closed = False
+        self.browser_stuck = False
 
     async def close(self) -> None:
         self.closed = True

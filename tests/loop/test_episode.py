@@ -13,7 +13,7 @@ from pydantic import SecretStr
 
 from webagent import Agent
 from webagent.config import AgentConfig
-from webagent.errors import ActionError
+from webagent.errors import ActionError, BrowserError, BrowserTimeoutError
 from webagent.images import Frame, Screenshot
 from webagent.loop import Episode
 from webagent.records import RunResult, Step
@@ -340,8 +340,40 @@ async def test_unreachable_model_ends_the_run_with_error() -> None:
     result, steps = await run_episode(config, FakePage())
     assert result.stop_reason == "error"
     assert "policy model at http://127.0.0.1:9/v1 could not be reached" in result.message
+    assert result.infrastructure  # a model server that kept failing is not the task's fault
     assert result.usage.policy.failures == 1 and result.usage.policy.retries == 1
     assert len(steps) == 1
+
+
+class FailingPage(FakePage):
+    """A page whose second screenshot fails with ``error``."""
+
+    def __init__(self, error: BrowserError) -> None:
+        super().__init__()
+        self.error = error
+
+    async def screenshot(self, frame: Frame) -> Screenshot:
+        if self.shots == 1:
+            raise self.error
+        return await super().screenshot(frame)
+
+
+@pytest.mark.parametrize(
+    ("error", "infrastructure"),
+    [
+        (BrowserTimeoutError("the page gives no screenshot (none within 10 s, twice) at http://x/"), True),
+        (BrowserError("the browser is gone: Target page, context or browser has been closed"), False),
+    ],
+)
+async def test_a_run_ended_by_the_infrastructure_says_so(
+    model_server: ServerFactory, error: BrowserError, infrastructure: bool
+) -> None:
+    policy = [{"action": {"action": "scroll", "direction": "down"}}]
+    async with model_server(script(policy)) as server:
+        result, steps = await run_episode(make_config(server), FailingPage(error))
+    assert result.stop_reason == "error" and result.message == str(error)
+    assert result.infrastructure is infrastructure
+    assert len(steps) == 2
 
 
 async def test_server_errors_are_retried(model_server: ServerFactory) -> None:

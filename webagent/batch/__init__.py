@@ -1,6 +1,6 @@
 """Batches: hundreds of tasks through one agent, N sessions at once, resumable (``webagent batch``).
 
-``runner`` (the queue, crash re-runs), ``watchdog`` (stalled runs), ``results`` (results.jsonl),
+``runner`` (the queue), ``attempts`` (one task's attempts and re-runs), ``stats`` (live counters), ``watchdog`` (stalled runs), ``results`` (results.jsonl),
 ``tasks`` (task files), ``summary`` and ``servermetrics`` (what a batch reports), ``ray`` (the same
 over a Ray cluster), ``cli`` (the command).
 """
@@ -10,6 +10,7 @@ from .runner import (
     CRASH_RERUNS,
     DEFAULT_CLEANUP_TIMEOUT_S,
     DEFAULT_STALL_TIMEOUT_S,
+    INFRA_RERUNS,
     STALL_RERUNS,
     BatchRunner,
     BatchStats,
@@ -20,6 +21,7 @@ __all__ = [
     "CRASH_RERUNS",
     "DEFAULT_CLEANUP_TIMEOUT_S",
     "DEFAULT_STALL_TIMEOUT_S",
+    "INFRA_RERUNS",
     "STALL_RERUNS",
     "AttemptRecord",
     "BatchRunner",

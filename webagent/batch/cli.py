@@ -49,6 +49,7 @@ class BatchProgress:
         self._last = 0.0
         self._interval = 0.25 if sys.stderr.isatty() else 10.0
         self._phase: BatchPhase | None = None
+        self._told_resume = False
 
     def phase_line(self, s: BatchStats) -> str:
         match s.phase:
@@ -66,9 +67,11 @@ class BatchProgress:
         rate = f"{s.succeeded / finished:.0%}" if finished else "-"
         wall = max(s.elapsed_s, 1e-9)
         return (
-            f"{s.done}/{s.total} done ({s.resumed} resumed), success {rate}, {s.in_flight} running, "
+            f"{s.done}/{s.total} done ({s.resumed} resumed), success {rate}, {s.in_flight} running{admitted(s)}, "
             f"{s.steps / wall:.1f} steps/s, {s.tokens / wall:,.0f} model tokens/s, "
-            f"{s.errors} errors, {s.retried} retried" + (f", {s.stalled} stalled" if s.stalled else "")
+            f"{s.errors} errors, {s.retried} retried"
+            + (f", {s.stalled} stalled" if s.stalled else "")
+            + (f", {s.infra_reruns} re-run after an infrastructure failure" if s.infra_reruns else "")
         )
 
     def __enter__(self) -> BatchProgress:
@@ -81,9 +84,26 @@ class BatchProgress:
         if self.live is not None:
             self.live.__exit__(None, None, None)
 
+    @staticmethod
+    def resume_line(s: BatchStats) -> str | None:
+        """What a resumed batch found in its results file (None for a fresh one)."""
+        if not (s.resumed or s.resumed_infra):
+            return None
+        line = f"resuming: {s.resumed} finished tasks kept ({s.resumed_failed} of them failed)"
+        if s.resumed_infra:
+            line += f", {s.resumed_infra} ended by an infrastructure error run again"
+        if s.resumed_infra_kept:
+            line += f", {s.resumed_infra_kept} ended by an infrastructure error kept (--no-retry-infra)"
+        return line
+
     def update(self, stats: BatchStats, *, force: bool = False) -> None:
         if self.quiet:
             return
+        if not self._told_resume:
+            self._told_resume = True
+            resume = self.resume_line(stats)
+            if resume is not None:
+                print(f"{self.label}: {resume}", file=sys.stderr, flush=True)
         if stats.phase != self._phase and not stats.steps and not stats.finished_now:
             self._phase = stats.phase
             self._show(self.phase_line(stats))
@@ -99,6 +119,15 @@ class BatchProgress:
             self.live.update(Text(f"{self.label}: {text}"))
         else:
             print(f"{self.label}: {text}", file=sys.stderr, flush=True)
+
+
+def admitted(s: BatchStats) -> str:
+    """The admission's state, for the live line: how many may run, and why tasks are held back."""
+    a = s.admission
+    if a is None or (a.limit >= a.ceiling and not a.held):
+        return ""
+    held = f"; {a.held} held back: {a.reason}" if a.held_back else ""
+    return f" (at most {a.limit} of {a.ceiling}{held})"
 
 
 def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:
@@ -131,6 +160,7 @@ def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:
             references=references,
             on_update=progress.update,
             stall_timeout_s=stall_timeout_s,
+            retry_infra=not getattr(args, "no_retry_infra", False),
         )
         before = asyncio.run(sample(args.server_metrics)) if args.server_metrics else None
         with progress:
@@ -150,6 +180,7 @@ def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:
         references=references,
         on_update=progress.update,
         stall_timeout_s=stall_timeout_s,
+        retry_infra=not getattr(args, "no_retry_infra", False),
     )
 
     async def main() -> tuple[BatchStats, dict[str, Any] | None]:

@@ -25,10 +25,12 @@ from typing import Any
 import structlog
 
 from ..agent import Agent
+from ..browser.deadline import browser_load
 from ..config import AgentConfig
 from ..errors import BrowserError, ConfigError, WebAgentError
-from .results import ResultsFile, TaskResult
-from .runner import DEFAULT_STALL_TIMEOUT_S, BatchRunner, BatchStats
+from .attempts import TaskAttempts, infra_cause
+from .results import ResultsFile, TaskResult, resume_plan
+from .runner import DEFAULT_STALL_TIMEOUT_S, BatchRunner, BatchStats, resumed_stats
 from .tasks import TaskSpec
 
 __all__ = ["ACTOR_RETRIES", "RayBatchRunner", "TaskActor"]
@@ -64,17 +66,23 @@ class TaskActor:
             stall_timeout_s=stall_timeout_s,
         )
         self.agent: Agent | None = None
+        self.attempts: TaskAttempts | None = None
 
     async def run(self, task: dict[str, Any]) -> str:
         """Run one task; its TaskResult as JSON (a crash is recorded, as in a local batch)."""
         if self.agent is None:
             self.agent = Agent(self.config)
+        if self.attempts is None or self.attempts.agent is not self.agent:
+            self.attempts = self.runner.attempts_on(self.agent)
         spec = TaskSpec.model_validate(task)
+        token = browser_load.set(self.runner.load)  # deadlines judged on this actor's measured load
         try:
-            result = await self.runner._run_task(self.agent, spec)
+            result = await self.attempts.run(spec)
         except Exception as exc:
             log.exception("task_crashed", task=spec.id)
             result = TaskResult.failed(spec, f"internal error: {type(exc).__name__}: {exc}")
+        finally:
+            browser_load.reset(token)
         return result.model_dump_json()
 
     async def pid(self) -> int:
@@ -128,6 +136,7 @@ class RayBatchRunner:
         on_update: Callable[[BatchStats], None] | None = None,
         init_options: dict[str, Any] | None = None,
         stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
+        retry_infra: bool = True,
     ) -> None:
         if actors < 1 or concurrency < 1 or attempts < 1:
             raise ValueError("actors, concurrency and attempts must be at least 1")
@@ -143,6 +152,7 @@ class RayBatchRunner:
         self.on_update = on_update or (lambda _: None)
         self.init_options = init_options or {}
         self.stall_timeout_s = stall_timeout_s
+        self.retry_infra = retry_infra
         self.stopping = False
         self.stats = BatchStats(len(tasks), 0)
         self.actors: list[_Slot] = []
@@ -158,9 +168,12 @@ class RayBatchRunner:
     def run(self) -> BatchStats:
         results = ResultsFile(self.output / "results.jsonl")
         try:
-            finished = results.finished()
-            pending = deque(t for t in self.tasks if t.id not in finished)
-            self.stats = BatchStats(len(self.tasks), len(self.tasks) - len(pending))
+            plan = resume_plan(results.finished(), self.tasks, retry_infra=self.retry_infra)
+            results.forget(plan.infra_rerun)
+            pending = deque(plan.pending)
+            self.stats = resumed_stats(len(self.tasks), plan)
+            if plan.kept or plan.infra_rerun:  # what it found is told at once
+                self.on_update(self.stats)
             if pending:
                 self._run(results, pending)
         finally:
@@ -271,6 +284,9 @@ class RayBatchRunner:
         s.errors += result.stop_reason == "error"
         s.retried += result.retried
         s.stalled += sum(a.stalled + sum(r.reason == "stalled" for r in a.reruns) for a in result.attempt_records)
+        s.infra_reruns += result.infra_reruns
+        for rerun in (r for a in result.attempt_records for r in a.reruns if r.reason == "infrastructure"):
+            s.infra_causes[infra_cause(rerun.message)] += 1
         s.steps += result.steps
         s.tokens += sum(
             u.prompt_tokens + u.completion_tokens

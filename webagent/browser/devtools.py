@@ -39,7 +39,8 @@ import structlog
 from playwright.async_api import Browser, BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
 
-from .deadline import DEFAULT_COMMAND_TIMEOUT_S, CommandTimeout, on_wait_over, within
+from .deadline import DEFAULT_COMMAND_TIMEOUT_S, CommandTimeout, browser_load, on_wait_over, within
+from .load import BrowserLoad
 
 __all__ = [
     "CDPChannel",
@@ -159,6 +160,8 @@ class DevTools:
         #: Deadline of a command (``browser.command_timeout_s``): an unanswered one fails with CommandTimeout.
         self.timeout_s = DEFAULT_COMMAND_TIMEOUT_S
         self.closed = False
+        #: Replies from the browser so far (whether it still answers at all).
+        self.replies = 0
         self._http = http
         self._ws = ws
         self._pending: dict[int, _Pending] = {}
@@ -262,7 +265,7 @@ class DevTools:
         if hook is not None:  # answered or past its deadline: the run's progress (deadline.waited)
             future.add_done_callback(lambda done: None if done.cancelled() else hook())
         timer = loop.call_later(seconds, self._expire, key, seconds)
-        self._pending[key] = _Pending(future, method, session_id, timer)
+        self._pending[key] = _Pending(future, method, session_id, timer, seconds, browser_load.get(), self.replies)
         self._out.append(json.dumps(message, separators=(",", ":")))
         if self._writer is None or self._writer.done():
             self._writer = loop.create_task(self._write())
@@ -280,10 +283,25 @@ class DevTools:
             self.close()
 
     def _expire(self, key: int, seconds: float) -> None:
-        """A command's deadline passed: its reply, should it still come, is ignored."""
-        entry = self._pending.pop(key, None)
-        if entry is not None:
-            entry.fail(CommandTimeout(f"{entry.method}: no answer from the browser within {seconds:g} s"))
+        """A command's deadline passed: more time on a saturated machine where this browser still
+        answers (``BrowserLoad.grace``), else it fails and its reply, should it still come, is ignored."""
+        entry = self._pending.get(key)
+        if entry is None:
+            return
+        load = entry.load if not entry.future.done() else None  # None: no one waits for it any more
+        if load is not None:
+            more = load.grace(entry.sent, seconds, browser_answered=self.replies > entry.replies_before)
+            if more > 0:
+                entry.timer = asyncio.get_running_loop().call_later(more, self._expire, key, seconds)
+                return
+        del self._pending[key]
+        note = ""
+        if load is not None:
+            waited_s = load.now() - entry.sent
+            load.expire(waited_s, seconds)
+            if waited_s >= 1.5 * seconds:
+                note = f" (waited {waited_s:.0f} s: the machine is saturated)"
+        entry.fail(CommandTimeout(f"{entry.method}: no answer from the browser within {seconds:g} s{note}"))
 
     def fail_session(self, session_id: str, reason: str) -> None:
         """Fail the commands of one session still waiting for a reply (its target closed or crashed)."""
@@ -322,8 +340,11 @@ class DevTools:
         message = json.loads(payload)
         key = message.get("id")
         if key is not None:
+            self.replies += 1
             entry = self._pending.pop(key, None)
             if entry is not None:
+                if entry.load is not None:
+                    entry.load.answer(entry.load.now() - entry.sent, entry.seconds)
                 error = message.get("error")
                 if error is not None:
                     # -32001: "Session with given id not found" (its target closed in the meantime)
@@ -346,17 +367,28 @@ class DevTools:
 
 
 class _Pending:
-    """A command waiting for its reply, and the timer of its deadline."""
+    """A command waiting for its reply, the timer of its deadline, and what measures the load."""
 
-    __slots__ = ("future", "method", "session_id", "timer")
+    __slots__ = ("future", "load", "method", "replies_before", "seconds", "sent", "session_id", "timer")
 
     def __init__(
-        self, future: asyncio.Future[Any], method: str, session_id: str | None, timer: asyncio.TimerHandle
+        self,
+        future: asyncio.Future[Any],
+        method: str,
+        session_id: str | None,
+        timer: asyncio.TimerHandle,
+        seconds: float,
+        load: BrowserLoad | None,
+        replies_before: int,
     ) -> None:
         self.future = future
         self.method = method
         self.session_id = session_id
         self.timer = timer
+        self.seconds = seconds
+        self.load = load
+        self.sent = load.now() if load is not None else 0.0
+        self.replies_before = replies_before  # the connection's replies when it was sent
 
     def fail(self, exc: Exception) -> None:
         self.timer.cancel()

@@ -34,9 +34,9 @@ from playwright.async_api import Dialog, Download, Page, Request
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
-from ..errors import BrowserError
+from ..errors import BrowserError, BrowserTimeoutError
 from ..secrets import shorten
-from .deadline import within
+from .deadline import CommandTimeout, within
 from .state import PageState, first_line
 from .tabs import TabFollower
 
@@ -204,7 +204,8 @@ class PageFaults:
         try:
             page = await within(state.context.new_page(), timeout_s, "new_page")
         except PlaywrightError as exc:
-            raise BrowserError(f"cannot open a new tab in place of the page: {first_line(exc)}") from None
+            error = BrowserTimeoutError if isinstance(exc, CommandTimeout) else BrowserError
+            raise error(f"cannot open a new tab in place of the page: {first_line(exc)}") from None
         self._tabs.forget(page)  # not a tab the page opened
         with contextlib.suppress(PlaywrightError):
             await within(crashed.close(), timeout_s, "page.close")

@@ -15,10 +15,11 @@ from typing import Any
 import structlog
 from playwright.async_api import Browser, Playwright
 from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from ..config import BrowserConfig
-from ..errors import BrowserError
-from .deadline import CommandTimeout, within
+from ..errors import BrowserError, BrowserTimeoutError
+from .deadline import within
 from .devtools import connect_devtools, free_port
 
 __all__ = ["CHROMIUM_ARGS", "DISABLED_FEATURES", "connect_browser", "find_chromium", "launch_browser", "open_browser"]
@@ -118,10 +119,10 @@ async def launch_browser(
             config.open_timeout_s + config.command_timeout_s,
             "chromium.launch",
         )
-    except CommandTimeout as exc:
-        raise BrowserError(f"Chromium did not start ({exc}): the machine may be overloaded") from None
     except PlaywrightError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if isinstance(exc, PlaywrightTimeoutError):  # ours (CommandTimeout) or Playwright's own
+            raise BrowserTimeoutError(f"Chromium did not start ({first}): the machine may be overloaded") from None
         raise BrowserError(
             f"cannot launch Chromium ({executable or 'Playwright bundled'}): {first}; install Debian's "
             "chromium (apt-get install chromium), run `playwright install chromium`, or set browser.executable_path"

@@ -35,7 +35,8 @@ from playwright.async_api import Browser, Playwright, async_playwright
 
 from ..config import BrowserConfig
 from ..errors import BrowserError, BrowserStuckError
-from .deadline import on_wait_over, within
+from .deadline import on_wait_over, session_browser, within
+from .devtools import devtools_for
 from .launcher import open_browser
 from .session import BrowserSession
 
@@ -196,11 +197,14 @@ class BrowserPool:
         ``OPENS_AT_ONCE`` opening on its browser, each within its own deadline), ``on_queue(False)``
         once it opens: a batch's watchdog does not count that wait as a stall.
         """
-        slot: _Slot | None = await self._acquire()
+        first = await self._acquire()
+        slot: _Slot | None = first
+        token = session_browser.set(devtools_for(first.browser))  # whether it answers, while commands wait
         try:
             tries = 1
             while True:
                 assert slot is not None
+                session_browser.set(devtools_for(slot.browser))
                 try:
                     # A few opens at a time per browser: hundreds at once would all wait on
                     # Chromium's one UI thread, and the deadline would measure that queue.
@@ -239,9 +243,15 @@ class BrowserPool:
             finally:
                 self.open_sessions -= 1
                 await session.close()
+                if session.browser_stuck and slot is not None and not slot.dead:  # frozen: retired
+                    slot.dead = True
+                    self.stuck += 1
+                    log.warning("browser_retired_frozen", active_sessions=slot.active)
         finally:
             if slot is not None:
                 await self._release(slot)
+            with contextlib.suppress(ValueError):  # closed from another context: nothing to unset here
+                session_browser.reset(token)
 
     async def aclose(self) -> None:
         for slot in list(self._slots):  # runs cancelled a moment ago may still release theirs

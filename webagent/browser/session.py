@@ -132,6 +132,11 @@ class BrowserSession:
         """Whether the browser under this session disconnected (crashed or was killed)."""
         return self._state.browser_crashed
 
+    @property
+    def browser_stuck(self) -> bool:
+        """Whether the browser under this session answered neither a command nor a probe (frozen)."""
+        return self._state.browser_stuck
+
     async def confirm_browser_crash(self, timeout_s: float = 2.0) -> bool:
         """Whether the browser died under this session. When a call already failed because its
         target closed, waits up to ``timeout_s`` for the disconnect (the driver may report it later)."""
@@ -252,6 +257,8 @@ class BrowserSession:
         step bounded (a browser that stopped answering is left to the pool, which closes it)."""
         state = self._state
         self._capture.drop_prefetch()
+        if state.browser_stuck:  # it answers nothing: the pool retires it and closes it (bounded)
+            return
         timeout_s = self.config.open_timeout_s
         if state.guard is not None and not state.owns_context:
             with contextlib.suppress(PlaywrightError):

@@ -166,15 +166,22 @@ def build_parser() -> argparse.ArgumentParser:
         "batch",
         help="run many tasks concurrently, resumably",
         description="Run a task file (JSONL: {id, url, goal}, a benchmark task {id, task: miniwob/NAME, seed} or "
-        "WebVoyager's {web_name, id, ques, web}) with N "
+        "WebVoyager's {web_name, id, ques, web}) with up to N "
         "concurrent sessions. Writes DIR/results.jsonl (one line per finished task), a run directory per "
-        "attempt under DIR/runs/, and DIR/summary.json. Re-running the same command resumes. "
+        "attempt under DIR/runs/, and DIR/summary.json. Re-running the same command resumes (and runs again "
+        "the tasks an infrastructure error ended). "
         "Exit code 0 = every task finished without an error, 1 = some task ended with stop reason 'error' "
         "(see results.jsonl) or has no result, 2 = bad input, 130 = interrupted (resumable).",
     )
     batch.add_argument("tasks", metavar="TASKS.jsonl", help="task file")
     batch.add_argument("--output", required=True, metavar="DIR", help="batch directory (created; reused to resume)")
-    batch.add_argument("--concurrency", type=int, default=8, metavar="N", help="sessions at once (default 8)")
+    batch.add_argument(
+        "--concurrency",
+        type=int,
+        default=8,
+        metavar="N",
+        help="sessions at once, at most (default 8): fewer while the browsers do not keep up",
+    )
     batch.add_argument("--attempts", type=int, default=1, metavar="K", help="attempts per task, pass@k (default 1)")
     batch.add_argument(
         "--sample-all", action="store_true", help="run all K attempts even after a success (training data)"
@@ -192,6 +199,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="cancel and re-run (once) a session that made no progress (no step, no model reply, no "
         "browser command answered or timed out) for S seconds (default 300; 0 = never)",
+    )
+    batch.add_argument(
+        "--no-retry-infra",
+        action="store_true",
+        help="on resume, keep the lines of tasks that ended with an infrastructure error (a browser that died "
+        "or did not answer in time, a model server that kept failing) instead of running them again",
     )
     batch.add_argument(
         "--ray",

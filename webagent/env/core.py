@@ -217,8 +217,10 @@ class WebEnv:
             raise NavigationError(f"the start page did not open: {episode.result and episode.result.message}")
         try:
             obs = await self._observe()
-        except BrowserError:
-            episode.finish("error", "the browser failed while observing the start page")
+        except BrowserError as exc:
+            episode.finish(
+                "error", "the browser failed while observing the start page", infrastructure=exc.infrastructure
+            )
             await self._end()
             raise
         info = {"task_id": spec.id, "seed": spec.seed if isinstance(spec, BenchmarkTask) else None, "goal": obs.goal}
@@ -241,7 +243,7 @@ class WebEnv:
             raise InputError("the environment has no running episode: call reset(task) first")
         if run.lease.closed:  # reaped while idle
             reason = run.lease.closed_reason or "the session was closed"
-            run.episode.finish("error", reason)
+            run.episode.finish("error", reason, infrastructure=True)
             await self._end()
             return self._lost(reason)
         async with run.lease.use():
@@ -268,7 +270,7 @@ class WebEnv:
         await episode.run_step(step, act())
         result = episode.end_step(step)
         if result is None and self._browser_gone(run):
-            result = episode.finish("error", "the browser disconnected during the step")
+            result = episode.finish("error", "the browser disconnected during the step", infrastructure=True)
         self._files.step(self.agent.secrets.redact_model(step))
         info: dict[str, Any] = {
             "step": step,
@@ -282,7 +284,9 @@ class WebEnv:
             try:
                 return await self._observe(), 0.0, False, False, info
             except BrowserError as exc:
-                result = episode.finish("error", f"the browser failed while observing the page: {exc}")
+                result = episode.finish(
+                    "error", f"the browser failed while observing the page: {exc}", infrastructure=exc.infrastructure
+                )
         await self._end()
         return self._ended_with(obs, result, info, episode)
 

@@ -89,6 +89,7 @@ class Episode:
         self._out_of_steps = False
         self._stop: tuple[StopReason, str] | None = None
         self._opened: bool | None = None  # what open() returned (None: not yet)
+        self._infrastructure = False  # the error that stops the run is the infrastructure's (errors.py)
         #: The append-only policy conversation (None: the window context); ``_messages``: its request.
         self._context = PolicyContext.for_settings(settings, roles.policy)
         self._messages: list[Message] | None = None
@@ -193,6 +194,7 @@ class Episode:
             self.meter.charge_failed(step, exc)
             step.error = str(exc)
             self._stop = ("error", str(exc))
+            self._infrastructure = exc.infrastructure
             log.warning("run_error", error=str(exc))
         except BudgetExceeded as exc:
             step.outcome = f"stopped: {exc}"
@@ -215,7 +217,7 @@ class Episode:
                 stop = ("max_time", f"stopped after {self.settings.max_time_s:g} s; " + self.verdicts.summary())
         if stop is None and self.verdicts.ended(self.settings.max_attempts):
             stop = ("answered", self.verdicts.summary())
-        return None if stop is None else self.finish(*stop)
+        return None if stop is None else self.finish(*stop, infrastructure=self._infrastructure)
 
     async def _check_task(self) -> None:
         """Ask the task's page whether the episode is over (an error, a budget or time running out
@@ -229,8 +231,9 @@ class Episode:
         if state.done and self._stop is None:
             self._stop = ("answered", state.message or f"the task ended with reward {state.reward:g}")
 
-    def finish(self, reason: StopReason, message: str) -> RunResult:
-        """End the run: set and return ``result``."""
+    def finish(self, reason: StopReason, message: str, *, infrastructure: bool = False) -> RunResult:
+        """End the run: set and return ``result`` (``infrastructure``: an error of the machinery under
+        the run, not the task's: ``WebAgentError.infrastructure``)."""
         task = self.task_state
         self.result = RunResult(
             success=self.verdicts.success if self.task is None else task is not None and task.success,
@@ -238,6 +241,7 @@ class Episode:
             answer=self.verdicts.answer,
             stop_reason=reason,
             message=message or "the run was interrupted",
+            infrastructure=reason == "error" and infrastructure,
             url=self.url,
             final_url=self._safe_url(),
             goal=self.goal,
