@@ -40,13 +40,16 @@ from webagent.batch import BatchRunner, read_results
 from webagent.batch.servermetrics import CACHE_HITS, CACHE_QUERIES, MetricsSample, parse_prometheus
 from webagent.batch.tasks import load_tasks
 from webagent.config import AgentConfig
+from webagent.families import DEFAULT_PROFILE, FAMILIES, PROFILES
 
-FAMILIES = {
-    # policy family: (policy model, localizer model, localizer profile)
-    "holo1.5": ("Hcompany/Holo1.5-7B", "Hcompany/Holo1.5-7B", "holo1.5"),
-    "holo2": ("Hcompany/Holo2-8B", "Hcompany/Holo2-8B", "holo2"),
-    "holotron": ("Hcompany/Holotron-12B", "Hcompany/Holo1.5-7B", "holo1.5"),
-}
+
+def roles_of(family: str) -> tuple[str, str, str]:
+    """(policy model, localizer model, localizer profile) of a policy family: its own localizer when
+    it has one, else the default profile's."""
+    profile = family if family in PROFILES else DEFAULT_PROFILE
+    return FAMILIES[family].models[0], FAMILIES[profile].models[0], profile
+
+
 COUNTER = (640, 400)  # the bench page's button
 SEARCH_BOX = (560, 128)  # the catalog's search box
 
@@ -132,7 +135,7 @@ def variant(spec: str) -> tuple[str, int | None, list[str]]:
 
 
 def config_for(server_url: str, family: str, context: str, steps: int, tiles: int | None) -> AgentConfig:
-    policy_model, localizer_model, profile = FAMILIES[family]
+    policy_model, localizer_model, profile = roles_of(family)
     models = {"policy": policy_model, "localizer": localizer_model, "validator": policy_model}
     roles: dict[str, Any] = {
         role: {"base_url": f"{server_url}/{role}/v1", "model": model, "api_key": "offline", "timeout_s": 120.0}

@@ -35,7 +35,7 @@ from webagent.batch import BatchRunner, read_results
 from webagent.batch.tasks import load_tasks
 from webagent.browser.launcher import launch_browser
 from webagent.config import PROFILES, BrowserConfig
-from webagent.families import FAMILIES, Family
+from webagent.families import DEFAULT_PROFILE, FAMILIES, Family
 from webagent.images import frame_for
 from webagent.testing.offline import offline_config
 
@@ -207,7 +207,7 @@ async def floor(
     """The bare loop; ``pause``: sleep that long per step, where the agent waits on its models;
     ``burn_ms``: spend that much CPU in this process per step (what Python work costs the rest)."""
     config = BrowserConfig(contexts_per_browser=max(n, 1), direct_cdp=False)  # a plain Playwright loop
-    frame = frame_for(1280, 800, PROFILES["holo1.5"])
+    frame = frame_for(1280, 800, PROFILES[DEFAULT_PROFILE])
     params = {
         "format": "jpeg",
         "quality": config.jpeg_quality,
@@ -301,7 +301,7 @@ async def agent(url: str, n: int, steps: int, latency: float, workdir: Path, exc
                 for i in range(n)
             )
         )
-        config = offline_config(server.url, "holo1.5", max_steps=steps + 2)
+        config = offline_config(server.url, DEFAULT_PROFILE, max_steps=steps + 2)
         config.policy.family = POLICY_FAMILY[0]
         config.browser.contexts_per_browser = max(n, 1)
         config.browser.recycle_after = 10_000
@@ -463,7 +463,7 @@ def median_round(rounds: list[tuple[Any, ...]]) -> tuple[Any, ...]:
 def report(args: argparse.Namespace, rows: list[Any], tokens: dict[int, int]) -> None:
     print()
     print(
-        f"model latency {args.latency:g} s per call, {args.steps} steps per task, profile holo1.5 (1260x784 JPEG), "
+        f"model latency {args.latency:g} s per call, {args.steps} steps per task, profile {DEFAULT_PROFILE} (1260x784 JPEG), "
         f"median of {args.repeat} round(s) per N by agent/floor steps/s"
     )
     print()

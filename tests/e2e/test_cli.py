@@ -102,7 +102,7 @@ def test_run_not_accomplished_exits_1(fake: FakeModelServer, site: SiteServer, t
         (["--url", DEAD, "--goal", "x"], f"cannot open {DEAD}: net::ERR_CONNECTION_REFUSED"),
         (["--url", "http://no-such-host.invalid/", "--goal", "x"], "net::ERR_NAME_NOT_RESOLVED"),
         (["--url", "http://example.com[", "--goal", "x"], "invalid URL 'http://example.com['"),
-        (["--url", DEAD, "--goal", "x", "--localizer-profile", "holo3"], "invalid choice"),
+        (["--url", DEAD, "--goal", "x", "--localizer-profile", "holotron"], "invalid choice"),
         (["--goal", "x"], "the following arguments are required: --url"),
     ],
 )

@@ -11,7 +11,6 @@ import pytest
 from playwright.async_api import Browser
 
 from webagent import Agent, RunResult, Step
-from webagent.families import Family
 from webagent.runs.trajectory import read_trajectory
 from webagent.testing.sites import SiteServer
 
@@ -169,7 +168,7 @@ async def test_a_holotron_policy_asks_for_its_tile_limit_on_the_localizer_s_scre
     ("profile", "family"), [("holo1", None), ("holo1.5", None), ("holo2", None), ("holo1.5", "holotron")]
 )
 async def test_the_local_tasks_pass_under_every_profile_and_policy_family(
-    browser: Browser, model_server: ServerFactory, local_tasks: dict[str, Any], profile: str, family: Family | None
+    browser: Browser, model_server: ServerFactory, local_tasks: dict[str, Any], profile: str, family: str | None
 ) -> None:
     """Every bundled task, concurrently on one Agent, with each localizer profile (the policy's
     screenshots sized by its family: the profile's own, or Holotron's tile-sized ones)."""

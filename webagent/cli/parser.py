@@ -9,7 +9,7 @@ from typing import Any, NoReturn
 from .. import __version__
 from ..config import ROLES, AgentConfig, load_config
 from ..errors import ConfigError
-from ..families import FAMILIES
+from ..families import DEFAULT_PROFILE, FAMILIES, PROFILES
 
 __all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "build_parser", "config_from_args"]
 
@@ -55,15 +55,15 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
             g.add_argument(
                 f"--{role}-family",
                 choices=list(FAMILIES),
-                help=f"{role} model family: what its requests ask of the server (holotron: its tile limit; "
-                "holo2: no thinking); unset, nothing is added",
+                help=f"{role} model family: its contract and what its requests ask of the server (a tile "
+                "limit, reasoning switches; see docs/serving.md); unset, nothing is added",
             )
         if role == "localizer":
             g.add_argument(
                 "--localizer-profile",
                 "--profile",
-                choices=["holo1", "holo1.5", "holo2"],
-                help="coordinate convention of the localizer model family (default holo1.5)",
+                choices=list(PROFILES),
+                help=f"coordinate convention of the localizer model family (default {DEFAULT_PROFILE})",
             )
     g = p.add_argument_group("agent")
     g.add_argument("--max-steps", type=int, help="steps before a final answer is asked for (default 30)")
@@ -211,8 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--task", default="catalog-price", help="bundled task id from tasks/local.jsonl")
     demo.add_argument(
         "--profile",
-        choices=["holo1", "holo1.5", "holo2"],
-        default="holo1.5",
+        choices=list(PROFILES),
+        default=DEFAULT_PROFILE,
         help="localizer profile to play",
     )
     demo.add_argument("--output", metavar="DIR", help="run directory (default: runs/demo-<task>)")

@@ -173,6 +173,8 @@ def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
 
 def _describe_validation(exc: ValidationError, sources: Mapping[str, str], file_source: str) -> str:
     err = exc.errors()[0]
+    if not err["loc"]:  # a check across sections: its message names the keys
+        return "invalid config: " + err["msg"].removeprefix("Value error, ")
     loc = ".".join(str(p) for p in err["loc"])
     source = sources.get(".".join(str(p) for p in err["loc"][:2]), file_source)
     where = f" (from {source})" if source else ""

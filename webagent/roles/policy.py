@@ -10,7 +10,7 @@ from typing import Any
 
 from ..actions import PolicyReply
 from ..config import AgentConfig
-from ..families import HOLOTRON_MAX_NUM_TILES, Family, family_extra_body
+from ..families import AGENT_MAX_NUM_TILES, DEFAULT_PROFILE, get_family
 from ..images import Screenshot
 from ..model.client import Message, ModelClient
 from ..model.parsing import parse_reply
@@ -47,8 +47,8 @@ class PolicyImages:
     """How the policy's screenshots are sent, for its model family (``[policy] family``). They are
     the localizer's (one capture per step): the server's processor sizes them for the model."""
 
-    family: Family = "holo1.5"
-    max_num_tiles: int = HOLOTRON_MAX_NUM_TILES
+    family: str = DEFAULT_PROFILE
+    max_num_tiles: int = AGENT_MAX_NUM_TILES
     uuid: bool = False
     """Whether each image part carries a stable ``uuid`` (vLLM 0.10.2+)."""
     explicit: bool = True
@@ -65,7 +65,7 @@ class PolicyImages:
     @property
     def extra_body(self) -> dict[str, Any] | None:
         """What the family adds to each policy request (None: nothing)."""
-        return family_extra_body(self.family, self.max_num_tiles) if self.explicit else None
+        return get_family(self.family).request_fields("agent", self.max_num_tiles) if self.explicit else None
 
 
 class Policy:

@@ -19,7 +19,7 @@ from typing import Any, cast
 
 from aiohttp import web
 
-from webagent.families import FAMILIES, Family
+from webagent.families import FAMILIES, get_family
 from webagent.testing.chat import (
     FaultDraw,
     RecordedRequest,
@@ -63,7 +63,7 @@ class FakeModelServer:
         port: int = 0,
         record: bool = True,
         keep_raw: bool = False,
-        family: Family | None = None,
+        family: str | None = None,
         cache_blocks: int = DEFAULT_CAPACITY_BLOCKS,
         block_size: int = BLOCK_SIZE,
         mamba_align: bool = False,
@@ -76,7 +76,7 @@ class FakeModelServer:
         hybrid Mamba model's cache in vLLM's align mode (one checkpoint per request, see
         :class:`~webagent.testing.prefixcache.PrefixCache`)."""
         self.script = load_script(script)
-        self.family = family
+        self.family = get_family(family) if family is not None else None
         self.cache = PrefixCache(block_size=block_size, capacity=cache_blocks, checkpoints=mamba_align)
         self.host, self.port, self.record, self.keep_raw = host, port, record, keep_raw
         self.requests: list[RecordedRequest] = []
@@ -299,7 +299,7 @@ async def _serve(
     host: str,
     port: int,
     record: bool = True,
-    family: Family | None = None,
+    family: str | None = None,
     cache_blocks: int = DEFAULT_CAPACITY_BLOCKS,
     block_size: int = BLOCK_SIZE,
     mamba_align: bool = False,
@@ -351,7 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--family",
-        choices=FAMILIES,
+        choices=list(FAMILIES),
         default=None,
         help="image-token family of the models served, for the simulated prefix cache "
         "(default: told by each request's model name)",
