@@ -4,8 +4,9 @@ Runs the real agent through ``BatchRunner`` on 12-step tasks over the local site
 a search, navigations between three sites, a go-back, then an answer checked by the validator),
 N sessions at once, against the offline model server in its own process with its simulated vLLM
 prefix cache (16-token chained blocks, images bound to their bytes, LRU; see
-docs/offline-server.md). For each policy family (holo1.5, holo2, holotron) and each policy context
-(append, window) it prints:
+docs/offline-server.md). For each policy family (every registered one by default) and each policy
+context (``append``, ``window``, ``history-epoch``, ``history-step``: the history context with each
+of its pruning conventions) it prints:
 
 - policy tokens per request not served from the cache (the GPU's prefill work per step);
 - the policy's cached share, and the largest policy request;
@@ -134,6 +135,15 @@ def variant(spec: str) -> tuple[str, int | None, list[str]]:
     return family, tiles, server
 
 
+def agent_settings(context: str, steps: int) -> dict[str, Any]:
+    """``[agent]`` for a context spec: a mode, or ``history-<pruning>``."""
+    mode, _, pruning = context.partition("-")
+    settings: dict[str, Any] = {"max_steps": steps + 2, "context": mode}
+    if pruning:
+        settings["history_pruning"] = pruning
+    return settings
+
+
 def config_for(server_url: str, family: str, context: str, steps: int, tiles: int | None) -> AgentConfig:
     policy_model, localizer_model, profile = roles_of(family)
     models = {"policy": policy_model, "localizer": localizer_model, "validator": policy_model}
@@ -145,7 +155,7 @@ def config_for(server_url: str, family: str, context: str, steps: int, tiles: in
     if tiles is not None:
         roles["policy"]["max_num_tiles"] = tiles
     roles["localizer"]["profile"] = profile
-    return AgentConfig.model_validate({**roles, "agent": {"max_steps": steps + 2, "context": context}})
+    return AgentConfig.model_validate({**roles, "agent": agent_settings(context, steps)})
 
 
 async def run(
@@ -196,7 +206,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=12, help="steps per task (the last one answers)")
     parser.add_argument("--latency", type=float, default=1.0, help="model latency per call, seconds")
     parser.add_argument("--families", default=",".join(FAMILIES), help="comma-separated policy families")
-    parser.add_argument("--contexts", default="append,window", help="comma-separated policy contexts")
+    parser.add_argument(
+        "--contexts",
+        default="append,window,history-epoch,history-step",
+        help="comma-separated policy contexts (history-<epoch|step>: the history context and its pruning)",
+    )
     parser.add_argument("--json", action="store_true", help="print the rows as JSON lines too")
     args = parser.parse_args()
     sites = subprocess.Popen([sys.executable, "-m", "webagent.testing.sites"], stdout=subprocess.PIPE, text=True)

@@ -320,7 +320,12 @@ def test_role_config_base_url_validation() -> None:
 
 def test_policy_context_settings_from_the_environment() -> None:
     config = load_config(None, env={})
-    assert config.agent.context == "append" and config.agent.epoch_steps == 6
+    assert config.agent.context is None and config.agent.epoch_steps == 6  # unset: the policy contract's
+    env = {"WEBAGENT_AGENT_CONTEXT": "history", "WEBAGENT_AGENT_HISTORY_PRUNING": "step"}
+    assert (load_config(None, env=env).agent.context, load_config(None, env=env).agent.history_pruning) == (
+        "history",
+        "step",
+    )
     env = {"WEBAGENT_AGENT_CONTEXT": "window", "WEBAGENT_AGENT_EPOCH_STEPS": "4", "WEBAGENT_AGENT_EPOCH_MAX_CHARS": "0"}
     config = load_config(None, env=env)
     assert (config.agent.context, config.agent.epoch_steps, config.agent.epoch_max_chars) == ("window", 4, 0)

@@ -15,6 +15,7 @@ __all__ = [
     "Fingerprint",
     "ModelCall",
     "Point",
+    "PolicyState",
     "PromptContext",
     "RoleUsage",
     "RunResult",
@@ -107,35 +108,53 @@ class Fingerprint(_Record):
     size: tuple[int, int] = Field(default=(0, 0), description="Screenshot size: a recording replays at the same one")
 
 
-class PromptContext(_Record):
-    """The model inputs of a step that its other fields do not hold.
+class PolicyState(_Record):
+    """What the policy is told at one step, besides its screenshots: the one record a prompt
+    strategy (``webagent.roles.prompting``) renders, kept on the step so that an export renders the
+    same prompt again."""
 
-    With the step's own fields (url, index, events, kind, element, action), the run's goal and the
-    screenshot files, an export rebuilds the exact prompts sent (the prompt text is not stored).
-    """
-
+    goal: str
+    url: str
+    step: int
     max_steps: int
     notes: list[str] = Field(default_factory=list, description="Notes shown to the policy")
     recent: list[str] = Field(default_factory=list, description="Recent-action lines shown to the policy")
-    feedback: str | None = Field(default=None, description="Validator feedback shown to the policy")
+    events: list[str] = Field(default_factory=list, description="Page events since the last step")
+    feedback: str | None = Field(default=None, description="Standing validator feedback on the last answer")
+    final: bool = Field(default=False, description="Only an answer is asked for (out of steps or time)")
     progress: str | None = Field(
         default=None, description="What the policy was told of its last action changing nothing (see Step.unchanged)"
     )
-    screenshots: int = Field(default=1, description="Screenshots in the policy request: those of the last N steps")
+    outcome: str | None = Field(default=None, description="The previous step's action and outcome, as one line")
+    secrets: list[str] = Field(default_factory=list, description="Names of the secrets the policy was told of")
+    restrictions: str = Field(default="", description="Navigation rules the policy was told")
+
+
+class PromptContext(_Record):
+    """The model inputs of a step that its other fields do not hold.
+
+    With the screenshot files, an export rebuilds the exact prompts sent (the prompt text is not
+    stored): the policy's from ``policy`` and the strategy fields, fed through the same strategy.
+    """
+
+    policy: PolicyState | None = Field(default=None, description="What the policy was told at this step")
+    mode: Literal["append", "window", "history"] | None = Field(
+        default=None, description="The policy's context mode (webagent.roles.prompting)"
+    )
     epoch: int | None = Field(
         default=None,
-        description="Append context: the step whose observation began the policy conversation this request "
-        "continues (None: the window context)",
+        description="append: the step whose observation began the conversation this request continues; "
+        "history: the step of its last rewrite of older screenshots to placeholders (None: the window context)",
     )
-    outcome: str | None = Field(default=None, description="Append context: the previous action's line shown")
+    screenshots: int = Field(default=1, description="Screenshots in the policy request")
+    kept: int | None = Field(default=None, description="window: screenshots_in_context; history: history_screenshots")
+    pruning: Literal["epoch", "step"] | None = Field(default=None, description="history: history_pruning")
     reply: str | None = Field(
-        default=None, description="Append context: the policy's reply to this step, as appended to the conversation"
+        default=None, description="The policy's reply to this step, as appended to the conversation"
     )
     localizer_profile: str | None = None
     validator_url: str | None = Field(default=None, description="URL the validator was told")
     validator_screenshots: int = Field(default=0, description="Screenshots the validator saw: the last N steps'")
-    secrets: list[str] = Field(default_factory=list, description="Names of the secrets the policy was told of")
-    restrictions: str = Field(default="", description="Navigation rules the policy was told")
     expect: str | None = Field(default=None, description="Expected final state the validator was told")
 
 

@@ -12,16 +12,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from webagent.config import AgentSettings, LocalizerConfig, RoleConfig
 from webagent.errors import ModelReplyError
 from webagent.images import Screenshot
 from webagent.loop import Episode, Roles
 from webagent.model.client import ModelClient
 from webagent.model.parsing import ReplyParseError
-from webagent.records import ModelCall, RunResult, Step, Verdict
-from webagent.roles.context import NO_REPLY, PolicyContext
+from webagent.records import ModelCall, PolicyState, RunResult, Step, Verdict
 from webagent.roles.localizer import Localizer
-from webagent.roles.policy import Policy, PolicyState, policy_messages
+from webagent.roles.policy import Policy
+from webagent.roles.prompting import NO_REPLY, AppendPrompt, PromptOptions
 from webagent.roles.validator import Validator
 from webagent.runs.trajectory import RunFiles
 from webagent.training.export import ExportOptions, RunRef, export_sft
@@ -206,7 +208,7 @@ async def test_env_observation_is_the_request_the_agent_would_send() -> None:
 
 
 async def _decide(episode: Episode, step: Step, state: PolicyState) -> None:
-    reply, call = await episode.roles.policy.decide(state, episode.screenshots, messages=episode.policy_messages(state))
+    reply, call = await episode.roles.policy.decide(episode.policy_messages(state))
     await episode.apply(step, reply, raw=call.raw[-1])
 
 
@@ -218,8 +220,9 @@ def test_context_builder_prefix_and_forced_epochs() -> None:
 
     frame = frame_for(1280, 800, None)
     shots = [Screenshot(_tiny(look), "image/png", frame) for look in range(3)]
-    context = PolicyContext(epoch_steps=2, secrets=["PASSWORD"], restrictions="only example.com")
-    state = PolicyState(goal=GOAL, url="http://a/", step=1, max_steps=5, notes=["n"], recent=[])
+    policy = Policy(ScriptedClient([]), secret_names=["PASSWORD"], restrictions="only example.com")  # type: ignore[arg-type]
+    context = AppendPrompt(policy.speaker, PromptOptions(epoch_steps=2))
+    state = policy.state(goal=GOAL, url="http://a/", step=1, max_steps=5, notes=["n"], recent=[])
     first = context.observe(state, shots[0])
     assert "Secrets you can type" in _texts(first[1])[0] and "only example.com" in _texts(first[1])[0]
     context.reply("r1")
@@ -232,7 +235,7 @@ def test_context_builder_prefix_and_forced_epochs() -> None:
     assert [m["role"] for m in fourth] == ["system", "user", "assistant", "user"]
     assert fourth[2]["content"] == NO_REPLY
     # The window builder is untouched by the append one.
-    assert policy_messages(state, shots)[0] == first[0]
+    assert policy.messages(state, shots)[0] == first[0]
 
 
 def _tiny(look: int) -> str:
@@ -244,13 +247,22 @@ def _tiny(look: int) -> str:
 # --------------------------------------------------------------------------- export
 
 
-async def test_export_rebuilds_the_append_requests_exactly(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"context": "append"},
+        {"context": "history", "history_screenshots": 2, "history_pruning": "epoch"},
+        {"context": "history", "history_screenshots": 2, "history_pruning": "step"},
+        {"context": "window", "screenshots_in_context": 2},
+    ],
+)
+async def test_export_rebuilds_each_context_s_requests_exactly(tmp_path: Path, settings: dict[str, Any]) -> None:
     wrong = {"action": "answer", "content": "41"}
     replies = [_reply(1), ("bad", "worse"), _reply(3, wrong), _reply(4), _reply(5, ANSWER)]
     client = ScriptedClient(replies)
     page = FakePage()
     page.changing = True
-    episode = _episode(client, page)
+    episode = _episode(client, page, **settings)
     run = tmp_path / "run"
     files = RunFiles(run)
     async for step in episode.steps():

@@ -38,13 +38,14 @@ from .processors import (
     QwenPatches,
     tile_grid,
 )
-from .registry import DEFAULT_PROFILE, REGISTRY
+from .registry import DEFAULT_PROFILE, GENERIC_POLICY, REGISTRY
 
 __all__ = [
     "AGENT_MAX_NUM_TILES",
     "DEFAULT_MAX_NUM_TILES",
     "DEFAULT_PROFILE",
     "FAMILIES",
+    "GENERIC_POLICY",
     "GROUNDING_FAMILIES",
     "PROFILES",
     "TILE",

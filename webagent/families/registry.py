@@ -16,7 +16,7 @@ from ..images import ResizeRule
 from .contracts import LocalizerContract, ModelFamily, PolicyContract, Serving
 from .processors import NemotronTiles, QwenPatches
 
-__all__ = ["DEFAULT_PROFILE", "REGISTRY"]
+__all__ = ["DEFAULT_PROFILE", "GENERIC_POLICY", "REGISTRY"]
 
 #: Qwen2.5-VL's processor (14-px patches merged 2x2) at Holo1's and Holo1.5's pixel limits.
 _QWEN25_HOLO1 = QwenPatches(ResizeRule(factor=28, min_pixels=3136, max_pixels=1_003_520))
@@ -145,3 +145,7 @@ REGISTRY: tuple[ModelFamily, ...] = (
 
 #: The localizer profile when none is set (``[localizer] profile``).
 DEFAULT_PROFILE = "holo1.5"
+#: The policy contract spoken when no family is set (``[policy] family``): webagent's JSON reply
+#: under ``response_format``, clicks placed by the localizer, the append context, nothing added to
+#: the requests; what any OpenAI-compatible server understands.
+GENERIC_POLICY = PolicyContract("action", ("json",), "localizer", "append", point=None)

@@ -22,10 +22,8 @@ from ..config import AgentSettings
 from ..errors import ActionError, BrowserError, BudgetExceeded, LocalizationError, ModelError, ModelReplyError
 from ..images import Screenshot
 from ..model.client import Message
-from ..records import Point, PromptContext, RunResult, Step, StopReason, Verdict
+from ..records import Point, PolicyState, PromptContext, RunResult, Step, StopReason, Verdict
 from ..replay import CachedStep, StepReplay, fingerprint
-from ..roles.context import PolicyContext
-from ..roles.policy import PolicyState
 from .clock import RunClock
 from .meter import Meter
 from .page import PageDriver, Roles, perform
@@ -70,7 +68,9 @@ class Episode:
         self.goal = goal
         self.result: RunResult | None = None
         self._frame = roles.localizer.frame(*page.viewport)
-        self._shots: deque[Screenshot] = deque(maxlen=settings.screenshots_in_context)
+        self._shots: deque[Screenshot] = deque(
+            maxlen=max(settings.screenshots_in_context, settings.validator_screenshots)
+        )
         self._notes: list[str] = []
         self._recent: deque[str] = deque(maxlen=max(settings.recent_actions, 1))
         self._progress = ProgressTracker(settings.repeat_warning_after)
@@ -80,9 +80,9 @@ class Episode:
         self._index = 0
         self._out_of_steps = False
         self._stop: tuple[StopReason, str] | None = None
-        #: The append-only policy conversation (None: the window context); ``_messages``: its request.
-        self._context = PolicyContext.for_settings(settings, roles.policy)
-        self._messages: list[Message] | None = None
+        #: The policy's prompt strategy (the one owner of its conversation); ``_messages``: its last request.
+        self._prompt = roles.policy.prompt(settings)
+        self._messages: list[Message] = []
 
     @property
     def success(self) -> bool:
@@ -101,9 +101,7 @@ class Episode:
 
     def policy_messages(self, state: PolicyState) -> list[Message]:
         """The policy request of the step last observed (``state``: what ``observe`` returned)."""
-        if self._messages is not None:
-            return list(self._messages)
-        return self.roles.policy.messages(state, list(self._shots))
+        return list(self._messages)
 
     # -- driving ---------------------------------------------------------------------------------
 
@@ -237,7 +235,7 @@ class Episode:
 
     async def _turn(self, step: Step) -> None:
         """One step with the policy model (or a replayed recording)."""
-        state = await self.observe(step)
+        await self.observe(step)
         if self.replay is not None:
             cached = await self._replayable(step)
             if cached is not None:
@@ -247,7 +245,7 @@ class Episode:
         self.meter.reserve()
         t1 = time.perf_counter()
         try:
-            reply, call = await self.roles.policy.decide(state, list(self._shots), messages=self._messages)
+            reply, call = await self.roles.policy.decide(self._messages)
         except ModelReplyError as exc:
             self.meter.charge_failed(step, exc)
             self.unusable_reply(step, str(exc), raw=exc.call.raw[-1] if exc.call and exc.call.raw else None)
@@ -278,35 +276,24 @@ class Episode:
         progress = self._progress.observe(step.url, shot, events=bool(step.events))
         step.unchanged, step.repeated = progress.unchanged, progress.repeated
         step.timings.observe_s = time.perf_counter() - t0
-        state = PolicyState(
+        state = self.roles.policy.state(
             goal=self.goal,
             url=step.url,
             step=step.index,
             max_steps=self.settings.max_steps,
             notes=self._visible_notes(),
             recent=list(self._recent) if self.settings.recent_actions else [],
-            events=step.events,
+            events=list(step.events),
             feedback=self.verdicts.standing,
             final=step.kind == "final",
             progress=progress.line,
             outcome=self._recent[-1] if self._recent else None,
         )
-        if self._context is not None:
-            self._messages = self._context.observe(state, shot)
+        self._messages = self._prompt.observe(state, shot)
         step.context = PromptContext(
-            max_steps=state.max_steps,
-            notes=state.notes,
-            recent=state.recent,
-            feedback=state.feedback,
-            progress=state.progress,
-            screenshots=len(self._shots),
-            localizer_profile=self.roles.localizer.profile.name,
-            secrets=list(self.roles.policy.secret_names),
-            restrictions=self.roles.policy.restrictions,
-            expect=self.verdicts.expect,
+            policy=state, localizer_profile=self.roles.localizer.profile.name, expect=self.verdicts.expect
         )
-        if self._context is not None:
-            step.context.epoch, step.context.outcome = self._context.epoch, state.outcome
+        self._prompt.record(step.context)
         return state
 
     def unusable_reply(self, step: Step, error: str, *, raw: str | None = None) -> None:
@@ -384,9 +371,10 @@ class Episode:
         return await self.verdicts.judge_answer(step, answer, url, images, cached)
 
     def _replied(self, step: Step, raw: str | None) -> None:
-        """Append mode: the reply goes into the policy's conversation and the step's record."""
-        if self._context is not None and step.context is not None:
-            step.context.reply = self._context.reply(raw)
+        """The reply goes into the policy's conversation (in the modes that keep one) and the step's record."""
+        kept = self._prompt.reply(raw)
+        if step.context is not None:
+            step.context.reply = kept
 
     def _visible_notes(self) -> list[str]:
         budget = self.settings.notes_max_chars
