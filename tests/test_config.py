@@ -321,6 +321,7 @@ def test_role_config_base_url_validation() -> None:
 def test_policy_context_settings_from_the_environment() -> None:
     config = load_config(None, env={})
     assert config.agent.context is None and config.agent.epoch_steps == 6  # unset: the policy contract's
+    assert config.policy.contract().context == "append"
     env = {"WEBAGENT_AGENT_CONTEXT": "history", "WEBAGENT_AGENT_HISTORY_PRUNING": "step"}
     assert (load_config(None, env=env).agent.context, load_config(None, env=env).agent.history_pruning) == (
         "history",

@@ -123,6 +123,27 @@ def test_an_unknown_family_or_profile_is_a_one_line_error_listing_the_known_ones
         AgentConfig.model_validate({"policy": {"family": "holo9"}})
 
 
+def test_settings_a_family_cannot_speak_are_refused_at_load() -> None:
+    with pytest.raises(
+        ConfigError, match=r"agent\.grounding = 'policy'.*holotron \(policy\.family\) does not.*'localizer'"
+    ):
+        load_config(None, overrides={"policy.family": "holotron", "agent.grounding": "policy"})
+    with pytest.raises(ConfigError, match=r"policy\.output = 'tools' is not a reply format of holo3 .*json"):
+        load_config(None, overrides={"policy.family": "holo3", "policy.output": "tools"})
+    assert load_config(None, overrides={"policy.family": "holo3.1", "policy.output": "tools"}).policy.output == "tools"
+
+    # Without a family the policy speaks webagent's generic contract, which cannot ground.
+    with pytest.raises(ConfigError, match=r"a policy without policy\.family does not"):
+        load_config(None, overrides={"agent.grounding": "policy"})
+    # The localizer is needed only when it places the clicks.
+    assert load_config(None, overrides={"policy.family": "holo3.1"}).needed_roles() == ("policy", "validator")
+    assert load_config(None, overrides={"policy.family": "holo2"}).needed_roles() == (
+        "policy",
+        "localizer",
+        "validator",
+    )
+
+
 def test_the_registry_is_consistent() -> None:
     for name, family in FAMILIES.items():
         assert family.name == name and family.models and family.match and family.sources
@@ -142,6 +163,16 @@ def test_the_registry_is_consistent() -> None:
             assert told is not None and told.name == name, (model, told)
     assert set(PROFILES) <= set(FAMILIES) and set(GROUNDING_FAMILIES) <= set(FAMILIES)
     assert {TOOL_ACTIONS[tool] for tool in TOOL_NAMES.values()} == set(TOOL_NAMES)
+
+
+def test_every_family_has_a_serving_recipe_with_its_flags() -> None:
+    serving = (ROOT / "docs" / "serving.md").read_text(encoding="utf-8")
+    for family in FAMILIES.values():
+        heading = next((line for line in serving.splitlines() if line.startswith("## ") and family.label in line), None)
+        assert heading is not None, f"docs/serving.md has no section for {family.label}"
+        section = serving.split(heading, 1)[1].split("\n## ", 1)[0]
+        for flag in family.serving.flags:
+            assert flag in section, f"{family.label}'s recipe lacks {flag}"
 
 
 # ---------------------------------------------------------------- names live in the registry

@@ -22,6 +22,7 @@ __all__ = [
     "Step",
     "StopReason",
     "Timings",
+    "ToolCall",
     "Usage",
     "Verdict",
 ]
@@ -76,12 +77,27 @@ class Usage(_Record):
         self.role(call.role).add(call.usage)
 
 
+class ToolCall(_Record):
+    """One native tool call of a reply (OpenAI's ``tool_calls``), as the model gave it."""
+
+    id: str
+    name: str
+    arguments: str = Field(description="The arguments' JSON text, exactly as returned")
+
+    def message_part(self) -> dict[str, object]:
+        """The call as an assistant message carries it back to the server."""
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
 class ModelCall(_Record):
     """One logical model call (retries and a repair included)."""
 
     role: Role
     model: str
     raw: list[str] = Field(default_factory=list, description="Raw reply texts, the repaired one last")
+    tool_calls: list[ToolCall] = Field(
+        default_factory=list, description="The native tool calls of the last reply (policy in the tools output)"
+    )
     usage: RoleUsage = Field(default_factory=RoleUsage)
     error: str | None = None
 
@@ -89,7 +105,7 @@ class ModelCall(_Record):
 class Point(_Record):
     """A click point in both spaces."""
 
-    image: tuple[float, float] = Field(description="Pixels of the screenshot sent to the localizer")
+    image: tuple[float, float] = Field(description="Pixels of the screenshot sent to the model that placed it")
     viewport: tuple[float, float] = Field(description="CSS pixels of the viewport")
 
 
@@ -152,6 +168,16 @@ class PromptContext(_Record):
     reply: str | None = Field(
         default=None, description="The policy's reply to this step, as appended to the conversation"
     )
+    tool_calls: list[ToolCall] | None = Field(
+        default=None, description="The native tool calls of that reply, as appended (tools output)"
+    )
+    family: str | None = Field(
+        default=None, description="The policy family whose contract the request spoke (None: webagent's generic one)"
+    )
+    output: Literal["json", "tools"] | None = Field(default=None, description="How the policy was asked to reply")
+    grounding: Literal["policy", "localizer"] | None = Field(
+        default=None, description="Who placed the step's click: the policy in its reply, or the localizer"
+    )
     localizer_profile: str | None = None
     validator_url: str | None = Field(default=None, description="URL the validator was told")
     validator_screenshots: int = Field(default=0, description="Screenshots the validator saw: the last N steps'")
@@ -193,6 +219,9 @@ class Step(_Record):
     action: Action | None = None
     element: str | None = None
     point: Point | None = None
+    grounding: Literal["policy", "localizer"] | None = Field(
+        default=None, description="Who placed this step's click: the policy in its reply, or the localizer"
+    )
     outcome: str = ""
     error: str | None = None
     verdict: Verdict | None = None
@@ -239,6 +268,11 @@ class RunResult(_Record):
     replayed_steps: int = Field(default=0, description="Steps replayed from the cache without model calls")
     calls_saved: int = Field(default=0, description="Model calls the replayed steps did not need")
     trace: str | None = Field(default=None, description="Playwright trace file, when one was kept")
+    grounding: Literal["policy", "localizer"] | None = Field(
+        default=None,
+        description="Who placed the run's clicks: policy = the policy's own replies (one request per click "
+        "step), localizer = a separate localizer model",
+    )
 
 
 class CheckResult(_Record):

@@ -58,6 +58,12 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
                 help=f"{role} model family: its contract and what its requests ask of the server (a tile "
                 "limit, reasoning switches; see docs/serving.md); unset, nothing is added",
             )
+        if role == "policy":
+            g.add_argument(
+                "--policy-output",
+                choices=["json", "tools"],
+                help="how the policy replies: one JSON object, or native tool calls (default: the family's)",
+            )
         if role == "localizer":
             g.add_argument(
                 "--localizer-profile",
@@ -70,6 +76,12 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-attempts", type=int, help="answers the validator may judge (default 3)")
     g.add_argument("--max-time", type=float, metavar="SECONDS", help="time limit of the run (default 600)")
     g.add_argument("--screenshots", type=int, metavar="K", help="screenshots in each policy request (default 3)")
+    g.add_argument(
+        "--grounding",
+        choices=["policy", "localizer"],
+        help="who places clicks on the screenshot: the policy in its reply (one request a step) or the "
+        "localizer (default: the policy family's)",
+    )
     g.add_argument("--budget-calls", type=int, metavar="N", help="hard limit on model calls per run")
     g.add_argument("--budget-tokens", type=int, metavar="N", help="hard limit on tokens (all roles) per run")
     g.add_argument("--budget-usd", type=float, metavar="USD", help="hard limit on dollars per run (per-role prices)")
@@ -290,6 +302,8 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
     overrides["agent.max_attempts"] = args.max_attempts
     overrides["agent.max_time_s"] = args.max_time
     overrides["agent.screenshots_in_context"] = args.screenshots
+    overrides["agent.grounding"] = args.grounding
+    overrides["policy.output"] = args.policy_output
     overrides["agent.budget_calls"] = args.budget_calls
     overrides["agent.budget_tokens"] = args.budget_tokens
     overrides["agent.budget_usd"] = args.budget_usd

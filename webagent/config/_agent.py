@@ -23,6 +23,12 @@ class AgentSettings(Section):
         "history = H Company's agent-loop layout: one conversation for the run, at most history_screenshots "
         "screenshots, older ones replaced by a text placeholder. Unset: the policy family's default",
     )
+    grounding: Literal["policy", "localizer"] | None = Field(
+        default=None,
+        description="Who places a click, write or select on the screenshot: policy = the policy's own reply "
+        "carries the point (one model request per step; families that ground their clicks); localizer = a "
+        "separate localizer model (Surfer-H's three roles). Unset: the policy family's default",
+    )
     history_screenshots: int = Field(
         default=3, ge=1, description="history: screenshots kept in the policy's conversation at most"
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, field_validator
 
@@ -10,6 +10,8 @@ from ..families import (
     AGENT_MAX_NUM_TILES,
     DEFAULT_PROFILE,
     FAMILIES,
+    GENERIC_POLICY,
+    PolicyContract,
     check_family,
     check_profile,
     get_family,
@@ -110,6 +112,12 @@ class PolicyConfig(_FamilyRoleConfig):
         "whether it grounds its own clicks) and the fields each policy request carries (see docs/serving.md); "
         "unset, the localizer profile's family is assumed and nothing is added to the requests",
     )
+    output: Literal["json", "tools"] | None = Field(
+        default=None,
+        description="How the policy replies: json = one JSON object constrained by a schema; tools = native "
+        "tool calls (the actions offered as tools; the server needs its tool-call parser). Unset: the "
+        "family's default",
+    )
     image_uuid: bool = Field(
         default=False,
         description="Give each screenshot a stable uuid (its content hash) in the request, which vLLM 0.10.2+ "
@@ -119,6 +127,10 @@ class PolicyConfig(_FamilyRoleConfig):
     def resolved_family(self, localizer: LocalizerConfig) -> str:
         """The family in use: the one set, else the localizer profile's."""
         return self.family or localizer.profile
+
+    def contract(self) -> PolicyContract:
+        """The policy contract spoken: the family's when one is set, else webagent's generic one."""
+        return get_family(self.family).policy if self.family is not None else GENERIC_POLICY
 
 
 class LocalizerConfig(RoleConfig):

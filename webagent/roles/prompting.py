@@ -36,7 +36,7 @@ from ..families import ContextMode
 from ..images import Screenshot
 from ..model.client import Message
 from ..prompts import render
-from ..records import PolicyState, PromptContext
+from ..records import PolicyState, PromptContext, ToolCall
 
 __all__ = [
     "NO_REPLY",
@@ -59,12 +59,16 @@ _OPEN, _CLOSE = "<observation>", "</observation>"
 
 
 class Speaker(Protocol):
-    """The policy contract's side of a conversation: what the model is told first, and how its
-    reply and the outcome of its action go back into the conversation."""
+    """The policy contract's side of a conversation (``webagent.roles.contract.Contract``): what the
+    model is told first, and how its reply and the outcome of its action go back into it."""
 
     def system_message(self) -> Message: ...
-    def assistant(self, text: str) -> list[Message]:
+    def assistant(self, text: str, tool_calls: Sequence[ToolCall] = ()) -> list[Message]:
         """The messages a reply becomes in the conversation (its text exactly as returned)."""
+        ...
+
+    def tool_results(self, tool_calls: Sequence[ToolCall], outcome: str | None) -> list[Message]:
+        """The answers to a reply's tool calls, told before the next observation."""
         ...
 
 
@@ -111,6 +115,8 @@ class PolicyPrompt(ABC):
         self.epoch = 0
         self._awaiting = False
         self._shown_feedback: str | None = None
+        #: The tool calls of the last reply, answered (with its action's outcome) before the next turn.
+        self._calls: tuple[ToolCall, ...] = ()
 
     @abstractmethod
     def observe(self, state: PolicyState, shot: Screenshot, *, new_epoch: bool | None = None) -> list[Message]:
@@ -118,13 +124,15 @@ class PolicyPrompt(ABC):
         later turns do not change it). ``new_epoch``: force (True) or forbid (False) the mode's
         restart or rewrite (how an export follows a recorded run)."""
 
-    def reply(self, text: str | None) -> str | None:
+    def reply(self, text: str | None, tool_calls: Sequence[ToolCall] = ()) -> str | None:
         """Append the model's reply to the last observation (the raw text, exactly as returned;
-        None: there was none) and return the text appended (None: this mode keeps no replies)."""
+        None: there was none; and its native tool calls) and return the text appended (None: this
+        mode keeps no replies)."""
         if not self._awaiting:
             return None
-        text = NO_REPLY if text is None else text
-        self.messages += self.speaker.assistant(text)
+        text = NO_REPLY if text is None and not tool_calls else text or ""
+        self.messages += self.speaker.assistant(text, tool_calls)
+        self._calls = tuple(tool_calls)
         self._awaiting = False
         self._replied(text)
         return text
@@ -147,10 +155,16 @@ class PolicyPrompt(ABC):
         return shot.image_part(uuid=self.options.image_uuid)
 
     def _turn_text(self, state: PolicyState) -> str:
+        """A later turn's text; the last reply's tool calls are answered first (their result is the
+        previous action's outcome, then not repeated in the turn)."""
+        outcome = state.outcome
+        if self._calls:
+            self.messages += self.speaker.tool_results(self._calls, outcome)
+            self._calls, outcome = (), None
         # Standing validator feedback is told once, in the turn after the rejection.
         feedback = state.feedback if state.feedback != self._shown_feedback else None
         self._shown_feedback = state.feedback
-        return render("policy_turn.jinja", state=state, outcome=state.outcome, feedback=feedback)
+        return render("policy_turn.jinja", state=state, outcome=outcome, feedback=feedback)
 
 
 def window_messages(
@@ -201,7 +215,7 @@ class AppendPrompt(PolicyPrompt):
             new_epoch = self._epoch_ended()
         if new_epoch or not self.messages:
             self.messages = [self.speaker.system_message()]
-            self.epoch, self._turns, self._chars = state.step, 0, 0
+            self.epoch, self._turns, self._chars, self._calls = state.step, 0, 0, ()
             self._shown_feedback = state.feedback
             outcome = None if state.recent else state.outcome
             text = render("policy_epoch.jinja", state=state, outcome=outcome, feedback=state.feedback)

@@ -26,10 +26,12 @@ from typing import Any
 
 from webagent.families import DEFAULT_MAX_NUM_TILES, DEFAULT_PROFILE, ModelFamily
 from webagent.families import family_of as _family_of
+from webagent.testing.contracts import calls_text
 from webagent.testing.images import image_size
 
 __all__ = [
     "BLOCK_SIZE",
+    "CHARS_PER_TOKEN",
     "CacheLookup",
     "ImageRef",
     "PrefillCounts",
@@ -120,6 +122,7 @@ def prompt_tokens(
                     if image is not None and image.width > 0 and image.height > 0:
                         n = family.image_tokens(image.width, image.height, max_num_tiles=max_num_tiles)
                         tokens += [(image.key, i) for i in range(n)]
+        tokens += _text_tokens(calls_text(message.get("tool_calls")))
         tokens.append("<|end|>")
     tokens.append("<|assistant|>")
     return tokens
@@ -141,9 +144,10 @@ def request_tokens(
     )
 
 
-def reply_tokens(text: str) -> list[Hashable]:
-    """The tokens a reply adds after the prompt (its text, then the end marker)."""
-    return [*_text_tokens(text), "<|end|>"]
+def reply_tokens(*texts: str) -> list[Hashable]:
+    """The tokens a reply adds after the prompt (its texts: reasoning, content, tool calls; then the
+    end marker), each text tokenized as the prompt of a later request renders it."""
+    return [*(token for text in texts for token in _text_tokens(text)), "<|end|>"]
 
 
 class PrefixCache:
@@ -230,17 +234,18 @@ VLLM_COUNTERS = (
 
 
 class PrefillCounts:
-    """vLLM's counters over every request, and per role the requests, prompt tokens, cached tokens
-    and the largest prompt."""
+    """vLLM's counters over every request, and per role the requests, prompt tokens, cached tokens,
+    the largest prompt and the text tokens of the turns the requests added."""
 
     def __init__(self, roles: Sequence[str]) -> None:
         self.metrics: dict[str, int] = dict.fromkeys(VLLM_COUNTERS, 0)
         self.per_role: dict[str, dict[str, int]] = {
-            role: dict.fromkeys(("requests", "prompt_tokens", "cached_tokens", "max_prompt_tokens"), 0)
+            role: dict.fromkeys(("requests", "prompt_tokens", "cached_tokens", "max_prompt_tokens", "turn_tokens"), 0)
             for role in roles
         }
 
-    def count(self, role: str, lookup: CacheLookup, completion_tokens: int) -> None:
+    def count(self, role: str, lookup: CacheLookup, completion_tokens: int, turn_tokens: int = 0) -> None:
+        """Count one request (``turn_tokens``: the text tokens of the turn it adds)."""
         metrics = self.metrics
         metrics["vllm:prompt_tokens_total"] += lookup.prompt_tokens
         metrics["vllm:generation_tokens_total"] += completion_tokens
@@ -251,3 +256,4 @@ class PrefillCounts:
         stats["prompt_tokens"] += lookup.prompt_tokens
         stats["cached_tokens"] += lookup.cached_tokens
         stats["max_prompt_tokens"] = max(stats["max_prompt_tokens"], lookup.prompt_tokens)
+        stats["turn_tokens"] += turn_tokens

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import signal
 import sys
 import threading
@@ -32,10 +33,12 @@ from webagent.testing.chat import (
     reply_usage,
     scripted_reply,
 )
+from webagent.testing.contracts import ScriptedReply
 from webagent.testing.http import Handler, error_reply, hang_up, json_errors, json_reply, route, say_keep_alive, stall
 from webagent.testing.images import image_digests, shrink_images
 from webagent.testing.prefixcache import (
     BLOCK_SIZE,
+    CHARS_PER_TOKEN,
     DEFAULT_CAPACITY_BLOCKS,
     PrefillCounts,
     PrefixCache,
@@ -261,7 +264,7 @@ class FakeModelServer:
         repair = is_repair(messages)
         fault = self._faults.pick(role, self.request_counts[role], repair=repair)
         rec = recorded(body, messages, role=role, path=request.rel_url.raw_path, model=model, fault=fault)
-        content = scripted_reply(self.script, rec, first_user(messages))
+        reply_message = scripted_reply(self.script, rec, first_user(messages), body)
         if fault:
             self.fault_counts[fault] += 1
         if self.record:
@@ -276,18 +279,21 @@ class FakeModelServer:
         if fault == "429":
             retry_after = {"Retry-After": str(self.script.retry_after_s)}
             return error_reply(429, "injected rate limit", "rate_limit_exceeded", "rate_limit_exceeded", retry_after)
-        usage = self._prefill(role, rec, tokens, content)
-        reply = completion(model, content, usage)
+        usage = self._prefill(role, rec, tokens, reply_message)
+        reply = completion(model, reply_message, usage)
         return await stall(request, reply) if fault == "stall" else json_reply(reply)
 
-    def _prefill(self, role: Role, rec: RecordedRequest, tokens: list[Hashable], content: str) -> dict[str, Any]:
-        """Look the prompt up in the simulated prefix cache, cache it and the reply, and count both
-        as vLLM does; the reply's usage."""
+    def _prefill(
+        self, role: Role, rec: RecordedRequest, tokens: list[Hashable], reply: ScriptedReply
+    ) -> dict[str, Any]:
+        """Look the prompt up in the simulated prefix cache, cache it and the reply as generated
+        (reasoning included), and count both as vLLM does; the reply's usage."""
         lookup = self.cache.lookup(tokens)
-        self.cache.store([*tokens, *reply_tokens(content)])
-        usage = reply_usage(lookup.prompt_tokens, lookup.cached_tokens, content)
+        generated = reply.generated()
+        self.cache.store([*tokens, *reply_tokens(*generated)])
+        usage = reply_usage(lookup.prompt_tokens, lookup.cached_tokens, "".join(generated))
         rec.prompt_tokens, rec.cached_tokens = lookup.prompt_tokens, lookup.cached_tokens
-        self.counts.count(role, lookup, usage["completion_tokens"])
+        self.counts.count(role, lookup, usage["completion_tokens"], math.ceil(rec.new_text_chars / CHARS_PER_TOKEN))
         return usage
 
 

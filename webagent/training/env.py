@@ -2,10 +2,11 @@
 
     env = WebEnv(config)
     obs = await env.reset(task)                         # opens the start page, first observation
-    obs, reward, done, info = await env.step(action)    # the policy's action JSON (or reply text)
+    obs, reward, done, info = await env.step(action)    # the policy's reply: JSON, text, or a tool call
 
 The step runs the same code as ``Agent`` (``webagent.loop.Episode``): the localizer turns an
-element description into a point (or the caller passes ``point=(x, y)`` in screenshot pixels),
+element description into a point (or the reply carries it, as a grounded reply does, or the
+caller passes ``point=(x, y)`` in screenshot pixels),
 the action is carried out, and an ``answer`` is judged — by the validator model, by the task's
 reference answers, or both — giving reward 1.0 or 0.0. A rejected answer is told to the policy
 at the next observation, as in the agent; the episode ends on an accepted answer, after
@@ -20,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,11 +34,12 @@ from ..batch.tasks import TaskSpec, reference_matches
 from ..browser.session import BrowserSession
 from ..config import AgentConfig
 from ..errors import BrowserError, ConfigError, InputError, LocalizationError, NavigationError
-from ..images import Screenshot
+from ..images import Frame, Screenshot
 from ..loop import Episode, Judge
-from ..model.client import Message
-from ..model.parsing import ReplyParseError, parse_reply
-from ..records import ModelCall, Point, RunResult, Step, Verdict
+from ..model.client import Message, Reply
+from ..model.parsing import ReplyParseError
+from ..records import ModelCall, Point, RunResult, Step, ToolCall, Verdict
+from ..roles.contract import Contract, Decision
 from ..runs.trajectory import RunFiles
 from ..urls import normalize_url
 
@@ -89,30 +91,40 @@ def _task(task: TaskSpec | Mapping[str, Any]) -> TaskSpec:
         raise InputError(f"a task needs 'url' and 'goal' (and optionally 'id', 'reference'): {exc}") from None
 
 
-def _reply(action: PolicyReply | Mapping[str, Any] | str) -> PolicyReply:
-    """The policy's reply from a PolicyReply, its JSON text, or a dict (a whole reply or just an action)."""
+PolicyInput = PolicyReply | Mapping[str, Any] | str
+"""What ``WebEnv.step`` takes: a PolicyReply; the reply's text; its JSON as a dict, in webagent's
+shape (a whole reply or just an action) or H's (``{"note", "thought", "tool_call": {...}}``); or a
+native tool call (``{"name", "arguments"}``, or OpenAI's ``{"id", "type", "function": {...}}``)."""
+
+
+def read_policy(
+    action: PolicyInput, contract: Contract, frame: Frame
+) -> tuple[Decision, str | None, tuple[ToolCall, ...]]:
+    """The decision in ``action`` (its point, when it carries one, in pixels of ``frame``), with the
+    reply text and tool calls the policy's conversation keeps. Raises ReplyParseError."""
     if isinstance(action, PolicyReply):
-        return action
+        return Decision(action), action.model_dump_json(), ()
     if isinstance(action, str):
-        return parse_reply(action, PolicyReply)
+        return contract.parse(Reply(action), frame), action, ()
     data = dict(action)
-    if not isinstance(data.get("action"), Mapping):
-        data = {"action": data}
-    try:
-        return PolicyReply.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ReplyParseError(f"the action is not valid: {where}: {first['msg']}") from None
+    call = _tool_call(data)
+    if call is not None:
+        tools = replace(contract, output="tools")
+        return tools.parse(Reply("", (call,)), frame), "", (call,)
+    raw = json.dumps(data, ensure_ascii=False, default=str)
+    if not isinstance(data.get("action"), Mapping) and not isinstance(data.get("tool_call"), Mapping):
+        data = {"action": data}  # just an action
+    return contract.read(data, frame), raw, ()
 
 
-def _raw(action: PolicyReply | Mapping[str, Any] | str) -> str:
-    """The reply as the policy's conversation keeps it (append context): its text, else its JSON."""
-    if isinstance(action, str):
-        return action
-    if isinstance(action, PolicyReply):
-        return action.model_dump_json()
-    return json.dumps(dict(action), ensure_ascii=False, default=str)
+def _tool_call(data: Mapping[str, Any]) -> ToolCall | None:
+    nested = data.get("function")
+    function: Mapping[str, Any] = nested if isinstance(nested, Mapping) else data
+    if not isinstance(function.get("name"), str) or "arguments" not in function:
+        return None
+    arguments = function["arguments"]
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False, default=str)
+    return ToolCall(id=str(data.get("id") or "call_0"), name=function["name"], arguments=text)
 
 
 class WebEnv:
@@ -182,34 +194,38 @@ class WebEnv:
         return await self._observe()
 
     async def step(
-        self, action: PolicyReply | Mapping[str, Any] | str, *, point: tuple[float, float] | None = None
+        self, action: PolicyInput, *, point: tuple[float, float] | None = None
     ) -> tuple[Observation, float, bool, dict[str, Any]]:
         """Carry out one action; returns (observation, reward, done, info).
 
-        ``action``: a PolicyReply, the policy's reply text, or its JSON as a dict (a whole reply or
-        just ``{"action": ...}``). An unusable action is a failed step (reward 0, told to the
+        ``action``: a PolicyReply, the policy's reply text, its JSON as a dict (a whole reply, just
+        ``{"action": ...}``, or H's ``{"tool_call": ...}`` shape), or a native tool call
+        (``{"name", "arguments"}``). A grounded reply's point (``x``, ``y`` in the policy family's
+        coordinates) places its click. An unusable action is a failed step (reward 0, told to the
         policy), not an exception. ``point``: where to click, in pixels of the observation's
-        screenshot, instead of asking the localizer.
+        screenshot, instead of the reply's point or the localizer.
         """
         episode, step, obs = self._episode, self._step, self._obs
         if episode is None or step is None or obs is None:
             raise InputError("the environment has no running episode: call reset(task) first")
         episode.resume()  # the time the policy took to decide is not the run's
 
-        raw = _raw(action)
+        contract = episode.roles.policy.contract(episode.grounding == "policy")
+        raw: str | None = action if isinstance(action, str) else None
+        calls: tuple[ToolCall, ...] = ()
         usable: tuple[PolicyReply, Point | None] | None = None
         try:  # before the step runs: a ConfigError (no localizer, no point) leaves the step to retry
-            reply = _reply(action)
-            usable = (reply, self._point(reply, obs, point))
+            decision, raw, calls = read_policy(action, contract, obs.screenshot.frame)
+            usable = (decision.reply, self._point(decision, obs, point))
         except (ReplyParseError, LocalizationError) as exc:
             error = str(exc)
 
         async def act() -> None:
             assert episode is not None and step is not None
             if usable is None:
-                episode.unusable_reply(step, error, raw=raw)
+                episode.unusable_reply(step, error, raw=raw, tool_calls=calls)
             else:
-                await episode.apply(step, usable[0], point=usable[1], raw=raw)
+                await episode.apply(step, usable[0], point=usable[1], raw=raw, tool_calls=calls)
 
         await episode.run_step(step, act())
         result = episode.end_step(step)
@@ -231,10 +247,11 @@ class WebEnv:
         won = result.success and (reference_match or not needs_match)
         return obs, 1.0 if won else 0.0, True, info
 
-    def _point(self, reply: PolicyReply, obs: Observation, point: tuple[float, float] | None) -> Point | None:
-        needs_point = isinstance(reply.action, ClickElement | WriteElement | SelectOption)
+    def _point(self, decision: Decision, obs: Observation, point: tuple[float, float] | None) -> Point | None:
+        needs_point = isinstance(decision.reply.action, ClickElement | WriteElement | SelectOption)
         if not needs_point:
             return None
+        point = point if point is not None else decision.point
         if point is None:
             if not self.agent.config.localizer.endpoints() or not self.agent.config.localizer.model:
                 raise ConfigError(

@@ -203,9 +203,16 @@ class _Run:
             if index > first:
                 previous = self.steps[index - 1].context
                 assert previous is not None
-                prompt.reply(previous.reply)
+                prompt.reply(previous.reply, previous.tool_calls or ())
             messages = prompt.observe(told.policy, self.shots(index, 1)[0], new_epoch=told.epoch == index)
         return messages
+
+    def tools(self, step: Step, call: ModelCall) -> list[dict[str, Any]] | None:
+        """The tools a policy request offered (native tool calls), as sent."""
+        if call.role != "policy" or step.context is None:
+            return None
+        tools: list[dict[str, Any]] | None = speaker_for(step.context).request_fields.get("tools")
+        return tools
 
     def success(self) -> bool:
         return self.result.success
@@ -228,7 +235,7 @@ def _uniform(messages: list[Message]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for message in messages:
         content = message.get("content")
-        parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        parts = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
         out.append({**message, "content": parts})
     return out
 
@@ -270,16 +277,19 @@ def _calls(run: _Run, options: ExportOptions, stats: ExportStats) -> Iterator[tu
                 stats.skipped_steps += 1
                 log.warning("export_step_skipped", run=str(run.ref.directory), step=step.index, reason=str(exc))
                 break
-            calls.append(
-                {
-                    "role": call.role,
-                    "model": call.model,
-                    "messages": messages,
-                    "target": call.raw[-1],
-                    "repaired": len(call.raw) > 1,
-                    "error": call.error,
-                }
-            )
+            entry: dict[str, Any] = {
+                "role": call.role,
+                "model": call.model,
+                "messages": messages,
+                "target": call.raw[-1],
+                "repaired": len(call.raw) > 1,
+                "error": call.error,
+            }
+            tools = run.tools(step, call)
+            if tools is not None:  # the tools offered and the calls made: the exact exchange
+                entry["tools"] = tools
+                entry["target_tool_calls"] = [c.message_part() for c in call.tool_calls]
+            calls.append(entry)
         else:
             if calls:
                 yield step, calls
@@ -294,6 +304,7 @@ def _records(run: _Run, options: ExportOptions, stats: ExportStats) -> Iterator[
                     "role": call["role"],
                     "messages": call["messages"],
                     "target": call["target"],
+                    **{key: call[key] for key in ("tools", "target_tool_calls") if key in call},
                     "images": _image_paths(call["messages"]),
                     "metadata": {
                         **meta,
