@@ -22,7 +22,8 @@ placed as the family's default grounding says. A family may carry variants: ``@<
 ``[policy] max_num_tiles`` (12 is vLLM's default when a request does not set it); ``@align<N>``
 makes the server simulate a hybrid model's cache in vLLM's ``align`` mode with N-token blocks (one
 checkpoint per request; see docs/serving.md); ``@policy`` / ``@localizer`` set ``[agent]
-grounding``; ``@tools`` / ``@json`` set ``[policy] output``.
+grounding``; ``@tools`` / ``@json`` set ``[policy] output``; ``@validator<N>`` sets ``[agent]
+validator_screenshots``.
 
 Also printed, for the floor of issue 24: model requests per click step (policy and localizer), and
 the all-roles uncached tokens per step against one screenshot's tokens plus the text of the turn
@@ -127,7 +128,7 @@ class OfflineServer:
 
 
 def variant(spec: str) -> tuple[str, dict[str, Any], list[str]]:
-    """``family[@<N>tiles][@align<N>][@policy|@localizer][@json|@tools]`` -> (family, its settings
+    """``family[@<N>tiles][@align<N>][@policy|@localizer][@json|@tools][@validator<N>]`` -> (family, its settings
     as dotted config keys, the server's extra flags)."""
     family, *options = spec.split("@")
     settings: dict[str, Any] = {}
@@ -141,6 +142,8 @@ def variant(spec: str) -> tuple[str, dict[str, Any], list[str]]:
             settings["agent.grounding"] = option
         elif option in ("json", "tools"):
             settings["policy.output"] = option
+        elif option.startswith("validator"):
+            settings["agent.validator_screenshots"] = int(option.removeprefix("validator"))
         else:
             raise SystemExit(f"unknown variant {option!r} in {spec!r}")
     if family not in FAMILIES:
