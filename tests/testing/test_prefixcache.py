@@ -195,3 +195,22 @@ def test_a_cache_of_no_blocks_is_refused_in_one_line(capsys: pytest.CaptureFixtu
             server_main(["--script", "x.json", flag, "0"])
         assert exit_.value.code == 2
         assert f"argument {flag}: must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_align_mode_takes_the_family_s_block_size(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    import webagent.testing.server as server_module
+
+    seen: dict[str, Any] = {}
+
+    async def serve(script: Any, host: str, port: int, **options: Any) -> None:
+        seen.update(options)
+
+    monkeypatch.setattr(server_module, "_serve", serve)
+    path = tmp_path / "s.json"
+    path.write_text("{}")
+    assert server_main(["--script", str(path), "--mamba-align", "--family", "holo3"]) == 0
+    assert seen["block_size"] == get_family("holo3").serving.align_blocks[0] == 1056 and seen["mamba_align"]
+    assert server_main(["--script", str(path), "--mamba-align", "--family", "holo3", "--block-size", "2096"]) == 0
+    assert seen["block_size"] == 2096
+    assert server_main(["--script", str(path)]) == 0
+    assert seen["block_size"] == 16

@@ -369,7 +369,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"capacity of the simulated prefix cache in blocks (default {DEFAULT_CAPACITY_BLOCKS})",
     )
     parser.add_argument(
-        "--block-size", type=_positive, default=BLOCK_SIZE, help=f"tokens per cache block (default {BLOCK_SIZE})"
+        "--block-size",
+        type=_positive,
+        default=None,
+        help=f"tokens per cache block (default {BLOCK_SIZE}; with --mamba-align and --family, the family's "
+        "align-mode block size)",
     )
     parser.add_argument(
         "--mamba-align",
@@ -378,6 +382,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "prompt's last full block (use with --block-size of the enlarged attention block, e.g. 672)",
     )
     args = parser.parse_args(argv)
+    if args.block_size is None:
+        blocks = get_family(args.family).serving.align_blocks if args.mamba_align and args.family else ()
+        args.block_size = blocks[0] if blocks else BLOCK_SIZE
     try:
         script = load_script(args.script)
     except ValueError as exc:
