@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from ..config import AgentConfig, AgentSettings
@@ -160,8 +161,10 @@ class Policy:
         )
 
 
+@cache
 def contract_for(family: str | None, output: Output, grounded: bool) -> Contract:
-    """The contract a policy of ``family`` (None: webagent's generic one) speaks."""
+    """The contract a policy of ``family`` (None: webagent's generic one) speaks (one instance for
+    every session, so that its request fields are the same objects, encoded once)."""
     spec = get_family(family).policy if family is not None else GENERIC_POLICY
     return Contract(spec.shape, output, grounded, spec.point or "pixels", spec.schema_field)
 
