@@ -90,6 +90,7 @@ from webagent.browser.launcher import launch_browser  # noqa: E402
 from webagent.browser.scripts import TWO_FRAMES, VIEW_AFTER_FRAME, VIEW_NOW  # noqa: E402
 from webagent.cli import configure_logging  # noqa: E402
 from webagent.config import PROFILES, BrowserConfig  # noqa: E402
+from webagent.families import DEFAULT_PROFILE  # noqa: E402
 from webagent.images import frame_for  # noqa: E402
 from webagent.testing.offline import offline_config  # noqa: E402
 
@@ -219,7 +220,7 @@ def soak_script(plans: list[list[Act]], latency: float) -> dict[str, Any]:
     return {
         "latency_s": latency,
         "viewport": {"width": VIEWPORT[0], "height": VIEWPORT[1]},
-        "localizer_profile": "holo1.5",
+        "localizer_profile": DEFAULT_PROFILE,
         "elements": {name: list(point) for name, point in ELEMENTS.items()},
         "tasks": tasks,
     }
@@ -582,7 +583,7 @@ async def floor(
 ) -> dict[str, Any]:
     n = len(plans)
     config = BrowserConfig(contexts_per_browser=max(n, 1), direct_cdp=False, args=[RESOLVER_RULE])
-    frame = frame_for(*VIEWPORT, PROFILES["holo1.5"])
+    frame = frame_for(*VIEWPORT, PROFILES[DEFAULT_PROFILE])
     ends: list[float] = []
     step_s: list[float] = []
     counts: collections.Counter[str] = collections.Counter()
@@ -691,7 +692,9 @@ async def agent(
             )
         )
         # The run's own time limit out of reach: a session stuck anywhere shows as hung, not as max_time.
-        config = offline_config(server.url, "holo1.5", max_steps=steps + 2, max_time_s=max(3600.0, 2 * deadline_s))
+        config = offline_config(
+            server.url, DEFAULT_PROFILE, max_steps=steps + 2, max_time_s=max(3600.0, 2 * deadline_s)
+        )
         config.browser.contexts_per_browser = max(math.ceil(n / max(args.browsers, 1)), 1)
         config.browser.recycle_after = 10_000
         config.browser.args = [RESOLVER_RULE]
@@ -1045,7 +1048,7 @@ def report(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
     print()
     print(
         f"soak: model latency {args.latency:g} s per call, {args.steps} steps per task (slow page and never-answering "
-        f"request in every task), profile holo1.5 (1260x784 JPEG), median of {args.repeat} round(s) per N"
+        f"request in every task), profile {DEFAULT_PROFILE} (1260x784 JPEG), median of {args.repeat} round(s) per N"
         + (f", {args.hog} busy processes beside both phases (--hog)" if args.hog else "")
         + (", admission control off" if args.no_admission else "")
     )

@@ -187,7 +187,7 @@ def test_unknown_override_key() -> None:
     ("toml", "key", "value"),
     [
         ("[agent]\nmax_steps = 0\n", "agent.max_steps", "0"),
-        ("[localizer]\nprofile = 'holo3'\n", "localizer.profile", "holo3"),
+        ("[localizer]\nprofile = 'holotron'\n", "localizer.profile", "holotron"),
         ("[policy]\nbase_url = 'ftp://x'\n", "policy.base_url", "ftp://x"),
         ("[browser]\nviewport = 'big'\n", "browser.viewport", "big"),
         ("[browser]\nviewport = {width = 100, height = 700}\n", "browser.viewport.width", "100"),
@@ -207,7 +207,7 @@ def test_invalid_values_name_the_key(tmp_path: Path, toml: str, key: str, value:
         ({"WEBAGENT_AGENT_MAX_STEPS": "many"}, "agent.max_steps"),
         ({"WEBAGENT_BROWSER_VIEWPORT": "big"}, "browser.viewport"),
         ({"WEBAGENT_BROWSER_HEADLESS": "maybe"}, "browser.headless"),
-        ({"WEBAGENT_LOCALIZER_PROFILE": "holo3"}, "localizer.profile"),
+        ({"WEBAGENT_LOCALIZER_PROFILE": "holotron"}, "localizer.profile"),
     ],
 )
 def test_invalid_env_values_name_the_key(env: dict[str, str], key: str) -> None:
@@ -336,7 +336,13 @@ def test_role_config_base_url_validation() -> None:
 
 def test_policy_context_settings_from_the_environment() -> None:
     config = load_config(None, env={})
-    assert config.agent.context == "append" and config.agent.epoch_steps == 6
+    assert config.agent.context is None and config.agent.epoch_steps == 6  # unset: the policy contract's
+    assert config.policy.contract().context == "append"
+    env = {"WEBAGENT_AGENT_CONTEXT": "history", "WEBAGENT_AGENT_HISTORY_PRUNING": "step"}
+    assert (load_config(None, env=env).agent.context, load_config(None, env=env).agent.history_pruning) == (
+        "history",
+        "step",
+    )
     env = {"WEBAGENT_AGENT_CONTEXT": "window", "WEBAGENT_AGENT_EPOCH_STEPS": "4", "WEBAGENT_AGENT_EPOCH_MAX_CHARS": "0"}
     config = load_config(None, env=env)
     assert (config.agent.context, config.agent.epoch_steps, config.agent.epoch_max_chars) == ("window", 4, 0)

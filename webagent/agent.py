@@ -47,9 +47,14 @@ class Agent:
     """
 
     def __init__(
-        self, config: AgentConfig | None = None, *, browser: Browser | None = None, require: Sequence[str] = ROLES
+        self,
+        config: AgentConfig | None = None,
+        *,
+        browser: Browser | None = None,
+        require: Sequence[str] | None = None,
     ) -> None:
-        """``require``: the roles whose endpoints must be configured (a ConfigError names the first missing)."""
+        """``require``: the roles whose endpoints must be configured (a ConfigError names the first
+        missing; default: those runs call, the localizer only when it places the clicks)."""
         self.config = config or AgentConfig()
         self.config.require_endpoints(require)
         browser_config = self.config.browser
@@ -100,6 +105,7 @@ class Agent:
                 secret_names=self.secrets.names,
                 restrictions=restrictions,
                 images=PolicyImages.from_config(self.config),
+                output=self.config.policy.output,
             ),
             localizer=Localizer(client["localizer"], self.config.localizer),
             validator=Validator(client["validator"], extra_body=self.config.validator.extra_body()),

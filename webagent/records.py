@@ -17,12 +17,14 @@ __all__ = [
     "Phase",
     "PhaseName",
     "Point",
+    "PolicyState",
     "PromptContext",
     "RoleUsage",
     "RunResult",
     "Step",
     "StopReason",
     "Timings",
+    "ToolCall",
     "Usage",
     "Verdict",
 ]
@@ -78,12 +80,27 @@ class Usage(_Record):
         self.role(call.role).add(call.usage)
 
 
+class ToolCall(_Record):
+    """One native tool call of a reply (OpenAI's ``tool_calls``), as the model gave it."""
+
+    id: str
+    name: str
+    arguments: str = Field(description="The arguments' JSON text, exactly as returned")
+
+    def message_part(self) -> dict[str, object]:
+        """The call as an assistant message carries it back to the server."""
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
 class ModelCall(_Record):
     """One logical model call (retries and a repair included)."""
 
     role: Role
     model: str
     raw: list[str] = Field(default_factory=list, description="Raw reply texts, the repaired one last")
+    tool_calls: list[ToolCall] = Field(
+        default_factory=list, description="The native tool calls of the last reply (policy in the tools output)"
+    )
     usage: RoleUsage = Field(default_factory=RoleUsage)
     error: str | None = None
 
@@ -91,7 +108,7 @@ class ModelCall(_Record):
 class Point(_Record):
     """A click point in both spaces."""
 
-    image: tuple[float, float] = Field(description="Pixels of the screenshot sent to the localizer")
+    image: tuple[float, float] = Field(description="Pixels of the screenshot sent to the model that placed it")
     viewport: tuple[float, float] = Field(description="CSS pixels of the viewport")
 
 
@@ -110,35 +127,63 @@ class Fingerprint(_Record):
     size: tuple[int, int] = Field(default=(0, 0), description="Screenshot size: a recording replays at the same one")
 
 
-class PromptContext(_Record):
-    """The model inputs of a step that its other fields do not hold.
+class PolicyState(_Record):
+    """What the policy is told at one step, besides its screenshots: the one record a prompt
+    strategy (``webagent.roles.prompting``) renders, kept on the step so that an export renders the
+    same prompt again."""
 
-    With the step's own fields (url, index, events, kind, element, action), the run's goal and the
-    screenshot files, an export rebuilds the exact prompts sent (the prompt text is not stored).
-    """
-
+    goal: str
+    url: str
+    step: int
     max_steps: int
     notes: list[str] = Field(default_factory=list, description="Notes shown to the policy")
     recent: list[str] = Field(default_factory=list, description="Recent-action lines shown to the policy")
-    feedback: str | None = Field(default=None, description="Validator feedback shown to the policy")
+    events: list[str] = Field(default_factory=list, description="Page events since the last step")
+    feedback: str | None = Field(default=None, description="Standing validator feedback on the last answer")
+    final: bool = Field(default=False, description="Only an answer is asked for (out of steps or time)")
     progress: str | None = Field(
         default=None, description="What the policy was told of its last action changing nothing (see Step.unchanged)"
     )
-    screenshots: int = Field(default=1, description="Screenshots in the policy request: those of the last N steps")
+    outcome: str | None = Field(default=None, description="The previous step's action and outcome, as one line")
+    secrets: list[str] = Field(default_factory=list, description="Names of the secrets the policy was told of")
+    restrictions: str = Field(default="", description="Navigation rules the policy was told")
+
+
+class PromptContext(_Record):
+    """The model inputs of a step that its other fields do not hold.
+
+    With the screenshot files, an export rebuilds the exact prompts sent (the prompt text is not
+    stored): the policy's from ``policy`` and the strategy fields, fed through the same strategy.
+    """
+
+    policy: PolicyState | None = Field(default=None, description="What the policy was told at this step")
+    mode: Literal["append", "window", "history"] | None = Field(
+        default=None, description="The policy's context mode (webagent.roles.prompting)"
+    )
     epoch: int | None = Field(
         default=None,
-        description="Append context: the step whose observation began the policy conversation this request "
-        "continues (None: the window context)",
+        description="append: the step whose observation began the conversation this request continues; "
+        "history: the step of its last rewrite of older screenshots to placeholders (None: the window context)",
     )
-    outcome: str | None = Field(default=None, description="Append context: the previous action's line shown")
+    screenshots: int = Field(default=1, description="Screenshots in the policy request")
+    kept: int | None = Field(default=None, description="window: screenshots_in_context; history: history_screenshots")
+    pruning: Literal["epoch", "step"] | None = Field(default=None, description="history: history_pruning")
     reply: str | None = Field(
-        default=None, description="Append context: the policy's reply to this step, as appended to the conversation"
+        default=None, description="The policy's reply to this step, as appended to the conversation"
+    )
+    tool_calls: list[ToolCall] | None = Field(
+        default=None, description="The native tool calls of that reply, as appended (tools output)"
+    )
+    family: str | None = Field(
+        default=None, description="The policy family whose contract the request spoke (None: webagent's generic one)"
+    )
+    output: Literal["json", "tools"] | None = Field(default=None, description="How the policy was asked to reply")
+    grounding: Literal["policy", "localizer"] | None = Field(
+        default=None, description="Who placed the step's click: the policy in its reply, or the localizer"
     )
     localizer_profile: str | None = None
     validator_url: str | None = Field(default=None, description="URL the validator was told")
     validator_screenshots: int = Field(default=0, description="Screenshots the validator saw: the last N steps'")
-    secrets: list[str] = Field(default_factory=list, description="Names of the secrets the policy was told of")
-    restrictions: str = Field(default="", description="Navigation rules the policy was told")
     expect: str | None = Field(default=None, description="Expected final state the validator was told")
 
 
@@ -177,6 +222,9 @@ class Step(_Record):
     action: Action | None = None
     element: str | None = None
     point: Point | None = None
+    grounding: Literal["policy", "localizer"] | None = Field(
+        default=None, description="Who placed this step's click: the policy in its reply, or the localizer"
+    )
     outcome: str = ""
     error: str | None = None
     verdict: Verdict | None = None
@@ -245,6 +293,11 @@ class RunResult(_Record):
     replayed_steps: int = Field(default=0, description="Steps replayed from the cache without model calls")
     calls_saved: int = Field(default=0, description="Model calls the replayed steps did not need")
     trace: str | None = Field(default=None, description="Playwright trace file, when one was kept")
+    grounding: Literal["policy", "localizer"] | None = Field(
+        default=None,
+        description="Who placed the run's clicks: policy = the policy's own replies (one request per click "
+        "step), localizer = a separate localizer model",
+    )
 
 
 class CheckResult(_Record):

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from webagent.testing.offline import PROFILE_MODELS
+from webagent.testing.offline import FAMILY_MODELS, PROFILE_MODELS
 from webagent.testing.server import FakeModelServer
 from webagent.testing.sites import SiteServer
 
@@ -82,6 +82,37 @@ def test_run_success_json_and_run_directory(
     assert len((out / "trajectory.jsonl").read_text().splitlines()) == 3
 
 
+def test_run_with_a_holo3_1_policy_as_the_readme_says(
+    fake: FakeModelServer, site: SiteServer, local_tasks: dict[str, Any], tmp_path: Path
+) -> None:
+    """The README's command for a Holo3.1 server: one base URL and model for every role, the
+    policy's family and the validator's; the policy grounds its clicks (no localizer is asked)."""
+    task = local_tasks["catalog-price"]
+    model = FAMILY_MODELS["holo3.1"]
+    fake.reset()
+    proc = webagent(
+        "run", "--url", task["url"], "--goal", task["goal"], "--json", "--output", str(tmp_path / "run"),
+        "--base-url", f"{fake.url}/v1", "--model", model, "--api-key", "offline",
+        "--policy-family", "holo3.1", "--validator-family", "holo3.1",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["success"] is True and result["grounding"] == "policy"
+    assert result["usage"]["localizer"]["calls"] == 0 and result["usage"]["policy"]["calls"] == 3
+    assert "policy grounds its clicks" in proc.stderr
+    policy = [r for r in fake.requests if r.role == "policy"]
+    assert policy and all(r.extra["chat_template_kwargs"] == {"enable_thinking": True} for r in policy)
+    # --policy-output tools: the same run in native tool calls.
+    fake.reset()
+    proc = webagent(
+        "run", "--url", task["url"], "--goal", task["goal"], "--json",
+        "--base-url", f"{fake.url}/v1", "--model", model, "--api-key", "offline",
+        "--policy-family", "holo3.1", "--policy-output", "tools",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert all("tools" in r.extra for r in fake.requests if r.role == "policy")
+
+
 def test_run_not_accomplished_exits_1(fake: FakeModelServer, site: SiteServer, tmp_path: Path) -> None:
     # No scripted task matches this goal: the policy answers "NO SCRIPTED ACTION" and the validator rejects it.
     proc = webagent(
@@ -129,7 +160,7 @@ def test_max_steps_is_the_number_of_steps_everywhere(
         (["--url", DEAD, "--goal", "x"], f"cannot open {DEAD}: net::ERR_CONNECTION_REFUSED"),
         (["--url", "http://no-such-host.invalid/", "--goal", "x"], "net::ERR_NAME_NOT_RESOLVED"),
         (["--url", "http://example.com[", "--goal", "x"], "invalid URL 'http://example.com['"),
-        (["--url", DEAD, "--goal", "x", "--localizer-profile", "holo3"], "invalid choice"),
+        (["--url", DEAD, "--goal", "x", "--localizer-profile", "holotron"], "invalid choice"),
         (["--goal", "x"], "the following arguments are required: --url"),
     ],
 )

@@ -412,10 +412,14 @@ async def test_an_action_that_changes_nothing_is_told_and_recorded(model_server:
     assert "Your last action (scroll down) changed nothing visible" in texts[2]
     assert UNCHANGED not in texts[2] and "WARNING" not in texts[2]
     assert [(s.unchanged, s.repeated) for s in steps] == [(False, 0), (True, 1), (True, 1)]
-    assert steps[1].context is not None and steps[1].context.progress == line
+    assert (
+        steps[1].context is not None
+        and steps[1].context.policy is not None
+        and steps[1].context.policy.progress == line
+    )
     # Recorded in the trajectory record.
     record = steps[1].model_dump(mode="json")
-    assert record["unchanged"] is True and record["repeated"] == 1 and record["context"]["progress"] == line
+    assert record["unchanged"] is True and record["repeated"] == 1 and record["context"]["policy"]["progress"] == line
 
 
 @pytest.mark.parametrize("after", [2, 3])
@@ -450,7 +454,9 @@ async def test_a_page_that_changes_gives_no_signal(model_server: ServerFactory) 
     assert result.success and len(texts) == 5
     assert not any("changed nothing" in t or "WARNING" in t for t in texts)
     assert not any(s.unchanged or s.repeated for s in steps)
-    assert all(s.context is not None and s.context.progress is None for s in steps)
+    assert all(
+        s.context is not None and s.context.policy is not None and s.context.policy.progress is None for s in steps
+    )
 
 
 async def test_a_wait_on_an_unchanged_page_is_told_but_no_repeat(model_server: ServerFactory) -> None:

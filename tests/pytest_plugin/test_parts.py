@@ -19,6 +19,7 @@ from webagent.browser.launcher import CHROMIUM_ARGS, find_chromium
 from webagent.budget import BudgetLimits
 from webagent.config import BrowserConfig
 from webagent.errors import BrowserError, BudgetExceeded, DeadlineExceeded, WebAgentError
+from webagent.families import FAMILIES
 from webagent.pytest_plugin.artifacts import ReadOnlyCache, RecordingCache, RunFolder, cache_path, node_name, open_cache
 from webagent.pytest_plugin.bridge import bounded
 from webagent.pytest_plugin.fixtures import bundled_chromium_installed, extend_launch_args, playwright_registry
@@ -137,8 +138,8 @@ def test_a_bad_webagent_variable_fails_only_the_tests_using_web(
     lines = result.outlines
     start = next(i for i, line in enumerate(lines) if "ERROR at setup of test_web" in line)
     assert lines[start + 1] == (  # the one line, with no traceback of the config error before it
-        "webagent: invalid value for policy.family (from WEBAGENT_POLICY_FAMILY): Input should be "
-        "'holo1', 'holo1.5', 'holo2' or 'holotron' (got 'bogus')"
+        "webagent: invalid value for policy.family (from WEBAGENT_POLICY_FAMILY): "
+        "not a model family: one of " + ", ".join(FAMILIES) + " (got 'bogus')"
     )
     assert "During handling" not in result.stdout.str()
 

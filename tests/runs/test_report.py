@@ -64,7 +64,7 @@ def _steps() -> list[dict[str, Any]]:
             "events": ["dialog: alert('hi')"],
             "unchanged": True,
             "repeated": 3,
-            "context": {"max_steps": 30, "progress": "WARNING: you have done the same action <b>3 times</b>"},
+            "context": {"policy": {"progress": "WARNING: you have done the same action <b>3 times</b>"}},
             "thought": "Type the coupon",
             "action": {"action": "write_element", "element": "coupon", "content": "X&Y", "press_enter": True},
             "outcome": "",
@@ -193,7 +193,7 @@ def test_pure_core_handles_odd_input() -> None:
     steps: list[dict[str, Any]] = [
         {"index": 1, "url": "u", "screenshot": "../../etc/passwd", "point": {"image": [1, 2]}},
         {"index": 2, "url": "u", "image_size": [0, 0], "point": "bad", "action": "bad"},
-        {"index": 3, "url": "u", "unchanged": True, "repeated": 1e999, "context": {"progress": ["x"]}},
+        {"index": 3, "url": "u", "unchanged": True, "repeated": 1e999, "context": {"policy": {"progress": ["x"]}}},
     ]
     page = render_report_html({"success": False}, steps, {})
     assert 'id="verdict" class="fail">FAIL<' in page

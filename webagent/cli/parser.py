@@ -9,7 +9,7 @@ from typing import Any, NoReturn
 from .. import __version__
 from ..config import ROLES, AgentConfig, load_config
 from ..errors import ConfigError
-from ..families import FAMILIES
+from ..families import DEFAULT_PROFILE, FAMILIES, PROFILES
 
 __all__ = [
     "EXIT_FAILED",
@@ -63,21 +63,33 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
             g.add_argument(
                 f"--{role}-family",
                 choices=list(FAMILIES),
-                help=f"{role} model family: what its requests ask of the server (holotron: its tile limit; "
-                "holo2: no thinking); unset, nothing is added",
+                help=f"{role} model family: its contract and what its requests ask of the server (a tile "
+                "limit, reasoning switches; see docs/serving.md); unset, nothing is added",
+            )
+        if role == "policy":
+            g.add_argument(
+                "--policy-output",
+                choices=["json", "tools"],
+                help="how the policy replies: one JSON object, or native tool calls (default: the family's)",
             )
         if role == "localizer":
             g.add_argument(
                 "--localizer-profile",
                 "--profile",
-                choices=["holo1", "holo1.5", "holo2"],
-                help="coordinate convention of the localizer model family (default holo1.5)",
+                choices=list(PROFILES),
+                help=f"coordinate convention of the localizer model family (default {DEFAULT_PROFILE})",
             )
     g = p.add_argument_group("agent")
     g.add_argument("--max-steps", type=int, help="steps in all, the last asking for the final answer (default 30)")
     g.add_argument("--max-attempts", type=int, help="answers the validator may judge (default 3)")
     g.add_argument("--max-time", type=float, metavar="SECONDS", help="time limit of the run (default 600)")
     g.add_argument("--screenshots", type=int, metavar="K", help="screenshots in each policy request (default 3)")
+    g.add_argument(
+        "--grounding",
+        choices=["policy", "localizer"],
+        help="who places clicks on the screenshot: the policy in its reply (one request a step) or the "
+        "localizer (default: the policy family's)",
+    )
     g.add_argument("--budget-calls", type=int, metavar="N", help="hard limit on model calls per run")
     g.add_argument("--budget-tokens", type=int, metavar="N", help="hard limit on tokens (all roles) per run")
     g.add_argument("--budget-usd", type=float, metavar="USD", help="hard limit on dollars per run (per-role prices)")
@@ -233,8 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--task", default="catalog-price", help="bundled task id from tasks/local.jsonl")
     demo.add_argument(
         "--profile",
-        choices=["holo1", "holo1.5", "holo2"],
-        default="holo1.5",
+        choices=list(PROFILES),
+        default=DEFAULT_PROFILE,
         help="localizer profile to play",
     )
     demo.add_argument("--output", metavar="DIR", help="run directory (default: runs/demo-<task>)")
@@ -319,6 +331,8 @@ _FLAGS: dict[str, str] = {
     "agent.max_attempts": "--max-attempts",
     "agent.max_time_s": "--max-time",
     "agent.screenshots_in_context": "--screenshots",
+    "agent.grounding": "--grounding",
+    "policy.output": "--policy-output",
     "agent.budget_calls": "--budget-calls",
     "agent.budget_tokens": "--budget-tokens",
     "agent.budget_usd": "--budget-usd",

@@ -19,11 +19,29 @@ class AgentSettings(Section):
     )
     max_attempts: int = Field(default=3, gt=0, description="Answers the validator may judge")
     max_time_s: float = Field(default=600.0, gt=0)
-    context: Literal["append", "window"] = Field(
-        default="append",
+    context: Literal["append", "window", "history"] | None = Field(
+        default=None,
         description="The policy's context: append = one conversation that grows by a turn per step (earlier "
         "turns never change, so a server prefix cache reuses them), restarted every epoch_steps; window = each "
-        "request rebuilt from the task, notes, recent actions and the last screenshots_in_context screenshots",
+        "request rebuilt from the task, notes, recent actions and the last screenshots_in_context screenshots; "
+        "history = H Company's agent-loop layout: one conversation for the run, at most history_screenshots "
+        "screenshots, older ones replaced by a text placeholder. Unset: the policy family's default",
+    )
+    grounding: Literal["policy", "localizer"] | None = Field(
+        default=None,
+        description="Who places a click, write or select on the screenshot: policy = the policy's own reply "
+        "carries the point (one model request per step; families that ground their clicks); localizer = a "
+        "separate localizer model (Surfer-H's three roles). Unset: the policy family's default",
+    )
+    history_screenshots: int = Field(
+        default=3, ge=1, description="history: screenshots kept in the policy's conversation at most"
+    )
+    history_pruning: Literal["epoch", "step"] = Field(
+        default="epoch",
+        description="history: when older screenshots become placeholders: epoch = only once the conversation "
+        "would hold more than history_screenshots, all but the current one at once (every request in between "
+        "extends the last one, so a prefix cache reuses it); step = at every step, keeping the last "
+        "history_screenshots (H Company's per-step pruning, which rewrites earlier turns each step)",
     )
     epoch_steps: int = Field(
         default=6,

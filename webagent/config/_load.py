@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigError, OptionName
 from ..inputs import MAX_CONFIG_BYTES, MAX_NESTING, check_nesting, read_text
@@ -52,6 +52,31 @@ class AgentConfig(Section):
                 check_secret(str(name), raw)
         return v
 
+    @model_validator(mode="after")
+    def _policy_contract(self) -> AgentConfig:
+        """The policy's contract must speak what the settings ask of it."""
+        contract = self.policy.contract()
+        label = f"{self.policy.family} (policy.family)" if self.policy.family else "a policy without policy.family"
+        if self.agent.grounding == "policy" and contract.point is None:
+            raise ValueError(
+                f"agent.grounding = 'policy' needs a policy that places its own clicks, and {label} does not: "
+                "set agent.grounding = 'localizer' (or a policy.family that grounds)"
+            )
+        if self.policy.output is not None and self.policy.output not in contract.outputs:
+            raise ValueError(
+                f"policy.output = {self.policy.output!r} is not a reply format of {label}, "
+                f"which replies with {' or '.join(contract.outputs)}"
+            )
+        return self
+
+    def grounding(self) -> str:
+        """Who places the clicks of runs under this config: the policy or the localizer."""
+        return self.agent.grounding or self.policy.contract().grounding
+
+    def needed_roles(self) -> tuple[str, ...]:
+        """The roles whose models runs under this config call (no localizer when the policy grounds)."""
+        return tuple(r for r in ROLES if r != "localizer" or self.grounding() == "localizer")
+
     def role(self, name: str) -> RoleConfig:
         if name not in ROLES:
             raise KeyError(name)
@@ -62,10 +87,10 @@ class AgentConfig(Section):
         """Dollar cost of one model call at the configured per-role prices."""
         return self.role(call.role).cost(call.usage.prompt_tokens, call.usage.completion_tokens)
 
-    def require_endpoints(self, roles: Sequence[str] = ROLES) -> None:
-        """Raise ConfigError naming the first of ``roles`` without a base_url or model (its key: each
-        interface adds its own option for it)."""
-        for name in roles:
+    def require_endpoints(self, roles: Sequence[str] | None = None) -> None:
+        """Raise ConfigError naming the first of ``roles`` (default: the roles runs call,
+        ``needed_roles``) without a base_url or model (its key: each interface adds its own option for it)."""
+        for name in self.needed_roles() if roles is None else roles:
             role = self.role(name)
             for field in ("base_url", "model"):
                 if not getattr(role, field):
@@ -178,6 +203,8 @@ def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
 
 def _describe_validation(exc: ValidationError, sources: Mapping[str, str], file_source: str) -> str:
     err = exc.errors()[0]
+    if not err["loc"]:  # a check across sections: its message names the keys
+        return "invalid config: " + err["msg"].removeprefix("Value error, ")
     loc = ".".join(str(p) for p in err["loc"])
     source = sources.get(".".join(str(p) for p in err["loc"][:2]), file_source)
     where = f" (from {source})" if source else ""

@@ -43,10 +43,11 @@ from ..inputs import check_text
 from ..loop import Episode, Judge
 from ..model.client import Message
 from ..model.parsing import ReplyParseError
-from ..records import Point, RunResult, Step
+from ..records import Point, RunResult, Step, ToolCall
+from ..roles.contract import Decision
 from ..runs.trajectory import RunFiles
 from ..urls import normalize_url
-from .inputs import Action, TaskInput, as_task, needs_point, point_at, raw_reply, reply_of
+from .inputs import Action, TaskInput, as_task, needs_point, point_at, read_policy
 from .lease import SessionLease, lease_keeper
 from .rewards import RewardMode, judge_for, required_roles
 from .tasks import BenchmarkTask
@@ -253,19 +254,21 @@ class WebEnv:
         episode, step, obs = run.episode, run.step, run.obs
         assert step is not None and obs is not None
         episode.resume()  # the time the policy took to decide is not the run's
-        raw = raw_reply(action)
+        contract = episode.roles.policy.contract(episode.grounding == "policy")
+        raw: str | None = action if isinstance(action, str) else None
+        calls: tuple[ToolCall, ...] = ()
         usable: tuple[Any, Point | None] | None = None
         try:  # before the step runs: a ConfigError (no localizer, no point) leaves the step to retry
-            reply = reply_of(action)
-            usable = (reply, self._point(reply, obs, point))
+            decision, raw, calls = read_policy(action, contract, obs.screenshot.frame)
+            usable = (decision.reply, self._point(decision, obs, point))
         except (ReplyParseError, LocalizationError) as exc:
             error = str(exc)
 
         async def act() -> None:
             if usable is None:
-                episode.unusable_reply(step, error, raw=raw)
+                episode.unusable_reply(step, error, raw=raw, tool_calls=calls)
             else:
-                await episode.apply(step, usable[0], point=usable[1], raw=raw)
+                await episode.apply(step, usable[0], point=usable[1], raw=raw, tool_calls=calls)
 
         await episode.run_step(step, act())
         result = episode.end_step(step)
@@ -318,9 +321,10 @@ class WebEnv:
         session = run.box.session
         return session is not None and session.browser_crashed
 
-    def _point(self, reply: Any, obs: Observation, point: tuple[float, float] | None) -> Point | None:
-        if not needs_point(reply):
+    def _point(self, decision: Decision, obs: Observation, point: tuple[float, float] | None) -> Point | None:
+        if not needs_point(decision.reply):
             return None
+        point = point if point is not None else decision.point
         if point is None:
             if not self.agent.config.localizer.endpoints() or not self.agent.config.localizer.model:
                 raise ConfigError(

@@ -22,10 +22,8 @@ from ..config import AgentSettings
 from ..errors import ActionError, BrowserError, BudgetExceeded, LocalizationError, ModelError, ModelReplyError
 from ..images import Screenshot
 from ..model.client import Message
-from ..records import Point, PromptContext, RunResult, Step, StopReason, Verdict
+from ..records import Point, PolicyState, PromptContext, RunResult, Step, StopReason, ToolCall, Verdict
 from ..replay import CachedStep, StepReplay, fingerprint
-from ..roles.context import PolicyContext
-from ..roles.policy import PolicyState
 from ..secrets import shorten
 from .clock import RunClock
 from .meter import Meter
@@ -77,8 +75,14 @@ class Episode:
         self.task = task
         #: What the task's page said after the last step (None without a task, or before its first check).
         self.task_state: TaskCheck | None = None
-        self._frame = roles.localizer.frame(*page.viewport)
-        self._shots: deque[Screenshot] = deque(maxlen=settings.screenshots_in_context)
+        #: Whether the policy places its own clicks (one request per step) or the localizer does.
+        self.grounding = roles.policy.grounding(settings)
+        self._grounded = self.grounding == "policy"
+        # One capture per step, at the size the role that reads its coordinates needs.
+        self._frame = roles.policy.frame(*page.viewport) if self._grounded else roles.localizer.frame(*page.viewport)
+        self._shots: deque[Screenshot] = deque(
+            maxlen=max(settings.screenshots_in_context, settings.validator_screenshots)
+        )
         self._notes: list[str] = []
         self._recent: deque[str] = deque(maxlen=max(settings.recent_actions, 1))
         self._progress = ProgressTracker(settings.repeat_warning_after)
@@ -90,9 +94,9 @@ class Episode:
         self._stop: tuple[StopReason, str] | None = None
         self._opened: bool | None = None  # what open() returned (None: not yet)
         self._infrastructure = False  # the error that stops the run is the infrastructure's (errors.py)
-        #: The append-only policy conversation (None: the window context); ``_messages``: its request.
-        self._context = PolicyContext.for_settings(settings, roles.policy)
-        self._messages: list[Message] | None = None
+        #: The policy's prompt strategy (the one owner of its conversation); ``_messages``: its last request.
+        self._prompt = roles.policy.prompt(settings)
+        self._messages: list[Message] = []
 
     @property
     def success(self) -> bool:
@@ -111,9 +115,7 @@ class Episode:
 
     def policy_messages(self, state: PolicyState) -> list[Message]:
         """The policy request of the step last observed (``state``: what ``observe`` returned)."""
-        if self._messages is not None:
-            return list(self._messages)
-        return self.roles.policy.messages(state, list(self._shots))
+        return list(self._messages)
 
     # -- driving ---------------------------------------------------------------------------------
 
@@ -255,6 +257,7 @@ class Episode:
             started_at=self.clock.started_at,
             replayed_steps=self.replay.replayed if self.replay else 0,
             calls_saved=self.replay.calls_saved if self.replay else 0,
+            grounding=self.grounding,
         )
         return self.result
 
@@ -278,7 +281,7 @@ class Episode:
 
     async def _turn(self, step: Step) -> None:
         """One step with the policy model (or a replayed recording)."""
-        state = await self.observe(step)
+        await self.observe(step)
         if self.replay is not None:
             cached = await self._replayable(step)
             if cached is not None:
@@ -287,16 +290,24 @@ class Episode:
                 return
         self.meter.reserve()
         t1 = time.perf_counter()
+        frame = self._shots[-1].frame
         try:
-            reply, call = await self.roles.policy.decide(state, list(self._shots), messages=self._messages)
+            decision, call = await self.roles.policy.decide(self._messages, frame, grounded=self._grounded)
         except ModelReplyError as exc:
             self.meter.charge_failed(step, exc)
-            self.unusable_reply(step, str(exc), raw=exc.call.raw[-1] if exc.call and exc.call.raw else None)
+            failed = exc.call
+            raw = failed.raw[-1] if failed and failed.raw else None
+            self.unusable_reply(step, str(exc), raw=raw, tool_calls=failed.tool_calls if failed else ())
             return
         finally:
             step.timings.policy_s = time.perf_counter() - t1
         self.meter.charge(step, call)
-        await self.apply(step, reply, raw=call.raw[-1] if call.raw else None)
+        point = None
+        if decision.point is not None:
+            point = Point(image=decision.point, viewport=frame.to_css(*decision.point))
+        await self.apply(
+            step, decision.reply, point=point, raw=call.raw[-1] if call.raw else None, tool_calls=call.tool_calls
+        )
 
     async def _replayable(self, step: Step) -> CachedStep | None:
         """Fingerprint the observation; the recorded step to replay if it matches."""
@@ -314,45 +325,44 @@ class Episode:
         self._shots.append(shot)
         step.image = shot
         step.image_size = (shot.frame.image_width, shot.frame.image_height)
+        step.grounding = self.grounding
         step.title = await self.page.title()
         step.events = self.page.drain_events()
         progress = self._progress.observe(step.url, shot, events=bool(step.events))
         step.unchanged, step.repeated = progress.unchanged, progress.repeated
         step.timings.observe_s = time.perf_counter() - t0
-        state = PolicyState(
+        state = self.roles.policy.state(
             goal=self.goal,
             url=step.url,
             step=step.index,
             max_steps=self.settings.max_steps,
             notes=self._visible_notes(),
             recent=list(self._recent) if self.settings.recent_actions else [],
-            events=step.events,
+            events=list(step.events),
             feedback=self.verdicts.standing,
             final=step.kind == "final",
             progress=progress.line,
             outcome=self._recent[-1] if self._recent else None,
         )
-        if self._context is not None:
-            self._messages = self._context.observe(state, shot)
+        self._messages = self._prompt.observe(state, shot)
+        policy = self.roles.policy
         step.context = PromptContext(
-            max_steps=state.max_steps,
-            notes=state.notes,
-            recent=state.recent,
-            feedback=state.feedback,
-            progress=state.progress,
-            screenshots=len(self._shots),
-            localizer_profile=self.roles.localizer.profile.name,
-            secrets=list(self.roles.policy.secret_names),
-            restrictions=self.roles.policy.restrictions,
+            policy=state,
+            family=policy.family,
+            output=policy.output,
+            grounding=self.grounding,
+            localizer_profile=None if self._grounded else self.roles.localizer.profile.name,
             expect=self.verdicts.expect,
         )
-        if self._context is not None:
-            step.context.epoch, step.context.outcome = self._context.epoch, state.outcome
+        self._prompt.record(step.context)
         return state
 
-    def unusable_reply(self, step: Step, error: str, *, raw: str | None = None) -> None:
-        """Record a policy reply that could not be used (``raw``: its text); the policy is told at the next step."""
-        self._replied(step, raw)
+    def unusable_reply(
+        self, step: Step, error: str, *, raw: str | None = None, tool_calls: Sequence[ToolCall] = ()
+    ) -> None:
+        """Record a policy reply that could not be used (``raw``: its text; ``tool_calls``: its native
+        tool calls); the policy is told at the next step."""
+        self._replied(step, raw, tool_calls)
         step.error = error
         step.outcome = "failed: the policy's reply was unusable"
         self._recent.append(f"step {step.index}: (no valid action) -> {step.outcome}")
@@ -365,10 +375,12 @@ class Episode:
         point: Point | None = None,
         verdict: Verdict | None = None,
         raw: str | None = None,
+        tool_calls: Sequence[ToolCall] = (),
     ) -> None:
-        """Carry out the policy's reply (``point``: skip the localizer; ``verdict``: skip the validator;
-        ``raw``: the reply's text as the model gave it, else its JSON)."""
-        self._replied(step, reply.model_dump_json() if raw is None else raw)
+        """Carry out the policy's reply (``point``: where its element is, the localizer skipped;
+        ``verdict``: skip the validator; ``raw``: the reply's text as the model gave it, else its
+        JSON; ``tool_calls``: its native tool calls)."""
+        self._replied(step, reply.model_dump_json() if raw is None and not tool_calls else raw, tool_calls)
         step.note, step.thought, step.action = reply.note, reply.thought, reply.action
         note = shorten(" ".join(reply.note.split()), NOTE_MAX_CHARS)
         if note and (not self._notes or self._notes[-1] != note):
@@ -395,6 +407,13 @@ class Episode:
             return await self._validate(step, action, verdict)
         if isinstance(action, ClickElement | WriteElement | SelectOption):
             step.element = action.element
+            frame = self._shots[-1].frame
+            if point is not None and not frame.contains(*point.image):
+                x, y = point.image
+                raise LocalizationError(
+                    f"the policy placed {action.element!r} at ({x:g}, {y:g}), outside the "
+                    f"{frame.image_width}x{frame.image_height} screenshot"
+                )
         if point is not None:
             step.point = point
         elif isinstance(action, ClickElement | WriteElement | SelectOption):
@@ -424,10 +443,12 @@ class Episode:
             step.context.validator_url, step.context.validator_screenshots = url, len(images)
         return await self.verdicts.judge_answer(step, answer, url, images, cached)
 
-    def _replied(self, step: Step, raw: str | None) -> None:
-        """Append mode: the reply goes into the policy's conversation and the step's record."""
-        if self._context is not None and step.context is not None:
-            step.context.reply = self._context.reply(raw)
+    def _replied(self, step: Step, raw: str | None, tool_calls: Sequence[ToolCall] = ()) -> None:
+        """The reply goes into the policy's conversation (in the modes that keep one) and the step's record."""
+        kept = self._prompt.reply(raw, tool_calls)
+        if step.context is not None:
+            step.context.reply = kept
+            step.context.tool_calls = list(tool_calls) if kept is not None and tool_calls else None
 
     def _visible_notes(self) -> list[str]:
         budget = self.settings.notes_max_chars

@@ -34,10 +34,19 @@ from ..records import ModelCall, RoleUsage
 from ..secrets import Secrets
 from .endpoints import ENDPOINT_COOLDOWN_S, Endpoint, EndpointPool
 from .parsing import ReplyParseError
-from .replies import HTTPStatusError, NoReplyError, no_reply, read_completion, retry_wait, retryable, short
+from .replies import (
+    HTTPStatusError,
+    NoReplyError,
+    Reply,
+    no_reply,
+    read_completion,
+    retry_wait,
+    retryable,
+    short,
+)
 from .wire import encode_chat_body
 
-__all__ = ["Completion", "Message", "ModelClient"]
+__all__ = ["Completion", "Message", "ModelClient", "Reply"]
 
 log = structlog.get_logger("webagent.model")
 T = TypeVar("T")
@@ -46,7 +55,8 @@ Message = dict[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class Completion:
-    text: str
+    text: Reply
+    """The reply's text, with its native tool calls (``text.tool_calls``)."""
     prompt_tokens: int
     completion_tokens: int
     latency_s: float
@@ -229,7 +239,7 @@ class ModelClient:
     async def call(
         self,
         messages: Sequence[Message],
-        parse: Callable[[str], T],
+        parse: Callable[[Reply], T],
         *,
         response_format: dict[str, Any] | None = None,
         extra_body: dict[str, Any] | None = None,
@@ -237,6 +247,7 @@ class ModelClient:
     ) -> tuple[T, ModelCall]:
         """Complete and parse; on a parse error send one repair request quoting the error.
 
+        ``parse`` gets the reply's text (a ``Reply``, a ``str`` carrying its native tool calls).
         Raises ModelReplyError (with ``.call`` set) when the repaired reply fails too.
         """
         record = ModelCall(role=self.role, model=self.model)  # type: ignore[arg-type]
@@ -251,7 +262,7 @@ class ModelClient:
         self,
         record: ModelCall,
         messages: Sequence[Message],
-        parse: Callable[[str], T],
+        parse: Callable[[Reply], T],
         response_format: dict[str, Any] | None,
         extra_body: dict[str, Any] | None,
         repair_hint: str,
@@ -260,19 +271,17 @@ class ModelClient:
             messages, response_format=response_format, extra_body=extra_body, usage=record.usage
         )
         record.raw.append(first.text)
+        record.tool_calls = list(first.text.tool_calls)
         try:
             return parse(first.text), record
         except ReplyParseError as exc:
             error = str(exc)
         log.info("model_repair", role=self.role, error=error)
-        repair = [
-            *messages,
-            {"role": "assistant", "content": first.text},
-            {"role": "user", "content": _repair_text(error, repair_hint)},
-        ]
+        repair = [*messages, *_repair_messages(first.text, _repair_text(error, repair_hint))]
         record.usage.repairs += 1
         second = await self.complete(repair, response_format=response_format, extra_body=extra_body, usage=record.usage)
         record.raw.append(second.text)
+        record.tool_calls = list(second.text.tool_calls)
         try:
             return parse(second.text), record
         except ReplyParseError as exc:
@@ -281,6 +290,19 @@ class ModelClient:
             raise ModelReplyError(
                 f"the {self.role} model's reply was unusable: {exc}", role=self.role, raw=second.text
             ) from None
+
+
+def _repair_messages(reply: Reply, text: str) -> list[Message]:
+    """The reply that could not be used, then the request to correct it: a user turn after a text
+    reply, the tool result of each call after a reply with tool calls (as a chat template expects
+    a tool call to be answered)."""
+    if not reply.tool_calls:
+        return [{"role": "assistant", "content": str(reply)}, {"role": "user", "content": text}]
+    calls = [call.message_part() for call in reply.tool_calls]
+    return [
+        {"role": "assistant", "content": str(reply) or None, "tool_calls": calls},
+        *({"role": "tool", "tool_call_id": call.id, "content": text} for call in reply.tool_calls),
+    ]
 
 
 def _repair_text(error: str, hint: str) -> str:

@@ -17,6 +17,7 @@ import httpx2
 import openai
 from tenacity import RetryCallState
 
+from ..records import ToolCall
 from ..secrets import shorten
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "RETRY_MAX_WAIT_S",
     "HTTPStatusError",
     "NoReplyError",
+    "Reply",
     "error_detail",
     "no_reply",
     "parse_retry_after",
@@ -73,25 +75,58 @@ def retry_wait(state: RetryCallState) -> float:
     return min(backoff, RETRY_MAX_WAIT_S)
 
 
-def read_completion(raw: bytes) -> tuple[str, int, int, int]:
-    """Reply text, prompt and completion tokens, and the prompt tokens served from the server's
-    prefix cache (``usage.prompt_tokens_details.cached_tokens``; 0 when not reported), from a
-    chat.completion body (odd bodies give empty text)."""
+class Reply(str):
+    """A reply's text (``message.content``) with its native tool calls (``message.tool_calls``).
+
+    The reasoning a server returns beside the content (``reasoning``, ``reasoning_content``) is not
+    kept: the chat templates of the models that reason drop it from later turns, and what the model
+    must remember goes through its content."""
+
+    __slots__ = ("tool_calls",)
+    tool_calls: tuple[ToolCall, ...]
+
+    def __new__(cls, text: str, tool_calls: tuple[ToolCall, ...] = ()) -> Reply:
+        reply = super().__new__(cls, text)
+        reply.tool_calls = tool_calls
+        return reply
+
+
+def read_completion(raw: bytes) -> tuple[Reply, int, int, int]:
+    """The reply (text and tool calls), prompt and completion tokens, and the prompt tokens served
+    from the server's prefix cache (``usage.prompt_tokens_details.cached_tokens``; 0 when not
+    reported), from a chat.completion body (odd bodies give empty text)."""
     try:
         data = json.loads(raw)
         message = data["choices"][0]["message"]
         text = message.get("content") or ""
+        calls = _tool_calls(message.get("tool_calls"))
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-        return (shorten(raw.decode("utf-8", "replace"), 2000) if isinstance(raw, bytes) else ""), 0, 0, 0
+        return Reply(shorten(raw.decode("utf-8", "replace"), 2000) if isinstance(raw, bytes) else ""), 0, 0, 0
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     details = usage.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
     return (
-        str(text),
+        Reply(str(text), calls),
         _count(usage.get("prompt_tokens")),
         _count(usage.get("completion_tokens")),
         _count(cached),
     )
+
+
+def _tool_calls(value: object) -> tuple[ToolCall, ...]:
+    """The function calls of ``message.tool_calls`` (others, and malformed entries, left out)."""
+    if not isinstance(value, list):
+        return ()
+    calls: list[ToolCall] = []
+    for index, item in enumerate(value):
+        function = item.get("function") if isinstance(item, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            continue
+        arguments = function.get("arguments")
+        text = arguments if isinstance(arguments, str) else json.dumps(arguments if arguments is not None else {})
+        call_id = item.get("id") if isinstance(item.get("id"), str) and item.get("id") else f"call_{index}"
+        calls.append(ToolCall(id=call_id, name=function["name"], arguments=text))
+    return tuple(calls)
 
 
 def _count(value: object) -> int:

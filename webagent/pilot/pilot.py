@@ -192,7 +192,7 @@ class Pilot:
                 value = cached
             else:
                 extractor = self._extractor = self._extractor or Extractor(
-                    self.host.model_client("policy"), extra_body=self._images.extra_body
+                    self.host.model_client("policy"), extra_body=self._images.single_body
                 )
                 try:
                     value, calls = await self._ask(

@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn, cast, get_args
 
 import pytest
 
+from ..families import DEFAULT_PROFILE
+from ..families import PROFILES as _PROFILES
+
 if TYPE_CHECKING:
     from ..config import AgentConfig
 
@@ -37,7 +40,7 @@ MISSING = (
 
 CacheMode = Literal["auto", "read", "write", "off"]
 RunsMode = Literal["retain-on-failure", "on", "off"]
-PROFILES = ("holo1", "holo1.5", "holo2")
+PROFILES = _PROFILES
 
 #: (option name without "--webagent-", metavar, help, choices or None). The ini key is
 #: ``webagent_<name>`` with dashes as underscores.
@@ -45,7 +48,7 @@ _OPTIONS: tuple[tuple[str, str | None, str, tuple[str, ...] | None], ...] = (
     ("config", "FILE", "webagent config file (TOML); in an ini file, relative to it", None),
     ("base-url", "URL", "OpenAI-compatible base URL of all three model roles (policy, localizer, validator)", None),
     ("model", "NAME", "model name of all three roles", None),
-    ("localizer-profile", None, "coordinate convention of the localizer model (default holo1.5)", PROFILES),
+    ("localizer-profile", None, f"coordinate convention of the localizer model (default {DEFAULT_PROFILE})", PROFILES),
     ("max-steps", "N", "steps of one web.act before it gives up (default: [agent] max_steps, 30)", None),
     ("max-calls-per-test", "N", "hard limit on model calls of one test (all its act/check/extract)", None),
     ("max-calls-per-session", "N", "hard limit on model calls of the whole run (all workers under -n)", None),

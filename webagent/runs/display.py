@@ -31,10 +31,14 @@ class StepPrinter:
             print(plain, file=sys.stderr, flush=True)
 
     def start(self, url: str, goal: str, config: AgentConfig) -> None:
-        profile = config.localizer.profile
+        placed = (
+            f"localizer {config.localizer.profile}"
+            if config.grounding() == "localizer"
+            else "policy grounds its clicks"
+        )
         self._print(
-            f"[bold]webagent[/bold] {escape(url)}\n[dim]goal:[/dim] {escape(goal)}  [dim](localizer {profile})[/dim]",
-            f"webagent {url}\ngoal: {goal} (localizer {profile})",
+            f"[bold]webagent[/bold] {escape(url)}\n[dim]goal:[/dim] {escape(goal)}  [dim]({placed})[/dim]",
+            f"webagent {url}\ngoal: {goal} ({placed})",
         )
 
     def phase(self, phase: Phase, config: AgentConfig) -> None:

@@ -269,10 +269,10 @@ def _step_parts(step: dict[str, Any], images: dict[str, bytes], *, toc: bool = T
     rows = [
         ("URL", escape(step.get("url"))),
         ("Title", escape(step.get("title"))),
-        ("Previous action", escape(_dict(step.get("context")).get("progress"))),
+        ("Previous action", escape(_dict(_dict(step.get("context")).get("policy")).get("progress"))),
         ("Action", _action_html(step.get("action"))),
         ("Element", escape(step.get("element"))),
-        ("Click point", pt),
+        ("Click point", f"{pt} — placed by the {escape(step['grounding'])}" if pt and step.get("grounding") else pt),
         ("Thought", escape(step.get("thought"))),
         ("Note", escape(step.get("note"))),
         ("Outcome", escape(step.get("outcome"))),
@@ -322,6 +322,7 @@ def _report_parts(
         ("Answer", "<i>none</i>" if not incomplete and answer is None else escape(answer)),
         ("Steps", escape(res.get("steps", len(steps)))),
         ("Attempts", escape(res.get("attempts", ""))),
+        ("Clicks placed by", escape(res.get("grounding") or "")),
         ("Duration", _secs(res["duration_s"]) if "duration_s" in res else ""),
         (
             "Model time",
