@@ -114,10 +114,14 @@ def test_family_defaults_to_the_localizer_profile_and_can_be_set_by_environment(
 
 def test_an_unknown_family_or_profile_is_a_one_line_error_listing_the_known_ones() -> None:
     with pytest.raises(
-        ConfigError, match=r"policy\.family.*not a model family: one of holo1, holo1\.5.* \(got 'holo9'\)$"
+        ConfigError,
+        match=r"policy\.family.*not a model family: one of holo1, holo1\.5.* \(got 'holo9'\): set AgentConfig\.policy\.family$",
     ):
         load_config(None, overrides={"policy.family": "holo9"})
-    with pytest.raises(ConfigError, match=r"localizer\.profile.*not a localizer profile: .* \(got 'holotron'\)$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"localizer\.profile.*not a localizer profile: .* \(got 'holotron'\): set AgentConfig\.localizer\.profile$",
+    ):
         load_config(None, overrides={"localizer.profile": "holotron"})
     with pytest.raises(Exception, match="family"):
         AgentConfig.model_validate({"policy": {"family": "holo9"}})
