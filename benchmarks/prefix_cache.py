@@ -22,8 +22,10 @@ placed as the family's default grounding says. A family may carry variants: ``@<
 ``[policy] max_num_tiles`` (12 is vLLM's default when a request does not set it); ``@align<N>``
 makes the server simulate a hybrid model's cache in vLLM's ``align`` mode with N-token blocks (one
 checkpoint per request; see docs/serving.md); ``@policy`` / ``@localizer`` set ``[agent]
-grounding``; ``@tools`` / ``@json`` set ``[policy] output``; ``@validator<N>`` sets ``[agent]
-validator_screenshots``.
+grounding``; ``@tools`` / ``@json`` set ``[policy] output``; ``@conversation`` / ``@separate`` set
+``[agent] validator_context``; ``@validator<N>`` sets ``[agent] validator_screenshots``. Every role
+is at the server's one URL, as ``webagent run --base-url`` sets them, so the validator (the policy's
+model) judges where the family's default says.
 
 Also printed, for the floor of issue 24: model requests per click step (policy and localizer), and
 the all-roles uncached tokens per step against one screenshot's tokens plus the text of the turn
@@ -128,8 +130,8 @@ class OfflineServer:
 
 
 def variant(spec: str) -> tuple[str, dict[str, Any], list[str]]:
-    """``family[@<N>tiles][@align<N>][@policy|@localizer][@json|@tools][@validator<N>]`` -> (family, its settings
-    as dotted config keys, the server's extra flags)."""
+    """``family[@<N>tiles][@align<N>][@policy|@localizer][@json|@tools][@conversation|@separate][@validator<N>]``
+    -> (family, its settings as dotted config keys, the server's extra flags)."""
     family, *options = spec.split("@")
     settings: dict[str, Any] = {}
     server: list[str] = []
@@ -142,6 +144,8 @@ def variant(spec: str) -> tuple[str, dict[str, Any], list[str]]:
             settings["agent.grounding"] = option
         elif option in ("json", "tools"):
             settings["policy.output"] = option
+        elif option in ("conversation", "separate"):
+            settings["agent.validator_context"] = option
         elif option.startswith("validator"):
             settings["agent.validator_screenshots"] = int(option.removeprefix("validator"))
         else:
@@ -161,10 +165,12 @@ def agent_settings(context: str, steps: int) -> dict[str, Any]:
 
 
 def config_for(server_url: str, family: str, context: str, steps: int, settings: dict[str, Any]) -> AgentConfig:
+    """Every role at the server's one URL, as ``webagent run --base-url`` sets them (the server tells
+    each request's role by what it asks for): the validator is the policy's model on its server."""
     policy_model, localizer_model, profile = roles_of(family)
     models = {"policy": policy_model, "localizer": localizer_model, "validator": policy_model}
     data: dict[str, Any] = {
-        role: {"base_url": f"{server_url}/{role}/v1", "model": model, "api_key": "offline", "timeout_s": 120.0}
+        role: {"base_url": f"{server_url}/v1", "model": model, "api_key": "offline", "timeout_s": 120.0}
         for role, model in models.items()
     }
     data["policy"]["family"] = family
@@ -229,6 +235,10 @@ async def run(
         "all_roles_cached_share": round(hits / queries, 3) if queries else None,
         "all_roles_uncached_per_step": round(uncached_per_step),
         "grounding": config.grounding(),
+        "validator_context": config.validator_context(),
+        "validator_uncached_per_task": round(
+            (per_role["validator"]["prompt_tokens"] - per_role["validator"]["cached_tokens"]) / max(sessions, 1)
+        ),
         "requests_per_click_step": round(click_requests / clicks, 2) if clicks else None,
         "reference_per_step": round(reference),
         "ratio": round(uncached_per_step / reference, 3),
@@ -282,17 +292,20 @@ def main() -> None:
         "simulated vLLM prefix cache (16-token blocks unless @align<N>)\n"
     )
     head = (
-        "| policy family | context | grounding | validated | policy tokens/request not cached | policy prompt/request "
-        "| policy cached share | largest policy request | all roles cached share | all roles uncached/step "
+        "| policy family | context | grounding | validator judges in | validated "
+        "| policy tokens/request not cached | policy prompt/request "
+        "| policy cached share | largest policy request | validator tokens/task not cached "
+        "| all roles cached share | all roles uncached/step "
         "| requests/click step | screenshot + turn/step | ratio |"
     )
     print(head)
     print("|---" * (head.count("|") - 1) + "|")
     for r in rows:
         print(
-            f"| {r['family']} | {r['context']} | {r['grounding']} | {r['validated']} "
+            f"| {r['family']} | {r['context']} | {r['grounding']} | {r['validator_context']} | {r['validated']} "
             f"| {r['policy_uncached_per_request']:,} "
             f"| {r['policy_prompt_per_request']:,} | {r['policy_cached_share']:.1%} | {r['largest_policy_request']:,} "
+            f"| {r['validator_uncached_per_task']:,} "
             f"| {r['all_roles_cached_share']:.1%} | {r['all_roles_uncached_per_step']:,} "
             f"| {r['requests_per_click_step']} | {r['reference_per_step']:,} | {r['ratio']:.2f} |"
         )

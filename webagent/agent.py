@@ -99,6 +99,7 @@ class Agent:
         """Role objects for one session (each sticks to the endpoint it first uses)."""
         client = {name: self.model_client(name) for name in ROLES}
         restrictions = policy.describe() if policy is not None else ""
+        follows = self.config.validator_follows_policy()
         return Roles(
             policy=Policy(
                 client["policy"],
@@ -108,7 +109,12 @@ class Agent:
                 output=self.config.policy.output,
             ),
             localizer=Localizer(client["localizer"], self.config.localizer),
-            validator=Validator(client["validator"], extra_body=self.config.validator.extra_body()),
+            validator=Validator(
+                client["validator"],
+                extra_body=self.config.validator.extra_body(),
+                follows_policy=follows,
+                image_uuid=follows and self.config.policy.image_uuid,
+            ),
         )
 
     def run_budgets(self, settings: AgentSettings, shared: Sequence[Budget] = ()) -> list[Budget]:

@@ -183,7 +183,14 @@ class PromptContext(_Record):
     )
     localizer_profile: str | None = None
     validator_url: str | None = Field(default=None, description="URL the validator was told")
-    validator_screenshots: int = Field(default=0, description="Screenshots the validator saw: the last N steps'")
+    validator_screenshots: int = Field(
+        default=0, description="Screenshots the validator saw: the last N steps' (in the policy's conversation: its)"
+    )
+    validator_context: Literal["conversation", "separate"] | None = Field(
+        default=None,
+        description="What the validator judged the answer in: the policy's conversation (this step's request "
+        "and reply, then its turn) or a separate request",
+    )
     expect: str | None = Field(default=None, description="Expected final state the validator was told")
 
 

@@ -212,11 +212,14 @@ async def test_the_local_tasks_pass_under_every_family_in_both_grounding_modes(
 ) -> None:
     """Every bundled task, concurrently on one Agent, with each family's policy speaking its own
     contract (reply shape, output, coordinates, reasoning switches, context mode), its clicks placed
-    by itself or by a localizer (the family's own profile, else the default one)."""
+    by itself or by a localizer (the family's own profile, else the default one), and its answers
+    judged where the family says when the validator is the policy's model on its server (in the
+    policy's conversation for H's agent-loop families)."""
     profile = family if family in PROFILES else DEFAULT_PROFILE
     async with model_server(load_task_script("local")) as server:
         config = offline_config(server.url, profile, family=family, grounding=grounding)
         config.policy.output = output  # type: ignore[assignment]
+        config.policy.base_url = config.validator.base_url = f"{server.url}/v1"  # one model, one server
         for role in ("policy", "localizer", "validator"):
             config.role(role).timeout_s = 5.0
         agent = Agent(config, browser=browser)
@@ -249,6 +252,14 @@ async def test_the_local_tasks_pass_under_every_family_in_both_grounding_modes(
     fields = FAMILIES[family].request_fields("agent", config.policy.max_num_tiles) or {}
     assert all(all(r.extra.get(k) == v for k, v in fields.items()) for r in policy)
     assert all(("tools" in r.extra) == (output == "tools") for r in policy)
+    # Each answer judged in the policy's conversation (its screenshots, no new ones) or on its own.
+    judged = [r for r in server.requests if r.role == "validator"]
+    assert len(judged) >= len(local_tasks)
+    if FAMILIES[family].policy.validator == "conversation":
+        systems = {r.system for r in policy}
+        assert all(r.messages_count > 2 and r.system in systems and "Candidate answer:" in r.turn for r in judged)
+    else:
+        assert all(r.messages_count == 2 and 1 <= r.n_images <= config.agent.validator_screenshots for r in judged)
 
 
 PRESS_GOAL = "Type Ada into the name field, then scroll down three times and answer done"

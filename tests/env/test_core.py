@@ -263,6 +263,10 @@ async def test_a_grounded_reply_and_a_tool_call_are_steps_without_a_localizer(
     async with model_server(load_task_script("catalog-price")) as server:
         config = offline_config(server.url, DEFAULT_PROFILE, family="holo3.1", grounding="policy")
         config.localizer.base_url = None  # not needed: the policy places its clicks
+        # The validator is the policy's model on its server: an in-process policy's answer would be
+        # judged in its conversation; the caller's is judged on its own (the reward is not its say).
+        config.policy.base_url = config.validator.base_url = f"{server.url}/v1"
+        assert config.validator_context() == "conversation"
         async with Agent(config, browser=browser) as agent, WebEnv(agent=agent) as env:
             obs, _ = await env.reset(local_tasks["catalog-price"])
             assert (obs.screenshot.frame.image_width, obs.screenshot.frame.image_height) == (1280, 800)
@@ -282,3 +286,4 @@ async def test_a_grounded_reply_and_a_tool_call_are_steps_without_a_localizer(
             )
     assert (reward, done) == (1.0, True) and info["result"].grounding == "policy"
     assert [r.role for r in server.requests] == ["validator"]
+    assert server.requests[0].messages_count == 2 and info["step"].context.validator_context == "separate"

@@ -14,7 +14,15 @@ from PIL import Image
 from webagent.batch.servermetrics import parse_prometheus
 from webagent.families import get_family
 from webagent.testing.images import image_digests
-from webagent.testing.prefixcache import ImageRef, PrefixCache, family_of, image_refs, prompt_tokens, reply_tokens
+from webagent.testing.prefixcache import (
+    ImageRef,
+    PrefixCache,
+    family_of,
+    image_refs,
+    prompt_tokens,
+    reply_tokens,
+    request_tokens,
+)
 from webagent.testing.server import FakeModelServer
 from webagent.testing.server import main as server_main
 
@@ -84,6 +92,26 @@ def test_the_family_sets_the_image_tokens() -> None:
     assert family_of("Hcompany/Holo1-7B").name == "holo1" and family_of("anything").name == "holo1.5"
     assert family_of("Hcompany/Holo-3.1-35B-A3B").name == "holo3.1" and family_of("holo3-1-35b-a3b").name == "holo3.1"
     assert family_of("Hcompany/Holo3-35B-A3B").name == "holo3"
+
+
+def test_the_tools_offered_are_part_of_the_prompt_after_the_system_prompt() -> None:
+    """A chat template renders the request's ``tools`` into the system turn (Qwen's, before the
+    first message after it), and vLLM keeps them there even with ``tool_choice: "none"`` (unless
+    served with --exclude-tools-when-tool-choice-none): other tools, another prompt from there on."""
+    system = {"role": "system", "content": "You are a web agent. " * 20}
+    user = _user("Step 1")
+    tools = [{"type": "function", "function": {"name": "click", "parameters": {"type": "object"}}}]
+    plain = request_tokens({}, [system, user], [], get_family("holo3"))
+    offered = request_tokens({"tools": tools}, [system, user], [], get_family("holo3"))
+    assert len(offered) > len(plain) + len(json.dumps(tools)) // 4 - 2
+    assert offered[: len(system["content"]) // 4] == plain[: len(system["content"]) // 4]  # the system prompt first
+    cache = PrefixCache()
+    cache.lookup(offered)
+    other = [{**tools[0], "function": {**tools[0]["function"], "name": "tap"}}]
+    hit = cache.lookup(request_tokens({"tools": other}, [system, user], [], get_family("holo3"))).cached_tokens
+    assert hit <= len(system["content"]) // 4 + 16  # the system prompt only
+    same = request_tokens({"tools": tools, "tool_choice": "none"}, [system, user], [], get_family("holo3"))
+    assert cache.lookup(same).cached_tokens == (len(offered) - 1) // 16 * 16
 
 
 def test_least_recently_used_blocks_are_evicted_a_request_s_tail_before_its_head() -> None:

@@ -62,11 +62,17 @@ async def runs(
         ("feedback", "catalog-feedback", {"faults": [{"role": "policy", "nth": 2, "kind": "malformed"}]}, {}),
         ("price", "catalog-price", {}, {}),
         ("failed", "catalog-price", {}, {"max_steps": 1}),
+        ("judged", "catalog-feedback", {}, {}),
     ]
     for name, task_id, extra, settings in specs:
         task = local_tasks[task_id]
         async with FakeModelServer({**load_task_script("local"), **extra}) as server:
-            async with Agent(make_config(server, **settings), browser=browser) as agent:
+            config = make_config(server, **settings)
+            if name == "judged":  # Holo3.1 with tool calls, its answers judged in its own conversation
+                config = make_config(server, "holo3.1", family="holo3.1")
+                config.policy.output = "tools"
+                config.policy.base_url = config.validator.base_url = f"{server.url}/v1"
+            async with Agent(config, browser=browser) as agent:
                 result = await agent.run(task["url"], task["goal"], output_dir=base / name)
             out[name] = (base / name, result, list(server.requests))
     return out
@@ -101,6 +107,22 @@ async def test_exported_messages_are_the_requests_sent(runs: dict[str, Any], tmp
     paths = {p for r in records for p in r["images"]}
     assert all((tmp_path / p).is_file() and p.startswith("images/") for p in paths)
     assert stats.images == len(paths) == len(list((tmp_path / "images").iterdir()))
+
+
+async def test_a_validator_that_judged_in_the_policy_s_conversation_is_exported_as_it_was_asked(
+    runs: dict[str, Any], tmp_path: Path
+) -> None:
+    directory, result, requests = runs["judged"]
+    assert result.success and result.attempts == 2
+    export_sft([RunRef(directory, "catalog-feedback")], tmp_path, ExportOptions(include_failed=True))
+    records = read_records(tmp_path)
+    assert len(records) == len(requests)
+    for record, request in zip(records, requests, strict=True):
+        assert record["role"] == request.role
+        assert as_received(record["messages"], tmp_path) == uniform(request)
+        assert record["tools"] == request.extra.get("tools")
+    judged = [r for r in records if r["role"] == "validator"]
+    assert len(judged) == 2 and all(len(r["messages"]) > 2 and r["images"] for r in judged)
 
 
 async def test_role_task_and_success_filters(runs: dict[str, Any], tmp_path: Path) -> None:

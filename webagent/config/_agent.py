@@ -58,7 +58,18 @@ class AgentSettings(Section):
     screenshots_in_context: int = Field(default=3, ge=1, description="window: screenshots per policy request")
     recent_actions: int = Field(default=8, ge=0, description="Recent actions shown to the policy")
     notes_max_chars: int = Field(default=1200, ge=0, description="Budget for notes shown to the policy")
-    validator_screenshots: int = Field(default=2, ge=1, description="Final screenshots shown to the validator")
+    validator_screenshots: int = Field(
+        default=2, ge=1, description="Final screenshots shown to the validator (in a separate request)"
+    )
+    validator_context: Literal["conversation", "separate"] | None = Field(
+        default=None,
+        description="What the validator judges an answer in: conversation = the policy's own conversation, "
+        "continued by one turn with the validator's instructions (its screenshots and text already in the "
+        "server's prefix cache; the validator then also reads the policy's notes and replies; the validator "
+        "must be the policy's model); separate = a request of its own with the task, the answer and the last "
+        "validator_screenshots screenshots. Unset: the policy family's default (conversation for H Company's "
+        "agent-loop families) when the validator is the policy's model at the policy's base_url, else separate",
+    )
     repeat_warning_after: int = Field(
         default=3,
         ge=0,

@@ -62,6 +62,16 @@ class AgentConfig(Section):
                 f"agent.grounding = 'policy' needs a policy that places its own clicks, and {label} does not: "
                 "set agent.grounding = 'localizer' (or a policy.family that grounds)"
             )
+        if (
+            self.agent.validator_context == "conversation"
+            and None not in (self.validator.model, self.policy.model)
+            and self.validator.model != self.policy.model
+        ):
+            raise ValueError(
+                "agent.validator_context = 'conversation' judges the answer in the policy's own conversation, "
+                f"so the validator must be the policy's model ({self.policy.model}), not {self.validator.model}: "
+                "set validator.model to it, or agent.validator_context = 'separate'"
+            )
         if self.policy.output is not None and self.policy.output not in contract.outputs:
             raise ValueError(
                 f"policy.output = {self.policy.output!r} is not a reply format of {label}, "
@@ -72,6 +82,20 @@ class AgentConfig(Section):
     def grounding(self) -> str:
         """Who places the clicks of runs under this config: the policy or the localizer."""
         return self.agent.grounding or self.policy.contract().grounding
+
+    def validator_follows_policy(self) -> bool:
+        """Whether the validator is the policy's model at the policy's servers (so a request that
+        continues the policy's conversation finds it in their prefix cache)."""
+        validator, policy = self.validator, self.policy
+        return (
+            validator.model is not None
+            and validator.model == policy.model
+            and (validator.endpoints() == policy.endpoints())
+        )
+
+    def validator_context(self) -> str:
+        """What the validator judges answers in under this config (``PolicyContract.judged_in``)."""
+        return self.policy.contract().judged_in(self.agent.validator_context, self.validator_follows_policy())
 
     def needed_roles(self) -> tuple[str, ...]:
         """The roles whose models runs under this config call (no localizer when the policy grounds)."""

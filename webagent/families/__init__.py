@@ -27,6 +27,7 @@ from .contracts import (
     ReplyShape,
     SchemaField,
     Serving,
+    ValidatorContext,
 )
 from .processors import (
     AGENT_MAX_NUM_TILES,
@@ -66,6 +67,7 @@ __all__ = [
     "ReplyShape",
     "SchemaField",
     "Serving",
+    "ValidatorContext",
     "check_family",
     "check_profile",
     "family_of",

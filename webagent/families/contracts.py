@@ -29,6 +29,7 @@ __all__ = [
     "ReplyShape",
     "SchemaField",
     "Serving",
+    "ValidatorContext",
 ]
 
 PointSpace = Literal["pixels", "norm1000"]
@@ -48,6 +49,11 @@ H's agent-loop ``{"note", "thought", "tool_call": {"tool_name": ..., ...flat arg
 SchemaField = Literal["response_format", "structured_outputs"]
 """The request field that carries a reply's JSON schema: OpenAI's ``response_format`` (strict
 ``json_schema``) or vLLM's and H's Models API's ``structured_outputs: {"json": schema}``."""
+ValidatorContext = Literal["conversation", "separate"]
+"""What the validator judges an answer in: the policy's own conversation, continued by one turn
+with the validator's instructions (its screenshots and text already in the server's prefix cache;
+the policy's model at the policy's server only), or a request of its own (the task, the answer and
+the last screenshots: it sees nothing of the policy's notes and replies)."""
 LocalizerReply = Literal["click_text", "absolute_json", "normalised_json"]
 
 #: The policy's tools (``tool_call.tool_name``, or a native tool call's function name) for each
@@ -100,6 +106,17 @@ class PolicyContract:
     fields: Mapping[str, Any] | None = None
     """What each policy request adds (the reasoning switches of agent mode)."""
     schema_field: SchemaField = "response_format"
+    validator: ValidatorContext = "separate"
+    """The default of ``[agent] validator_context`` for this family, when the validator is the
+    policy's model at the policy's servers (a separate request otherwise)."""
+
+    def judged_in(self, setting: ValidatorContext | None, follows: bool) -> ValidatorContext:
+        """What the validator judges answers in: ``setting`` (``[agent] validator_context``) when
+        set, else this family's default if the validator ``follows`` the policy (the policy's model
+        at the policy's servers), else a separate request."""
+        if setting is not None:
+            return setting
+        return self.validator if follows else "separate"
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ of its image processor was found, so it has no entry.
 from __future__ import annotations
 
 from ..images import ResizeRule
-from .contracts import LocalizerContract, ModelFamily, PolicyContract, Serving
+from .contracts import LocalizerContract, ModelFamily, PolicyContract, Serving, ValidatorContext
 from .processors import NemotronTiles, QwenPatches
 
 __all__ = ["DEFAULT_PROFILE", "GENERIC_POLICY", "REGISTRY"]
@@ -38,6 +38,11 @@ _HOLO1_SERVING = Serving(flags=())
 _QWEN35_FLAGS = ("--reasoning-parser qwen3", "--enable-prefix-caching", "--mamba-cache-mode align")
 _QWEN35_TOOL_FLAGS = (*_QWEN35_FLAGS, "--enable-auto-tool-choice", "--tool-call-parser qwen3_coder")
 _QWEN35_BLOCKS = (1056, 2096)
+
+#: H's agent-loop families run one conversation per task on one model: a validator that is the
+#: policy's model at the policy's server judges the answer as that conversation's next turn, its
+#: screenshots already in the server's prefix cache (docs/configuration.md weighs what it then sees).
+_JUDGE: ValidatorContext = "conversation"
 
 _H_AGENT_LOOP = "https://hub.hcompany.ai/agent-loop"
 _H_LOCALIZATION = "https://hub.hcompany.ai/element-localization"
@@ -103,7 +108,7 @@ REGISTRY: tuple[ModelFamily, ...] = (
         localizer=LocalizerContract("localizer_holo3.jinja", "normalised_json", "structured_outputs"),
         # Structured outputs only: "Native function calling ... Holo3 does not support it".
         policy=PolicyContract(
-            "tool_call", ("json",), "policy", "history", "norm1000", _AGENT_REASONING, "structured_outputs"
+            "tool_call", ("json",), "policy", "history", "norm1000", _AGENT_REASONING, "structured_outputs", _JUDGE
         ),
         single_fields=_NO_THINKING,
         serving=Serving(flags=_QWEN35_FLAGS, hybrid=True, align_blocks=_QWEN35_BLOCKS),
@@ -117,7 +122,14 @@ REGISTRY: tuple[ModelFamily, ...] = (
         images=_QWEN3,
         localizer=LocalizerContract("localizer_holo3.jinja", "normalised_json", "structured_outputs"),
         policy=PolicyContract(
-            "tool_call", ("json", "tools"), "policy", "history", "norm1000", _AGENT_REASONING, "structured_outputs"
+            "tool_call",
+            ("json", "tools"),
+            "policy",
+            "history",
+            "norm1000",
+            _AGENT_REASONING,
+            "structured_outputs",
+            _JUDGE,
         ),
         single_fields=_NO_THINKING,
         serving=Serving(flags=_QWEN35_TOOL_FLAGS, hybrid=True, align_blocks=_QWEN35_BLOCKS),
@@ -135,7 +147,14 @@ REGISTRY: tuple[ModelFamily, ...] = (
         # calling; its agent-loop page documents the JSON shape for Holo3/Holo3.1 only, so native
         # tool calls are the default and JSON is offered as on Holo3.1 (not documented for Holo4).
         policy=PolicyContract(
-            "tool_call", ("tools", "json"), "policy", "history", "norm1000", _AGENT_REASONING, "structured_outputs"
+            "tool_call",
+            ("tools", "json"),
+            "policy",
+            "history",
+            "norm1000",
+            _AGENT_REASONING,
+            "structured_outputs",
+            _JUDGE,
         ),
         single_fields=_NO_THINKING,
         serving=Serving(flags=_QWEN35_TOOL_FLAGS, hybrid=True, align_blocks=_QWEN35_BLOCKS),

@@ -19,11 +19,20 @@ import structlog
 from ..actions import Action, Answer, ClickElement, PolicyReply, SelectOption, WriteElement, describe_action
 from ..budget import Budget
 from ..config import AgentSettings
-from ..errors import ActionError, BrowserError, BudgetExceeded, LocalizationError, ModelError, ModelReplyError
+from ..errors import (
+    ActionError,
+    BrowserError,
+    BudgetExceeded,
+    ConfigError,
+    LocalizationError,
+    ModelError,
+    ModelReplyError,
+)
 from ..images import Screenshot
 from ..model.client import Message
 from ..records import Point, PolicyState, PromptContext, RunResult, Step, StopReason, ToolCall, Verdict
 from ..replay import CachedStep, StepReplay, fingerprint
+from ..roles.prompting import reply_text
 from ..secrets import shorten
 from .clock import RunClock
 from .meter import Meter
@@ -94,9 +103,22 @@ class Episode:
         self._stop: tuple[StopReason, str] | None = None
         self._opened: bool | None = None  # what open() returned (None: not yet)
         self._infrastructure = False  # the error that stops the run is the infrastructure's (errors.py)
-        #: The policy's prompt strategy (the one owner of its conversation); ``_messages``: its last request.
+        #: The policy's prompt strategy (the one owner of its conversation); ``_messages``: its last
+        #: request; ``_reply``: the reply given to it (its text as returned, its tool calls).
         self._prompt = roles.policy.prompt(settings)
         self._messages: list[Message] = []
+        self._reply: tuple[str | None, tuple[ToolCall, ...]] = (None, ())
+        #: Whether the step's reply came from the policy model this episode asked (not from a policy
+        #: outside the process, ``WebEnv``'s, whose conversation no server of ours holds).
+        self._asked = False
+        #: What the validator judges answers in: the policy's conversation, or a request of its own.
+        self.judging = roles.policy.spec.judged_in(settings.validator_context, roles.validator.follows_policy)
+        if self.judging == "conversation" and roles.validator.client.model != roles.policy.client.model:
+            raise ConfigError(
+                "agent.validator_context = 'conversation' needs the validator to be the policy's model "
+                f"({roles.policy.client.model}), not {roles.validator.client.model}: set validator.model to it, "
+                "or agent.validator_context = 'separate'"
+            )
 
     @property
     def success(self) -> bool:
@@ -302,6 +324,7 @@ class Episode:
         finally:
             step.timings.policy_s = time.perf_counter() - t1
         self.meter.charge(step, call)
+        self._asked = True
         point = None
         if decision.point is not None:
             point = Point(image=decision.point, viewport=frame.to_css(*decision.point))
@@ -345,6 +368,7 @@ class Episode:
             outcome=self._recent[-1] if self._recent else None,
         )
         self._messages = self._prompt.observe(state, shot)
+        self._asked = False
         policy = self.roles.policy
         step.context = PromptContext(
             policy=state,
@@ -437,14 +461,30 @@ class Episode:
         return outcome
 
     async def _validate(self, step: Step, answer: Answer, cached: Verdict | None = None) -> str:
-        images = list(self._shots)[-self.settings.validator_screenshots :]
         url = self.page.url
-        if step.context is not None:
-            step.context.validator_url, step.context.validator_screenshots = url, len(images)
+        context = step.context
+        if context is not None:
+            context.validator_url = url
+        if self.judging == "conversation" and self.verdicts.judge is None and self._asked:
+            # The policy's request and this reply, continued by the validator's turn: a request that
+            # extends the one just answered, its screenshots those the policy saw. (An answer from a
+            # policy outside the process is judged on its own: that conversation was never sent to
+            # the validator's server, and a reward must not rest on the policy's account of itself.)
+            text, calls = self._reply
+            conversation = self.roles.policy.continuation(self._messages, text, calls, grounded=self._grounded)
+            if context is not None:
+                context.validator_context, context.validator_screenshots = "conversation", context.screenshots
+                if context.reply is None:  # the window context keeps no reply: the record does
+                    context.reply, context.tool_calls = reply_text(text, calls), list(calls) or None
+            return await self.verdicts.judge_answer(step, answer, url, [], cached, conversation)
+        images = list(self._shots)[-self.settings.validator_screenshots :]
+        if context is not None:
+            context.validator_context, context.validator_screenshots = "separate", len(images)
         return await self.verdicts.judge_answer(step, answer, url, images, cached)
 
     def _replied(self, step: Step, raw: str | None, tool_calls: Sequence[ToolCall] = ()) -> None:
         """The reply goes into the policy's conversation (in the modes that keep one) and the step's record."""
+        self._reply = (raw, tuple(tool_calls))
         kept = self._prompt.reply(raw, tool_calls)
         if step.context is not None:
             step.context.reply = kept

@@ -93,6 +93,19 @@ class ModelClient:
             self.endpoint.sessions -= 1
             self.endpoint = None
 
+    def follow(self, base_url: str) -> None:
+        """Stick to this role's endpoint at ``base_url``, when it has one: a request that continues
+        another role's conversation goes to the server whose prefix cache holds it."""
+        if self.endpoint is not None and self.endpoint.base_url == base_url:
+            return
+        endpoint = next((e for e in self.pool.endpoints if e.base_url == base_url), None)
+        if endpoint is None:
+            return
+        if self.endpoint is not None:
+            self.endpoint.sessions -= 1
+        endpoint.sessions += 1
+        self.endpoint = endpoint
+
     def _stick(self, exclude: Endpoint | None = None) -> Endpoint:
         endpoint = self.pool.pick(exclude)
         if self.endpoint is not None:

@@ -29,9 +29,10 @@ from ..families import (
 )
 from ..images import Frame, Screenshot, frame_for
 from ..model.client import Message, ModelClient
-from ..records import ModelCall, PolicyState, PromptContext
+from ..records import ModelCall, PolicyState, PromptContext, ToolCall
 from .contract import Contract, Decision
-from .prompting import PROMPTS, PolicyPrompt, PromptOptions, window_messages
+from .prompting import PROMPTS, PolicyPrompt, PromptOptions, answered, window_messages
+from .validator import Continuation
 
 __all__ = ["Decision", "Policy", "PolicyImages", "PolicyState", "contract_for", "speaker_for", "system_message"]
 
@@ -144,6 +145,24 @@ class Policy:
     def messages(self, state: PolicyState, images: Sequence[Screenshot]) -> list[Message]:
         """A window-context request for ``state`` and ``images``."""
         return window_messages(self.speaker, state, images, uuid=self.images.uuid)
+
+    def continuation(
+        self, messages: Sequence[Message], text: str | None, tool_calls: Sequence[ToolCall] = (), *, grounded: bool
+    ) -> Continuation:
+        """The conversation of the request ``messages`` and the reply given to it, for the validator
+        to judge that reply's answer in: with what the request carried that the server renders into
+        the prompt or its image processor reads (the tools offered, answered with ``tool_choice:
+        "none"``; the tile limit), and the server it went to, so the judging request extends it."""
+        contract = self._contracts[grounded]
+        fields: dict[str, Any] = {}
+        tools = contract.request_fields.get("tools")
+        if tools:
+            fields.update(tools=tools, tool_choice="none")
+        tiles = (self._extra_body or {}).get("mm_processor_kwargs")
+        if tiles is not None:
+            fields["mm_processor_kwargs"] = tiles
+        endpoint = self.client.endpoint.base_url if self.client.endpoint is not None else None
+        return Continuation(answered(contract, messages, text, tool_calls), fields, endpoint)
 
     async def decide(
         self, messages: Sequence[Message], frame: Frame, *, grounded: bool = False

@@ -48,6 +48,8 @@ __all__ = [
     "PromptOptions",
     "Speaker",
     "WindowPrompt",
+    "answered",
+    "reply_text",
     "window_messages",
 ]
 
@@ -55,6 +57,8 @@ __all__ = [
 NO_REPLY = "(no reply)"
 #: What an older screenshot becomes in the history context (inside its ``<observation>`` wrapper).
 PLACEHOLDER = "(screenshot removed: only the most recent ones are kept)"
+#: What the answer tool's call is answered with when the conversation goes on to judge the answer.
+SUBMITTED = "submitted: the answer is checked next"
 _OPEN, _CLOSE = "<observation>", "</observation>"
 
 
@@ -130,7 +134,7 @@ class PolicyPrompt(ABC):
         mode keeps no replies)."""
         if not self._awaiting:
             return None
-        text = NO_REPLY if text is None and not tool_calls else text or ""
+        text = reply_text(text, tool_calls)
         self.messages += self.speaker.assistant(text, tool_calls)
         self._calls = tuple(tool_calls)
         self._awaiting = False
@@ -165,6 +169,20 @@ class PolicyPrompt(ABC):
         feedback = state.feedback if state.feedback != self._shown_feedback else None
         self._shown_feedback = state.feedback
         return render("policy_turn.jinja", state=state, outcome=outcome, feedback=feedback)
+
+
+def reply_text(text: str | None, tool_calls: Sequence[ToolCall] = ()) -> str:
+    """The text a reply is kept as in a conversation (``NO_REPLY`` when it had neither text nor calls)."""
+    return NO_REPLY if text is None and not tool_calls else text or ""
+
+
+def answered(
+    speaker: Speaker, messages: Sequence[Message], text: str | None, tool_calls: Sequence[ToolCall] = ()
+) -> list[Message]:
+    """A policy request followed by the reply given to it, as its conversation goes on when the
+    answer in that reply is judged next (its tool calls answered: the answer was submitted)."""
+    kept = reply_text(text, tool_calls)
+    return [*messages, *speaker.assistant(kept, tool_calls), *speaker.tool_results(tool_calls, SUBMITTED)]
 
 
 def window_messages(

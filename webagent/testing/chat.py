@@ -150,16 +150,17 @@ def current_user(messages: list[dict[str, Any]]) -> Any:
 
 
 def infer_role(body: dict[str, Any]) -> Role:
-    """The role of a request to the plain ``/v1`` endpoint, from what it asks for: a policy reply
+    """The role of a request to the plain ``/v1`` endpoint, from what it asks for: a verdict (a
+    validator continuing the policy's conversation offers the policy's tools too), a policy reply
     (its tools or schema), else its response format's schema name."""
-    if asked(body) is not None:
-        return "policy"
     fmt = body.get("response_format")
     schema = fmt.get("json_schema") if isinstance(fmt, dict) else None
     name = schema.get("name") if isinstance(schema, dict) else None
-    if name in ("policy_reply", "extraction"):
+    if name in ("validator_verdict", "check_verdict"):
+        return "validator"
+    if asked(body) is not None or name in ("policy_reply", "extraction"):
         return "policy"
-    return "validator" if name in ("validator_verdict", "check_verdict") else "localizer"
+    return "localizer"
 
 
 def recorded(
@@ -228,9 +229,9 @@ class FaultDraw:
 # ---------------------------------------------------------------- answers
 
 
-def scripted_reply(script: Script, rec: RecordedRequest, user: Any, body: dict[str, Any]) -> ScriptedReply:
+def scripted_reply(script: Script, rec: RecordedRequest, body: dict[str, Any]) -> ScriptedReply:
     """The reply the script gives (spoilt by a reply fault); fills ``rec.task``/``rec.step``."""
-    reply = _answer(script, rec, user, body, offtarget=rec.fault == "offtarget")
+    reply = _answer(script, rec, body, offtarget=rec.fault == "offtarget")
     if rec.fault == "malformed":
         reply = ScriptedReply(MALFORMED)
     elif rec.fault == "schema":
@@ -240,7 +241,7 @@ def scripted_reply(script: Script, rec: RecordedRequest, user: Any, body: dict[s
     return reply
 
 
-def _answer(script: Script, rec: RecordedRequest, user: Any, body: dict[str, Any], *, offtarget: bool) -> ScriptedReply:
+def _answer(script: Script, rec: RecordedRequest, body: dict[str, Any], *, offtarget: bool) -> ScriptedReply:
     rec.kind = request_kind(rec.text)
     if rec.kind == "check":
         return ScriptedReply(answer_check(script.checks, rec.text))
@@ -253,7 +254,8 @@ def _answer(script: Script, rec: RecordedRequest, user: Any, body: dict[str, Any
     if rec.role == "validator":
         if task is None:
             return ScriptedReply(json.dumps({"success": False, "feedback": "No scripted task matched this request."}))
-        ok, feedback = task.judge(candidate_answer(texts(user)), parse_policy_prompt(rec.text).url)
+        # The last user turn: the validator's own request, or its turn after the policy's conversation.
+        ok, feedback = task.judge(candidate_answer([rec.turn]), parse_policy_prompt(rec.turn).url)
         return ScriptedReply(json.dumps({"success": ok, "feedback": feedback}))
     state = parse_policy_prompt(rec.turn)
     rec.step = state.step

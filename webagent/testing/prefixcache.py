@@ -14,11 +14,15 @@ The token stream is an approximation of a chat template (documented in docs/offl
 each message is a role marker, its content and an end marker; text is one token per 4 characters
 (each token bound to its 4 characters, so a change anywhere changes the tokens from there on); an
 image is its family's :meth:`~webagent.families.ModelFamily.image_tokens` tokens, each bound to the image's
-identity; the prompt ends with the assistant marker, which the reply then continues.
+identity; the request's ``tools`` are rendered into the system turn, after its text (where Qwen's
+templates put them; vLLM keeps them in the prompt even under ``tool_choice: "none"`` unless served
+with ``--exclude-tools-when-tool-choice-none``), so a request offering other tools shares nothing
+after the system prompt; the prompt ends with the assistant marker, which the reply then continues.
 """
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -102,10 +106,16 @@ def prompt_tokens(
     *,
     family: ModelFamily,
     max_num_tiles: int = DEFAULT_MAX_NUM_TILES,
+    tools: Sequence[Any] = (),
 ) -> list[Hashable]:
-    """The simulated token stream of a chat request (``images``: its image parts, in order)."""
+    """The simulated token stream of a chat request (``images``: its image parts, in order;
+    ``tools``: the tools it offers, rendered at the end of its system turn)."""
     tokens: list[Hashable] = []
     pending = iter(images)
+    offered = _text_tokens(json.dumps(list(tools), separators=(",", ":"))) if tools else []
+    if offered and (not messages or messages[0].get("role") != "system"):
+        tokens += ["<|system|>", *offered, "<|end|>"]
+        offered = []
     for message in messages:
         tokens.append(f"<|{message.get('role', 'user')}|>")
         content = message.get("content")
@@ -123,6 +133,8 @@ def prompt_tokens(
                         n = family.image_tokens(image.width, image.height, max_num_tiles=max_num_tiles)
                         tokens += [(image.key, i) for i in range(n)]
         tokens += _text_tokens(calls_text(message.get("tool_calls")))
+        tokens += offered  # the system turn's (the first message), then nothing more
+        offered = []
         tokens.append("<|end|>")
     tokens.append("<|assistant|>")
     return tokens
@@ -132,8 +144,9 @@ def request_tokens(
     body: Mapping[str, Any], messages: Sequence[dict[str, Any]], digests: Sequence[str], family: ModelFamily
 ) -> list[Hashable]:
     """The token stream of a chat request's body (``digests``: its data URLs', in order), with the
-    tile limit its ``mm_processor_kwargs`` set (vLLM's default, 12, when none)."""
+    tile limit its ``mm_processor_kwargs`` set (vLLM's default, 12, when none) and its ``tools``."""
     kwargs = body.get("mm_processor_kwargs")
+    tools = body.get("tools")
     tiles = kwargs.get("max_num_tiles") if isinstance(kwargs, dict) else None
     valid = isinstance(tiles, int) and not isinstance(tiles, bool) and tiles > 0
     return prompt_tokens(
@@ -141,6 +154,7 @@ def request_tokens(
         image_refs(messages, digests),
         family=family,
         max_num_tiles=tiles if valid else DEFAULT_MAX_NUM_TILES,  # type: ignore[arg-type]
+        tools=tools if isinstance(tools, list) else (),
     )
 
 

@@ -26,7 +26,6 @@ from webagent.testing.chat import (
     RecordedRequest,
     completion,
     digest_images,
-    first_user,
     infer_role,
     is_repair,
     recorded,
@@ -264,7 +263,7 @@ class FakeModelServer:
         repair = is_repair(messages)
         fault = self._faults.pick(role, self.request_counts[role], repair=repair)
         rec = recorded(body, messages, role=role, path=request.rel_url.raw_path, model=model, fault=fault)
-        reply_message = scripted_reply(self.script, rec, first_user(messages), body)
+        reply_message = scripted_reply(self.script, rec, body)
         if fault:
             self.fault_counts[fault] += 1
         if self.record:

@@ -33,8 +33,8 @@ from ..model.client import Message
 from ..records import ModelCall, RunResult, Step
 from ..roles.localizer import LOCALIZER_PROFILES, localizer_messages
 from ..roles.policy import speaker_for
-from ..roles.prompting import PROMPTS, PromptOptions
-from ..roles.validator import validator_messages
+from ..roles.prompting import PROMPTS, PromptOptions, answered
+from ..roles.validator import continuation_messages, validator_messages
 from ..runs.trajectory import read_trajectory
 
 __all__ = ["ExportOptions", "ExportStats", "RunRef", "export_sft", "find_runs"]
@@ -182,6 +182,11 @@ class _Run:
             case "validator":
                 if not isinstance(step.action, Answer) or ctx.validator_url is None:
                     raise _MissingInput("the validator call has no answer or URL")
+                if ctx.validator_context == "conversation":  # the policy's request and reply, then its turn
+                    told = answered(speaker_for(ctx), self.conversation(step), ctx.reply, ctx.tool_calls or ())
+                    return continuation_messages(
+                        told, self.result.goal, step.action.content, ctx.validator_url, ctx.expect
+                    )
                 images = self.shots(step.index, ctx.validator_screenshots)
                 return validator_messages(self.result.goal, step.action.content, ctx.validator_url, images, ctx.expect)
 
@@ -208,10 +213,14 @@ class _Run:
         return messages
 
     def tools(self, step: Step, call: ModelCall) -> list[dict[str, Any]] | None:
-        """The tools a policy request offered (native tool calls), as sent."""
-        if call.role != "policy" or step.context is None:
+        """The tools a policy request offered (native tool calls), as sent (and a validator request
+        that continued its conversation, which offered them again)."""
+        ctx = step.context
+        if ctx is None:
             return None
-        tools: list[dict[str, Any]] | None = speaker_for(step.context).request_fields.get("tools")
+        if not (call.role == "policy" or (call.role == "validator" and ctx.validator_context == "conversation")):
+            return None
+        tools: list[dict[str, Any]] | None = speaker_for(ctx).request_fields.get("tools")
         return tools
 
     def success(self) -> bool:
