@@ -24,6 +24,7 @@ __all__ = [
     "Step",
     "StopReason",
     "Timings",
+    "TokenRecord",
     "ToolCall",
     "Usage",
     "Verdict",
@@ -92,6 +93,20 @@ class ToolCall(_Record):
         return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
 
 
+class TokenRecord(_Record):
+    """The tokens of one request and its reply, as the server gave them (vLLM's ``return_token_ids``
+    and ``logprobs``; asked for with a role's ``return_tokens``): what an RL trainer trains on
+    without tokenizing the chat again. A list is empty when the server did not give it."""
+
+    prompt_token_ids: list[int] = Field(
+        default_factory=list, description="The prompt as the model read it (chat template and image tokens included)"
+    )
+    token_ids: list[int] = Field(default_factory=list, description="The completion's tokens, as sampled")
+    logprobs: list[float] = Field(
+        default_factory=list, description="The log-probability of each completion token, in order"
+    )
+
+
 class ModelCall(_Record):
     """One logical model call (retries and a repair included)."""
 
@@ -103,6 +118,11 @@ class ModelCall(_Record):
     )
     usage: RoleUsage = Field(default_factory=RoleUsage)
     error: str | None = None
+    tokens: list[TokenRecord] | None = Field(
+        default=None,
+        description="With the role's return_tokens: the tokens of each request, one per reply in raw (the repair's "
+        "last); None otherwise",
+    )
 
 
 class Point(_Record):

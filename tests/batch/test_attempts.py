@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from webagent.batch import INFRA_RERUNS
-from webagent.batch.attempts import infra_cause
+from webagent.batch.stats import infra_cause
 from webagent.batch.summary import summarize
 
 from .test_reruns import NO_SCREENSHOT, SETUP_TIMEOUT, by_id, fake_runner

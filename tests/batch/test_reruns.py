@@ -156,12 +156,13 @@ class FakeAgent:
 
     def __init__(self, plans: dict[str, list[Plan]]) -> None:
         self.plans = plans
+        self.config = make_config_stub()
         self.browsers = FakePool()
         self.opened = 0
         self.closed = 0
         self.played: dict[str, list[Plan]] = defaultdict(list)
 
-    def stream(self, url: str, goal: str, *, output_dir: Path) -> FakeStream:
+    def stream(self, url: str, goal: str, *, output_dir: Path, **options: Any) -> FakeStream:
         plan = self.plans[goal].pop(0)
         self.played[goal].append(plan)
         return FakeStream(self, plan, goal, Path(output_dir))

@@ -1,8 +1,13 @@
-"""One task of a batch: its attempts (pass@k), and the re-runs of a run that was not the task's fault.
+"""The one task runner: a task (``TaskSpec``) to its results line (``TaskResult``).
 
-``TaskAttempts.run(task)`` is the one coroutine that takes a task to its results line; the local
-runner's workers and the Ray actors both call it. Each run of an attempt gets a fresh browser session
-and runs under the watchdog. A run is re-run, in the same attempt directory, when:
+``TaskRunner.run(task)`` (or ``run_task``) runs a task's attempts (pass@k) and the re-runs of a run
+that was not the task's fault, and returns its line; the local batch's workers, the Ray actors and
+``webagent test`` all call it. How each run is opened comes from the task alone (``TaskRunner.open``:
+its start, its goal, a benchmark page that judges it, its ``TaskOptions``) and from what the runner
+shares between tasks (the agent, a replay cache, budgets).
+
+Each run of an attempt gets a fresh browser session and runs under the watchdog. A run is re-run,
+in the same attempt directory, when:
 
 - its browser died under it (``browser_crash``; or it still waited ``browser_lost_grace_s`` after its
   browser disconnected): at most ``CRASH_RERUNS`` times per attempt, on a replacement browser;
@@ -20,10 +25,9 @@ the task's line when that attempt is the one that counts: a resumed batch runs s
 from __future__ import annotations
 
 import asyncio
-import re
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,16 +35,17 @@ from typing import Any
 import structlog
 
 from ..agent import Agent
-from ..config import ROLES, AgentConfig
+from ..budget import Budget
+from ..config import ROLES
 from ..errors import BrowserError, NavigationError, WebAgentError
-from ..records import RunResult, Usage
+from ..records import RunResult, Step, Usage
+from ..replay import ReplayCache
 from ..stream import RunStream
 from .results import AttemptRecord, Rerun, RerunReason, TaskResult, cost_of
-from .stats import BatchStats
 from .tasks import TaskSpec, reference_matches, run_dir_name
 from .watchdog import BROWSER_LOST_GRACE_S, cancel_run, keep_aside, stuck_in, wait_for_progress, write_result
 
-__all__ = ["CRASH_RERUNS", "INFRA_RERUNS", "STALL_RERUNS", "TaskAttempts", "TaskLimits", "infra_cause"]
+__all__ = ["CRASH_RERUNS", "INFRA_RERUNS", "STALL_RERUNS", "TaskLimits", "TaskRunner", "run_task"]
 
 log = structlog.get_logger("webagent.batch")
 
@@ -60,7 +65,8 @@ _RERUNS: dict[RerunReason, int] = {
 
 @dataclass(frozen=True)
 class TaskLimits:
-    """How a batch runs each task: attempts (pass@k), and the watchdog's limits."""
+    """How a runner runs every task: attempts (pass@k), the watchdog's limits, reference answers by
+    task id (beside a task's own)."""
 
     attempts: int = 1
     sample_all: bool = False
@@ -107,36 +113,71 @@ class _Progress:
         return round(time.monotonic() - self.started, 3)
 
 
-class TaskAttempts:
-    """Runs tasks on one agent, each to its ``TaskResult``: attempts, re-runs, the watchdog."""
+def _no_step(task: TaskSpec, step: Step) -> None:
+    pass
+
+
+class TaskRunner:
+    """Runs tasks on one agent, each to its results line: attempts, re-runs, the watchdog.
+
+    ``output``: the directory of the runs (``runs/<task>/attempt-<k>/``); ``limits``: attempts and
+    the watchdog's limits; ``cache``: a replay cache, each task's recording under its id; ``budgets``:
+    limits shared by all the runs (a suite's); ``on_step(task, step)`` is called as each step of a
+    run ends; ``stopping()`` says when the caller is being stopped (a run still going ends then).
+    """
 
     def __init__(
         self,
         agent: Agent,
-        config: AgentConfig,
-        output: Path,
-        limits: TaskLimits,
+        output: str | Path,
+        limits: TaskLimits | None = None,
         *,
-        stream: Callable[[Agent, TaskSpec, Path], RunStream],
-        stats: BatchStats,
-        on_update: Callable[[BatchStats], None] = lambda _: None,
+        cache: ReplayCache | None = None,
+        budgets: Sequence[Budget] = (),
+        on_step: Callable[[TaskSpec, Step], None] = _no_step,
         stopping: Callable[[], bool] = lambda: False,
     ) -> None:
-        """``stream`` opens the run of an attempt (in its directory); ``stats`` gets the live counters
-        (``on_update`` is called when they change); ``stopping`` says when the batch is being stopped."""
         self.agent = agent
-        self.config = config
-        self.output = output
-        self.limits = limits
-        self.stream = stream
-        self.stats = stats
-        self.on_update = on_update
+        self.output = Path(output)
+        self.limits = limits or TaskLimits()
+        self.cache = cache
+        self.budgets = list(budgets)
+        self.on_step = on_step
         self.stopping = stopping
         #: Runs whose cleanup outlasted its bound (cancelled when the batch closes its browsers).
         self.left_behind: set[asyncio.Task[Any]] = set()
 
+    def open(self, task: TaskSpec, directory: Path) -> RunStream:
+        """One run of ``task``, its files in ``directory``: a benchmark task's page is its judge, and
+        the task's options say what else the run is held to."""
+        options = task.options
+        settings = options.settings(self.agent.config.agent) if options.limits() else None
+        how: dict[str, Any] = {
+            "output_dir": directory,
+            "expect": options.expect,
+            "settings": settings,
+            "cache": self.cache,
+            "cache_key": task.id if self.cache is not None else None,
+            "budgets": self.budgets,
+            "trace": options.trace,
+        }
+        if task.benchmark is not None:
+            from ..env.tasks import benchmark_task
+
+            page = benchmark_task(task.benchmark, task.seed)
+            return self.agent.stream(page.url, page.goal, task=page, **how)
+        return self.agent.stream(task.url, task.goal, **how)
+
     async def run(self, task: TaskSpec) -> TaskResult:
-        """The task's results line: its attempts, each with its re-runs."""
+        """The task's results line: its attempts, each with its re-runs. A bug of the runner is
+        recorded on the line (stop reason ``error``, "internal error: ..."), never raised."""
+        try:
+            return await self._run(task)
+        except Exception as exc:
+            log.exception("task_crashed", task=task.id)
+            return TaskResult.failed(task, f"internal error: {type(exc).__name__}: {exc}")
+
+    async def _run(self, task: TaskSpec) -> TaskResult:
         task_dir = self.output / "runs" / run_dir_name(task.id)
         if task_dir.exists():  # left by an abandoned run: start clean
             shutil.rmtree(task_dir)
@@ -153,12 +194,7 @@ class TaskAttempts:
                 if reason is None or sum(r.reason == reason for r in reruns) >= _RERUNS[reason]:
                     break
                 reruns.append(self._set_aside(outcome, reason, directory, reruns))
-                if not retried:
-                    retried = True
-                    self.stats.retried += 1
-                if reason == "infrastructure":
-                    self.stats.infra_reruns += 1
-                    self.stats.infra_causes[infra_cause(outcome.result.message)] += 1
+                retried = True
                 log.warning(
                     "task_rerun",
                     task=task.id,
@@ -167,7 +203,6 @@ class TaskAttempts:
                     rerun=len(reruns),
                     error=outcome.result.message,
                 )
-                self.on_update(self.stats)
             records.append(self._record(k, directory, outcome, reruns))
             if outcome.result.success and not self.limits.sample_all:
                 break
@@ -241,7 +276,7 @@ class TaskAttempts:
             attempt_records=records,
             steps=sum(r.steps for r in records),
             usage=usage,
-            cost_usd=round(cost_of(usage, self.config), 6),
+            cost_usd=round(cost_of(usage, self.agent.config), 6),
             duration_s=round(time.monotonic() - started, 3),
             retried=retried,
             infrastructure=best.infrastructure,
@@ -256,7 +291,7 @@ class TaskAttempts:
     async def _attempt(self, task: TaskSpec, directory: Path, usage: Usage) -> _Outcome:
         """One run of an attempt, under the watchdog: how it ended, and why it is to be re-run if it is."""
         limits = self.limits
-        stream = self.stream(self.agent, task, directory)
+        stream = self.open(task, directory)
         progress = _Progress()
         run = asyncio.create_task(self._consume(stream, task, usage, progress), name=f"webagent-run:{task.id}")
         try:
@@ -289,7 +324,6 @@ class TaskAttempts:
         else:
             message = f"no progress for {limits.stall_timeout_s:g} s (stuck in {where})"
             log.warning("task_stalled", task=task.id, idle_s=idle_s, where=where, steps=progress.steps)
-            self.stats.stalled += 1
         result = _failed(task, message, progress)
         _add_usage(usage, progress.usage)
         write_result(directory, result)
@@ -298,20 +332,14 @@ class TaskAttempts:
         return _Outcome(result, stalled=True)
 
     async def _consume(self, stream: RunStream, task: TaskSpec, usage: Usage, progress: _Progress) -> _Outcome:
-        agent, stats = self.agent, self.stats
+        agent = self.agent
         crashes_before = agent.browsers.crashes
         try:
             async for step in stream:
                 progress.steps += 1
                 for call in step.calls:
                     progress.usage.add_call(call)
-                t = step.timings
-                stats.steps += 1
-                stats.tokens += sum(c.usage.prompt_tokens + c.usage.completion_tokens for c in step.calls)
-                stats.step_total_s.append(t.total_s)
-                stats.step_model_s.append(t.model_s)
-                stats.step_browser_s.append(t.observe_s + t.act_s)
-                self.on_update(stats)
+                self.on_step(task, step)
                 if self.stopping():  # the batch cancels in-flight tasks; one that went on anyway ends here
                     await stream.aclose()
                     raise asyncio.CancelledError
@@ -350,18 +378,21 @@ def _failed(task: TaskSpec, message: str, progress: _Progress, *, infrastructure
     )
 
 
-_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
-_NUMBER = re.compile(r"\d+(\.\d+)?")
-
-
-def infra_cause(message: str) -> str:
-    """What an infrastructure error's message says, without its URLs and figures, for counting
-    re-runs by cause ("the page gives no screenshot (none within N s, twice) at URL")."""
-    first = message.splitlines()[0] if message else "unknown"
-    return _NUMBER.sub("N", _URL.sub("URL", first))[:160]
-
-
 def _add_usage(total: Usage, run: Usage) -> None:
     """Add a run's usage to the task's."""
     for role in ROLES:
         total.role(role).add(run.role(role))
+
+
+async def run_task(
+    agent: Agent,
+    task: TaskSpec,
+    output: str | Path,
+    limits: TaskLimits | None = None,
+    *,
+    cache: ReplayCache | None = None,
+    budgets: Sequence[Budget] = (),
+) -> TaskResult:
+    """Run one task on ``agent`` to its results line (``TaskRunner(...).run(task)``); its runs are
+    written under ``output/runs/``."""
+    return await TaskRunner(agent, output, limits, cache=cache, budgets=budgets).run(task)

@@ -22,13 +22,14 @@ from rich.text import Text
 from ..config import AgentConfig
 from ..errors import InputError
 from ..files import write_atomic
+from .ray import RayCluster
 from .results import read_results
 from .runner import DEFAULT_STALL_TIMEOUT_S, BatchPhase, BatchRunner, BatchStats
 from .servermetrics import sample, server_report
 from .summary import print_summary, summarize
 from .tasks import load_references, load_tasks
 
-__all__ = ["EXIT_DONE", "EXIT_ERRORS", "EXIT_INTERRUPTED", "BatchProgress", "exit_code", "run_batch"]
+__all__ = ["EXIT_DONE", "EXIT_ERRORS", "EXIT_INTERRUPTED", "BatchProgress", "exit_code", "ray_cluster", "run_batch"]
 
 EXIT_DONE, EXIT_ERRORS, EXIT_INTERRUPTED = 0, 1, 130
 
@@ -142,34 +143,8 @@ def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:
         raise InputError("--stall-timeout-s must be at least 0 (0 turns the watchdog off)")
     config.require_endpoints()
     output = Path(args.output)
+    ray = ray_cluster(args)
     progress = BatchProgress(quiet=args.quiet)
-    if getattr(args, "ray", None) is not None:
-        from .ray import RayBatchRunner
-
-        if args.ray_actors < 1:
-            raise InputError("--ray-actors must be at least 1")
-        ray_runner = RayBatchRunner(
-            config,
-            tasks,
-            output,
-            address=None if args.ray == "local" else args.ray,
-            actors=args.ray_actors,
-            concurrency=args.concurrency,
-            attempts=args.attempts,
-            sample_all=args.sample_all,
-            references=references,
-            on_update=progress.update,
-            stall_timeout_s=stall_timeout_s,
-            retry_infra=not getattr(args, "no_retry_infra", False),
-        )
-        before = asyncio.run(sample(args.server_metrics)) if args.server_metrics else None
-        with progress:
-            stats = ray_runner.run()
-            progress.update(stats, force=True)
-        server = None
-        if args.server_metrics:
-            server = server_report(before, asyncio.run(sample(args.server_metrics)), args.server_metrics)
-        return _finish(args, output, stats, server, config, interrupted=ray_runner.stopping)
     runner = BatchRunner(
         config,
         tasks,
@@ -181,6 +156,7 @@ def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:
         on_update=progress.update,
         stall_timeout_s=stall_timeout_s,
         retry_infra=not getattr(args, "no_retry_infra", False),
+        ray=ray,
     )
 
     async def main() -> tuple[BatchStats, dict[str, Any] | None]:
@@ -195,6 +171,15 @@ def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:
 
     stats, server = asyncio.run(main())
     return _finish(args, output, stats, server, config, interrupted=runner.stopping)
+
+
+def ray_cluster(args: argparse.Namespace) -> RayCluster | None:
+    """The Ray cluster ``--ray [ADDRESS]`` and ``--ray-actors N`` name (None without ``--ray``)."""
+    if getattr(args, "ray", None) is None:
+        return None
+    if args.ray_actors < 1:
+        raise InputError("--ray-actors must be at least 1")
+    return RayCluster(address=None if args.ray == "local" else args.ray, actors=args.ray_actors)
 
 
 def _finish(

@@ -5,11 +5,13 @@ on an ``O_APPEND`` descriptor, so a killed run never leaves a partial line (a to
 crashed machine is cut off on resume). Re-running the same command skips finished ids. SIGINT
 and SIGTERM stop new work and cleanly abandon in-flight tasks (they rerun on resume).
 
-Each task is run to its line by ``TaskAttempts`` (``attempts.py``): its attempts, and the re-runs of
-a run whose browser died (``CRASH_RERUNS``), that ended with an infrastructure error
-(``INFRA_RERUNS``) or that the watchdog stopped for making no progress (``STALL_RERUNS``).
+Each task is run to its line by the one task runner (``TaskRunner``, ``attempts.py``): its attempts,
+and the re-runs of a run whose browser died (``CRASH_RERUNS``), that ended with an infrastructure
+error (``INFRA_RERUNS``) or that the watchdog stopped for making no progress (``STALL_RERUNS``).
 Cancelling a run closes its browser context; that cleanup is bounded too (``cleanup_timeout_s``),
-so a task always ends with its one line.
+so a task always ends with its one line. The tasks run here (N workers on one ``Agent``) or, with
+``ray=RayCluster(...)``, on Ray actors (``ray.py``), each calling the same ``TaskRunner``; either way
+this runner alone writes the lines and counts them.
 """
 
 from __future__ import annotations
@@ -17,20 +19,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import structlog
 
 from ..agent import Agent
 from ..browser.deadline import browser_load
 from ..browser.load import BrowserLoad
+from ..budget import Budget
 from ..config import AgentConfig
-from ..stream import TRACE_TIMEOUT_S, RunStream
+from ..errors import ConfigError
+from ..records import Step
+from ..replay import ReplayCache
+from ..stream import TRACE_TIMEOUT_S
 from .admission import INITIAL, TICK_S, Admission
-from .attempts import CRASH_RERUNS, INFRA_RERUNS, STALL_RERUNS, TaskAttempts, TaskLimits
+from .attempts import CRASH_RERUNS, INFRA_RERUNS, STALL_RERUNS, TaskLimits, TaskRunner
+from .ray import RayCluster, RayPool
 from .results import ResultsFile, ResumePlan, TaskResult, resume_plan
-from .stats import BatchPhase, BatchStats
+from .stats import BatchPhase, BatchStats, StepFigures
 from .tasks import TaskSpec, check_run_dirs
 from .watchdog import BROWSER_LOST_GRACE_S
 
@@ -43,6 +52,7 @@ __all__ = [
     "BatchPhase",
     "BatchRunner",
     "BatchStats",
+    "RayCluster",
 ]
 
 log = structlog.get_logger("webagent.batch")
@@ -55,7 +65,8 @@ DEFAULT_CLEANUP_TIMEOUT_S = 30.0
 
 
 class BatchRunner:
-    """Runs tasks through one Agent with bounded concurrency, writing DIR/results.jsonl."""
+    """Runs tasks with bounded concurrency, writing DIR/results.jsonl: here, through one Agent, or
+    on the actors of a Ray cluster (``ray``)."""
 
     def __init__(
         self,
@@ -72,19 +83,32 @@ class BatchRunner:
         cleanup_timeout_s: float | None = None,
         retry_infra: bool = True,
         admission: bool = True,
+        cache: ReplayCache | None = None,
+        budgets: Sequence[Budget] = (),
+        ray: RayCluster | None = None,
     ) -> None:
         """``stall_timeout_s``: seconds without progress before a run is cancelled and re-run (0: never);
         ``cleanup_timeout_s``: what a cancelled run gets to stop its trace and close its browser
         context (default: those two deadlines and ``DEFAULT_CLEANUP_TIMEOUT_S`` more);
         ``retry_infra``: on resume, run again the tasks whose line ended with the infrastructure's error;
         ``admission``: hold new sessions back while the browsers do not keep up (``concurrency`` is then
-        the ceiling; off: always ``concurrency`` at once)."""
+        the ceiling; off: always ``concurrency`` at once); ``cache``: a replay cache (each task's
+        recording under its id); ``budgets``: limits every run shares (a suite's: not on Ray, where
+        runs are in several processes); ``ray``: run the tasks on that Ray cluster's actors, each
+        running up to ``concurrency`` at once."""
         if cleanup_timeout_s is None:
             cleanup_timeout_s = TRACE_TIMEOUT_S + config.browser.open_timeout_s + DEFAULT_CLEANUP_TIMEOUT_S
         if concurrency < 1 or attempts < 1:
             raise ValueError("concurrency and attempts must be at least 1")
         if stall_timeout_s < 0 or cleanup_timeout_s <= 0:
             raise ValueError("stall_timeout_s must be at least 0 and cleanup_timeout_s more than 0")
+        if ray is not None and ray.actors < 1:
+            raise ValueError("a Ray cluster needs at least 1 actor")
+        if ray is not None and budgets:
+            raise ConfigError(
+                "a budget shared by every run (a suite's budget) is kept in one process and cannot span Ray's "
+                "actors; drop the suite budget or run without --ray"
+            )
         check_run_dirs(task.id for task in tasks)  # no run overwrites another's files
         self.config = config
         self.tasks = tasks
@@ -97,14 +121,20 @@ class BatchRunner:
         self.stall_timeout_s = stall_timeout_s
         self.cleanup_timeout_s = cleanup_timeout_s
         self.retry_infra = retry_infra
+        self.cache = cache
+        self.budgets = list(budgets)
+        self.ray = ray
+        #: The Ray actors of the running batch (``ray`` set).
+        self.pool: RayPool | None = None
         #: What the browsers' answers say about the machine (admission and deadlines read it).
         self.load = BrowserLoad()
         self.admission = Admission(concurrency, self.load, initial=INITIAL if admission else concurrency)
         self._admit = admission
         #: Seconds a run may go on after its browser disconnected before it is cut off and re-run.
         self.browser_lost_grace_s = BROWSER_LOST_GRACE_S
-        self._results: ResultsFile | None = None  # opened by run(): the runner also serves Ray actors
+        self._results: ResultsFile | None = None
         self.stopping = False
+        self._workers: list[asyncio.Task[None]] = []
         self.stats = BatchStats(len(tasks), 0)
         #: The agent of the running batch (its browser pool says how many sessions are open).
         self.agent: Agent | None = None
@@ -120,10 +150,23 @@ class BatchRunner:
         if not self.stopping:
             log.warning("batch_stopping")
         self.stopping = True
-        for worker in getattr(self, "_workers", []):
+        for worker in self._workers:
             worker.cancel()
 
+    @property
+    def limits(self) -> TaskLimits:
+        """How each task is run: attempts, the watchdog's limits, reference answers."""
+        return TaskLimits(
+            attempts=self.attempts,
+            sample_all=self.sample_all,
+            stall_timeout_s=self.stall_timeout_s,
+            cleanup_timeout_s=self.cleanup_timeout_s,
+            browser_lost_grace_s=self.browser_lost_grace_s,
+            references=self.references,
+        )
+
     async def run(self) -> BatchStats:
+        self._workers = []
         token = browser_load.set(self.load)  # every bounded browser wait of the batch is measured
         try:
             return await self._run()
@@ -133,7 +176,6 @@ class BatchRunner:
     async def _run(self) -> BatchStats:
         plan = resume_plan(self.results.finished(), self.tasks, retry_infra=self.retry_infra)
         self.results.forget(plan.infra_rerun)
-        pending = plan.pending
         self.stats = resumed_stats(len(self.tasks), plan)
         if plan.kept or plan.infra_rerun:  # what it found is told at once
             log.info(
@@ -144,54 +186,110 @@ class BatchRunner:
                 infra_kept=plan.infra_kept,
             )
             self.on_update(self.stats)
+        try:
+            if self.ray is None:
+                await self._run_here(plan.pending)
+            elif plan.pending:
+                await self._run_on_ray(self.ray, plan.pending)
+        finally:
+            self.results.close()
+            self.on_update(self.stats)
+        return self.stats
+
+    def _finished(self, result: TaskResult) -> None:
+        """A task's line: written, then counted (the one place either is done)."""
+        self.results.append(result)  # a task that finished is kept, even while stopping
+        self.stats.count_line(result)
+        self.on_update(self.stats)
+
+    def _stepped(self, task: TaskSpec, step: Step) -> None:
+        self.stats.count_step(StepFigures.of(step))
+        self.on_update(self.stats)
+
+    async def _run_here(self, pending: list[TaskSpec]) -> None:
         queue: asyncio.Queue[TaskSpec] = asyncio.Queue()
         for task in pending:
             queue.put_nowait(task)
-        try:
-            agent = self.agent = Agent(self.config)
-        except BaseException:
-            self.results.close()
-            raise
+        agent = self.agent = Agent(self.config)
         if pending:
             self.on_update(self.stats)  # phase "launch"
             try:
                 await agent.browsers.start()  # a browser that cannot launch is a usage error, not N failures
             except BaseException:
                 await agent.aclose()
-                self.results.close()
                 raise
             self.stats.phase = "run"
             self.on_update(self.stats)
+        runner = TaskRunner(
+            agent,
+            self.output,
+            self.limits,
+            cache=self.cache,
+            budgets=self.budgets,
+            on_step=self._stepped,
+            stopping=lambda: self.stopping,
+        )
+        ticking = asyncio.create_task(self._tick(admission=True), name="webagent-admission")
+        try:
+            with self._signals():
+                self._workers = [asyncio.create_task(self._worker(runner, queue)) for _ in range(self.concurrency)]
+                await asyncio.gather(*self._workers, return_exceptions=True)
+        finally:
+            ticking.cancel()
+            self._show()
+            for run in list(runner.left_behind):  # closing the browsers below ends what they wait for
+                run.cancel()
+            await agent.aclose()
+
+    async def _run_on_ray(self, cluster: RayCluster, pending: list[TaskSpec]) -> None:
+        self.stats.phase = "ray"
+        self.on_update(self.stats)
+        cache = self.cache.path if self.cache is not None else None
+        pool = self.pool = RayPool(cluster, self.config, self.output, self.limits, self.concurrency, cache=cache)
+        async with pool:  # Ray started (or joined), each actor's browser launched
+            self.stats.phase = "run"
+            self.on_update(self.stats)
+            ticking = asyncio.create_task(self._tick(admission=False), name="webagent-progress")
+            try:
+                with self._signals():  # after ray.init, which sets its own
+                    self._workers = [asyncio.create_task(self._drive(pool, deque(pending)))]
+                    for outcome in await asyncio.gather(*self._workers, return_exceptions=True):
+                        if isinstance(outcome, Exception):  # not a stop (a cancel): the driver's own failure
+                            raise outcome
+            finally:
+                ticking.cancel()
+
+    async def _drive(self, pool: RayPool, pending: deque[TaskSpec]) -> None:
+        async with contextlib.aclosing(pool.results(pending, self.stats)) as results:
+            async for result, steps in results:
+                for step in steps:
+                    self.stats.count_step(step)
+                self._finished(result)
+
+    @contextlib.contextmanager
+    def _signals(self) -> Any:
+        """SIGINT and SIGTERM stop the batch (``stop``) while the tasks run."""
         loop = asyncio.get_running_loop()
         handled = []
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(sig, self.stop)
                 handled.append(sig)
-        attempts = self.attempts_on(agent)
-        ticking = asyncio.create_task(self._tick(), name="webagent-admission")
         try:
-            self._workers = [asyncio.create_task(self._worker(attempts, queue)) for _ in range(self.concurrency)]
-            await asyncio.gather(*self._workers, return_exceptions=True)
+            yield
         finally:
-            ticking.cancel()
-            self._show()
             for sig in handled:
                 loop.remove_signal_handler(sig)
-            for run in list(attempts.left_behind):  # closing the browsers below ends what they wait for
-                run.cancel()
-            await agent.aclose()
-            self.results.close()
-            self.on_update(self.stats)
-        return self.stats
 
-    async def _tick(self) -> None:
-        """The admission's limit, reconsidered every second, and shown."""
+    async def _tick(self, *, admission: bool) -> None:
+        """The progress shown every second, with the admission's limit reconsidered (``admission``:
+        the sessions are this process's; a Ray actor runs its own)."""
         while True:
             await asyncio.sleep(TICK_S)
-            if self._admit:
-                self.admission.update()
-            self._show()
+            if admission:
+                if self._admit:
+                    self.admission.update()
+                self._show()
             self.on_update(self.stats)
 
     def _show(self) -> None:
@@ -199,7 +297,7 @@ class BatchRunner:
         load = self.load
         self.stats.commands = {"answered": load.answered, "extended": load.extended, "expired": load.expired}
 
-    async def _worker(self, attempts: TaskAttempts, queue: asyncio.Queue[TaskSpec]) -> None:
+    async def _worker(self, runner: TaskRunner, queue: asyncio.Queue[TaskSpec]) -> None:
         while not self.stopping:
             try:
                 task = queue.get_nowait()
@@ -208,49 +306,10 @@ class BatchRunner:
             async with self.admission.place():  # a new session only while the browsers keep up
                 self.stats.in_flight += 1
                 try:
-                    result = await attempts.run(task)
-                except Exception as exc:  # a bug must not silently drop the task: record it
-                    log.exception("task_crashed", task=task.id)
-                    result = TaskResult.failed(task, f"internal error: {type(exc).__name__}: {exc}")
+                    result = await runner.run(task)
                 finally:
                     self.stats.in_flight -= 1
-            self.results.append(result)  # a task that finished is kept, even while stopping
-            self.stats.done += 1
-            self.stats.finished_now += 1
-            self.stats.succeeded += result.success
-            self.stats.errors += result.stop_reason == "error"
-            self.on_update(self.stats)
-
-    def attempts_on(self, agent: Agent) -> TaskAttempts:
-        """What runs each task to its line on ``agent``: attempts, re-runs, the watchdog (the Ray
-        actors use it too)."""
-        limits = TaskLimits(
-            attempts=self.attempts,
-            sample_all=self.sample_all,
-            stall_timeout_s=self.stall_timeout_s,
-            cleanup_timeout_s=self.cleanup_timeout_s,
-            browser_lost_grace_s=self.browser_lost_grace_s,
-            references=self.references,
-        )
-        return TaskAttempts(
-            agent,
-            self.config,
-            self.output,
-            limits,
-            stream=self._stream,
-            stats=self.stats,
-            on_update=self.on_update,
-            stopping=lambda: self.stopping,
-        )
-
-    def _stream(self, agent: Agent, task: TaskSpec, directory: Path) -> RunStream:
-        """The run of one attempt (subclasses add per-task options); a benchmark task's page is its judge."""
-        if task.benchmark is not None:
-            from ..env.tasks import benchmark_task
-
-            page = benchmark_task(task.benchmark, task.seed)
-            return agent.stream(page.url, page.goal, output_dir=directory, task=page)
-        return agent.stream(task.url, task.goal, output_dir=directory)
+            self._finished(result)
 
 
 def resumed_stats(total: int, plan: ResumePlan) -> BatchStats:

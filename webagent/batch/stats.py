@@ -1,13 +1,22 @@
-"""The live counters of a batch invocation (the progress line and the summary read them)."""
+"""The live counters of a batch invocation (the progress line and the summary read them).
+
+They are counted in two places only, whichever runs the tasks (here or on Ray actors): a step as it
+ends (``BatchStats.count_step``, from its ``StepFigures``; a Ray actor sends them back with the
+task's line) and a task as its line is written (``BatchStats.count_line``).
+"""
 
 from __future__ import annotations
 
 import collections
+import re
 import time
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["AdmissionState", "BatchPhase", "BatchStats"]
+from ..records import Step
+from .results import TaskResult
+
+__all__ = ["AdmissionState", "BatchPhase", "BatchStats", "StepFigures", "infra_cause"]
 
 #: Where a batch stands before its first progress line: ``launch`` its browser is being launched,
 #: ``ray`` Ray and its actors are being started (each launches its browser), ``run`` its runs started.
@@ -34,6 +43,22 @@ class AdmissionState:
     def held_back(self) -> bool:
         """Tasks wait while there is room below the ceiling: the browsers do not keep up."""
         return self.held > 0 and self.limit < self.ceiling
+
+
+@dataclass(frozen=True, slots=True)
+class StepFigures:
+    """What the counters take from one step: its model tokens and times."""
+
+    tokens: int
+    total_s: float
+    model_s: float
+    browser_s: float
+
+    @classmethod
+    def of(cls, step: Step) -> StepFigures:
+        t = step.timings
+        tokens = sum(c.usage.prompt_tokens + c.usage.completion_tokens for c in step.calls)
+        return cls(tokens, t.total_s, t.model_s, t.observe_s + t.act_s)
 
 
 class BatchStats:
@@ -72,3 +97,37 @@ class BatchStats:
     @property
     def elapsed_s(self) -> float:
         return time.monotonic() - self.started
+
+    def count_step(self, step: StepFigures) -> None:
+        """A step ended (of a run here, or of a run on a Ray actor)."""
+        self.steps += 1
+        self.tokens += step.tokens
+        self.step_total_s.append(step.total_s)
+        self.step_model_s.append(step.model_s)
+        self.step_browser_s.append(step.browser_s)
+
+    def count_line(self, result: TaskResult) -> None:
+        """A task's line was written: it finished, and what its attempts needed on the way."""
+        self.done += 1
+        self.finished_now += 1
+        self.succeeded += result.success
+        self.errors += result.stop_reason == "error"
+        self.retried += result.retried
+        for attempt in result.attempt_records:
+            self.stalled += attempt.stalled
+            for rerun in attempt.reruns:
+                self.stalled += rerun.reason == "stalled"
+                if rerun.reason == "infrastructure":
+                    self.infra_reruns += 1
+                    self.infra_causes[infra_cause(rerun.message)] += 1
+
+
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
+_NUMBER = re.compile(r"\d+(\.\d+)?")
+
+
+def infra_cause(message: str) -> str:
+    """What an infrastructure error's message says, without its URLs and figures, for counting
+    re-runs by cause ("the page gives no screenshot (none within N s, twice) at URL")."""
+    first = message.splitlines()[0] if message else "unknown"
+    return _NUMBER.sub("N", _URL.sub("URL", first))[:160]

@@ -38,6 +38,24 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"webagent: error: {message} (see '{self.prog} --help')\n")
 
 
+def _add_ray_options(parser: argparse.ArgumentParser, what: str, positional: str) -> None:
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help=f"fan the {what} out to Ray actors: a new local Ray instance, or the cluster at ADDRESS "
+        f"('auto': the one `ray start` made here); put it after {positional}",
+    )
+    parser.add_argument(
+        "--ray-actors",
+        type=int,
+        default=2,
+        metavar="N",
+        help="Ray actors, each running --concurrency sessions (default 2)",
+    )
+
+
 def _add_config_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--config",
@@ -171,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     test.add_argument("--suite-budget-calls", type=int, metavar="N", help="hard limit on model calls for the suite")
     test.add_argument("--suite-budget-tokens", type=int, metavar="N", help="hard limit on tokens for the suite")
     test.add_argument("--suite-budget-usd", type=float, metavar="USD", help="hard limit on dollars for the suite")
+    _add_ray_options(test, "checks", "SUITE")
     test.add_argument("--json", action="store_true", help="print suite.json on stdout")
     _add_config_options(test)
 
@@ -218,21 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="on resume, keep the lines of tasks that ended with an infrastructure error (a browser that died "
         "or did not answer in time, a model server that kept failing) instead of running them again",
     )
-    batch.add_argument(
-        "--ray",
-        nargs="?",
-        const="local",
-        metavar="ADDRESS",
-        help="fan the tasks out to Ray actors: a new local Ray instance, or the cluster at ADDRESS "
-        "('auto': the one `ray start` made here); put it after TASKS.jsonl",
-    )
-    batch.add_argument(
-        "--ray-actors",
-        type=int,
-        default=2,
-        metavar="N",
-        help="Ray actors, each running --concurrency sessions (default 2)",
-    )
+    _add_ray_options(batch, "tasks", "TASKS.jsonl")
     batch.add_argument("--json", action="store_true", help="print summary.json on stdout")
     _add_config_options(batch)
 

@@ -51,6 +51,12 @@ class RoleConfig(Section):
     max_retries: int = Field(default=4, ge=0, description="Retries on 429/5xx/timeouts/connection errors")
     price_prompt_per_m: float = Field(default=0.0, ge=0, description="$ per million prompt tokens (for cost reports)")
     price_completion_per_m: float = Field(default=0.0, ge=0, description="$ per million completion tokens")
+    return_tokens: bool = Field(
+        default=False,
+        description="Ask the server for each request's prompt and completion token ids and the completion's "
+        "logprobs (vLLM 0.10.2+: return_token_ids, logprobs) and keep them in the step records and the export "
+        "(for RL trainers; off: nothing asked, nothing kept)",
+    )
 
     @field_validator("base_url", mode="before")
     @classmethod

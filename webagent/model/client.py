@@ -30,16 +30,18 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from ..config import RoleConfig
 from ..errors import ModelError, ModelReplyError, ModelUnavailableError
-from ..records import ModelCall, RoleUsage
+from ..records import ModelCall, RoleUsage, TokenRecord
 from ..secrets import Secrets
 from .endpoints import ENDPOINT_COOLDOWN_S, Endpoint, EndpointPool
 from .parsing import ReplyParseError
 from .replies import (
+    TOKEN_FIELDS,
     HTTPStatusError,
     NoReplyError,
     Reply,
     no_reply,
     read_completion,
+    read_tokens,
     retry_wait,
     retryable,
     short,
@@ -60,6 +62,8 @@ class Completion:
     prompt_tokens: int
     completion_tokens: int
     latency_s: float
+    tokens: TokenRecord | None = None
+    """The request's tokens as the server gave them (the role's ``return_tokens``; None otherwise)."""
 
 
 class ModelClient:
@@ -151,6 +155,8 @@ class ModelClient:
         }
         if response_format is not None:
             body["response_format"] = response_format
+        if self.config.return_tokens:
+            body.update(TOKEN_FIELDS)
         if extra_body:
             body.update(extra_body)
         encoded = encode_chat_body(body)
@@ -206,7 +212,8 @@ class ModelClient:
         usage.cached_tokens += cached_tokens
         usage.completion_tokens += completion_tokens
         usage.latency_s += latency
-        return Completion(text, prompt_tokens, completion_tokens, latency)
+        tokens = read_tokens(reply) if self.config.return_tokens else None
+        return Completion(text, prompt_tokens, completion_tokens, latency, tokens)
 
     async def _retry(self, post: Callable[[], Awaitable[bytes]], first: Exception, usage: RoleUsage) -> bytes:
         """The attempts after a first one that failed with ``first`` (replayed to tenacity as attempt 1,
@@ -285,6 +292,7 @@ class ModelClient:
         )
         record.raw.append(first.text)
         record.tool_calls = list(first.text.tool_calls)
+        _keep_tokens(record, first)
         try:
             return parse(first.text), record
         except ReplyParseError as exc:
@@ -295,6 +303,7 @@ class ModelClient:
         second = await self.complete(repair, response_format=response_format, extra_body=extra_body, usage=record.usage)
         record.raw.append(second.text)
         record.tool_calls = list(second.text.tool_calls)
+        _keep_tokens(record, second)
         try:
             return parse(second.text), record
         except ReplyParseError as exc:
@@ -303,6 +312,12 @@ class ModelClient:
             raise ModelReplyError(
                 f"the {self.role} model's reply was unusable: {exc}", role=self.role, raw=second.text
             ) from None
+
+
+def _keep_tokens(record: ModelCall, completion: Completion) -> None:
+    """The request's tokens on the call's record, one per reply (when they were asked for)."""
+    if completion.tokens is not None:
+        record.tokens = [*(record.tokens or []), completion.tokens]
 
 
 def _repair_messages(reply: Reply, text: str) -> list[Message]:

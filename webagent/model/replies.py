@@ -17,7 +17,7 @@ import httpx2
 import openai
 from tenacity import RetryCallState
 
-from ..records import ToolCall
+from ..records import TokenRecord, ToolCall
 from ..secrets import shorten
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "no_reply",
     "parse_retry_after",
     "read_completion",
+    "read_tokens",
     "retry_after",
     "retry_wait",
     "retryable",
@@ -111,6 +112,48 @@ def read_completion(raw: bytes) -> tuple[Reply, int, int, int]:
         _count(usage.get("completion_tokens")),
         _count(cached),
     )
+
+
+#: What a request adds to be given its tokens by vLLM (0.10.2+): the prompt's and the completion's
+#: ids, and the log-probability of each sampled token (as ``token_id:N`` strings, so the ids can be
+#: read from the logprobs too where ``token_ids`` is missing).
+TOKEN_FIELDS = {"return_token_ids": True, "logprobs": True, "return_tokens_as_token_ids": True}
+
+
+def read_tokens(raw: bytes) -> TokenRecord:
+    """The tokens a chat.completion body gives (vLLM's ``prompt_token_ids``, ``choices[0].token_ids``
+    and ``choices[0].logprobs.content[].logprob``); empty lists for what it lacks."""
+    try:
+        data = json.loads(raw)
+        choice = data["choices"][0]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return TokenRecord()
+    logprobs = choice.get("logprobs") if isinstance(choice, dict) else None
+    content = logprobs.get("content") if isinstance(logprobs, dict) else None
+    entries = [e for e in content if isinstance(e, dict)] if isinstance(content, list) else []
+    ids = _ids(choice.get("token_ids"))
+    if not ids and entries:  # an older vLLM: the ids only in the logprobs' "token_id:N" tokens
+        ids = _ids([_token_id(e.get("token")) for e in entries])
+    values = [e.get("logprob") for e in entries]
+    numbers = [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+    return TokenRecord(
+        prompt_token_ids=_ids(data.get("prompt_token_ids")),
+        token_ids=ids,
+        logprobs=numbers if len(numbers) == len(values) else [],
+    )
+
+
+def _token_id(token: object) -> int | None:
+    if isinstance(token, str) and token.startswith("token_id:") and token[9:].isdigit():
+        return int(token[9:])
+    return None
+
+
+def _ids(value: object) -> list[int]:
+    """A list of token ids, or [] for anything else (one bad item spoils it: ids must line up)."""
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return []
+    return list(value)
 
 
 def _tool_calls(value: object) -> tuple[ToolCall, ...]:

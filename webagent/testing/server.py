@@ -46,6 +46,7 @@ from webagent.testing.prefixcache import (
     request_tokens,
 )
 from webagent.testing.script import FAULT_KINDS, ROLES, Role, Script, load_script
+from webagent.testing.tokens import add_tokens, wants_tokens
 
 __all__ = ["MAX_BODY", "READY_PREFIX", "FakeModelServer", "RecordedRequest", "main"]
 
@@ -280,6 +281,8 @@ class FakeModelServer:
             return error_reply(429, "injected rate limit", "rate_limit_exceeded", "rate_limit_exceeded", retry_after)
         usage = self._prefill(role, rec, tokens, reply_message)
         reply = completion(model, reply_message, usage)
+        if wants_tokens(body):  # vLLM's return_token_ids and logprobs
+            reply = add_tokens(reply, body, tokens, reply_tokens(*reply_message.generated()))
         return await stall(request, reply) if fault == "stall" else json_reply(reply)
 
     def _prefill(

@@ -9,6 +9,10 @@ shows it) and a plain-string ``content`` becomes one text part (one Arrow type f
 
 A call that needed a repair request is exported with its original messages and the repaired reply
 as target (``metadata.repaired``); calls without a usable reply are left out unless asked for.
+
+A call whose role asked its server for tokens (``return_tokens``) carries them (``tokens``: the
+prompt's and the target's token ids and the target's logprobs, as the server gave them), so a
+trainer need not tokenize the messages again; for a repaired call they are the repair request's.
 """
 
 from __future__ import annotations
@@ -298,6 +302,13 @@ def _calls(run: _Run, options: ExportOptions, stats: ExportStats) -> Iterator[tu
             if tools is not None:  # the tools offered and the calls made: the exact exchange
                 entry["tools"] = tools
                 entry["target_tool_calls"] = [c.message_part() for c in call.tool_calls]
+            if call.tokens:  # the request that gave the target, as the model read and wrote it
+                last = call.tokens[-1]
+                entry["tokens"] = {
+                    "prompt_token_ids": last.prompt_token_ids,
+                    "completion_token_ids": last.token_ids,
+                    "completion_logprobs": last.logprobs,
+                }
             calls.append(entry)
         else:
             if calls:
@@ -313,7 +324,7 @@ def _records(run: _Run, options: ExportOptions, stats: ExportStats) -> Iterator[
                     "role": call["role"],
                     "messages": call["messages"],
                     "target": call["target"],
-                    **{key: call[key] for key in ("tools", "target_tool_calls") if key in call},
+                    **{key: call[key] for key in ("tools", "target_tool_calls", "tokens") if key in call},
                     "images": _image_paths(call["messages"]),
                     "metadata": {
                         **meta,
