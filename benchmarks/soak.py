@@ -663,6 +663,7 @@ async def agent(
     children: list[subprocess.Popen[str]],
     command_timeout_s: float = 0.0,
     kill: str | None = None,
+    guard: str = "off",
 ) -> dict[str, Any]:
     deadline_s = limits[0]
     n, steps = len(plans), len(plans[0]) + 1
@@ -686,6 +687,8 @@ async def agent(
         config.browser.args = [RESOLVER_RULE]
         if command_timeout_s:
             config.browser.command_timeout_s = command_timeout_s
+        if guard == "allow":  # every request judged, the allow-list's proxy net, hardened browsers
+            config.browser.allowed_domains = ["127.0.0.1", "localhost"]
         for role in ("policy", "localizer", "validator"):
             config.role(role).timeout_s = 120
         out = workdir / "batch"
@@ -839,7 +842,16 @@ async def measure_round(
         before = site_stats(origins[0], reset_peak=True)
         with Watchdog(deadline + 300, f"the agent at N={n}", children):
             row["agent"] = await agent(
-                plans, urls, args.latency, workdir, exclude, limits, children, args.command_timeout, args.kill
+                plans,
+                urls,
+                args.latency,
+                workdir,
+                exclude,
+                limits,
+                children,
+                args.command_timeout,
+                args.kill,
+                args.guard,
             )
         row["agent"]["site"] = _delta(before, site_stats(origins[0]))
     print_row(row)
@@ -1038,6 +1050,13 @@ def main() -> None:
         choices=("browser", "renderers"),
         default=None,
         help="in the agent phase, kill -9 the browser's main process at 30 s, or four renderers at 12-20 s",
+    )
+    parser.add_argument(
+        "--guard",
+        choices=("off", "allow"),
+        default="off",
+        help="the agent's navigation guard: off (local start URLs: none), allow (both origins in allowed_domains: "
+        "every request judged, the proxy net, hardened browsers)",
     )
     parser.add_argument("--seed", type=int, default=0, help="draws the tasks' orders and slow-page delays")
     parser.add_argument("--only", choices=("agent", "floor"), default=None, help="run one side only")
