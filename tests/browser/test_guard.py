@@ -329,3 +329,26 @@ async def test_a_closed_guarded_context_is_not_kept_alive(
             break
         await asyncio.sleep(0.1)
     assert context() is None
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["devtools", "playwright"])
+async def test_a_driver_that_lets_go_of_a_guarded_page_leaves_its_guard_in_force(
+    browser: Browser, playwright_only: Browser, site: SiteServer, direct: bool
+) -> None:
+    """A pilot's driver (``Agent.page_driver``) on the page of a kept session sets and removes a guard
+    of its own: the session's guard must hold on after it (the MCP server's kept sessions)."""
+    policy = NavigationPolicy.build(start_url=site.url, allowed=["127.0.0.1"])
+    guard = NavigationGuard(policy)
+    session = await BrowserSession.create(browser if direct else playwright_only, BrowserConfig(), guard=guard)
+    try:
+        await session.set_guard(guard)
+        await session.goto(site.url + "/safety/", start=True)
+        driver = BrowserSession(session.page, BrowserConfig())
+        await driver.set_guard(NavigationGuard(policy))
+        await driver.close()
+        site.safety_hits.clear()
+        await session.click(*_point("direct"))
+        assert any("not in allowed_domains" in e for e in session.drain_events())
+        assert session.url == site.url + "/safety/" and _blocked_host_hits(site) == []
+    finally:
+        await session.close()

@@ -96,7 +96,7 @@ class NavigationGuard(PolicyJudge):
         context, self._context = self._context, None
         devtools, context_id, self._context_id = self._devtools, self._context_id, ""
         if devtools is not None and context_id:
-            await TargetWatcher.of(devtools).remove(context_id)
+            await TargetWatcher.of(devtools).remove(context_id, self)
         if context is not None and devtools is None:
             _WebSocketGate.of(context).guards.discard(self)
             with contextlib.suppress(PlaywrightError):

@@ -88,20 +88,25 @@ class TargetInterception:
         self.popup = popup  # until a navigation after its first one
         self._first_hop: str | None = None  # the request id of the first navigation's last hop
         self.ready = asyncio.Event()  # its interception is in place
+        self._listening = False
+        self._conditions = False  # WebSocket rules are set (to be cleared when a guard without any takes over)
 
     def commands(self) -> list[Awaitable[Any]]:
-        """The commands that put the interception in place (sent together)."""
+        """The commands that put the interception of the current ``guard`` in place (sent together;
+        sent again when another guard takes over the target)."""
         channel = self.channel
         sent: list[Awaitable[Any]] = []
         if self.kind in FETCHING:
-            channel.on("Fetch.requestPaused", self.on_paused)
+            if not self._listening:
+                channel.on("Fetch.requestPaused", self.on_paused)
+                self._listening = True
             patterns = _EVERYTHING if self.guard.every_request else DOCUMENTS
             sent.append(channel.send("Fetch.enable", {"patterns": patterns}))
         conditions = websocket_conditions(self.guard.policy) if self.kind in ("page", "iframe") else []
-        if conditions:
-            sent.append(
-                channel.send("Network.emulateNetworkConditionsByRule", {"matchedNetworkConditions": conditions})
-            )
+        if conditions or self._conditions:
+            rules = {"matchedNetworkConditions": conditions}
+            sent.append(channel.send("Network.emulateNetworkConditionsByRule", rules))
+            self._conditions = bool(conditions)
         return sent
 
     async def start(self) -> None:

@@ -56,7 +56,10 @@ class TargetWatcher:
 
     def __init__(self, devtools: DevTools) -> None:
         self._devtools = devtools
-        self._guards: weakref.WeakValueDictionary[str, PolicyJudge] = weakref.WeakValueDictionary()  # by context id
+        # By context id, the guards installed on it, the last one in force (a run's driver on a page
+        # another run's session guards: its own guard until it lets go). Weak: a session dropped
+        # without closing leaves nothing behind.
+        self._guards: dict[str, list[weakref.ref[PolicyJudge]]] = {}
         self._targets: dict[str, _Target] = {}  # target id -> the interception on it
         self._frames: dict[str, _Target] = {}  # page and frame targets, by their main frame id
         self._browser: DevToolsSession | None = None  # a session of our own on the browser target
@@ -92,10 +95,20 @@ class TargetWatcher:
             raise
         return browser
 
+    def _guard_of(self, context_id: str) -> PolicyJudge | None:
+        """The guard in force on ``context_id`` (the last one installed that still exists)."""
+        live = [ref for ref in self._guards.get(context_id, []) if ref() is not None]
+        if live:
+            self._guards[context_id] = live
+            return live[-1]()
+        self._guards.pop(context_id, None)
+        return None
+
     async def add(self, context_id: str, guard: PolicyJudge) -> None:
         """Guard the context ``context_id``: its targets now and every one it gets from now on."""
-        self._guards[context_id] = guard
+        self._guards.setdefault(context_id, []).append(weakref.ref(guard))
         browser = await self.start()
+        await self._retarget(context_id)
         reply = await browser.send("Target.getTargets", {})
         existing = [
             info
@@ -110,9 +123,13 @@ class TargetWatcher:
         ]
         await asyncio.gather(*attaching, return_exceptions=True)
 
-    async def remove(self, context_id: str) -> None:
-        """Stop guarding ``context_id`` (a caller's context the run is done with): its sessions detached."""
-        self._guards.pop(context_id, None)
+    async def remove(self, context_id: str, guard: PolicyJudge) -> None:
+        """``guard`` lets go of ``context_id`` (its run is over): the guard installed before it is in
+        force again, or, when there is none, the context's sessions are detached."""
+        self._guards[context_id] = [r for r in self._guards.get(context_id, []) if r() is not guard]
+        if self._guard_of(context_id) is not None:
+            await self._retarget(context_id)
+            return
         gone = [t for t in self._targets.values() if t.context_id == context_id]
         for target in gone:
             self._forget(target)
@@ -123,13 +140,27 @@ class TargetWatcher:
                 *(self._browser.send("Target.detachFromTarget", {"sessionId": i}) for i in ids), return_exceptions=True
             )
 
+    async def _retarget(self, context_id: str) -> None:
+        """Put the guard in force on ``context_id`` on the interceptions of its targets."""
+        guard = self._guard_of(context_id)
+        if guard is None:
+            return
+        sending = []
+        for target in [t for t in self._targets.values() if t.context_id == context_id]:
+            if target.interception.guard is not guard:
+                target.interception.guard = guard
+                if target.top is not None:
+                    target.top.guard = guard
+                sending += target.interception.commands()  # its patterns and WebSocket rules
+        await asyncio.gather(*sending, return_exceptions=True)
+
     # -- targets --------------------------------------------------------------------------
     def _attached(self, event: dict[str, Any], parent: _Target | None) -> None:
         info = event["targetInfo"]
         session = self._devtools.adopt(str(event["sessionId"]))
         waiting = bool(event.get("waitingForDebugger"))
         context_id = parent.context_id if parent is not None else str(info.get("browserContextId", ""))
-        guard = self._guards.get(context_id)
+        guard = self._guard_of(context_id)
         target_id = str(info.get("targetId", ""))
         if guard is None or target_id in self._targets:  # not ours to guard (or attached twice): let go of it
             send_quietly(session, "Runtime.runIfWaitingForDebugger", {})
