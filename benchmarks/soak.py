@@ -675,7 +675,7 @@ async def agent(
     children: list[subprocess.Popen[str]],
     args: argparse.Namespace,
 ) -> dict[str, Any]:
-    command_timeout_s, kill = args.command_timeout, args.kill
+    command_timeout_s, kill, guard = args.command_timeout, args.kill, args.guard
     deadline_s = limits[0]
     n, steps = len(plans), len(plans[0]) + 1
     server = OfflineServer(soak_script(plans, latency), workdir)
@@ -700,6 +700,8 @@ async def agent(
         config.browser.args = [RESOLVER_RULE]
         if command_timeout_s:
             config.browser.command_timeout_s = command_timeout_s
+        if guard == "allow":  # every request judged, the allow-list's proxy net, hardened browsers
+            config.browser.allowed_domains = ["127.0.0.1", "localhost"]
         for role in ("policy", "localizer", "validator"):
             config.role(role).timeout_s = 120
         out = workdir / "batch"
@@ -1153,6 +1155,13 @@ def main() -> None:
     parser.add_argument("--freeze-for", type=float, default=60.0, help="seconds frozen with --freeze resume")
     parser.add_argument("--browsers", type=int, default=1, help="browsers the agent's sessions are spread over")
     parser.add_argument("--no-admission", action="store_true", help="the agent opens every session at once")
+    parser.add_argument(
+        "--guard",
+        choices=("off", "allow"),
+        default="off",
+        help="the agent's navigation guard: off (local start URLs: none), allow (both origins in allowed_domains: "
+        "every request judged, the proxy net, hardened browsers)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="draws the tasks' orders and slow-page delays")
     parser.add_argument("--only", choices=("agent", "floor"), default=None, help="run one side only")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON ('-': stdout)")

@@ -201,7 +201,7 @@ class Agent:
             new = await within(context.new_page(), config.open_timeout_s, "new_page")
             session = BrowserSession(new, config, owns_page=True)
         else:
-            async with self.browsers.session(block_service_workers=guard.active, on_queue=on_queue) as pooled:
+            async with self.browsers.session(guard=guard, on_queue=on_queue) as pooled:
                 yield pooled, guard
             return
         try:

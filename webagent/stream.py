@@ -49,6 +49,8 @@ class StreamHost(Protocol):
 
     def run_budgets(self, settings: AgentSettings, shared: Sequence[Budget] = ()) -> list[Budget]: ...
 
+    def navigation_policy(self, start_url: str, *, trust_start: bool = True) -> NavigationPolicy: ...
+
     def open_episode(
         self,
         url: str,
@@ -186,7 +188,8 @@ class RunStream:
                 on_wait_over.reset(token)
 
     async def _run_episode(self) -> AsyncIterator[RunEvent]:
-        if self._page is None and self._context is None and self.agent.browsers.launches_next:
+        guarded = (self.policy or self.agent.navigation_policy(self.url)).active
+        if self._page is None and self._context is None and self.agent.browsers.launches_next(hardened=guarded):
             yield self._phase("launch")
         replay = None
         if self.cache is not None:

@@ -69,7 +69,7 @@ class FakeLauncher:
         monkeypatch.setattr("webagent.browser.pool.open_browser", self.open_browser)
         monkeypatch.setattr("webagent.browser.pool.BrowserSession.create", self.create)
 
-    async def open_browser(self, playwright: Any, config: BrowserConfig) -> FakeBrowser:
+    async def open_browser(self, playwright: Any, config: BrowserConfig, **_: Any) -> FakeBrowser:
         if self.fail_launches:
             self.fail_launches -= 1
             raise BrowserError("cannot launch Chromium: Failed to launch the browser process")

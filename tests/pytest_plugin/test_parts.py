@@ -15,7 +15,7 @@ from pathlib import Path
 import playwright
 import pytest
 
-from webagent.browser.launcher import CHROMIUM_ARGS, find_chromium
+from webagent.browser.launcher import CHROMIUM_ARGS, HARDENED_ARGS, find_chromium
 from webagent.budget import BudgetLimits
 from webagent.config import BrowserConfig
 from webagent.errors import BrowserError, BudgetExceeded, DeadlineExceeded, WebAgentError
@@ -173,6 +173,20 @@ def test_the_configured_chromium_reaches_pytest_playwrights_launch(tmp_path: Pat
         extend_launch_args(
             {}, BrowserConfig(executable_path=str(tmp_path / "none")), browser_name="chromium", bundled_installed=True
         )
+
+
+def test_a_configured_navigation_policy_hardens_pytest_playwrights_browser() -> None:
+    """A domain list or private_network = "block" guards every run: the browser gets the switches
+    of webagent's guarded browsers (docs/security.md), the blocked names its resolver rules."""
+    for config in (BrowserConfig(allowed_domains=["example.com"]), BrowserConfig(private_network="block")):
+        args = extend_launch_args({}, config, browser_name="chromium", bundled_installed=True)
+        assert args["args"] == list(HARDENED_ARGS)
+    blocked = extend_launch_args(
+        {}, BrowserConfig(blocked_domains=["evil.example"]), browser_name="chromium", bundled_installed=True
+    )
+    assert blocked["args"] == [*HARDENED_ARGS, "--host-resolver-rules=MAP evil.example ~NOTFOUND"]
+    # The default (private addresses refused only for a public start URL) leaves the browser as it is.
+    assert extend_launch_args({}, BrowserConfig(), browser_name="chromium", bundled_installed=True) == {}
 
 
 def test_the_system_chromium_only_when_playwrights_own_is_missing() -> None:

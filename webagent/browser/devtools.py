@@ -157,6 +157,7 @@ class DevTools:
 
     def __init__(self, http: aiohttp.ClientSession, ws: aiohttp.ClientWebSocketResponse) -> None:
         self.sessions: dict[str, DevToolsSession] = {}
+        self._root_handlers: dict[str, list[Callable[[Any], Any]]] = {}
         #: Deadline of a command (``browser.command_timeout_s``): an unanswered one fails with CommandTimeout.
         self.timeout_s = DEFAULT_COMMAND_TIMEOUT_S
         self.closed = False
@@ -202,19 +203,34 @@ class DevTools:
             raise
         return cls(http, ws)
 
-    async def attach(self, context: BrowserContext, page: Page) -> DevToolsSession:
-        """A CDP session of ``page`` on this connection (its target id asked of Playwright once)."""
+    async def target_info(self, context: BrowserContext, page: Page) -> dict[str, Any]:
+        """``page``'s CDP ``TargetInfo`` (its target and browser context ids), asked of Playwright."""
         probe = await within(context.new_cdp_session(page), self.timeout_s, "new_cdp_session")
         try:
             info = await within(probe.send("Target.getTargetInfo"), self.timeout_s, "Target.getTargetInfo")
         finally:
             with contextlib.suppress(PlaywrightError):
                 await within(probe.detach(), self.timeout_s, "CDPSession.detach")
-        target = info["targetInfo"]["targetId"]
-        reply = await self.request("Target.attachToTarget", {"targetId": target, "flatten": True})
-        session = DevToolsSession(self, str(reply["sessionId"]))
-        self.sessions[session.session_id] = session
+        return dict(info["targetInfo"])
+
+    async def attach(self, context: BrowserContext, page: Page) -> DevToolsSession:
+        """A CDP session of ``page`` on this connection (its target id asked of Playwright once)."""
+        info = await self.target_info(context, page)
+        reply = await self.request("Target.attachToTarget", {"targetId": info["targetId"], "flatten": True})
+        return self.adopt(str(reply["sessionId"]))
+
+    def adopt(self, session_id: str) -> DevToolsSession:
+        """The session ``session_id`` (attached by this connection: ``Target.attachToTarget``, or
+        auto-attached), its events dispatched from now on. Called as its ``attachedToTarget``
+        event is handled, before the session's own messages are read."""
+        session = self.sessions.get(session_id)
+        if session is None:
+            session = self.sessions[session_id] = DevToolsSession(self, session_id)
         return session
+
+    def on(self, event: str, f: Callable[[Any], Any]) -> None:
+        """Handle ``event`` of the browser target itself (messages without a session)."""
+        self._root_handlers.setdefault(event, []).append(f)
 
     def close(self) -> None:
         """Closed now: every command waiting fails and its sessions are closed. The socket's closing
@@ -356,10 +372,17 @@ class DevTools:
                         entry.future.set_result(message.get("result", {}))
             return
         method, params = message.get("method", ""), message.get("params", {})
-        session = self.sessions.get(message.get("sessionId", ""))
+        session_id = message.get("sessionId")
+        session = self.sessions.get(session_id or "")
         if session is not None:
             session._dispatch(method, params)
-        elif method == "Target.detachedFromTarget":
+        elif session_id is None:
+            for handler in self._root_handlers.get(method, ()):
+                try:
+                    handler(params)
+                except Exception:  # a handler's bug must not stop the connection's reader
+                    log.exception("devtools_handler_failed", cdp_event=method)
+        if method == "Target.detachedFromTarget":  # a session of ours, or a child of one, went away
             gone = self.sessions.get(params.get("sessionId", ""))
             if gone is not None:
                 gone.gone = True

@@ -61,18 +61,22 @@ class BrowserSession:
 
     @classmethod
     async def create(
-        cls, browser: Browser, config: BrowserConfig, *, block_service_workers: bool = False
+        cls, browser: Browser, config: BrowserConfig, *, guard: NavigationGuard | None = None
     ) -> BrowserSession:
-        """A fresh context and page on a shared browser."""
+        """A fresh context and page on a shared browser; ``guard``: the navigation guard the session
+        will get (``set_guard``), whose context options it is made with (no service workers, the
+        policy's proxy net: ``NavigationGuard.context_options``)."""
         timeout_s = config.open_timeout_s
+        options = guard.context_options() if guard is not None else {}
+        if "proxy" in options and any(a.startswith(("--proxy-server", "--proxy-pac-url")) for a in config.args):
+            del options["proxy"]  # the user's own proxy stays: no net (docs/security.md)
         try:
             context = await within(
                 browser.new_context(
                     viewport={"width": config.viewport.width, "height": config.viewport.height},
                     device_scale_factor=1,
                     accept_downloads=False,
-                    # Requests of service workers bypass routing: a guarded context has none.
-                    service_workers="block" if block_service_workers else "allow",
+                    **options,
                 ),
                 timeout_s,
                 "new_context",
@@ -260,7 +264,7 @@ class BrowserSession:
         if state.browser_stuck:  # it answers nothing: the pool retires it and closes it (bounded)
             return
         timeout_s = self.config.open_timeout_s
-        if state.guard is not None and not state.owns_context:
+        if state.guard is not None:  # a caller's context keeps nothing of it; the watcher forgets an own one
             with contextlib.suppress(PlaywrightError):
                 await within(state.guard.uninstall(), timeout_s, "removing the navigation guard")
         if not state.owns_context:  # a caller's page: no Fetch interception, no handler of ours left

@@ -266,21 +266,23 @@ class PageState:
 
     # -- the navigation guard -----------------------------------------------------------------
     async def set_guard(self, guard: NavigationGuard) -> None:
-        """Enforce a navigation policy on the context (before the first navigation)."""
+        """Enforce a navigation policy on the context (before the first navigation): a BrowserError
+        when it cannot be (no page is driven unguarded)."""
         self.guard = guard
         guard.on_event = self._on_guard_event
         try:
             await within(guard.install(self.context), self.config.command_timeout_s, "installing the navigation guard")
+            if guard.active:
+                await self.cdp_session()  # the guard's interception is attached with it
         except CommandTimeout as exc:
             raise BrowserTimeoutError(f"cannot set up the navigation policy: {first_line(exc)}") from None
         except PlaywrightError as exc:
             raise BrowserError(f"cannot set up the navigation policy: {first_line(exc)}") from None
-        await self.watch_navigations()
 
-    def _on_guard_event(self, text: str, main_frame: bool) -> None:
+    def _on_guard_event(self, text: str, frame_id: str) -> None:
         self.report(text)
-        if main_frame:  # the navigation will not commit (and no download follows): settle() stops waiting
-            self.nav.settled()
+        if frame_id and frame_id == self.main_frame_id:
+            self.nav.settled()  # the navigation will not commit (and no download follows): settle() stops waiting
             self.nav.refused.set()  # and a goto stops waiting for a load that may never come
 
     async def watch_navigations(self) -> None:

@@ -110,8 +110,9 @@ class SessionStore:
             self._opening += 1
         stack = contextlib.AsyncExitStack()
         try:
-            session = await stack.enter_async_context(self.agent.browsers.session(block_service_workers=policy.active))
-            await session.set_guard(NavigationGuard(policy))  # until the session closes
+            guard = NavigationGuard(policy)
+            session = await stack.enter_async_context(self.agent.browsers.session(guard=guard))
+            await session.set_guard(guard)  # until the session closes
             session_id = secrets.token_urlsafe(16)
             run_dir = self.output_dir / f"session-{session_id}" if self.output_dir is not None else None
             pilot = self.agent.pilot(session.page, output_dir=run_dir, budgets=self.budgets, policy=policy)

@@ -13,7 +13,10 @@ Chromium, this project's machines), the launch goes to the Chromium webagent its
   PATH).
 
 With a binary of webagent's choosing the launch also gets webagent's Chromium flags
-(``CHROMIUM_ARGS``). The config's ``[browser] args`` are added in any case, and ``headless = false``
+(``CHROMIUM_ARGS``). When the config sets a domain list or ``private_network = "block"`` (a
+navigation policy for every run), the switches of webagent's guarded browsers come first
+(``hardened_args``: no shared workers, no WebRTC over UDP, no FedCM; docs/security.md). The
+config's ``[browser] args`` are added in any case, and ``headless = false``
 opens a window like ``--headed``. Nothing changes for another browser (``--browser firefox``), a
 ``--browser-channel``, an ``executable_path`` already given, or a remote browser
 (pytest-playwright's ``connect_options``).
@@ -35,7 +38,7 @@ from typing import Any
 import pytest
 import structlog
 
-from ..browser.launcher import CHROMIUM_ARGS, find_chromium
+from ..browser.launcher import CHROMIUM_ARGS, find_chromium, hardened_args
 from ..config import AgentConfig, BrowserConfig
 from ..errors import WebAgentError
 from .options import SETTINGS, fail_with
@@ -102,7 +105,8 @@ def extend_launch_args(
     args = dict(base)
     if browser_name != "chromium" or remote:
         return args
-    extra = list(config.args)
+    guarded = bool(config.allowed_domains or config.blocked_domains or config.private_network == "block")
+    extra = [*(hardened_args(config) if guarded else []), *config.args]
     if "channel" not in args and "executable_path" not in args:
         # the configured binary, else the system's when Playwright's own is not installed
         executable = find_chromium(config) if config.executable_path or not bundled_installed else None
