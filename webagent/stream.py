@@ -1,7 +1,7 @@
 """``RunStream``: one run as an async iterator of ``Step`` records (what ``Agent.stream`` returns).
 
-It opens the run's ``Episode`` through its host (the ``Agent``: ``open_episode``, ``run_budgets``,
-``secrets``), yields each step with secrets redacted, writes the run directory as it goes, keeps
+It opens the ``Episode`` of its ``RunSpec`` through the ``Runtime`` it is given
+(``Runtime.open_episode``), yields each step with secrets redacted, writes the run directory as it goes, keeps
 the replay cache and an optional Playwright trace, and says when the run last made progress (what
 the batch watchdog reads).
 """
@@ -10,26 +10,22 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal
 
 import structlog
-from playwright.async_api import BrowserContext, Page
 
 from .browser.deadline import on_wait_over, within
 from .browser.session import BrowserSession
 from .budget import Budget
-from .config import AgentSettings
-from .loop import Episode, Judge, TaskHook
+from .loop import Episode
 from .records import RunResult, Step
 from .replay import ReplayCache, StepReplay
 from .runs.trajectory import RunFiles
-from .safety import NavigationPolicy
-from .secrets import Secrets
+from .runtime import RunSpec, Runtime
 
-__all__ = ["TRACE_TIMEOUT_S", "RunStream", "StreamHost", "TraceMode"]
+__all__ = ["TRACE_TIMEOUT_S", "RunStream", "TraceMode"]
 
 TraceMode = Literal["off", "on-failure", "always"]
 
@@ -37,70 +33,32 @@ log = structlog.get_logger("webagent")
 TRACE_TIMEOUT_S = 60.0  # writing a trace of a long run takes a while
 
 
-class StreamHost(Protocol):
-    """What a run needs from the agent that starts it (``webagent.Agent`` provides it)."""
-
-    secrets: Secrets
-
-    def run_budgets(self, settings: AgentSettings, shared: Sequence[Budget] = ()) -> list[Budget]: ...
-
-    def open_episode(
-        self,
-        url: str,
-        goal: str,
-        *,
-        settings: AgentSettings | None = None,
-        context: BrowserContext | None = None,
-        page: Page | None = None,
-        judge: Judge | None = None,
-        expect: str | None = None,
-        replay: StepReplay | None = None,
-        budgets: Sequence[Budget] | None = None,
-        on_session: Callable[[BrowserSession], None] | None = None,
-        on_progress: Callable[[], None] | None = None,
-        on_queue: Callable[[bool], None] | None = None,
-        navigate: bool = True,
-        policy: NavigationPolicy | None = None,
-        task: TaskHook | None = None,
-    ) -> AbstractAsyncContextManager[Episode]: ...
-
-
 class RunStream:
     """An async iterator of Steps; ``result`` is set once the run has ended."""
 
     def __init__(
         self,
-        agent: StreamHost,
-        url: str,
-        goal: str,
+        runtime: Runtime,
+        spec: RunSpec,
         *,
-        output_dir: str | Path | None,
-        context: BrowserContext | None,
-        page: Page | None,
-        expect: str | None = None,
-        settings: AgentSettings,
+        output_dir: str | Path | None = None,
         cache: ReplayCache | None = None,
         cache_key: str = "",
-        budgets: list[Budget],
+        budgets: list[Budget] | None = None,
         trace: TraceMode = "off",
-        navigate: bool = True,
-        policy: NavigationPolicy | None = None,
-        task: TaskHook | None = None,
     ) -> None:
-        self.agent = agent
-        self.navigate = navigate
-        self.policy = policy
-        self.task = task
-        self.url = url
-        self.goal = goal
+        """``budgets``: limits shared with other runs, after the spec's settings' own."""
+        settings = spec.settings or runtime.config.agent
+        self.runtime = runtime
+        self.spec = spec.replace(settings=settings, budgets=runtime.run_budgets(settings, budgets or []))
+        #: What the run redacts.
+        self.secrets = runtime.secrets
+        self.url = spec.url
+        self.goal = spec.goal
         self.output_dir = Path(output_dir) if output_dir is not None else None
-        self._context = context
-        self._page = page
-        self.expect = expect
-        self.settings = settings
         self.cache = cache
         self.cache_key = cache_key
-        self.budgets = agent.run_budgets(settings, budgets)
+        self.budgets = list(self.spec.budgets or [])
         self.trace = trace
         self.result: RunResult | None = None
         #: The run's browser session once open; its ``page`` is the tab the run drives (at the end:
@@ -162,24 +120,15 @@ class RunStream:
                 on_wait_over.reset(token)
 
     async def _run_episode(self) -> AsyncIterator[Step]:
+        spec = self.spec
         replay = None
         if self.cache is not None:
-            replay = self.cache.replay_for(self.cache_key, goal=self.goal, expect=self.expect)
-        opened = self.agent.open_episode(
-            self.url,
-            self.goal,
-            settings=self.settings,
-            context=self._context,
-            page=self._page,
-            expect=self.expect,
-            replay=replay,
-            budgets=self.budgets,
+            replay = self.cache.replay_for(self.cache_key, goal=spec.goal, expect=spec.expect)
+        opened = self.runtime.open_episode(
+            spec.replace(replay=replay),
             on_session=self._opened,
             on_progress=self._progressed,
             on_queue=self._queued,
-            navigate=self.navigate,
-            policy=self.policy,
-            task=self.task,
         )
         async with opened as episode:
             assert self.session is not None
@@ -191,10 +140,11 @@ class RunStream:
                 await steps.aclose()  # type: ignore[attr-defined]
 
     async def _steps(self, episode: Episode, session: BrowserSession, replay: StepReplay | None) -> AsyncIterator[Step]:
-        secrets = self.agent.secrets
+        secrets = self.secrets
         files = RunFiles(self.output_dir)
         # No trace when secrets are set: a trace's DOM snapshots would hold the typed values.
-        tracing = self.trace != "off" and self._page is None and self._context is None and not secrets
+        own_page = self.spec.page is None and self.spec.context is None
+        tracing = self.trace != "off" and own_page and not secrets
         if tracing:
             await _start_tracing(session)
         steps = episode.steps()
@@ -214,7 +164,7 @@ class RunStream:
                     replay,
                     url=self.url,
                     goal=self.goal,
-                    expect=self.expect,
+                    expect=self.spec.expect,
                     redact=secrets.redact_model,
                 )
             if tracing and self.output_dir is not None:

@@ -45,6 +45,7 @@ from ..model.client import Message
 from ..model.parsing import ReplyParseError
 from ..records import Point, RunResult, Step
 from ..runs.trajectory import RunFiles
+from ..runtime import RunSpec
 from ..urls import normalize_url
 from .inputs import Action, TaskInput, as_task, needs_point, point_at, raw_reply, reply_of
 from .lease import SessionLease, lease_keeper
@@ -195,12 +196,11 @@ class WebEnv:
         try:
             # The same setup as Agent runs: the navigation guard, secrets, the roles, the run's budget.
             episode = await stack.enter_async_context(
-                self.agent.open_episode(
-                    url,
-                    spec.goal,
-                    judge=judge,
+                self.agent.runtime.open_episode(
+                    RunSpec(
+                        url=url, goal=spec.goal, judge=judge, task=spec if isinstance(spec, BenchmarkTask) else None
+                    ),
                     on_session=box.set,
-                    task=spec if isinstance(spec, BenchmarkTask) else None,
                 )
             )
             opened = await episode.open()

@@ -25,7 +25,6 @@ from pathlib import Path
 import structlog
 
 from ..agent import Agent
-from ..browser.guard import NavigationGuard
 from ..browser.session import BrowserSession
 from ..budget import Budget
 from ..errors import SessionError
@@ -110,13 +109,13 @@ class SessionStore:
             self._opening += 1
         stack = contextlib.AsyncExitStack()
         try:
-            session = await stack.enter_async_context(self.agent.browsers.session(block_service_workers=policy.active))
-            await session.set_guard(NavigationGuard(policy))  # until the session closes
+            # Guarded until the session closes.
+            session = await stack.enter_async_context(self.agent.runtime.open_session(policy))
             session_id = secrets.token_urlsafe(16)
             run_dir = self.output_dir / f"session-{session_id}" if self.output_dir is not None else None
             pilot = self.agent.pilot(session.page, output_dir=run_dir, budgets=self.budgets, policy=policy)
             await pilot.goto(url)
-            async with self.agent.page_driver(pilot.page) as driver:  # URL and title redacted
+            async with self.agent.runtime.page_driver(pilot.page) as driver:  # URL and title redacted
                 shown, title = driver.url, await driver.title()
         except BaseException:
             await stack.aclose()
