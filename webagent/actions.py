@@ -15,6 +15,7 @@ from .secrets import shorten
 __all__ = [
     "Action",
     "Answer",
+    "AskUser",
     "ClickElement",
     "ElementAction",
     "GoBack",
@@ -24,6 +25,7 @@ __all__ = [
     "Refresh",
     "Scroll",
     "SelectOption",
+    "UploadFile",
     "Wait",
     "WriteElement",
     "describe_action",
@@ -107,6 +109,21 @@ class Wait(_Action):
         return min(v, MAX_WAIT_S)
 
 
+class UploadFile(_Action):
+    """Upload an allowed file (by name) through the file input or upload button the description names."""
+
+    action: Literal["upload_file"] = "upload_file"
+    element: str = Field(min_length=1, description="Natural-language description of the file input or upload button")
+    file: str = Field(min_length=1, description="The name of a file you may upload")
+
+
+class AskUser(_Action):
+    """Ask the user for what only a person can give (a 2FA code, a CAPTCHA, a choice); the run waits."""
+
+    action: Literal["ask_user"] = "ask_user"
+    question: str = Field(min_length=1, description="The question, self-contained")
+
+
 class Answer(_Action):
     """Finish with an answer to the task; a validator then checks it."""
 
@@ -115,10 +132,21 @@ class Answer(_Action):
 
 
 Action: TypeAlias = Annotated[
-    ClickElement | WriteElement | Scroll | PressKey | SelectOption | Goto | GoBack | Refresh | Wait | Answer,
+    ClickElement
+    | WriteElement
+    | Scroll
+    | PressKey
+    | SelectOption
+    | Goto
+    | GoBack
+    | Refresh
+    | Wait
+    | UploadFile
+    | AskUser
+    | Answer,
     Field(discriminator="action"),
 ]
-ElementAction: TypeAlias = ClickElement | WriteElement | SelectOption
+ElementAction: TypeAlias = ClickElement | WriteElement | SelectOption | UploadFile
 ACTION_ADAPTER: TypeAdapter[Action] = TypeAdapter(Action)
 
 
@@ -213,6 +241,10 @@ def describe_action(action: Action) -> str:
             return "refresh"
         case Wait(seconds=s):
             return f"wait {s:g}s"
+        case UploadFile(element=e, file=f):
+            return f"upload_file {_q(e)} file={_q(f)}"
+        case AskUser(question=q):
+            return f"ask_user {_q(q)}"
         case Answer(content=c):
             return f"answer {_q(c)}"
     raise AssertionError(f"unknown action {action!r}")  # pragma: no cover

@@ -16,10 +16,10 @@ from playwright.async_api import Browser, BrowserContext, Page
 
 from .browser.pool import BrowserPool
 from .budget import Budget
-from .config import ROLES, AgentConfig, AgentSettings
+from .config import ROLES, AgentConfig, AgentSettings, ContextSettings
 from .errors import InputError
 from .inputs import check_text
-from .loop import Roles, TaskHook
+from .loop import HumanHandler, Roles, TaskHook
 from .model.client import ModelClient
 from .model.endpoints import EndpointPool
 from .pilot import Pilot
@@ -44,12 +44,19 @@ class Agent:
     """
 
     def __init__(
-        self, config: AgentConfig | None = None, *, browser: Browser | None = None, require: Sequence[str] = ROLES
+        self,
+        config: AgentConfig | None = None,
+        *,
+        browser: Browser | None = None,
+        require: Sequence[str] = ROLES,
+        ask_user: HumanHandler | None = None,
     ) -> None:
-        """``require``: the roles whose endpoints must be configured (a ConfigError names the first missing)."""
+        """``require``: the roles whose endpoints must be configured (a ConfigError names the first
+        missing); ``ask_user``: who answers the policy's questions in every run (``webagent.loop.human``)."""
         self.config = config or AgentConfig()
         #: What every run of this agent shares; entry points open runs and sessions through it.
         self.runtime = Runtime(self.config, browser=browser, require=require)
+        self.runtime.ask_user = ask_user
 
     @property
     def browsers(self) -> BrowserPool:
@@ -87,6 +94,7 @@ class Agent:
         replay: ReplayCache | None = None,
         budgets: Sequence[Budget] = (),
         policy: NavigationPolicy | None = None,
+        browser: ContextSettings | None = None,
     ) -> Pilot:
         """Steps, checks and extractions on a page the caller drives (``webagent.pilot``): ``act``
         runs the agent from the page as it is, ``check`` asks the validator whether a statement
@@ -97,8 +105,11 @@ class Agent:
         ``policy``: one navigation policy for every call (what ``webagent mcp`` gives a kept
         session: that of its start URL), enforced by ``act``'s runs, and ``check``, ``extract``,
         ``screenshot`` and ``act`` refuse a page it refuses; without it each ``act`` gets the
-        policy of a run starting at the page's current URL."""
-        return Pilot(self.runtime, page, output_dir=output_dir, replay=replay, budgets=budgets, policy=policy)
+        policy of a run starting at the page's current URL. ``browser``: the session settings the
+        page's context was opened with (a signed-in state's values are then redacted too)."""
+        return Pilot(
+            self.runtime, page, output_dir=output_dir, replay=replay, budgets=budgets, policy=policy, browser=browser
+        )
 
     def stream(
         self,
@@ -117,6 +128,9 @@ class Agent:
         navigate: bool = True,
         policy: NavigationPolicy | None = None,
         task: TaskHook | None = None,
+        browser: ContextSettings | None = None,
+        save_state: str | Path | None = None,
+        ask_user: HumanHandler | None = None,
     ) -> RunStream:
         """Run a task step by step: ``async for step in agent.stream(url, goal)``.
 
@@ -131,7 +145,12 @@ class Agent:
         ``navigate=False`` (with ``page``) starts from the page as it is, ``url`` being its URL
         (what ``Pilot.act`` does); ``policy`` replaces the navigation policy built from ``url``;
         ``task``: a task that rewards itself (a benchmark page: ``webagent.env.tasks``), whose page
-        ends the run and gives its success and reward.
+        ends the run and gives its success and reward; ``browser``: this run's own context settings
+        over the config's ``[browser]`` (a signed-in ``storage_state``, a ``proxy``, a ``locale``, a
+        ``device``, ...); ``save_state``: write the signed-in state there (0600) if the run succeeds;
+        ``ask_user``: who answers the policy's questions (``webagent.loop.HumanHandler``: an async
+        callable given a ``HumanRequest``, returning the answer or None; default the agent's
+        ``ask_user``, else none: the run ends ``needs_human``).
         """
         url = normalize_url(url)
         if not navigate and page is None:
@@ -149,6 +168,9 @@ class Agent:
             navigate=navigate,
             policy=policy,
             task=task,
+            browser=browser,
+            save_state=Path(save_state) if save_state is not None else None,
+            ask_user=ask_user,
         )
         return RunStream(
             self.runtime,

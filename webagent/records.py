@@ -25,7 +25,7 @@ __all__ = [
     "Verdict",
 ]
 
-StopReason = Literal["answered", "max_steps", "max_time", "budget", "error"]
+StopReason = Literal["answered", "max_steps", "max_time", "budget", "error", "needs_human"]
 Role = Literal["policy", "localizer", "validator"]
 
 
@@ -136,6 +136,7 @@ class PromptContext(_Record):
     validator_screenshots: int = Field(default=0, description="Screenshots the validator saw: the last N steps'")
     secrets: list[str] = Field(default_factory=list, description="Names of the secrets the policy was told of")
     restrictions: str = Field(default="", description="Navigation rules the policy was told")
+    uploads: list[str] = Field(default_factory=list, description="Files the policy was told it may upload")
     expect: str | None = Field(default=None, description="Expected final state the validator was told")
 
 

@@ -16,9 +16,11 @@ from typing import Literal
 
 import structlog
 
+from .browser.context import save_storage_state
 from .browser.deadline import on_wait_over, within
 from .browser.session import BrowserSession
 from .budget import Budget
+from .errors import BrowserError
 from .loop import Episode
 from .records import RunResult, Step
 from .replay import ReplayCache, StepReplay
@@ -51,8 +53,8 @@ class RunStream:
         settings = spec.settings or runtime.config.agent
         self.runtime = runtime
         self.spec = spec.replace(settings=settings, budgets=runtime.run_budgets(settings, budgets or []))
-        #: What the run redacts.
-        self.secrets = runtime.secrets
+        #: What the run redacts: the config's secrets and what its browser settings hold (a state's cookies).
+        self.secrets = runtime.sessions.secrets(spec.browser)
         self.url = spec.url
         self.goal = spec.goal
         self.output_dir = Path(output_dir) if output_dir is not None else None
@@ -142,7 +144,8 @@ class RunStream:
     async def _steps(self, episode: Episode, session: BrowserSession, replay: StepReplay | None) -> AsyncIterator[Step]:
         secrets = self.secrets
         files = RunFiles(self.output_dir)
-        # No trace when secrets are set: a trace's DOM snapshots would hold the typed values.
+        # No trace when secrets are set: a trace's DOM snapshots would hold the typed values (and
+        # its network log a signed-in state's cookies).
         own_page = self.spec.page is None and self.spec.context is None
         tracing = self.trace != "off" and own_page and not secrets
         if tracing:
@@ -167,6 +170,8 @@ class RunStream:
                     expect=self.spec.expect,
                     redact=secrets.redact_model,
                 )
+            if self.spec.save_state is not None and self.result is not None and self.result.success:
+                await self._save_state(session, self.spec.save_state)
             if tracing and self.output_dir is not None:
                 keep = self.trace == "always" or not (self.result and self.result.success)
                 trace = await _stop_tracing(session, self.output_dir / "trace.zip" if keep else None)
@@ -174,6 +179,21 @@ class RunStream:
                 if trace and self.result is not None:
                     self.result.trace = str(trace)
             files.finish(self.result)
+
+    async def _save_state(self, session: BrowserSession, path: Path) -> None:
+        """The signed-in state of a successful run, written 0600 (``webagent auth save``); a
+        failure to write it makes the run fail (its one purpose)."""
+        try:
+            await save_storage_state(session.context, path, timeout_s=session.config.open_timeout_s)
+        except (BrowserError, OSError) as exc:
+            assert self.result is not None
+            self.result.success = False
+            self.result.stop_reason = "error"
+            self.result.message = f"signed in, but the browser state could not be saved to {path}: {exc}"
+            log.warning("storage_state_not_saved", path=str(path), error=str(exc))
+            return
+        self._progressed()
+        log.info("storage_state_saved", path=str(path))
 
 
 async def _start_tracing(session: BrowserSession) -> None:

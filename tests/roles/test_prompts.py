@@ -215,6 +215,7 @@ def test_missing_variable_is_an_error() -> None:
         "n_images": 1,
         "secrets": [],
         "restrictions": "",
+        "uploads": [],
     }
     assert render("policy_user.jinja", goal="g", **context).startswith("Task: g\n")
     with pytest.raises(jinja2.UndefinedError, match="goal"):

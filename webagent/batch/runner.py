@@ -409,8 +409,13 @@ class BatchRunner:
             from ..env.tasks import benchmark_task
 
             page = benchmark_task(task.benchmark, task.seed)
-            return agent.stream(page.url, page.goal, output_dir=directory, task=page)
-        return agent.stream(task.url, task.goal, output_dir=directory)
+            return agent.stream(page.url, page.goal, output_dir=directory, task=page, **_own_browser(task))
+        return agent.stream(task.url, task.goal, output_dir=directory, **_own_browser(task))
+
+
+def _own_browser(task: TaskSpec) -> dict[str, Any]:
+    """The task's own browser session settings, for ``Agent.stream`` (nothing when it has none)."""
+    return {"browser": task.browser} if task.browser is not None else {}
 
 
 _RERUNS: dict[RerunReason, int] = {"browser_crash": CRASH_RERUNS, "stalled": STALL_RERUNS}

@@ -21,6 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
 import structlog
 from playwright.async_api import Browser, BrowserContext, Page
@@ -61,18 +64,27 @@ class BrowserSession:
 
     @classmethod
     async def create(
-        cls, browser: Browser, config: BrowserConfig, *, block_service_workers: bool = False
+        cls,
+        browser: Browser,
+        config: BrowserConfig,
+        *,
+        block_service_workers: bool = False,
+        options: Mapping[str, Any] | None = None,
     ) -> BrowserSession:
-        """A fresh context and page on a shared browser."""
+        """A fresh context and page on a shared browser. ``options``: more ``new_context`` options
+        (``webagent.browser.context.context_options``: a signed-in state, a proxy, a device, ...)."""
         timeout_s = config.open_timeout_s
         try:
             context = await within(
                 browser.new_context(
-                    viewport={"width": config.viewport.width, "height": config.viewport.height},
-                    device_scale_factor=1,
-                    accept_downloads=False,
-                    # Requests of service workers bypass routing: a guarded context has none.
-                    service_workers="block" if block_service_workers else "allow",
+                    **{
+                        "viewport": {"width": config.viewport.width, "height": config.viewport.height},
+                        "device_scale_factor": 1,
+                        **(options or {}),
+                        "accept_downloads": False,
+                        # Requests of service workers bypass routing: a guarded context has none.
+                        "service_workers": "block" if block_service_workers else "allow",
+                    }
                 ),
                 timeout_s,
                 "new_context",
@@ -230,6 +242,10 @@ class BrowserSession:
 
     async def wait(self, seconds: float) -> None:
         await self._control.wait(seconds)
+
+    async def upload_file(self, x: float, y: float, path: Path) -> str:
+        """Give ``path`` (an allowed file: ``webagent.uploads``) to the file input or chooser at (x, y)."""
+        return await self._control.upload_file(x, y, path)
 
     async def evaluate(self, script: str, arg: object = None) -> object:
         """Run ``script`` (a JavaScript function or expression) in the page, within ``command_timeout_s``;

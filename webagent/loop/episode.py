@@ -10,13 +10,14 @@ and the result are worked out in one place, whoever drives.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Sequence
 
 import structlog
 
-from ..actions import Action, Answer, ClickElement, PolicyReply, SelectOption, WriteElement, describe_action
+from ..actions import Action, Answer, AskUser, ElementAction, PolicyReply, describe_action
 from ..budget import Budget
 from ..config import AgentSettings
 from ..errors import ActionError, BrowserError, BudgetExceeded, LocalizationError, ModelError, ModelReplyError
@@ -27,7 +28,9 @@ from ..replay import CachedStep, StepReplay, fingerprint
 from ..roles.context import PolicyContext
 from ..roles.policy import PolicyState
 from ..secrets import shorten
+from ..uploads import AllowedFiles
 from .clock import RunClock
+from .human import HumanHandler, HumanRequest
 from .meter import Meter
 from .page import PageDriver, Roles, perform
 from .progress import ProgressTracker
@@ -61,10 +64,16 @@ class Episode:
         budgets: Sequence[Budget] = (),
         navigate: bool = True,
         task: TaskHook | None = None,
+        uploads: AllowedFiles | None = None,
+        human: HumanHandler | None = None,
     ) -> None:
         """``navigate``: open ``url`` first (False: start from the page as it is, ``url`` being its URL);
         ``task``: a task that rewards itself (``loop.task``): started once the page is open, checked
-        after each step; its verdict ends the run and is the run's success and reward."""
+        after each step; its verdict ends the run and is the run's success and reward; ``uploads``:
+        the files ``upload_file`` may name; ``human``: who answers ``ask_user`` (``loop.human``;
+        None: the run ends ``needs_human``)."""
+        self.uploads = uploads
+        self.human = human
         self.roles = roles
         self.navigate = navigate
         self.replay = replay
@@ -88,6 +97,7 @@ class Episode:
         self._index = 0
         self._out_of_steps = False
         self._stop: tuple[StopReason, str] | None = None
+        self._limit: asyncio.Timeout | None = None  # the step's time limit, moved on by a person's answer
         #: The append-only policy conversation (None: the window context); ``_messages``: its request.
         self._context = PolicyContext.for_settings(settings, roles.policy)
         self._messages: list[Message] | None = None
@@ -169,7 +179,7 @@ class Episode:
 
     async def run_step(self, step: Step, work: Awaitable[None]) -> None:
         """Run a step's work within the run's time limit; what ends the run is kept for ``end_step``."""
-        limit = self.clock.limit()
+        limit = self._limit = self.clock.limit()
         try:
             async with limit:
                 await work
@@ -331,6 +341,7 @@ class Episode:
             localizer_profile=self.roles.localizer.profile.name,
             secrets=list(self.roles.policy.secret_names),
             restrictions=self.roles.policy.restrictions,
+            uploads=list(self.roles.policy.uploads),
             expect=self.verdicts.expect,
         )
         if self._context is not None:
@@ -380,11 +391,13 @@ class Episode:
     ) -> str:
         if isinstance(action, Answer):
             return await self._validate(step, action, verdict)
-        if isinstance(action, ClickElement | WriteElement | SelectOption):
+        if isinstance(action, AskUser):
+            return await self._ask(step, action)
+        if isinstance(action, ElementAction):
             step.element = action.element
         if point is not None:
             step.point = point
-        elif isinstance(action, ClickElement | WriteElement | SelectOption):
+        elif isinstance(action, ElementAction):
             self.meter.reserve()
             t = time.perf_counter()
             try:
@@ -396,13 +409,46 @@ class Episode:
         before = self.page.url
         t = time.perf_counter()
         try:
-            outcome = await perform(self.page, action, point)
+            outcome = await perform(self.page, action, point, self.uploads)
         finally:
             step.timings.act_s = time.perf_counter() - t
         after = self.page.url
         if after != before:
             outcome += f", now at {after}"
         return outcome
+
+    async def _ask(self, step: Step, action: AskUser) -> str:
+        """Hand the question to a person (the run's clock paused meanwhile); their answer is the
+        outcome. No one to ask, no answer, or none in time: the run ends ``needs_human``."""
+        question = action.question
+        if self.human is None:
+            self._stop = ("needs_human", f"the agent needs a person to go on: {question}")
+            return "stopped: a person is needed (no one to ask in this run)"
+        request = HumanRequest(question=question, goal=self.goal, url=step.url, title=step.title, step=step.index)
+        timeout_s = self.settings.ask_user_timeout_s
+        # The person's time is not the run's: the clock and the step's limit stop while they answer.
+        limit = self._limit
+        deadline = limit.when() if limit is not None else None
+        if limit is not None:
+            limit.reschedule(None)
+        t0 = time.monotonic()
+        self.clock.pause()
+        try:
+            async with asyncio.timeout(timeout_s):
+                answer = await self.human(request)
+        except TimeoutError:
+            answer, why = None, f"no answer within {timeout_s:g} s"
+        else:
+            why = "the person did not answer"
+        finally:
+            self.clock.resume()
+            if limit is not None and deadline is not None:
+                limit.reschedule(deadline + (time.monotonic() - t0))
+        if answer is None or not answer.strip():
+            self._stop = ("needs_human", f"the agent needs a person to go on ({why}): {question}")
+            return f"stopped: {why}"
+        log.info("ask_user_answered", step=step.index)
+        return f"the user answered: {' '.join(answer.split())}"
 
     async def _validate(self, step: Step, answer: Answer, cached: Verdict | None = None) -> str:
         images = list(self._shots)[-self.settings.validator_screenshots :]

@@ -16,10 +16,10 @@ from pydantic import BaseModel, ValidationError
 
 from ..browser.deadline import within
 from ..budget import Budget
-from ..config import ROLES
+from ..config import ROLES, ContextSettings
 from ..errors import BrowserError, InputError, ModelError, NavigationError
 from ..inputs import check_text
-from ..loop import Meter
+from ..loop import HumanHandler, Meter
 from ..model.parsing import ReplyParseError
 from ..records import CheckResult, ModelCall, RunResult, Step, Usage, Verdict
 from ..replay import ReplayCache
@@ -59,8 +59,14 @@ class Pilot:
         replay: ReplayCache | None = None,
         budgets: Sequence[Budget] = (),
         policy: NavigationPolicy | None = None,
+        browser: ContextSettings | None = None,
     ) -> None:
+        """``browser``: the session settings the page's context was opened with (its signed-in
+        state's values are redacted from what the pilot writes and sends)."""
         self.runtime = runtime
+        self.browser = browser
+        #: What the pilot redacts: the config's secrets and what the page's session settings hold.
+        self.secrets = runtime.sessions.secrets(browser)
         self.page = page
         self.policy = policy
         self.output_dir = Path(output_dir) if output_dir is not None else None
@@ -82,15 +88,16 @@ class Pilot:
         """Open ``url`` in the page under the navigation policy a run starting there has
         (NavigationError when it is refused or cannot be opened)."""
         url = normalize_url(url)
-        driver_of = self.runtime.page_driver(self._open_page(), guard_url=url, policy=self.policy)
+        driver_of = self.runtime.page_driver(self._open_page(), guard_url=url, policy=self.policy, secrets=self.secrets)
         async with self._lock, driver_of as driver:
             await driver.goto(url, start=True)
 
-    async def act(self, goal: str, max_steps: int | None = None) -> RunResult:
+    async def act(self, goal: str, max_steps: int | None = None, *, ask_user: HumanHandler | None = None) -> RunResult:
         """Run the agent toward ``goal`` from the page as it is (no start URL is opened); the result
         is a run's (``success``: the validator accepted the answer). With a replay cache, steps
         recorded for this goal replay without model calls while the page matches (each act toward
-        the same goal on this pilot has its own recording: the first, the second, ...)."""
+        the same goal on this pilot has its own recording: the first, the second, ...). ``ask_user``:
+        who answers the policy's questions (default: the agent's)."""
         goal = _given(goal, "goal", "say what the agent should do")
         settings = self.runtime.config.agent
         if max_steps is not None:
@@ -104,6 +111,8 @@ class Pilot:
                 navigate=False,
                 settings=settings,
                 policy=self.policy,
+                browser=self.browser,
+                ask_user=ask_user,
             )
             stream = RunStream(
                 self.runtime,
@@ -119,7 +128,7 @@ class Pilot:
             result = stream.result
             ended_on = stream.session.page if stream.session is not None else None
             if ended_on is not None and ended_on is not self.page and not ended_on.is_closed():
-                log.info("pilot_switched_tab", url=self.runtime.secrets.redact(ended_on.url))
+                log.info("pilot_switched_tab", url=self.secrets.redact(ended_on.url))
                 self.page = ended_on  # the run moved to a new tab (or off one that closed): follow it
         for role in ROLES:
             self.usage.role(role).add(result.usage.role(role))
@@ -138,7 +147,8 @@ class Pilot:
             meter = self._meter()
             if cached is None:
                 checker = self._checker = self._checker or Checker(
-                    self.runtime.model_client("validator"), extra_body=self.runtime.config.validator.extra_body()
+                    self.runtime.model_client("validator", self.secrets),
+                    extra_body=self.runtime.config.validator.extra_body(),
                 )
                 try:
                     reply, calls = await self._ask(
@@ -149,7 +159,7 @@ class Pilot:
                     raise
             else:
                 reply, calls = cached, []
-            reply = self.runtime.secrets.redact_model(reply)  # what the model read of a secret on the page
+            reply = self.secrets.redact_model(reply)  # what the model read of a secret on the page
             verdict = Verdict(success=reply.holds, feedback=reply.feedback)
             write_one_step_run(
                 run_dir,
@@ -159,7 +169,7 @@ class Pilot:
                 outcome="the statement holds" if reply.holds else "the statement does not hold",
                 calls=calls,
                 usage=meter.usage,
-                secrets=self.runtime.secrets,
+                secrets=self.secrets,
                 replayed=cached is not None,
             )
             if cached is None and reply.holds:
@@ -197,7 +207,7 @@ class Pilot:
                 value = cached
             else:
                 extractor = self._extractor = self._extractor or Extractor(
-                    self.runtime.model_client("policy"), extra_body=self._images.extra_body
+                    self.runtime.model_client("policy", self.secrets), extra_body=self._images.extra_body
                 )
                 try:
                     value, calls = await self._ask(
@@ -207,7 +217,7 @@ class Pilot:
                     self._failed(run_dir, look, goal, meter, exc)
                     raise
             data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
-            clean = self.runtime.secrets.redact_model(_Json(value=data)).value
+            clean = self.secrets.redact_model(_Json(value=data)).value
             if clean != data:  # a secret the page showed is not handed back
                 data, value = clean, schema.parse(json.dumps(clean))
             text = json.dumps(data, ensure_ascii=False)
@@ -219,7 +229,7 @@ class Pilot:
                 outcome="extracted",
                 calls=calls,
                 usage=meter.usage,
-                secrets=self.runtime.secrets,
+                secrets=self.secrets,
                 answer=text,
                 replayed=cached is not None,
             )
@@ -254,7 +264,7 @@ class Pilot:
         if self.policy is not None:
             reason = await self.policy.check_resolved(url, navigation=True)
             if reason is not None:
-                shown = self.runtime.secrets.redact(url)
+                shown = self.secrets.redact(url)
                 raise NavigationError(
                     f"the page is now at {shown}, which this session's navigation policy refuses ({reason}); "
                     "nothing was read from it"
@@ -275,7 +285,7 @@ class Pilot:
 
     async def _look(self) -> Look:
         await self._start_url()
-        async with self.runtime.page_driver(self.page) as driver:
+        async with self.runtime.page_driver(self.page, secrets=self.secrets) as driver:
             return await look_at(
                 driver, self.runtime.config.localizer.resize_rule(), fingerprinted=self.replay is not None
             )
@@ -309,7 +319,7 @@ class Pilot:
             outcome="failed",
             calls=[exc.call] if isinstance(exc.call, ModelCall) else [],
             usage=meter.usage,
-            secrets=self.runtime.secrets,
+            secrets=self.secrets,
             error=str(exc),
         )
 

@@ -43,12 +43,14 @@ class PolicyContext:
         secrets: Sequence[str] = (),
         restrictions: str = "",
         image_uuid: bool = False,
+        uploads: Sequence[str] = (),
     ) -> None:
         self.epoch_steps = epoch_steps
         self.image_uuid = image_uuid
         self.epoch_max_chars = epoch_max_chars
         self.secrets = list(secrets)
         self.restrictions = restrictions
+        self.uploads = list(uploads)
         #: The current epoch's messages: the system message, then user and assistant turns.
         self.messages: list[Message] = []
         #: The step that began the current epoch (0 before the first).
@@ -69,6 +71,7 @@ class PolicyContext:
             secrets=policy.secret_names,
             restrictions=policy.restrictions,
             image_uuid=policy.images.uuid,
+            uploads=policy.uploads,
         )
 
     def observe(self, state: PolicyState, shot: Screenshot, *, new_epoch: bool | None = None) -> list[Message]:
@@ -114,6 +117,7 @@ class PolicyContext:
             goal=state.goal,
             secrets=self.secrets,
             restrictions=self.restrictions,
+            uploads=self.uploads,
             notes=state.notes,
             recent=state.recent,
             **_turn_vars(state, outcome=None if state.recent else state.outcome, feedback=state.feedback),

@@ -78,9 +78,12 @@ class Policy:
         secret_names: Sequence[str] = (),
         restrictions: str = "",
         images: PolicyImages | None = None,
+        uploads: Sequence[str] = (),
     ) -> None:
         self.client = client
         self.secret_names = list(secret_names)
+        #: The names of the files ``upload_file`` may give.
+        self.uploads = list(uploads)
         #: What the navigation policy refuses, in words ("" when nothing is).
         self.restrictions = restrictions
         self.images = images or PolicyImages()
@@ -92,7 +95,12 @@ class Policy:
 
     def messages(self, state: PolicyState, images: Sequence[Screenshot]) -> list[Message]:
         return policy_messages(
-            state, images, secrets=self.secret_names, restrictions=self.restrictions, uuid=self.images.uuid
+            state,
+            images,
+            secrets=self.secret_names,
+            restrictions=self.restrictions,
+            uuid=self.images.uuid,
+            uploads=self.uploads,
         )
 
     async def decide(
@@ -118,6 +126,7 @@ def policy_messages(
     secrets: Sequence[str] = (),
     restrictions: str = "",
     uuid: bool = False,
+    uploads: Sequence[str] = (),
 ) -> list[Message]:
     """The policy request's messages (also rebuilt from run directories by ``webagent.training.export``)."""
     text = render(
@@ -135,6 +144,7 @@ def policy_messages(
         n_images=len(images),
         secrets=list(secrets),
         restrictions=restrictions,
+        uploads=list(uploads),
     )
     content: list[dict[str, object]] = [{"type": "text", "text": text}]
     content += [shot.image_part(uuid=uuid) for shot in images]

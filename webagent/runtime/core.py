@@ -1,7 +1,7 @@
 """``Runtime``: what every run of one agent shares, and the one place runs and sessions are opened.
 
-The runtime holds the browser pool, the endpoint pools of the three roles, the secrets,  and the
-guard factory (a ``NavigationPolicy`` per start URL, a ``NavigationGuard`` enforcing it). Entry
+The runtime holds the browser pool, the endpoint pools of the three roles, the secrets, the
+session settings (``runtime.sessions``: what each context opens with), and the guard factory (a ``NavigationPolicy`` per start URL, a ``NavigationGuard`` enforcing it). Entry
 points hand it a ``RunSpec`` (``open_episode``) or ask it for a guarded session (``open_session``,
 what ``webagent mcp`` keeps between calls): calls go down, nothing below calls back up into
 ``Agent``.
@@ -21,8 +21,8 @@ from ..browser.pool import BrowserPool
 from ..browser.secretpage import SecretPage
 from ..browser.session import BrowserSession
 from ..budget import Budget, BudgetLimits
-from ..config import ROLES, AgentConfig, AgentSettings
-from ..loop import Episode, PageDriver, Roles
+from ..config import ROLES, AgentConfig, AgentSettings, ContextSettings
+from ..loop import Episode, HumanHandler, PageDriver, Roles
 from ..model.client import ModelClient
 from ..model.endpoints import EndpointPool
 from ..records import ModelCall
@@ -31,6 +31,7 @@ from ..roles.policy import Policy, PolicyImages
 from ..roles.validator import Validator
 from ..safety import NavigationPolicy
 from ..secrets import Secrets
+from .sessions import SessionSettings
 from .spec import RunSpec
 
 __all__ = ["Runtime"]
@@ -51,13 +52,17 @@ class Runtime:
         self.config = config
         config.require_endpoints(require)
         browser_config = config.browser
-        if config.secrets and "direct_cdp" not in browser_config.model_fields_set:
-            # Secrets are typed into pages: no DevTools port that other local users could reach,
-            # unless asked for (browser/devtools.py).
+        if (config.secrets or browser_config.secret_bearing) and "direct_cdp" not in browser_config.model_fields_set:
+            # Secrets are typed into pages, a signed-in state's cookies sit in the browser: no
+            # DevTools port that other local users could reach, unless asked for (browser/devtools.py).
             browser_config = browser_config.model_copy(update={"direct_cdp": False})
         self.browsers = BrowserPool(browser_config, browser=browser)
-        self.secrets = Secrets(config.secrets)
+        self.sessions = SessionSettings(browser_config, Secrets(config.secrets), self.browsers)
+        #: The config's secrets, and what its [browser] settings hold that is never written down.
+        self.secrets = self.sessions.secrets()
         self._endpoints: dict[str, EndpointPool] = {}
+        #: Who answers the policy's ``ask_user`` when a run spec names no one (None: no one).
+        self.ask_user: HumanHandler | None = None
 
     # -- models ----------------------------------------------------------------------------------
 
@@ -80,8 +85,11 @@ class Runtime:
         """Dollar cost of one model call at the configured per-role prices."""
         return self.config.price(call)
 
-    def new_roles(self, policy: NavigationPolicy | None = None, secrets: Secrets | None = None) -> Roles:
-        """Role objects for one session (each sticks to the endpoint it first uses)."""
+    def new_roles(
+        self, policy: NavigationPolicy | None = None, secrets: Secrets | None = None, uploads: Sequence[str] = ()
+    ) -> Roles:
+        """Role objects for one session (each sticks to the endpoint it first uses); ``uploads``: the
+        names of the files the policy may upload."""
         secrets = self.secrets if secrets is None else secrets
         client = {name: self.model_client(name, secrets) for name in ROLES}
         restrictions = policy.describe() if policy is not None else ""
@@ -91,6 +99,7 @@ class Runtime:
                 secret_names=secrets.names,
                 restrictions=restrictions,
                 images=PolicyImages.from_config(self.config),
+                uploads=uploads,
             ),
             localizer=Localizer(client["localizer"], self.config.localizer),
             validator=Validator(client["validator"], extra_body=self.config.validator.extra_body()),
@@ -130,11 +139,13 @@ class Runtime:
         *,
         page: Page | None = None,
         context: BrowserContext | None = None,
+        browser: ContextSettings | None = None,
         on_open: Callable[[BrowserSession], None] | None = None,
         on_queue: Callable[[bool], None] | None = None,
     ) -> AsyncIterator[BrowserSession]:
         """A browser session under ``policy``'s guard (set before its first navigation, removed when it
-        closes): on ``page``, a new tab in ``context``, or a new pooled context. ``on_open`` is told
+        closes): on ``page``, a new tab in ``context``, or a new pooled context opened with the
+        config's ``[browser]`` session settings and ``browser``'s over them. ``on_open`` is told
         the session as soon as it exists (before the guard is set, so that a browser dying there is
         known); ``on_queue`` whether it waits for its turn to open (``BrowserPool.session``)."""
         guard = self.guard(policy)
@@ -148,7 +159,8 @@ class Runtime:
                 session = BrowserSession(new, config, owns_page=True)
                 stack.push_async_callback(session.close)
             else:
-                pooled = self.browsers.session(block_service_workers=guard.active, on_queue=on_queue)
+                options = await self.sessions.options(browser)
+                pooled = self.browsers.session(block_service_workers=guard.active, on_queue=on_queue, options=options)
                 session = await stack.enter_async_context(pooled)
             if on_open is not None:
                 on_open(session)
@@ -174,8 +186,9 @@ class Runtime:
         """
         policy = spec.policy if spec.policy is not None else self.navigation_policy(spec.url)
         settings = spec.settings or self.config.agent
-        secrets = self.secrets
-        roles = self.new_roles(policy, secrets)
+        secrets = self.sessions.secrets(spec.browser)
+        uploads = self.sessions.uploads(spec.browser)
+        roles = self.new_roles(policy, secrets, uploads.names)
         clients = (roles.policy.client, roles.localizer.client, roles.validator.client)
         if on_progress is not None:
             for client in clients:
@@ -185,6 +198,7 @@ class Runtime:
                 policy,
                 page=spec.page,
                 context=spec.context,
+                browser=spec.browser,
                 on_open=on_session,
                 on_queue=on_queue,
             )
@@ -202,6 +216,8 @@ class Runtime:
                     budgets=self.run_budgets(settings) if spec.budgets is None else spec.budgets,
                     navigate=spec.navigate,
                     task=spec.task,
+                    uploads=uploads,
+                    human=spec.ask_user if spec.ask_user is not None else self.ask_user,
                 )
         finally:
             for client in clients:
@@ -209,19 +225,25 @@ class Runtime:
 
     @contextlib.asynccontextmanager
     async def page_driver(
-        self, page: Page, *, guard_url: str | None = None, policy: NavigationPolicy | None = None
+        self,
+        page: Page,
+        *,
+        guard_url: str | None = None,
+        policy: NavigationPolicy | None = None,
+        secrets: Secrets | None = None,
     ) -> AsyncIterator[PageDriver]:
         """A driver on a caller's page, as a run has it (secrets typed, masked and redacted), its
         set-up undone at the end. ``guard_url``: enforce the navigation policy of a run starting
         there (for opening it), or ``policy`` when given; without either the driver is for looking
-        at the page only."""
+        at the page only. ``secrets``: those of the page's session (default: the runtime's)."""
+        secrets = self.secrets if secrets is None else secrets
         session = BrowserSession(page, self.browsers.config)
         try:
             if policy is None and guard_url is not None:
                 policy = self.navigation_policy(guard_url)
             if policy is not None:
                 await session.set_guard(self.guard(policy))
-            yield SecretPage(session, self.secrets) if self.secrets else session
+            yield SecretPage(session, secrets) if secrets else session
         finally:
             await session.close()
 

@@ -2,7 +2,7 @@
 
 A run spec says what to do (URL, goal, expectation, judge, task), where (a caller's page or
 context, or a pooled one), under which limits (loop settings, budgets, navigation policy) and with
-what in hand (a replay). Every entry point builds one and passes it down:
+what in hand (a replay, its own browser settings). Every entry point builds one and passes it down:
 ``Agent.stream`` and ``Agent.run``, ``Pilot.act``, ``WebEnv.reset``, the batch and suite runners,
 the MCP server's tools.
 """
@@ -12,12 +12,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from playwright.async_api import BrowserContext, Page
 
 from ..budget import Budget
-from ..config import AgentSettings
-from ..loop import Judge, TaskHook
+from ..config import AgentSettings, ContextSettings
+from ..loop import HumanHandler, Judge, TaskHook
 from ..replay import StepReplay
 from ..safety import NavigationPolicy
 
@@ -49,6 +50,13 @@ class RunSpec:
     #: A caller's page or context to drive (never closed); default: a pooled context.
     page: Page | None = None
     context: BrowserContext | None = None
+    #: The run's own context settings over the config's ``[browser]`` (a batch task's, a suite
+    #: check's): a signed-in state, a proxy, a locale, a device, ... (a pooled context only).
+    browser: ContextSettings | None = None
+    #: Who answers the policy's ``ask_user`` (default: the runtime's; none: the run stops ``needs_human``).
+    ask_user: HumanHandler | None = None
+    #: Save the context's signed-in state there (0600) when the run succeeds (``webagent auth save``).
+    save_state: Path | None = None
 
     def replace(self, **changes: object) -> RunSpec:
         """A copy with ``changes``."""

@@ -179,6 +179,7 @@ class _Run:
                     self.shots(step.index, ctx.screenshots),
                     secrets=ctx.secrets,
                     restrictions=ctx.restrictions,
+                    uploads=ctx.uploads,
                 )
             case "localizer":
                 profile = LOCALIZER_PROFILES.get(ctx.localizer_profile or "")
@@ -213,7 +214,9 @@ class _Run:
         first = self.steps.get(epoch)
         if first is None or first.context is None:
             raise _MissingInput(f"step {epoch}, where the policy's conversation began, has no prompt context")
-        context = PolicyContext(secrets=first.context.secrets, restrictions=first.context.restrictions)
+        context = PolicyContext(
+            secrets=first.context.secrets, restrictions=first.context.restrictions, uploads=first.context.uploads
+        )
         messages: list[Message] = []
         for index in range(epoch, last.index + 1):
             step = self.steps.get(index)
