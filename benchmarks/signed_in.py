@@ -78,13 +78,14 @@ async def main(checks: int, concurrency: int, latency: float) -> dict[str, Any]:
             if not saved.success or not state.exists():
                 raise SystemExit(f"signing in failed: {saved.stop_reason}: {saved.message}")
             signed_in = await _suite(_config(server, state), suite_file, folder / "out-2", site, concurrency)
+        mode = oct(os.stat(state).st_mode & 0o777)  # before the folder goes
     spared = 1 - signed_in["model_calls"] / signed_out["model_calls"] if signed_out["model_calls"] else 0.0
     return {
         "signed_out": signed_out,
         "sign_in_once": {"model_calls": sum(saved.usage.role(r).calls for r in ROLES), "steps": saved.steps},
         "signed_in": signed_in,
         "calls_spared": round(spared, 3),
-        "state_mode": oct(os.stat(state).st_mode & 0o777) if state.exists() else None,
+        "state_mode": mode,
     }
 
 

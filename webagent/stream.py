@@ -26,6 +26,7 @@ from .records import RunResult, Step
 from .replay import ReplayCache, StepReplay
 from .runs.trajectory import RunFiles
 from .runtime import RunSpec, Runtime
+from .telemetry import runs as telemetry
 
 __all__ = ["TRACE_TIMEOUT_S", "RunStream", "TraceMode"]
 
@@ -151,15 +152,20 @@ class RunStream:
         if tracing:
             await _start_tracing(session)
         steps = episode.steps()
+        spans = telemetry.run_trace(self.goal, self.url, redact=secrets.redact, price=self.runtime.price)
         try:
             async for step in steps:
                 step = secrets.redact_model(step)  # what the model echoed of a secret it saw on a page
                 files.step(step)
+                if spans is not None:
+                    spans.step(step)
                 self._progressed()
                 yield step
         finally:
             await steps.aclose()  # type: ignore[attr-defined]
             self.result = secrets.redact_model(episode.result) if episode.result is not None else None
+            if spans is not None:
+                spans.end(self.result)
             self._progressed()  # the episode has ended: what follows is bounded clean-up
             if self.result is not None and self.cache is not None and replay is not None and self.result.success:
                 self.cache.update(

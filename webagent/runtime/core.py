@@ -9,6 +9,7 @@ what ``webagent mcp`` keeps between calls): calls go down, nothing below calls b
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
 
@@ -31,6 +32,7 @@ from ..roles.policy import Policy, PolicyImages
 from ..roles.validator import Validator
 from ..safety import NavigationPolicy
 from ..secrets import Secrets
+from ..telemetry import runs as telemetry
 from .sessions import SessionSettings
 from .spec import RunSpec
 
@@ -248,7 +250,9 @@ class Runtime:
             await session.close()
 
     async def aclose(self) -> None:
-        """Close the endpoint pools and the browsers."""
+        """Close the endpoint pools and the browsers; push the traces ended so far (``webagent.telemetry``)."""
+        if telemetry.enabled():
+            await asyncio.to_thread(telemetry.shutdown)
         for pool in self._endpoints.values():
             await pool.aclose()
         self._endpoints.clear()
