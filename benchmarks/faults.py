@@ -40,6 +40,7 @@ from typing import Any
 from webagent.batch import BatchRunner, BatchStats, read_results
 from webagent.batch.tasks import TaskSpec
 from webagent.config import ROLES, AgentConfig
+from webagent.families import DEFAULT_PROFILE
 from webagent.prompts import resource_dir
 from webagent.testing.offline import load_local_tasks, offline_config
 from webagent.testing.server import FakeModelServer
@@ -184,7 +185,7 @@ def build_script(faults: bool, seed: int, use_secret: bool) -> dict[str, Any]:
 
 
 def build_config(server: FakeModelServer, api_key: str, secret: str | None) -> AgentConfig:
-    config = offline_config(server.url, "holo1.5", max_steps=12)
+    config = offline_config(server.url, DEFAULT_PROFILE, max_steps=12)
     for role in ROLES:
         config.role(role).api_key = api_key
         config.role(role).timeout_s = TIMEOUT_S

@@ -4,8 +4,9 @@ Runs the real agent through ``BatchRunner`` on 12-step tasks over the local site
 a search, navigations between three sites, a go-back, then an answer checked by the validator),
 N sessions at once, against the offline model server in its own process with its simulated vLLM
 prefix cache (16-token chained blocks, images bound to their bytes, LRU; see
-docs/offline-server.md). For each policy family (holo1.5, holo2, holotron) and each policy context
-(append, window) it prints:
+docs/offline-server.md). For each policy family (every registered one by default) and each policy
+context (``append``, ``window``, ``history-epoch``, ``history-step``: the history context with each
+of its pruning conventions) it prints:
 
 - policy tokens per request not served from the cache (the GPU's prefill work per step);
 - the policy's cached share, and the largest policy request;
@@ -13,15 +14,25 @@ docs/offline-server.md). For each policy family (holo1.5, holo2, holotron) and e
   as ``webagent batch --server-metrics`` reads a real vLLM;
 - tasks validated (every one should be).
 
-The model names tell the server each role's image-token family: the policy is Holo1.5-7B,
-Holo2-8B or Holotron-12B (the validator is the same model); the localizer is Holo1.5-7B, or
-Holo2-8B with a Holo2 policy. A family may carry variants: ``holotron@12tiles`` sets
-``[policy] max_num_tiles`` (12 is vLLM's default when a request does not set it);
-``holotron@align672`` makes the server simulate a hybrid Mamba model's cache in vLLM's ``align``
-mode with 672-token blocks (one checkpoint per request; see docs/serving.md).
+The model names tell the server each role's family (its image tokens, and the coordinates of a
+grounded reply): the policy is the family's first model (the validator is the same model); the
+localizer is the family's own when it has a localization contract, else the default profile's.
+Each policy speaks its family's contract (reply shape, output, reasoning switches); its clicks are
+placed as the family's default grounding says. A family may carry variants: ``@<N>tiles`` sets
+``[policy] max_num_tiles`` (12 is vLLM's default when a request does not set it); ``@align<N>``
+makes the server simulate a hybrid model's cache in vLLM's ``align`` mode with N-token blocks (one
+checkpoint per request; see docs/serving.md); ``@policy`` / ``@localizer`` set ``[agent]
+grounding``; ``@tools`` / ``@json`` set ``[policy] output``; ``@conversation`` / ``@separate`` set
+``[agent] validator_context``; ``@validator<N>`` sets ``[agent] validator_screenshots``. Every role
+is at the server's one URL, as ``webagent run --base-url`` sets them, so the validator (the policy's
+model) judges where the family's default says.
+
+Also printed, for the floor of issue 24: model requests per click step (policy and localizer), and
+the all-roles uncached tokens per step against one screenshot's tokens plus the text of the turn
+each policy request adds (``ratio``).
 
     python benchmarks/prefix_cache.py --sessions 8 --steps 12 --latency 1.0 \
-        --families holo1.5,holo2,holotron,holotron@12tiles,holotron@align672
+        --families holo1.5,holo2,holotron,holotron@12tiles,holotron@align672,holo3,holo3@align1056,holo3@align2096
 """
 
 from __future__ import annotations
@@ -40,13 +51,17 @@ from webagent.batch import BatchRunner, read_results
 from webagent.batch.servermetrics import CACHE_HITS, CACHE_QUERIES, MetricsSample, parse_prometheus
 from webagent.batch.tasks import load_tasks
 from webagent.config import AgentConfig
+from webagent.families import DEFAULT_PROFILE, FAMILIES, PROFILES
+from webagent.images import frame_for
 
-FAMILIES = {
-    # policy family: (policy model, localizer model, localizer profile)
-    "holo1.5": ("Hcompany/Holo1.5-7B", "Hcompany/Holo1.5-7B", "holo1.5"),
-    "holo2": ("Hcompany/Holo2-8B", "Hcompany/Holo2-8B", "holo2"),
-    "holotron": ("Hcompany/Holotron-12B", "Hcompany/Holo1.5-7B", "holo1.5"),
-}
+
+def roles_of(family: str) -> tuple[str, str, str]:
+    """(policy model, localizer model, localizer profile) of a policy family: its own localizer when
+    it has one, else the default profile's."""
+    profile = family if family in PROFILES else DEFAULT_PROFILE
+    return FAMILIES[family].models[0], FAMILIES[profile].models[0], profile
+
+
 COUNTER = (640, 400)  # the bench page's button
 SEARCH_BOX = (560, 128)  # the catalog's search box
 
@@ -114,41 +129,72 @@ class OfflineServer:
         self.proc.wait(10)
 
 
-def variant(spec: str) -> tuple[str, int | None, list[str]]:
-    """``family[@<N>tiles][@align<N>]`` -> (family, max_num_tiles or None, the server's extra flags)."""
+def variant(spec: str) -> tuple[str, dict[str, Any], list[str]]:
+    """``family[@<N>tiles][@align<N>][@policy|@localizer][@json|@tools][@conversation|@separate][@validator<N>]``
+    -> (family, its settings as dotted config keys, the server's extra flags)."""
     family, *options = spec.split("@")
-    tiles: int | None = None
+    settings: dict[str, Any] = {}
     server: list[str] = []
     for option in options:
         if option.endswith("tiles"):
-            tiles = int(option.removesuffix("tiles"))
+            settings["policy.max_num_tiles"] = int(option.removesuffix("tiles"))
         elif option.startswith("align"):
             server = ["--mamba-align", "--block-size", option.removeprefix("align")]
+        elif option in ("policy", "localizer"):
+            settings["agent.grounding"] = option
+        elif option in ("json", "tools"):
+            settings["policy.output"] = option
+        elif option in ("conversation", "separate"):
+            settings["agent.validator_context"] = option
+        elif option.startswith("validator"):
+            settings["agent.validator_screenshots"] = int(option.removeprefix("validator"))
         else:
             raise SystemExit(f"unknown variant {option!r} in {spec!r}")
     if family not in FAMILIES:
         raise SystemExit(f"unknown family {family!r}: one of {', '.join(FAMILIES)}")
-    return family, tiles, server
+    return family, settings, server
 
 
-def config_for(server_url: str, family: str, context: str, steps: int, tiles: int | None) -> AgentConfig:
-    policy_model, localizer_model, profile = FAMILIES[family]
+def agent_settings(context: str, steps: int) -> dict[str, Any]:
+    """``[agent]`` for a context spec: a mode, or ``history-<pruning>``."""
+    mode, _, pruning = context.partition("-")
+    settings: dict[str, Any] = {"max_steps": steps + 2, "context": mode}
+    if pruning:
+        settings["history_pruning"] = pruning
+    return settings
+
+
+def config_for(server_url: str, family: str, context: str, steps: int, settings: dict[str, Any]) -> AgentConfig:
+    """Every role at the server's one URL, as ``webagent run --base-url`` sets them (the server tells
+    each request's role by what it asks for): the validator is the policy's model on its server."""
+    policy_model, localizer_model, profile = roles_of(family)
     models = {"policy": policy_model, "localizer": localizer_model, "validator": policy_model}
-    roles: dict[str, Any] = {
-        role: {"base_url": f"{server_url}/{role}/v1", "model": model, "api_key": "offline", "timeout_s": 120.0}
+    data: dict[str, Any] = {
+        role: {"base_url": f"{server_url}/v1", "model": model, "api_key": "offline", "timeout_s": 120.0}
         for role, model in models.items()
     }
-    roles["policy"]["family"] = family
-    if tiles is not None:
-        roles["policy"]["max_num_tiles"] = tiles
-    roles["localizer"]["profile"] = profile
-    return AgentConfig.model_validate({**roles, "agent": {"max_steps": steps + 2, "context": context}})
+    data["policy"]["family"] = family
+    data["localizer"]["profile"] = profile
+    data["agent"] = agent_settings(context, steps)
+    for key, value in settings.items():
+        section, _, field = key.partition(".")
+        data[section][field] = value
+    return AgentConfig.model_validate(data)
+
+
+def screenshot_tokens(config: AgentConfig) -> int:
+    """What one step's screenshot costs the policy (at the size of the role that places clicks)."""
+    family = FAMILIES[config.policy.resolved_family(config.localizer)]
+    viewport = config.browser.viewport
+    rule = family.rule if config.grounding() == "policy" else config.localizer.resize_rule()
+    frame = frame_for(viewport.width, viewport.height, rule)
+    return family.image_tokens(frame.image_width, frame.image_height, max_num_tiles=config.policy.max_num_tiles)
 
 
 async def run(
     base: str, spec: str, context: str, sessions: int, steps: int, latency: float, workdir: Path
 ) -> dict[str, Any]:
-    family, tiles, extra = variant(spec)
+    family, settings, extra = variant(spec)
     out = workdir / f"{spec}-{context}"
     out.mkdir()
     server = OfflineServer(script(base, steps, latency), out, extra)
@@ -160,18 +206,22 @@ async def run(
                 for i in range(sessions)
             )
         )
-        config = config_for(server.url, family, context, steps, tiles)
+        config = config_for(server.url, family, context, steps, settings)
         config.browser.contexts_per_browser = max(sessions, 1)
         before = MetricsSample(0.0, parse_prometheus(server.get("/metrics").decode()))
         stats = await BatchRunner(config, load_tasks(tasks_file), out / "batch", concurrency=sessions).run()
         after = MetricsSample(1.0, parse_prometheus(server.get("/metrics").decode()))
-        tokens = json.loads(server.get("/_stats"))["tokens"]["policy"]
+        per_role = json.loads(server.get("/_stats"))["tokens"]
+        tokens = per_role["policy"]
     finally:
         server.stop()
     results = read_results(out / "batch")
     queries = (after.get(CACHE_QUERIES) or 0.0) - (before.get(CACHE_QUERIES) or 0.0)
     hits = (after.get(CACHE_HITS) or 0.0) - (before.get(CACHE_HITS) or 0.0)
     requests = max(tokens["requests"], 1)
+    clicks, click_requests = click_steps(out / "batch")
+    reference = screenshot_tokens(config) + tokens["turn_tokens"] / requests
+    uncached_per_step = (queries - hits) / max(stats.steps, 1)
     return {
         "family": spec,
         "context": context,
@@ -183,8 +233,30 @@ async def run(
         "policy_cached_share": round(tokens["cached_tokens"] / max(tokens["prompt_tokens"], 1), 3),
         "largest_policy_request": tokens["max_prompt_tokens"],
         "all_roles_cached_share": round(hits / queries, 3) if queries else None,
-        "all_roles_uncached_per_step": round((queries - hits) / max(stats.steps, 1)),
+        "all_roles_uncached_per_step": round(uncached_per_step),
+        "grounding": config.grounding(),
+        "validator_context": config.validator_context(),
+        "validator_uncached_per_task": round(
+            (per_role["validator"]["prompt_tokens"] - per_role["validator"]["cached_tokens"]) / max(sessions, 1)
+        ),
+        "requests_per_click_step": round(click_requests / clicks, 2) if clicks else None,
+        "reference_per_step": round(reference),
+        "ratio": round(uncached_per_step / reference, 3),
     }
+
+
+def click_steps(batch: Path) -> tuple[int, int]:
+    """(steps whose action was a click, a write or a select; the policy and localizer requests
+    those steps made), over every run of the batch."""
+    steps = requests = 0
+    for trajectory in batch.rglob("trajectory.jsonl"):
+        for line in trajectory.read_text().splitlines():
+            step = json.loads(line)
+            if (step.get("action") or {}).get("action") in ("click_element", "write_element", "select_option"):
+                steps += 1
+                calls = step.get("calls") or []
+                requests += sum(c["usage"]["calls"] for c in calls if c["role"] in ("policy", "localizer"))
+    return steps, requests
 
 
 def main() -> None:
@@ -193,7 +265,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=12, help="steps per task (the last one answers)")
     parser.add_argument("--latency", type=float, default=1.0, help="model latency per call, seconds")
     parser.add_argument("--families", default=",".join(FAMILIES), help="comma-separated policy families")
-    parser.add_argument("--contexts", default="append,window", help="comma-separated policy contexts")
+    parser.add_argument(
+        "--contexts",
+        default="append,window,history-epoch,history-step",
+        help="comma-separated policy contexts (history-<epoch|step>: the history context and its pruning)",
+    )
     parser.add_argument("--json", action="store_true", help="print the rows as JSON lines too")
     args = parser.parse_args()
     sites = subprocess.Popen([sys.executable, "-m", "webagent.testing.sites"], stdout=subprocess.PIPE, text=True)
@@ -213,19 +289,25 @@ def main() -> None:
         sites.wait(10)
     print(
         f"\n{args.sessions} sessions x {args.steps}-step tasks, {args.latency:g} s model latency; "
-        "simulated vLLM prefix cache (16-token blocks)\n"
+        "simulated vLLM prefix cache (16-token blocks unless @align<N>)\n"
     )
     head = (
-        "| policy family | context | validated | policy tokens/request not cached | policy prompt/request "
-        "| policy cached share | largest policy request | all roles cached share | all roles uncached/step |"
+        "| policy family | context | grounding | validator judges in | validated "
+        "| policy tokens/request not cached | policy prompt/request "
+        "| policy cached share | largest policy request | validator tokens/task not cached "
+        "| all roles cached share | all roles uncached/step "
+        "| requests/click step | screenshot + turn/step | ratio |"
     )
     print(head)
     print("|---" * (head.count("|") - 1) + "|")
     for r in rows:
         print(
-            f"| {r['family']} | {r['context']} | {r['validated']} | {r['policy_uncached_per_request']:,} "
+            f"| {r['family']} | {r['context']} | {r['grounding']} | {r['validator_context']} | {r['validated']} "
+            f"| {r['policy_uncached_per_request']:,} "
             f"| {r['policy_prompt_per_request']:,} | {r['policy_cached_share']:.1%} | {r['largest_policy_request']:,} "
-            f"| {r['all_roles_cached_share']:.1%} | {r['all_roles_uncached_per_step']:,} |"
+            f"| {r['validator_uncached_per_task']:,} "
+            f"| {r['all_roles_cached_share']:.1%} | {r['all_roles_uncached_per_step']:,} "
+            f"| {r['requests_per_click_step']} | {r['reference_per_step']:,} | {r['ratio']:.2f} |"
         )
 
 

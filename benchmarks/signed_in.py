@@ -29,6 +29,7 @@ import structlog
 
 from webagent import Agent
 from webagent.config import ROLES, AgentConfig
+from webagent.families import DEFAULT_PROFILE
 from webagent.suite.model import load_suite
 from webagent.suite.runner import run_suite
 from webagent.testing.offline import offline_config
@@ -38,7 +39,7 @@ from webagent.testing.teamsite import OTP_CODE, PASSWORD, TeamSite
 
 
 def _config(server: FakeModelServer, state: Path | None = None) -> AgentConfig:
-    config = offline_config(server.url, "holo1.5")
+    config = offline_config(server.url, DEFAULT_PROFILE)
     config.secrets = {"PASSWORD": PASSWORD, "OTP": OTP_CODE}  # type: ignore[assignment]
     if state is not None:
         config.browser.storage_state = state

@@ -25,6 +25,14 @@ For each N of ``--sessions`` a round runs, in one process:
 2. the agent: ``BatchRunner`` with N concurrent sessions against the offline model server (its own
    process, not counted) answering after ``--latency`` per call.
 
+With ``--hog N``, N busy processes (a Python ``while True: pass`` each, normal priority) run beside
+both phases, started before the round and ended after it: the floor and the agent are measured
+beside the same hog, in the same run. ``--freeze resume`` stops one Chromium main process of the
+agent (SIGSTOP) at ``--freeze-at`` seconds for ``--freeze-for`` seconds, then lets it go on (SIGCONT);
+``--freeze never`` never lets it go on (it is killed once the batch has ended). ``--browsers K``
+spreads the agent's sessions over K browsers (so that a frozen one carries a share of them);
+``--no-admission`` opens every session at once (the batch's admission control off).
+
 Both phases have a hard deadline (``--deadline``, default from N and S): a session not finished by
 then is reported as hung (for the agent: a task with no result line), with a dump of where the
 stuck asyncio tasks wait; the benchmark itself never hangs (a watchdog thread ends it, with a
@@ -37,6 +45,8 @@ step latency p50/p90 (screenshot to end of the action, model waits included).
 
     python benchmarks/soak.py --sessions 100,200,500 --steps 12 --latency 1.0
     python benchmarks/soak.py --sessions 5,20 --repeat 1 --json soak.json
+    python benchmarks/soak.py --sessions 500 --hog 4 --latency 1.0            # an overloaded machine
+    python benchmarks/soak.py --sessions 100 --only agent --hog 2 --browsers 2 --freeze resume
 """
 
 from __future__ import annotations
@@ -73,12 +83,14 @@ sys.path.insert(0, str(HERE))
 from soaksite.server import ELEMENTS, READY_PREFIX, VIEWPORT  # noqa: E402
 from throughput import Meter, OfflineServer, _children, _kind, cpu_s, process_tree, steady  # noqa: E402
 
-from webagent.batch import BatchRunner, read_results  # noqa: E402
+from webagent.batch import BatchRunner, BatchStats, read_results  # noqa: E402
+from webagent.batch.attempts import infra_cause  # noqa: E402
 from webagent.batch.tasks import load_tasks  # noqa: E402
 from webagent.browser.launcher import launch_browser  # noqa: E402
 from webagent.browser.scripts import TWO_FRAMES, VIEW_AFTER_FRAME, VIEW_NOW  # noqa: E402
 from webagent.cli import configure_logging  # noqa: E402
 from webagent.config import PROFILES, BrowserConfig  # noqa: E402
+from webagent.families import DEFAULT_PROFILE  # noqa: E402
 from webagent.images import frame_for  # noqa: E402
 from webagent.testing.offline import offline_config  # noqa: E402
 
@@ -208,7 +220,7 @@ def soak_script(plans: list[list[Act]], latency: float) -> dict[str, Any]:
     return {
         "latency_s": latency,
         "viewport": {"width": VIEWPORT[0], "height": VIEWPORT[1]},
-        "localizer_profile": "holo1.5",
+        "localizer_profile": DEFAULT_PROFILE,
         "elements": {name: list(point) for name, point in ELEMENTS.items()},
         "tasks": tasks,
     }
@@ -571,7 +583,7 @@ async def floor(
 ) -> dict[str, Any]:
     n = len(plans)
     config = BrowserConfig(contexts_per_browser=max(n, 1), direct_cdp=False, args=[RESOLVER_RULE])
-    frame = frame_for(*VIEWPORT, PROFILES["holo1.5"])
+    frame = frame_for(*VIEWPORT, PROFILES[DEFAULT_PROFILE])
     ends: list[float] = []
     step_s: list[float] = []
     counts: collections.Counter[str] = collections.Counter()
@@ -661,9 +673,9 @@ async def agent(
     exclude: set[int],
     limits: tuple[float, float],
     children: list[subprocess.Popen[str]],
-    command_timeout_s: float = 0.0,
-    kill: str | None = None,
+    args: argparse.Namespace,
 ) -> dict[str, Any]:
+    command_timeout_s, kill, guard = args.command_timeout, args.kill, args.guard
     deadline_s = limits[0]
     n, steps = len(plans), len(plans[0]) + 1
     server = OfflineServer(soak_script(plans, latency), workdir)
@@ -680,12 +692,16 @@ async def agent(
             )
         )
         # The run's own time limit out of reach: a session stuck anywhere shows as hung, not as max_time.
-        config = offline_config(server.url, "holo1.5", max_steps=steps + 2, max_time_s=max(3600.0, 2 * deadline_s))
-        config.browser.contexts_per_browser = max(n, 1)
+        config = offline_config(
+            server.url, DEFAULT_PROFILE, max_steps=steps + 2, max_time_s=max(3600.0, 2 * deadline_s)
+        )
+        config.browser.contexts_per_browser = max(math.ceil(n / max(args.browsers, 1)), 1)
         config.browser.recycle_after = 10_000
         config.browser.args = [RESOLVER_RULE]
         if command_timeout_s:
             config.browser.command_timeout_s = command_timeout_s
+        if guard == "allow":  # every request judged, the allow-list's proxy net, hardened browsers
+            config.browser.allowed_domains = ["127.0.0.1", "localhost"]
         for role in ("policy", "localizer", "validator"):
             config.role(role).timeout_s = 120
         out = workdir / "batch"
@@ -698,7 +714,9 @@ async def agent(
                 ends.extend([time.monotonic()] * (stats.steps - seen[0]))
                 seen[0] = stats.steps
 
-        runner = BatchRunner(config, load_tasks(tasks_file), out, concurrency=n, on_update=on_update)
+        runner = BatchRunner(
+            config, load_tasks(tasks_file), out, concurrency=n, on_update=on_update, admission=not args.no_admission
+        )
         server_cpu = cpu_s(server.proc.pid)
         stuck: list[tuple[str, int]] = []
         abandoned = False
@@ -716,6 +734,11 @@ async def agent(
             killer = (
                 asyncio.create_task(kill_chromium(kill, exclude | {server.proc.pid}), name="kill") if kill else None
             )
+            freezer = (
+                asyncio.create_task(freeze_chromium(args, exclude | {server.proc.pid}), name="freeze")
+                if args.freeze
+                else None
+            )
             why = await wait_phase({run}, *limits, lambda: ends[-1] if ends else started)
             if why != "done":
                 dump = workdir / "agent-tasks.txt"
@@ -729,6 +752,7 @@ async def agent(
                     abandoned = not done
             stats = runner.stats
             killed = await _killed(killer)
+            frozen = await _thawed(freezer)
             counter.cancel()
         server_cpu = cpu_s(server.proc.pid) - server_cpu
     finally:
@@ -747,6 +771,22 @@ async def agent(
         "hung": n - len(results),
         "retried": sum(r.retried for r in results),
         "killed": killed,
+        "frozen": frozen,
+        "errors": sum(r.stop_reason == "error" for r in results),
+        "infra_errors": sum(r.infrastructure for r in results),
+        "infra_reruns": sum(r.infra_reruns for r in results),
+        "rerun_reasons": dict(
+            collections.Counter(x.reason for r in results for a in r.attempt_records for x in a.reruns)
+        ),
+        "infra_causes": collections.Counter(
+            infra_cause(x.message)
+            for r in results
+            for a in r.attempt_records
+            for x in a.reruns
+            if x.reason == "infrastructure"
+        ).most_common(3),
+        "admission": summarize_admission(stats),
+        "commands": dict(stats.commands),
         "abandoned": abandoned,
         "stop_reasons": dict(reasons),
         "top_errors": collections.Counter(r.message[:120] for r in results if r.stop_reason == "error").most_common(3),
@@ -805,6 +845,67 @@ async def _killed(killer: asyncio.Task[list[str]] | None) -> list[str]:
     return []
 
 
+async def freeze_chromium(args: argparse.Namespace, exclude: set[int]) -> list[str]:
+    """SIGSTOP one Chromium main process of this run at ``--freeze-at`` s; SIGCONT it ``--freeze-for``
+    s later (``--freeze resume``), or never (``never``: it is killed when the phase ends)."""
+    started, events = time.monotonic(), list[str]()
+    await asyncio.sleep(args.freeze_at)
+    pids = chromium_pids("chromium browser", exclude)
+    if not pids:
+        return ["no Chromium to freeze"]
+    victim = random.Random(args.seed).choice(pids)
+    try:
+        os.kill(victim, signal.SIGSTOP)
+        events.append(f"SIGSTOP {victim} at {time.monotonic() - started:.0f} s")
+        print(f"  froze chromium {victim} ({args.freeze})", flush=True)
+        if args.freeze == "never":
+            await asyncio.Event().wait()  # until the phase ends (cancelled)
+        await asyncio.sleep(args.freeze_for)
+        os.kill(victim, signal.SIGCONT)
+        events.append(f"SIGCONT {victim} at {time.monotonic() - started:.0f} s")
+        print(f"  resumed chromium {victim}", flush=True)
+    except ProcessLookupError:
+        events.append(f"{victim} gone")
+    except asyncio.CancelledError:  # the phase ended: a frozen browser never resumed is killed
+        if args.freeze == "never":
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(victim, signal.SIGKILL)
+            events.append(f"never resumed; SIGKILL {victim} after the batch, at {time.monotonic() - started:.0f} s")
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(victim, signal.SIGCONT)
+    return events
+
+
+async def _thawed(freezer: asyncio.Task[list[str]] | None) -> list[str]:
+    if freezer is None:
+        return []
+    if not freezer.done():
+        freezer.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        return await freezer
+    return []
+
+
+def summarize_admission(stats: BatchStats) -> dict[str, Any]:
+    a = stats.admission
+    if a is None:
+        return {}
+    return {
+        "peak_running": a.peak_running,
+        "limit": f"{a.lowest}-{a.highest} of {a.ceiling}",
+        "decreases": a.decreases,
+        "held_back_s": a.held_back_s,
+    }
+
+
+def start_hogs(n: int, children: list[subprocess.Popen[str]]) -> list[int]:
+    """``n`` busy processes at normal priority (the machine other work keeps busy); their pids."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], text=True) for _ in range(n)]
+    children.extend(hogs)
+    return [h.pid for h in hogs]
+
+
 # -- running it ---------------------------------------------------------------------------------------
 def site_stats(origin: str, reset_peak: bool = False) -> dict[str, Any]:
     try:
@@ -838,9 +939,7 @@ async def measure_round(
     if args.only in (None, "agent"):
         before = site_stats(origins[0], reset_peak=True)
         with Watchdog(deadline + 300, f"the agent at N={n}", children):
-            row["agent"] = await agent(
-                plans, urls, args.latency, workdir, exclude, limits, children, args.command_timeout, args.kill
-            )
+            row["agent"] = await agent(plans, urls, args.latency, workdir, exclude, limits, children, args)
         row["agent"]["site"] = _delta(before, site_stats(origins[0]))
     print_row(row)
     return row
@@ -877,6 +976,10 @@ def print_row(row: dict[str, Any]) -> None:
             f"{a['open_peak']:.0f} open), step p50 {a['step_p50_s']:.2f} s "
             f"p90 {a['step_p90_s']:.2f} s, {a['retried']} re-run\n       counts {a['counts']}\n"
             + (f"       killed {a['killed']}\n" if a["killed"] else "")
+            + (f"       frozen {a['frozen']}\n" if a["frozen"] else "")
+            + f"       errors {a['errors']} (infrastructure {a['infra_errors']}), re-runs {a['rerun_reasons']}, "
+            f"infrastructure re-runs {a['infra_reruns']} {a['infra_causes']}\n"
+            f"       admission {a['admission']}, browser commands {a['commands']}\n"
             + f"       CPU ms/step by process {a['split']}\n       site {a['site']}",
             flush=True,
         )
@@ -947,7 +1050,9 @@ def report(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
     print()
     print(
         f"soak: model latency {args.latency:g} s per call, {args.steps} steps per task (slow page and never-answering "
-        f"request in every task), profile holo1.5 (1260x784 JPEG), median of {args.repeat} round(s) per N"
+        f"request in every task), profile {DEFAULT_PROFILE} (1260x784 JPEG), median of {args.repeat} round(s) per N"
+        + (f", {args.hog} busy processes beside both phases (--hog)" if args.hog else "")
+        + (", admission control off" if args.no_admission else "")
     )
     print()
     print(
@@ -1039,6 +1144,24 @@ def main() -> None:
         default=None,
         help="in the agent phase, kill -9 the browser's main process at 30 s, or four renderers at 12-20 s",
     )
+    parser.add_argument("--hog", type=int, default=0, metavar="N", help="N busy processes beside both phases")
+    parser.add_argument(
+        "--freeze",
+        choices=("resume", "never"),
+        default=None,
+        help="in the agent phase, SIGSTOP one Chromium at --freeze-at s: SIGCONT it --freeze-for s later, or never",
+    )
+    parser.add_argument("--freeze-at", type=float, default=20.0, help="seconds into the agent phase (default 20)")
+    parser.add_argument("--freeze-for", type=float, default=60.0, help="seconds frozen with --freeze resume")
+    parser.add_argument("--browsers", type=int, default=1, help="browsers the agent's sessions are spread over")
+    parser.add_argument("--no-admission", action="store_true", help="the agent opens every session at once")
+    parser.add_argument(
+        "--guard",
+        choices=("off", "allow"),
+        default="off",
+        help="the agent's navigation guard: off (local start URLs: none), allow (both origins in allowed_domains: "
+        "every request judged, the proxy net, hardened browsers)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="draws the tasks' orders and slow-page delays")
     parser.add_argument("--only", choices=("agent", "floor"), default=None, help="run one side only")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON ('-': stdout)")
@@ -1053,6 +1176,10 @@ def main() -> None:
     site, origins = start_site(children)
     print(f"soak site: {' '.join(origins)}", flush=True)
     exclude = {site.pid}  # the site server is not the harness
+    hogs = start_hogs(args.hog, children)  # nor are the hogs
+    exclude |= set(hogs)
+    if hogs:
+        print(f"hog: {len(hogs)} busy processes beside both phases", flush=True)
     loop = asyncio.new_event_loop()
     abandoned = False
     try:
@@ -1068,6 +1195,10 @@ def main() -> None:
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
     finally:
+        for child in children:
+            if child.pid in hogs:
+                child.kill()
+                child.wait()
         site.terminate()
         try:
             out, _ = site.communicate(timeout=15)

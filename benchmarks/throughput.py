@@ -12,7 +12,13 @@ It prints steps/s of both and their ratio, the ideal steps/s given the model lat
 memory per session (PSS of Chromium + this Python process, divided by N), harness overhead per step
 (step wall time minus model wait), tasks lost, and the policy prompt tokens at step 3 and step 30.
 
+With ``--grounding localizer,policy`` (and a ``--policy-family`` that places its own clicks) the agent
+runs once per grounding mode at each N, and the wall time per click step (median over the runs'
+click steps) of each is printed, with the grounded step's against the three-role step's.
+
     python benchmarks/throughput.py --sessions 1,10,50,100,200 --steps 10 --latency 1.0
+    python benchmarks/throughput.py --sessions 10,100 --steps 10 --latency 1.0 --token-steps 0 \
+        --policy-family holo3.1 --grounding localizer,policy
 """
 
 from __future__ import annotations
@@ -35,15 +41,15 @@ from webagent.batch import BatchRunner, read_results
 from webagent.batch.tasks import load_tasks
 from webagent.browser.launcher import launch_browser
 from webagent.config import PROFILES, BrowserConfig
-from webagent.families import FAMILIES, Family
+from webagent.families import DEFAULT_PROFILE, FAMILIES
 from webagent.images import frame_for
 from webagent.testing.offline import offline_config
 
 BUTTON = (640, 400)
 TICK = os.sysconf("SC_CLK_TCK")
 IMAGE_TOKENS = (1260 // 28) * (784 // 28)  # one 1260x784 screenshot, 28x28 patches
-#: The agent's [policy] family (--policy-family; None: the localizer profile's, holo1.5).
-POLICY_FAMILY: list[Family | None] = [None]
+#: The agent's [policy] family (--policy-family; None: the localizer profile's).
+POLICY_FAMILY: list[str | None] = [None]
 
 
 # -- process accounting (Linux /proc) -------------------------------------------------------------
@@ -207,7 +213,7 @@ async def floor(
     """The bare loop; ``pause``: sleep that long per step, where the agent waits on its models;
     ``burn_ms``: spend that much CPU in this process per step (what Python work costs the rest)."""
     config = BrowserConfig(contexts_per_browser=max(n, 1), direct_cdp=False)  # a plain Playwright loop
-    frame = frame_for(1280, 800, PROFILES["holo1.5"])
+    frame = frame_for(1280, 800, PROFILES[DEFAULT_PROFILE])
     params = {
         "format": "jpeg",
         "quality": config.jpeg_quality,
@@ -288,7 +294,9 @@ class OfflineServer:
         self.proc.wait(10)
 
 
-async def agent(url: str, n: int, steps: int, latency: float, workdir: Path, exclude: set[int]) -> dict[str, Any]:
+async def agent(
+    url: str, n: int, steps: int, latency: float, workdir: Path, exclude: set[int], grounding: str | None = None
+) -> dict[str, Any]:
     server = OfflineServer(bench_script(steps, latency), workdir)
     try:
         tasks_file = workdir / f"tasks-{n}.jsonl"
@@ -301,13 +309,13 @@ async def agent(url: str, n: int, steps: int, latency: float, workdir: Path, exc
                 for i in range(n)
             )
         )
-        config = offline_config(server.url, "holo1.5", max_steps=steps + 2)
-        config.policy.family = POLICY_FAMILY[0]
+        config = offline_config(server.url, DEFAULT_PROFILE, family=POLICY_FAMILY[0], max_steps=steps + 2)
+        config.agent.grounding = grounding  # type: ignore[assignment]
         config.browser.contexts_per_browser = max(n, 1)
         config.browser.recycle_after = 10_000
         for role in ("policy", "localizer", "validator"):
             config.role(role).timeout_s = 120
-        out = workdir / f"batch-{n}-{steps}-{latency}"
+        out = workdir / f"batch-{n}-{steps}-{latency}-{grounding or 'default'}"
         ends: list[float] = []
         seen = [0]
 
@@ -340,8 +348,20 @@ async def agent(url: str, n: int, steps: int, latency: float, workdir: Path, exc
         "model_s_per_step": model,
         "lost": n - sum(1 for r in results if r.stop_reason != "error"),  # no line, or an error line
         "succeeded": sum(r.success for r in results),
+        "click_step_s": click_step_seconds(out),
         "out": out,
     }
+
+
+def click_step_seconds(out: Path) -> float:
+    """The median wall time of the runs' click steps (observe to the click done)."""
+    times = [
+        step["timings"]["total_s"]
+        for trajectory in out.rglob("trajectory.jsonl")
+        for step in map(json.loads, trajectory.read_text().splitlines())
+        if (step.get("action") or {}).get("action") == "click_element" and not step.get("error")
+    ]
+    return statistics.median(times) if times else float("nan")
 
 
 def prompt_tokens(out: Path) -> dict[int, int]:
@@ -376,8 +396,14 @@ def main() -> None:
         help="rounds per N (floor, agent, floor with waits); the median round is tabled",
     )
     parser.add_argument(
+        "--grounding",
+        default="",
+        help="comma-separated grounding modes to run the agent in at each N (localizer, policy); the first is "
+        "the one tabled against the floor, and the wall time per click step of each is printed",
+    )
+    parser.add_argument(
         "--policy-family",
-        choices=FAMILIES,
+        choices=list(FAMILIES),
         help="the agent's policy family (what its requests ask of the image processor; the screenshots "
         "and so the browser work are the same); the floor does not change",
     )
@@ -426,7 +452,19 @@ async def measure_round(
             flush=True,
         )
     (workdir / f"round-{round_}").mkdir(exist_ok=True)
-    a = await agent(url, n, args.steps, args.latency, workdir / f"round-{round_}", exclude)
+    groundings = [g for g in args.grounding.split(",") if g] or [None]
+    a = await agent(url, n, args.steps, args.latency, workdir / f"round-{round_}", exclude, groundings[0])
+    clicks = {groundings[0]: a["click_step_s"]}
+    for grounding in groundings[1:]:
+        other = await agent(url, n, args.steps, args.latency, workdir / f"round-{round_}", exclude, grounding)
+        clicks[grounding] = other["click_step_s"]
+    if len(clicks) > 1:
+        first = clicks[groundings[0]]
+        print(
+            f"N={n:<4} wall time per click step: "
+            + ", ".join(f"{g} {t:.3f} s ({t / first:.2f} of {groundings[0]})" for g, t in clicks.items()),
+            flush=True,
+        )
     ideal = n / a["model_s_per_step"] if a["model_s_per_step"] > 0 else float("inf")
     target = min(ideal, f["steps_per_s"])
     # Like for like: the same loop sleeping, per step, as long as the agent waited on its models
@@ -463,7 +501,9 @@ def median_round(rounds: list[tuple[Any, ...]]) -> tuple[Any, ...]:
 def report(args: argparse.Namespace, rows: list[Any], tokens: dict[int, int]) -> None:
     print()
     print(
-        f"model latency {args.latency:g} s per call, {args.steps} steps per task, profile holo1.5 (1260x784 JPEG), "
+        f"model latency {args.latency:g} s per call, {args.steps} steps per task, policy family "
+        f"{args.policy_family or 'unset'}, grounding {args.grounding.split(',')[0] or 'the family default'} "
+        f"(profile {DEFAULT_PROFILE}: 1260x784 JPEG when the localizer places clicks), "
         f"median of {args.repeat} round(s) per N by agent/floor steps/s"
     )
     print()

@@ -13,7 +13,7 @@
 #
 # It stops only what it started (the two servers by PID, its containers by name) on any exit.
 # Environment: IMAGE (default localhost/webagent:ci), PYTHON (host Python with webagent installed;
-# default .venv/bin/python, created by scripts/setup.sh when missing), PODMAN_CI (default
+# default .venv/bin/python, created by scripts/setup.sh runtime when missing), PODMAN_CI (default
 # ../shared/tools/podman-ci.sh), PODMAN_WORK (podman state, default /tmp/podman-ci),
 # DOCKER_CI_OUT (outputs, default runs/docker-ci; kept for inspection / CI artifacts).
 set -euo pipefail
@@ -83,8 +83,8 @@ uid=$("$ENGINE" run --rm --entrypoint id "$IMAGE" -u)
 # --- 2. host servers: model server + task sites, on free ports ---------------------------------
 PY=${PYTHON:-$ROOT/${VENV:-.venv}/bin/python}
 if [ ! -x "$PY" ]; then
-  log "no $PY; running scripts/setup.sh"
-  ./scripts/setup.sh
+  log "no $PY; running scripts/setup.sh runtime"
+  ./scripts/setup.sh runtime
   PY=$ROOT/${VENV:-.venv}/bin/python
 fi
 rm -rf "$OUT"

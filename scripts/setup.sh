@@ -1,13 +1,31 @@
 #!/usr/bin/env bash
 # Set up everything webagent needs on a fresh Debian/Ubuntu machine (idempotent):
 #   Chromium + fonts (Debian packages, when /usr/bin/chromium is missing), a virtualenv in .venv,
-#   and the package with its test extras.
+#   and the package (editable), in one of two modes:
+#     scripts/setup.sh runtime   the package and its runtime dependencies (what scripts/demo.sh needs)
+#     scripts/setup.sh [test]    those and the test extras: pytest, ruff, mypy, Ray, the MCP SDK...
+#                                (what scripts/test.sh needs; the default)
 # Without root and without a system Chromium it falls back to Playwright's bundled browser.
+# SETUP_DRY_RUN=1 prints what pip would be asked to install, and does nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
+
+MODE=${1:-test}
+case "$MODE" in
+  runtime) SPEC=. ;;
+  test) SPEC=.[test] ;;
+  *)
+    echo "usage: scripts/setup.sh [runtime|test]  (got '$MODE')" >&2
+    exit 2
+    ;;
+esac
+if [ -n "${SETUP_DRY_RUN:-}" ]; then
+  echo "pip install -e $SPEC"
+  exit 0
+fi
 
 if [ ! -x /usr/bin/chromium ] && [ -z "${WEBAGENT_SKIP_APT:-}" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -27,7 +45,8 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null 2>&1 || true
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[test]'
+echo "setup: installing the package ($MODE: pip install -e '$SPEC')" >&2
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$SPEC"
 
 if [ ! -x /usr/bin/chromium ]; then
   echo "setup: no system Chromium; installing Playwright's bundled Chromium" >&2

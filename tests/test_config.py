@@ -187,7 +187,7 @@ def test_unknown_override_key() -> None:
     ("toml", "key", "value"),
     [
         ("[agent]\nmax_steps = 0\n", "agent.max_steps", "0"),
-        ("[localizer]\nprofile = 'holo3'\n", "localizer.profile", "holo3"),
+        ("[localizer]\nprofile = 'holotron'\n", "localizer.profile", "holotron"),
         ("[policy]\nbase_url = 'ftp://x'\n", "policy.base_url", "ftp://x"),
         ("[browser]\nviewport = 'big'\n", "browser.viewport", "big"),
         ("[browser]\nviewport = {width = 100, height = 700}\n", "browser.viewport.width", "100"),
@@ -207,7 +207,7 @@ def test_invalid_values_name_the_key(tmp_path: Path, toml: str, key: str, value:
         ({"WEBAGENT_AGENT_MAX_STEPS": "many"}, "agent.max_steps"),
         ({"WEBAGENT_BROWSER_VIEWPORT": "big"}, "browser.viewport"),
         ({"WEBAGENT_BROWSER_HEADLESS": "maybe"}, "browser.headless"),
-        ({"WEBAGENT_LOCALIZER_PROFILE": "holo3"}, "localizer.profile"),
+        ({"WEBAGENT_LOCALIZER_PROFILE": "holotron"}, "localizer.profile"),
     ],
 )
 def test_invalid_env_values_name_the_key(env: dict[str, str], key: str) -> None:
@@ -278,9 +278,25 @@ def test_require_endpoints_names_first_missing(
     config = load_config(env={}, overrides=_endpoints(**skip))
     with pytest.raises(ConfigError) as info:
         config.require_endpoints()
-    message = str(info.value)
+    message = str(info.value)  # the library's wording: the AgentConfig field, not a CLI flag
     assert f"no {field} configured for the {role} model" in message
-    assert env in message and flag in message
+    assert env in message and f"AgentConfig.{role}.{field.replace(' ', '_')}" in message
+    assert flag not in message
+    assert info.value.key == f"{role}.{field.replace(' ', '_')}"
+    # Each interface words it with its own option for that key.
+    assert info.value.worded(lambda key: f"<{key}>").endswith(f", or <{info.value.key}>")
+    assert info.value.worded(lambda key: None) == (
+        f"no {field} configured for the {role} model: set [{role}] {field.replace(' ', '_')} in the config file "
+        f"or {env}"
+    )
+
+
+def test_a_bad_override_names_the_option_it_came_from() -> None:
+    options = {"agent.max_steps": "--max-steps"}
+    assert "invalid value for agent.max_steps (from --max-steps)" in _error(
+        overrides={"agent.max_steps": 0}, option=options.get
+    )
+    assert "invalid value for agent.max_steps (from overrides)" in _error(overrides={"agent.max_steps": 0})
 
 
 def test_require_endpoints_on_defaults_names_policy() -> None:
@@ -320,7 +336,13 @@ def test_role_config_base_url_validation() -> None:
 
 def test_policy_context_settings_from_the_environment() -> None:
     config = load_config(None, env={})
-    assert config.agent.context == "append" and config.agent.epoch_steps == 6
+    assert config.agent.context is None and config.agent.epoch_steps == 6  # unset: the policy contract's
+    assert config.policy.contract().context == "append"
+    env = {"WEBAGENT_AGENT_CONTEXT": "history", "WEBAGENT_AGENT_HISTORY_PRUNING": "step"}
+    assert (load_config(None, env=env).agent.context, load_config(None, env=env).agent.history_pruning) == (
+        "history",
+        "step",
+    )
     env = {"WEBAGENT_AGENT_CONTEXT": "window", "WEBAGENT_AGENT_EPOCH_STEPS": "4", "WEBAGENT_AGENT_EPOCH_MAX_CHARS": "0"}
     config = load_config(None, env=env)
     assert (config.agent.context, config.agent.epoch_steps, config.agent.epoch_max_chars) == ("window", 4, 0)

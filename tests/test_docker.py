@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from webagent.cli.run import IMAGE_VARIABLE
 from webagent.config import load_config
 from webagent.suite.model import load_suite
 
@@ -67,6 +68,14 @@ def test_base_user_and_entrypoint(steps: list[tuple[str, str]]) -> None:
     assert users[-1].split(":")[0] not in ("root", "0")
     entrypoint = [args for keyword, args in steps if keyword == "ENTRYPOINT"]
     assert len(entrypoint) == 1 and json.loads(entrypoint[0]) == ["webagent"]
+
+
+def test_the_image_says_it_is_the_image_and_works_in_the_folder_to_mount(steps: list[tuple[str, str]]) -> None:
+    # A run directory is written under the working directory, which the CLI tells a user to mount.
+    assert env_vars(steps)[IMAGE_VARIABLE] == "1"
+    assert [args for keyword, args in steps if keyword == "WORKDIR"][-1] == "/work"
+    readme = (ROOT / "docker" / "README.md").read_text()
+    assert '-v "$PWD/webagent-out:/work" webagent demo' in readme
 
 
 def test_debian_chromium_never_playwright_download(steps: list[tuple[str, str]]) -> None:

@@ -1,12 +1,20 @@
-"""The wheel ships the prompts and the task sites, and a non-editable install runs."""
+"""The wheel ships the prompts and the task sites, a non-editable install runs, and the Quickstart's
+scripts install what each needs: the demo the runtime only, the tests the test extras."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
+import re
+import shlex
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -79,3 +87,62 @@ def test_wheel_contains_prompts_and_tasks(tmp_path: Path) -> None:
     )
     assert help_text.returncode == 0, help_text.stderr
     assert "--webagent-config=FILE" in help_text.stdout and "--webagent-cache=" in help_text.stdout
+
+
+def _setup_spec(script: str) -> str:
+    """What ``scripts/<script>`` has ``scripts/setup.sh`` install: its pip target (``.`` or ``.[test]``)."""
+    calls = [
+        line
+        for line in (ROOT / "scripts" / script).read_text().splitlines()
+        if "scripts/setup.sh" in line and not line.lstrip().startswith("#")
+    ]
+    assert len(calls) == 1, calls
+    args = shlex.split(calls[0])[1:]
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "setup.sh"), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SETUP_DRY_RUN": "1"},
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    match = re.fullmatch(r"pip install -e (\S+)\n", proc.stdout)
+    assert match, proc.stdout
+    return match[1]
+
+
+def _requirement_set(spec: str) -> set[str]:
+    """Every distribution ``pip install <spec>`` brings (by name): pyproject.toml's requirements for
+    the spec's extras, then theirs, from the metadata installed here (no resolver, no network)."""
+    extras = Requirement("webagent" + spec.removeprefix(".")).extras
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    todo = [Requirement(r) for r in project["dependencies"]]
+    todo += [Requirement(r) for extra in sorted(extras) for r in project["optional-dependencies"][extra]]
+    seen: set[str] = set()
+    while todo:
+        req = todo.pop()
+        name = canonicalize_name(req.name)
+        if name in seen:
+            continue
+        seen.add(name)
+        for text in importlib.metadata.requires(req.name) or []:
+            dep = Requirement(text)
+            wanted = ["", *sorted(req.extras)]
+            if dep.marker is None or any(dep.marker.evaluate({"extra": e}) for e in wanted):
+                todo.append(dep)
+    return seen
+
+
+def test_the_demo_installs_the_runtime_only_and_the_tests_add_their_extras() -> None:
+    demo = _setup_spec("demo.sh")
+    assert demo == "."
+    runtime = _requirement_set(demo)
+    assert {"playwright", "openai", "pydantic", "jinja2"} <= runtime
+    for test_only in ("ray", "pytest", "pytest-playwright", "mypy", "ruff", "datasets", "mcp", "hypothesis"):
+        assert test_only not in runtime, f"the demo's install brings {test_only}"
+    tests = _requirement_set(_setup_spec("test.sh"))
+    assert {"ray", "pytest", "pytest-playwright", "mypy", "ruff", "mcp"} <= tests
+    assert runtime < tests
+    # CI runs the README's test command.
+    assert "./scripts/test.sh" in (ROOT / ".ci" / "run").read_text()
+    assert "./scripts/test.sh" in (ROOT / "README.md").read_text()

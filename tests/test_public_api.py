@@ -36,6 +36,7 @@ EXPECTED_ALL = [
     "ModelUnavailableError",
     "NavigationError",
     "Observation",
+    "Phase",
     "Pilot",
     "Point",
     "PolicyReply",

@@ -142,3 +142,18 @@ def test_a_cache_without_answers_is_written_as_before(tmp_path: Path) -> None:
     replay.observe(step(1, Answer(content="42"), fp("a"), verdict=Verdict(success=True, feedback="ok")))
     cache.update("k", replay, url="http://x.test/", goal="g")
     assert sorted(json.loads(path.read_text())) == ["checks", "version"]
+
+
+def test_processes_sharing_a_cache_file_keep_each_others_recordings(tmp_path: Path) -> None:
+    """A suite on Ray: each actor opened the file before the others wrote; each write keeps theirs."""
+    path = tmp_path / "cache.json"
+    driver, first, second = ReplayCache(path), ReplayCache(path), ReplayCache(path)
+    for cache, key in ((first, "a"), (second, "b"), (first, "c")):
+        replay = StepReplay()
+        replay.observe(step(1, Answer(content=key), fp(key), verdict=Verdict(success=True, feedback="ok")))
+        assert cache.update(key, replay, url="http://x.test/", goal=key)
+    assert second.store_answer("check: x", fp("p"), {"holds": True})
+    data = json.loads(path.read_text())
+    assert sorted(data["checks"]) == ["a", "b", "c"] and list(data["answers"]) == ["check: x"]
+    assert sorted(driver.refresh()) == sorted(driver.updated) == ["a", "b", "c", "check: x"]  # what the others wrote
+    assert driver.replay_for("b", goal="b").replaying and driver.refresh() == []

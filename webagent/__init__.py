@@ -48,7 +48,19 @@ if TYPE_CHECKING:
         WebAgentError,
     )
     from .pilot import Pilot
-    from .records import CheckResult, Fingerprint, ModelCall, Point, RoleUsage, RunResult, Step, Timings, Usage, Verdict
+    from .records import (
+        CheckResult,
+        Fingerprint,
+        ModelCall,
+        Phase,
+        Point,
+        RoleUsage,
+        RunResult,
+        Step,
+        Timings,
+        Usage,
+        Verdict,
+    )
     from .replay import ReplayCache
     from .stream import RunStream
 
@@ -78,6 +90,7 @@ _EXPORTS: dict[str, str] = {
     "ModelUnavailableError": "errors",
     "NavigationError": "errors",
     "Observation": "env",
+    "Phase": "records",
     "Pilot": "pilot",
     "Point": "records",
     "PolicyReply": "actions",
@@ -125,6 +138,7 @@ __all__ = [
     "ModelUnavailableError",
     "NavigationError",
     "Observation",
+    "Phase",
     "Pilot",
     "Point",
     "PolicyReply",

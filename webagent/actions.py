@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 from .secrets import shorten
 
 __all__ = [
+    "ACTION_TYPES",
+    "ELEMENT_ACTIONS",
     "Action",
     "Answer",
     "AskUser",
@@ -148,6 +150,23 @@ Action: TypeAlias = Annotated[
 ]
 ElementAction: TypeAlias = ClickElement | WriteElement | SelectOption | UploadFile
 ACTION_ADAPTER: TypeAdapter[Action] = TypeAdapter(Action)
+#: Every action class, in the union's order.
+ACTION_TYPES: tuple[type[BaseModel], ...] = (
+    ClickElement,
+    WriteElement,
+    Scroll,
+    PressKey,
+    SelectOption,
+    Goto,
+    GoBack,
+    Refresh,
+    Wait,
+    UploadFile,
+    AskUser,
+    Answer,
+)
+#: The actions that act on an element at a point.
+ELEMENT_ACTIONS: frozenset[str] = frozenset({"click_element", "write_element", "select_option", "upload_file"})
 
 
 class PolicyReply(BaseModel):

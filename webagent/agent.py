@@ -16,7 +16,7 @@ from playwright.async_api import Browser, BrowserContext, Page
 
 from .browser.pool import BrowserPool
 from .budget import Budget
-from .config import ROLES, AgentConfig, AgentSettings, ContextSettings
+from .config import AgentConfig, AgentSettings, ContextSettings
 from .errors import InputError
 from .inputs import check_text
 from .loop import HumanHandler, Roles, TaskHook
@@ -48,11 +48,12 @@ class Agent:
         config: AgentConfig | None = None,
         *,
         browser: Browser | None = None,
-        require: Sequence[str] = ROLES,
+        require: Sequence[str] | None = None,
         ask_user: HumanHandler | None = None,
     ) -> None:
         """``require``: the roles whose endpoints must be configured (a ConfigError names the first
-        missing); ``ask_user``: who answers the policy's questions in every run (``webagent.loop.human``)."""
+        missing; default: those runs call, the localizer only when it places the clicks); ``ask_user``:
+        who answers the policy's questions in every run (``webagent.loop.human``)."""
         self.config = config or AgentConfig()
         #: What every run of this agent shares; entry points open runs and sessions through it.
         self.runtime = Runtime(self.config, browser=browser, require=require)

@@ -14,18 +14,24 @@ __all__ = [
     "CheckResult",
     "Fingerprint",
     "ModelCall",
+    "Phase",
+    "PhaseName",
     "Point",
+    "PolicyState",
     "PromptContext",
     "RoleUsage",
     "RunResult",
     "Step",
     "StopReason",
     "Timings",
+    "TokenRecord",
+    "ToolCall",
     "Usage",
     "Verdict",
 ]
 
 StopReason = Literal["answered", "max_steps", "max_time", "budget", "error", "needs_human"]
+PhaseName = Literal["launch", "open", "step"]
 Role = Literal["policy", "localizer", "validator"]
 
 
@@ -75,20 +81,54 @@ class Usage(_Record):
         self.role(call.role).add(call.usage)
 
 
+class ToolCall(_Record):
+    """One native tool call of a reply (OpenAI's ``tool_calls``), as the model gave it."""
+
+    id: str
+    name: str
+    arguments: str = Field(description="The arguments' JSON text, exactly as returned")
+
+    def message_part(self) -> dict[str, object]:
+        """The call as an assistant message carries it back to the server."""
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
+class TokenRecord(_Record):
+    """The tokens of one request and its reply, as the server gave them (vLLM's ``return_token_ids``
+    and ``logprobs``; asked for with a role's ``return_tokens``): what an RL trainer trains on
+    without tokenizing the chat again. A list is empty when the server did not give it."""
+
+    prompt_token_ids: list[int] = Field(
+        default_factory=list, description="The prompt as the model read it (chat template and image tokens included)"
+    )
+    token_ids: list[int] = Field(default_factory=list, description="The completion's tokens, as sampled")
+    logprobs: list[float] = Field(
+        default_factory=list, description="The log-probability of each completion token, in order"
+    )
+
+
 class ModelCall(_Record):
     """One logical model call (retries and a repair included)."""
 
     role: Role
     model: str
     raw: list[str] = Field(default_factory=list, description="Raw reply texts, the repaired one last")
+    tool_calls: list[ToolCall] = Field(
+        default_factory=list, description="The native tool calls of the last reply (policy in the tools output)"
+    )
     usage: RoleUsage = Field(default_factory=RoleUsage)
     error: str | None = None
+    tokens: list[TokenRecord] | None = Field(
+        default=None,
+        description="With the role's return_tokens: the tokens of each request, one per reply in raw (the repair's "
+        "last); None otherwise",
+    )
 
 
 class Point(_Record):
     """A click point in both spaces."""
 
-    image: tuple[float, float] = Field(description="Pixels of the screenshot sent to the localizer")
+    image: tuple[float, float] = Field(description="Pixels of the screenshot sent to the model that placed it")
     viewport: tuple[float, float] = Field(description="CSS pixels of the viewport")
 
 
@@ -107,36 +147,71 @@ class Fingerprint(_Record):
     size: tuple[int, int] = Field(default=(0, 0), description="Screenshot size: a recording replays at the same one")
 
 
-class PromptContext(_Record):
-    """The model inputs of a step that its other fields do not hold.
+class PolicyState(_Record):
+    """What the policy is told at one step, besides its screenshots: the one record a prompt
+    strategy (``webagent.roles.prompting``) renders, kept on the step so that an export renders the
+    same prompt again."""
 
-    With the step's own fields (url, index, events, kind, element, action), the run's goal and the
-    screenshot files, an export rebuilds the exact prompts sent (the prompt text is not stored).
-    """
-
+    goal: str
+    url: str
+    step: int
     max_steps: int
     notes: list[str] = Field(default_factory=list, description="Notes shown to the policy")
     recent: list[str] = Field(default_factory=list, description="Recent-action lines shown to the policy")
-    feedback: str | None = Field(default=None, description="Validator feedback shown to the policy")
+    events: list[str] = Field(default_factory=list, description="Page events since the last step")
+    feedback: str | None = Field(default=None, description="Standing validator feedback on the last answer")
+    final: bool = Field(default=False, description="Only an answer is asked for (out of steps or time)")
     progress: str | None = Field(
         default=None, description="What the policy was told of its last action changing nothing (see Step.unchanged)"
     )
-    screenshots: int = Field(default=1, description="Screenshots in the policy request: those of the last N steps")
-    epoch: int | None = Field(
-        default=None,
-        description="Append context: the step whose observation began the policy conversation this request "
-        "continues (None: the window context)",
-    )
-    outcome: str | None = Field(default=None, description="Append context: the previous action's line shown")
-    reply: str | None = Field(
-        default=None, description="Append context: the policy's reply to this step, as appended to the conversation"
-    )
-    localizer_profile: str | None = None
-    validator_url: str | None = Field(default=None, description="URL the validator was told")
-    validator_screenshots: int = Field(default=0, description="Screenshots the validator saw: the last N steps'")
+    outcome: str | None = Field(default=None, description="The previous step's action and outcome, as one line")
     secrets: list[str] = Field(default_factory=list, description="Names of the secrets the policy was told of")
     restrictions: str = Field(default="", description="Navigation rules the policy was told")
     uploads: list[str] = Field(default_factory=list, description="Files the policy was told it may upload")
+
+
+class PromptContext(_Record):
+    """The model inputs of a step that its other fields do not hold.
+
+    With the screenshot files, an export rebuilds the exact prompts sent (the prompt text is not
+    stored): the policy's from ``policy`` and the strategy fields, fed through the same strategy.
+    """
+
+    policy: PolicyState | None = Field(default=None, description="What the policy was told at this step")
+    mode: Literal["append", "window", "history"] | None = Field(
+        default=None, description="The policy's context mode (webagent.roles.prompting)"
+    )
+    epoch: int | None = Field(
+        default=None,
+        description="append: the step whose observation began the conversation this request continues; "
+        "history: the step of its last rewrite of older screenshots to placeholders (None: the window context)",
+    )
+    screenshots: int = Field(default=1, description="Screenshots in the policy request")
+    kept: int | None = Field(default=None, description="window: screenshots_in_context; history: history_screenshots")
+    pruning: Literal["epoch", "step"] | None = Field(default=None, description="history: history_pruning")
+    reply: str | None = Field(
+        default=None, description="The policy's reply to this step, as appended to the conversation"
+    )
+    tool_calls: list[ToolCall] | None = Field(
+        default=None, description="The native tool calls of that reply, as appended (tools output)"
+    )
+    family: str | None = Field(
+        default=None, description="The policy family whose contract the request spoke (None: webagent's generic one)"
+    )
+    output: Literal["json", "tools"] | None = Field(default=None, description="How the policy was asked to reply")
+    grounding: Literal["policy", "localizer"] | None = Field(
+        default=None, description="Who placed the step's click: the policy in its reply, or the localizer"
+    )
+    localizer_profile: str | None = None
+    validator_url: str | None = Field(default=None, description="URL the validator was told")
+    validator_screenshots: int = Field(
+        default=0, description="Screenshots the validator saw: the last N steps' (in the policy's conversation: its)"
+    )
+    validator_context: Literal["conversation", "separate"] | None = Field(
+        default=None,
+        description="What the validator judged the answer in: the policy's conversation (this step's request "
+        "and reply, then its turn) or a separate request",
+    )
     expect: str | None = Field(default=None, description="Expected final state the validator was told")
 
 
@@ -175,6 +250,9 @@ class Step(_Record):
     action: Action | None = None
     element: str | None = None
     point: Point | None = None
+    grounding: Literal["policy", "localizer"] | None = Field(
+        default=None, description="Who placed this step's click: the policy in its reply, or the localizer"
+    )
     outcome: str = ""
     error: str | None = None
     verdict: Verdict | None = None
@@ -199,6 +277,17 @@ class Step(_Record):
     """The screenshot itself (not serialised); the trajectory writer saves it as a file."""
 
 
+class Phase(_Record):
+    """What a run is doing before its first step is done (``RunStream.events()`` yields one as each
+    begins): seconds with nothing else to show, minutes on a loaded machine. The CLI prints them."""
+
+    name: PhaseName = Field(
+        description="launch: the browser is being launched; open: the start URL is being opened; "
+        "step: step 1 has begun (a screenshot, then the policy's model call)"
+    )
+    url: str = Field(description="The run's start URL")
+
+
 class RunResult(_Record):
     """The outcome of a run, as written to ``result.json``."""
 
@@ -212,6 +301,11 @@ class RunResult(_Record):
     answer: str | None = None
     stop_reason: StopReason
     message: str = Field(default="", description="Why the run stopped, in words")
+    infrastructure: bool = Field(
+        default=False,
+        description="Stopped by an error of the machinery under the run, not of the task (a browser that did "
+        "not answer in time, a model server that kept failing: WebAgentError.infrastructure); never a verdict",
+    )
     url: str = Field(description="Start URL")
     final_url: str = ""
     goal: str
@@ -227,6 +321,11 @@ class RunResult(_Record):
     replayed_steps: int = Field(default=0, description="Steps replayed from the cache without model calls")
     calls_saved: int = Field(default=0, description="Model calls the replayed steps did not need")
     trace: str | None = Field(default=None, description="Playwright trace file, when one was kept")
+    grounding: Literal["policy", "localizer"] | None = Field(
+        default=None,
+        description="Who placed the run's clicks: policy = the policy's own replies (one request per click "
+        "step), localizer = a separate localizer model",
+    )
 
 
 class CheckResult(_Record):

@@ -13,15 +13,20 @@ the fingerprint of the page they were given on, and an observation that matches 
 from the cache (``answer_for``). Only an answer that held or validated is kept.
 
 The file is stable, human-diffable JSON (sorted keys, two-space indent, one check per key) meant to
-be committed next to a suite. It is rewritten atomically and only when a recording changed.
+be committed next to a suite. It is rewritten atomically and only when a recording changed; several
+processes may share it (a suite on Ray's actors): each write merges the writer's own changes into
+the file as it is then, under an exclusive lock of its directory.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import io
 import json
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
@@ -205,6 +210,8 @@ class ReplayCache:
         self.path = Path(path)
         self._data = self._load()
         self.updated: list[str] = []
+        #: The keys this process changed (its recordings, its answers): what a write merges in.
+        self._changed: set[tuple[str, str]] = set()
 
     def _load(self) -> _CacheFile:
         try:
@@ -253,6 +260,7 @@ class ReplayCache:
         steps = [redact(s) for s in replay.steps] if redact is not None else replay.steps
         self._data.checks[key] = _Recording(url=url, goal=goal, expect=expect, steps=steps)
         self.updated.append(key)
+        self._changed.add(("checks", key))
         self.save()
         return True
 
@@ -269,10 +277,35 @@ class ReplayCache:
         kept[:] = [a for a in kept if a not in same][-(MAX_ANSWERS_PER_KEY - 1) :]
         kept.append(CachedAnswer(fingerprint=seen, value=value))
         self.updated.append(key)
+        self._changed.add(("answers", key))
         self.save()
         return True
 
     def save(self) -> None:
+        """Write this process's changes into the file as it is now (another process may have
+        written its own since this one read it)."""
+        with _locked(self.path.parent):
+            current = self._load()
+            for member, key in self._changed:
+                mine, theirs = getattr(self._data, member), getattr(current, member)
+                theirs[key] = mine[key]
+            self._data = current
+            self._write()
+
+    def refresh(self) -> list[str]:
+        """Read the file again (others wrote to it: the actors of a suite run on Ray); the keys
+        whose recording or answers changed are added to ``updated`` and returned."""
+        before, self._data = self._data, self._load()
+        changed = [
+            key
+            for member in ("checks", "answers")
+            for key, value in getattr(self._data, member).items()
+            if getattr(before, member).get(key) != value
+        ]
+        self.updated += [key for key in dict.fromkeys(changed) if key not in self.updated]
+        return changed
+
+    def _write(self) -> None:
         # No "answers" member in a file without any: suites' caches stay as they were.
         exclude = None if self._data.answers else {"answers"}
         data = self._data.model_dump(mode="json", exclude_defaults=False, exclude=exclude)
@@ -281,3 +314,16 @@ class ReplayCache:
 
     def keys(self) -> list[str]:
         return sorted(self._data.checks)
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """An exclusive lock of ``directory`` (between processes; none where the file system has no locks)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing it releases the lock

@@ -1,9 +1,10 @@
 """``RunStream``: one run as an async iterator of ``Step`` records (what ``Agent.stream`` returns).
 
 It opens the ``Episode`` of its ``RunSpec`` through the ``Runtime`` it is given
-(``Runtime.open_episode``), yields each step with secrets redacted, writes the run directory as it goes, keeps
-the replay cache and an optional Playwright trace, and says when the run last made progress (what
-the batch watchdog reads).
+(``Runtime.open_episode``), yields each step with secrets redacted, writes the run directory as it
+goes, keeps the replay cache and an optional Playwright trace, and says when the run last made
+progress (what the batch watchdog reads). ``events()`` yields the same steps and, before the
+first, a ``Phase`` as each stage begins (launching the browser, opening the start URL, step 1).
 """
 
 from __future__ import annotations
@@ -22,15 +23,17 @@ from .browser.session import BrowserSession
 from .budget import Budget
 from .errors import BrowserError
 from .loop import Episode
-from .records import RunResult, Step
+from .records import Phase, PhaseName, RunResult, Step
 from .replay import ReplayCache, StepReplay
 from .runs.trajectory import RunFiles
 from .runtime import RunSpec, Runtime
 from .telemetry import runs as telemetry
 
-__all__ = ["TRACE_TIMEOUT_S", "RunStream", "TraceMode"]
+__all__ = ["TRACE_TIMEOUT_S", "RunEvent", "RunStream", "TraceMode"]
 
 TraceMode = Literal["off", "on-failure", "always"]
+#: What ``RunStream.events()`` yields.
+RunEvent = Phase | Step
 
 log = structlog.get_logger("webagent")
 TRACE_TIMEOUT_S = 60.0  # writing a trace of a long run takes a while
@@ -67,7 +70,7 @@ class RunStream:
         #: The run's browser session once open; its ``page`` is the tab the run drives (at the end:
         #: the one it ended on, which a new tab or a closed one may have changed).
         self.session: BrowserSession | None = None
-        self._gen: AsyncIterator[Step] | None = None
+        self._gen: AsyncIterator[RunEvent] | None = None
         #: ``time.monotonic()`` of the last sign of progress: the run started, a step finished, a
         #: model call was answered or a bounded browser wait ended (what a batch watchdog looks at).
         self.last_progress = time.monotonic()
@@ -94,9 +97,28 @@ class RunStream:
         return self
 
     async def __anext__(self) -> Step:
+        while True:
+            event = await self._next_event()
+            if isinstance(event, Step):
+                return event
+
+    async def events(self) -> AsyncIterator[RunEvent]:
+        """The run as it goes: a ``Phase`` as each stage before the first step begins, then each
+        ``Step`` (what ``async for step in stream`` yields alone)."""
+        while True:
+            try:
+                event = await self._next_event()
+            except StopAsyncIteration:
+                return
+            yield event
+
+    async def _next_event(self) -> RunEvent:
         if self._gen is None:
             self._gen = self._run()
         return await self._gen.__anext__()
+
+    def _phase(self, name: PhaseName) -> Phase:
+        return Phase(name=name, url=self.url)
 
     async def aclose(self) -> None:
         if self._gen is not None:
@@ -108,7 +130,7 @@ class RunStream:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def _run(self) -> AsyncIterator[Step]:
+    async def _run(self) -> AsyncIterator[RunEvent]:
         self._progressed()
         # In this run's task: a browser wait that ends is progress. Unset at the end, so that the
         # caller's context does not keep the hook (and this stream) alive after the run.
@@ -122,8 +144,12 @@ class RunStream:
             with contextlib.suppress(ValueError):  # closed from another context: nothing to unset here
                 on_wait_over.reset(token)
 
-    async def _run_episode(self) -> AsyncIterator[Step]:
+    async def _run_episode(self) -> AsyncIterator[RunEvent]:
         spec = self.spec
+        own_page = spec.page is None and spec.context is None
+        guarded = (spec.policy or self.runtime.navigation_policy(spec.url)).active
+        if own_page and self.runtime.browsers.launches_next(hardened=guarded):
+            yield self._phase("launch")
         replay = None
         if self.cache is not None:
             replay = self.cache.replay_for(self.cache_key, goal=spec.goal, expect=spec.expect)
@@ -142,7 +168,9 @@ class RunStream:
             finally:  # closed early: the result and files before the session closes
                 await steps.aclose()  # type: ignore[attr-defined]
 
-    async def _steps(self, episode: Episode, session: BrowserSession, replay: StepReplay | None) -> AsyncIterator[Step]:
+    async def _steps(
+        self, episode: Episode, session: BrowserSession, replay: StepReplay | None
+    ) -> AsyncIterator[RunEvent]:
         secrets = self.secrets
         files = RunFiles(self.output_dir)
         # No trace when secrets are set: a trace's DOM snapshots would hold the typed values (and
@@ -154,6 +182,10 @@ class RunStream:
         steps = episode.steps()
         spans = telemetry.run_trace(self.goal, self.url, redact=secrets.redact, price=self.runtime.price)
         try:
+            if self.spec.navigate:
+                yield self._phase("open")
+            if await episode.open():  # (steps() opens no more)
+                yield self._phase("step")
             async for step in steps:
                 step = secrets.redact_model(step)  # what the model echoed of a secret it saw on a page
                 files.step(step)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -18,9 +19,10 @@ from typing import Any
 
 import pytest
 
-from webagent.batch import BatchStats, read_results
-from webagent.batch.ray import RayBatchRunner
+from webagent.batch import BatchRunner, BatchStats, RayCluster, read_results
 from webagent.batch.tasks import TaskSpec
+from webagent.replay import ReplayCache
+from webagent.suite import Check, Suite, run_suite
 from webagent.testing.offline import PROFILE_MODELS
 from webagent.testing.server import FakeModelServer
 
@@ -98,22 +100,26 @@ def test_tasks_fan_out_to_two_actors_and_survive_a_dead_one(
     killed: list[int] = []
 
     def on_update(stats: BatchStats) -> None:
-        busy = [s for s in runner.actors if s.in_flight]
+        actors = runner.pool.actors if runner.pool is not None else []
+        busy = [s for s in actors if s.in_flight]
         if not pids and len(busy) == 2:
-            pids.update(ray.get([s.handle.pid.remote() for s in runner.actors]))
+            pids.update(ray.get([s.handle.pid.remote() for s in actors]))
         if pids and stats.finished_now >= 1 and not killed and busy:
             victim = max(busy, key=lambda s: s.in_flight)
             killed.append(victim.in_flight)
             ray.kill(victim.handle, no_restart=True)
 
-    runner = RayBatchRunner(
-        make_config(server), specs(local_tasks), tmp_path, address=cluster, actors=2, concurrency=1, on_update=on_update
+    cluster_ = RayCluster(address=cluster, actors=2)
+    runner = BatchRunner(
+        make_config(server), specs(local_tasks), tmp_path, concurrency=1, on_update=on_update, ray=cluster_
     )
-    stats = runner.run()
+    stats = asyncio.run(runner.run())
     results = {r.id: r for r in read_results(tmp_path)}
     assert sorted(results) == sorted(LOCAL_IDS) and all(r.success for r in results.values())
     assert len(pids) == 2  # two worker processes ran tasks at once
-    assert killed and runner.actor_deaths == 1 and stats.retried >= 1  # its task ran again elsewhere
+    assert runner.pool is not None
+    assert killed and runner.pool.actor_deaths == 1 and stats.retried >= 1  # its task ran again elsewhere
+    assert stats.steps == sum(r.steps for r in results.values()) and len(stats.step_total_s) == stats.steps
     lines = (tmp_path / "results.jsonl").read_text().splitlines()
     assert len(lines) == len(LOCAL_IDS)
     for r in results.values():
@@ -152,3 +158,45 @@ def test_killed_driver_resumes(
     assert sorted(ids) == sorted(LOCAL_IDS)  # each task exactly once
     summary = json.loads((out / "summary.json").read_text())
     assert summary["tasks"] == len(LOCAL_IDS) and summary["finished"] == len(LOCAL_IDS)
+
+
+def test_a_suite_runs_on_ray_with_each_checks_options_and_one_shared_replay_cache(
+    cluster: str, server: FakeModelServer, local_tasks: dict[str, Any], tmp_path: Path
+) -> None:
+    """The checks travel to the actors as tasks with their options (a step limit, the trace kept);
+    both actors record into one replay cache file, and a second run replays every passed check."""
+    names = LOCAL_IDS[:4]
+    checks = [Check(name=i, url=local_tasks[i]["url"], goal=local_tasks[i]["goal"]) for i in names]
+    checks.append(
+        Check(
+            name="one-step",
+            url=local_tasks["form-register"]["url"],
+            goal=local_tasks["form-register"]["goal"],
+            max_steps=1,
+        )
+    )
+    suite = Suite(name="on ray", path="suite.yaml", checks=checks)
+    cache = ReplayCache(tmp_path / "cache.json")
+    ray_ = RayCluster(address=cluster, actors=2)
+    out = tmp_path / "first"
+    summary, items, interrupted = asyncio.run(
+        run_suite(make_config(server), suite, out, concurrency=2, cache=cache, trace="always", ray=ray_)
+    )
+    outcome = {o.check.name: o for o in items}
+    assert not interrupted and summary["passed"] == len(names), summary
+    one_step = outcome["one-step"].result
+    assert one_step is not None and one_step.stop_reason == "max_steps" and one_step.steps == 1
+    for name in [*names, "one-step"]:  # the suite's --trace, an option of each task, kept on the actors
+        result = outcome[name].result
+        assert result is not None and (out / result.attempt_records[0].output_dir / "trace.zip").is_file()
+    recorded = json.loads((tmp_path / "cache.json").read_text())["checks"]
+    assert sorted(recorded) == sorted(names)  # both actors' recordings, none lost to the other's write
+    assert sorted(cache.updated) == sorted(names)  # what the driver reports as updated
+
+    again, items, _ = asyncio.run(
+        run_suite(
+            make_config(server), suite, tmp_path / "second", concurrency=2, cache=ReplayCache(cache.path), ray=ray_
+        )
+    )
+    replayed = {o.check.name: o.result.replayed_steps for o in items if o.result is not None}
+    assert again["passed"] == len(names) and all(replayed[name] > 0 for name in names), replayed

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 from collections.abc import Iterator
@@ -12,7 +13,8 @@ from typing import Any
 import pytest
 
 import webagent.batch.ray as raybatch
-from webagent.batch.ray import RayBatchRunner, check_reachable
+from webagent.batch import BatchRunner, RayCluster
+from webagent.batch.ray import check_reachable
 from webagent.batch.tasks import TaskSpec
 from webagent.browser.devtools import free_port
 from webagent.config import AgentConfig
@@ -80,8 +82,8 @@ def test_the_runner_checks_before_ray_init(closed_port: int, monkeypatch: pytest
     fake = FakeRay()
     monkeypatch.setattr(raybatch, "import_ray", lambda: fake)
     tasks = [TaskSpec(id="t", url="http://127.0.0.1:9/", goal="g")]
-    runner = RayBatchRunner(AgentConfig(), tasks, tmp_path, address=f"127.0.0.1:{closed_port}")
+    runner = BatchRunner(AgentConfig(), tasks, tmp_path, ray=RayCluster(address=f"127.0.0.1:{closed_port}"))
     with pytest.raises(ConfigError, match="connection refused"):
-        runner.run()
+        asyncio.run(runner.run())
     assert fake.inits == []
     assert (tmp_path / "results.jsonl").read_text() == ""  # nothing lost, nothing half-written

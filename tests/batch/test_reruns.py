@@ -16,13 +16,18 @@ import pytest
 from webagent.batch import CRASH_RERUNS, BatchRunner, TaskResult, read_results
 from webagent.batch.summary import summarize
 from webagent.batch.tasks import TaskSpec
-from webagent.errors import BrowserError
+from webagent.errors import BrowserError, BrowserTimeoutError
 from webagent.records import ModelCall, RoleUsage, RunResult, Step, Timings, Usage
 
 from .test_runner import lines_of, make_config_stub, wait_for
 
 Plan = str  # "ok", "crash", "crash_result", "crash_at_open", "error", "stall", "stubborn", "busy", "quiet", "hang",
-# "slow_close", "lost", "lost_close"
+# "slow_close", "lost", "lost_close", "infra_setup", "infra_result", "model_down"
+#: What a browser that did not answer setting the session up says (the issue's overloaded machine).
+SETUP_TIMEOUT = (
+    "cannot set up the navigation policy: installing the navigation guard: no answer from the browser within 30 s"
+)
+NO_SCREENSHOT = "the page gives no screenshot (none within 10 s, twice) at http://example.test/page?id=17"
 
 
 class FakeSession:
@@ -91,7 +96,14 @@ class FakeStream:
         self.session = FakeSession(crashed=plan.startswith("crash") or plan.startswith("lost"))
         self.agent.opened += 1
         try:
+            if plan == "infra_setup":  # the session opened; the browser did not answer setting it up
+                raise BrowserTimeoutError(SETUP_TIMEOUT)
             yield self._step(1)
+            if plan == "infra_result":  # the episode ended: no screenshot came, even after the page was reopened
+                self._end(False, "error", NO_SCREENSHOT, 1)
+                assert self.result is not None
+                self.result.infrastructure = True
+                return
             if plan in ("crash", "error"):
                 raise BrowserError("the browser is gone: Mouse.move: Target page, context or browser has been closed")
             if plan == "crash_result":
@@ -144,12 +156,13 @@ class FakeAgent:
 
     def __init__(self, plans: dict[str, list[Plan]]) -> None:
         self.plans = plans
+        self.config = make_config_stub()
         self.browsers = FakePool()
         self.opened = 0
         self.closed = 0
         self.played: dict[str, list[Plan]] = defaultdict(list)
 
-    def stream(self, url: str, goal: str, *, output_dir: Path) -> FakeStream:
+    def stream(self, url: str, goal: str, *, output_dir: Path, **options: Any) -> FakeStream:
         plan = self.plans[goal].pop(0)
         self.played[goal].append(plan)
         return FakeStream(self, plan, goal, Path(output_dir))

@@ -347,4 +347,4 @@ def test_summary_counts_crash_reruns_and_stalls() -> None:
     assert s["retried_after_crash"] == 3  # crash, both, legacy
     assert s["stalled"] == 3  # stall, both, stalled-twice
     text = render(s)
-    assert "errors / retried after crash / stalled" in text and "0 / 3 / 3" in text
+    assert "errors (infrastructure) / retried after crash / stalled" in text and "0 (0) / 3 / 3" in text

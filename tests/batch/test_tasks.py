@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webagent.batch.tasks import TaskSpec, load_references, load_tasks, reference_matches, run_dir_name
+from webagent.batch.tasks import TaskOptions, TaskSpec, load_references, load_tasks, reference_matches, run_dir_name
+from webagent.config import AgentSettings
 from webagent.errors import InputError
 
 from ..strategies import JSON_VALUES, MESSY_TEXT, PROPERTIES, json_objects_with
@@ -42,6 +43,38 @@ def test_our_format(tmp_path: Path) -> None:
         TaskSpec(id="b", url="https://example.com/x?y=1", goal="Do b", web_name="Example", reference=["42"]),
         TaskSpec(id="c", url="http://localhost:9000/p", goal="Do c", reference=["x", "7"]),
     ]
+
+
+def test_a_task_line_carries_its_run_options(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "tasks.jsonl",
+        task_line(
+            id="a", url="http://127.0.0.1:8000/", goal="g", max_steps=4, expect="the cart is empty", trace="always"
+        ),
+        json.dumps({"id": "m", "task": "miniwob/click-button", "seed": 3, "max_time_s": 20}),
+        task_line(id="plain", url="http://127.0.0.1:8000/", goal="g"),
+    )
+    a, m, plain = load_tasks(path)
+    assert a.options == TaskOptions(max_steps=4, expect="the cart is empty", trace="always")
+    assert a.options.settings(AgentSettings(max_steps=30)).max_steps == 4
+    assert m.benchmark == "miniwob/click-button" and m.options == TaskOptions(max_time_s=20)
+    assert plain.options == TaskOptions() and plain.options.settings(AgentSettings()) == AgentSettings()
+    assert TaskSpec.model_validate(a.model_dump(mode="json")) == a  # data: what a Ray actor receives
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ({"max_steps": 0}, "max_steps: Input should be greater than 0"),
+        ({"trace": "sometimes"}, "trace: Input should be 'off', 'on-failure' or 'always'"),
+        ({"expect": "x" * 20_001}, "expect: String should have at most 20000 characters"),
+    ],
+)
+def test_a_bad_option_names_its_line_and_key(tmp_path: Path, option: dict[str, Any], message: str) -> None:
+    path = write(tmp_path / "tasks.jsonl", GOOD, task_line(id="x", url="https://example.com", goal="g", **option))
+    with pytest.raises(InputError) as info:
+        load_tasks(path)
+    assert str(info.value).startswith(f"{path}:2: ") and message in str(info.value)
 
 
 def test_webvoyager_format(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from playwright.async_api import Browser
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from webagent.browser.faults import MAX_PAGE_CRASHES
 from webagent.browser.session import BrowserSession
@@ -115,6 +116,36 @@ async def test_a_redirect_loop_behind_a_link_is_a_reported_failure(
     await session.screenshot(FRAME)
     await session.go_back()  # the error page is a history entry like any other
     assert session.url == site.url + "/trouble/"
+
+
+async def test_a_navigation_that_fails_after_the_settle_cap_is_reported_at_the_next_observation(
+    make_session: SessionFactory, site: SiteServer
+) -> None:
+    # The slow loop fails ~2 s after the click, long after the 0.3 s cap: the action's observation
+    # says the page was still loading, and the failure is not lost but reported when it comes.
+    session = await make_session(settle_timeout_s=0.3)
+    await session.goto(site.url + "/trouble/")
+    failed = asyncio.ensure_future(session.page.wait_for_event("requestfailed", timeout=30_000))
+    await click(session, "slow redirect loop link")
+    assert session.drain_events() == ["The page was still loading after 0.3 s."]
+    await failed  # the session's own listener was registered first: it has run
+    assert session.drain_events() == [f"Opening {site.url}/trouble/slow-loop failed: net::ERR_TOO_MANY_REDIRECTS."]
+
+
+async def test_a_failed_navigation_is_not_also_reported_as_still_loading(
+    make_session: SessionFactory, site: SiteServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On a loaded machine the cap can run out after the failure is known, before the load of
+    # Chromium's error page is seen: the failure is the report, not "still loading" beside it.
+    session = await make_session(settle_timeout_s=10.0)
+    await session.goto(site.url + "/trouble/")
+
+    async def too_late(*args: Any, **kwargs: Any) -> None:
+        raise PlaywrightTimeoutError("Timeout 1ms exceeded.")
+
+    monkeypatch.setattr(session.page, "wait_for_load_state", too_late)
+    await click(session, "redirect loop link")
+    assert session.drain_events() == [f"Opening {site.url}/trouble/loop failed: net::ERR_TOO_MANY_REDIRECTS."]
 
 
 async def test_goto_a_redirect_loop_then_elsewhere(make_session: SessionFactory, site: SiteServer) -> None:

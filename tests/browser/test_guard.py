@@ -12,12 +12,14 @@ import gc
 import io
 import weakref
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
 from PIL import Image, ImageChops
-from playwright.async_api import Browser, BrowserContext
+from playwright.async_api import Browser, BrowserContext, Page, async_playwright
 
 from webagent.browser.guard import _GATES, NavigationGuard
+from webagent.browser.launcher import launch_browser
 from webagent.browser.session import BrowserSession
 from webagent.config import BrowserConfig
 from webagent.errors import ActionError, NavigationError
@@ -35,16 +37,26 @@ def _point(name: str) -> tuple[float, float]:
     return 140.0, 60.0 + 50.0 * SAFETY_ELEMENTS.index(name)
 
 
+@pytest.fixture(scope="module")
+async def playwright_only(launch_options: dict[str, Any]) -> AsyncIterator[Browser]:
+    """A Chromium without the direct DevTools connection: the guard works through Playwright
+    (routes, the driven page's own CDP session)."""
+    async with async_playwright() as playwright:
+        chromium = await launch_browser(playwright, BrowserConfig(direct_cdp=False), options=launch_options)
+        yield chromium
+        await chromium.close()
+
+
 @pytest.fixture
 async def open_session(browser: Browser, site: SiteServer) -> AsyncIterator[Callable[..., object]]:
     sessions: list[BrowserSession] = []
 
     async def factory(**policy: object) -> BrowserSession:
         config = BrowserConfig(settle_timeout_s=3.0)
-        built = NavigationPolicy.build(start_url=site.url, **policy)  # type: ignore[arg-type]
-        session = await BrowserSession.create(browser, config, block_service_workers=built.active)
+        guard = NavigationGuard(NavigationPolicy.build(start_url=site.url, **policy))  # type: ignore[arg-type]
+        session = await BrowserSession.create(browser, config, guard=guard)
         sessions.append(session)
-        await session.set_guard(NavigationGuard(built))
+        await session.set_guard(guard)
         return session
 
     yield factory
@@ -99,7 +111,9 @@ async def test_subresources_sockets_and_data_pages_are_refused_quietly(
     await asyncio.sleep(0.3)
     assert session.url == start and _blocked_host_hits(site) == []
     assert session.guard is not None
-    assert session.guard.blocked_requests == (0 if element == "data" else 1)  # Chromium refuses data: pages itself
+    # Chromium refuses data: pages itself; a WebSocket is refused by its network layer (the proxy net,
+    # WebSocket rules), out of the guard's sight and count
+    assert session.guard.blocked_requests == (1 if element == "image" else 0)
     assert session.drain_events() == []
 
 
@@ -142,10 +156,10 @@ async def test_goto_and_start_url_are_refused_before_any_request(
 
 async def test_private_addresses_are_blocked_for_a_public_start(browser: Browser, site: SiteServer) -> None:
     # As if the run had started on a public site: the local test server is then off limits.
-    policy = NavigationPolicy.build(start_url="https://example.com/")
-    session = await BrowserSession.create(browser, BrowserConfig(), block_service_workers=True)
+    guard = NavigationGuard(NavigationPolicy.build(start_url="https://example.com/"))
+    session = await BrowserSession.create(browser, BrowserConfig(), guard=guard)
     try:
-        await session.set_guard(NavigationGuard(policy))
+        await session.set_guard(guard)
         site.safety_hits.clear()
         with pytest.raises(NavigationError, match="private or local network address"):
             await session.goto(site.url + "/safety/", start=True)
@@ -213,15 +227,18 @@ async def test_a_secret_is_not_typed_where_no_field_has_the_focus(browser: Brows
             '<form action="{t}form" method="post"><button style="font-size:80px">x</button></form>',
             "Blocked a navigation to {t}form",
         ),
-        ('<a href="{t}popup" target="_blank" style="font-size:80px">x</a>', "Blocked a new tab that opened {t}popup"),
+        (
+            '<a href="{t}popup" target="_blank" style="font-size:80px">x</a>',
+            "Blocked a new tab that was to open {t}popup",
+        ),
         (
             '<button onclick="window.open(\'{t}open\')" style="font-size:80px">x</button>',
-            "Blocked a new tab that opened {t}open",
+            "Blocked a new tab that was to open {t}open",
         ),
         (
             "<button onclick=\"const f=document.createElement('iframe');f.src='{t}iframe';document.body.append(f)\" "
             'style="font-size:80px">x</button>',
-            "Blocked a navigation to {t}iframe",
+            "Blocked a frame on the page from loading {t}iframe",
         ),
     ],
 )
@@ -252,56 +269,56 @@ async def test_default_private_network_block_checks_navigations_without_routing(
         assert "is a private or local network address" in events
         assert not session.url.startswith(site.url)  # the agent never got there
         assert len(session.context.pages) == 1  # a refused tab is closed
-        if "new tab" not in event:  # navigation-only mode stops these before any request is made
-            assert site.safety_hits == []
+        assert site.safety_hits == []  # stopped before any request was made, a new tab's too
     finally:
         await session.close()
 
 
-async def test_an_uninstalled_guard_lets_websockets_through(browser: Browser, site: SiteServer) -> None:
-    """Playwright cannot remove a WebSocket route: a caller's context that outlives a run must not
-    keep filtering its WebSockets with the finished run's policy."""
-    context = await browser.new_context()
+async def _socket_reaches_other_host(page: Page, site: SiteServer) -> bool:
+    """Click the WebSocket button; whether the handshake reached the other host name."""
+    site.safety_hits.clear()
+    await page.click("#socket")
+    for _ in range(40):
+        if _blocked_host_hits(site):
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["devtools", "playwright"])
+async def test_an_uninstalled_guard_lets_websockets_through(
+    browser: Browser, playwright_only: Browser, site: SiteServer, direct: bool
+) -> None:
+    """A caller's context outlives its runs: it must not keep filtering with a finished run's policy,
+    and a later run's guard on it holds again (over the direct connection, or Playwright's routes)."""
+    context = await (browser if direct else playwright_only).new_context()
     try:
-        guard = NavigationGuard(NavigationPolicy.build(start_url=site.url, allowed=["127.0.0.1"]))
-        await guard.install(context)
         page = await context.new_page()
         await page.goto(site.url + "/safety/")
-        site.safety_hits.clear()
-        await page.click("#socket")
-        await asyncio.sleep(0.3)
-        assert _blocked_host_hits(site) == [] and guard.blocked_requests == 1
-        await guard.uninstall()
-        await page.click("#socket")
-        for _ in range(50):  # the socket's handshake reaches the server
-            if _blocked_host_hits(site):
-                break
-            await asyncio.sleep(0.05)
-        assert _blocked_host_hits(site) and guard.blocked_requests == 1
-        # A later run's guard on the same context is asked, the finished one is not; and the context
-        # keeps one WebSocket route however many guards came and went (Playwright cannot remove one).
-        later = NavigationGuard(NavigationPolicy.build(start_url=site.url, allowed=["127.0.0.1"]))
-        for _ in range(3):
-            await later.install(context)
-            await later.uninstall()
-        await later.install(context)
-        site.safety_hits.clear()
-        await page.click("#socket")
-        await asyncio.sleep(0.3)
-        assert _blocked_host_hits(site) == [] and later.blocked_requests == 1 and guard.blocked_requests == 1
-        assert len(context._impl_obj._web_socket_routes) == 1  # Playwright's own list of them
+        for _ in range(2):  # a run, then a later one on the same context
+            session = BrowserSession(page, BrowserConfig())
+            await session.set_guard(NavigationGuard(NavigationPolicy.build(start_url=site.url, allowed=["127.0.0.1"])))
+            assert not await _socket_reaches_other_host(page, site)
+            await session.close()
+            assert await _socket_reaches_other_host(page, site)
+        if not direct:  # one WebSocket route however many guards came and went (Playwright cannot remove one)
+            assert len(context._impl_obj._web_socket_routes) == 1  # Playwright's own list of them
     finally:
         await context.close()
 
 
-async def test_a_closed_guarded_context_is_not_kept_alive(browser: Browser, site: SiteServer) -> None:
-    # The context's WebSocket gate is held only as long as the context is (a guarded batch would
-    # otherwise keep every run's context, pages and session).
+@pytest.mark.parametrize("direct", [True, False], ids=["devtools", "playwright"])
+async def test_a_closed_guarded_context_is_not_kept_alive(
+    browser: Browser, playwright_only: Browser, site: SiteServer, direct: bool
+) -> None:
+    # What the guard keeps of a context (the WebSocket gate, the target watcher's entries) is held
+    # only as long as the context is (a guarded batch would otherwise keep every run's context).
     async def guarded_run() -> weakref.ref[BrowserContext]:
-        session = await BrowserSession.create(browser, BrowserConfig())
-        await session.set_guard(NavigationGuard(NavigationPolicy.build(start_url=site.url, allowed=["127.0.0.1"])))
+        guard = NavigationGuard(NavigationPolicy.build(start_url=site.url, allowed=["127.0.0.1"]))
+        session = await BrowserSession.create(browser if direct else playwright_only, BrowserConfig(), guard=guard)
+        await session.set_guard(guard)
         await session.goto(site.url + "/safety/")
-        assert session.context in _GATES
+        assert (session.context in _GATES) is not direct
         await session.close()
         return weakref.ref(session.context)
 
@@ -312,3 +329,26 @@ async def test_a_closed_guarded_context_is_not_kept_alive(browser: Browser, site
             break
         await asyncio.sleep(0.1)
     assert context() is None
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["devtools", "playwright"])
+async def test_a_driver_that_lets_go_of_a_guarded_page_leaves_its_guard_in_force(
+    browser: Browser, playwright_only: Browser, site: SiteServer, direct: bool
+) -> None:
+    """A pilot's driver (``Agent.page_driver``) on the page of a kept session sets and removes a guard
+    of its own: the session's guard must hold on after it (the MCP server's kept sessions)."""
+    policy = NavigationPolicy.build(start_url=site.url, allowed=["127.0.0.1"])
+    guard = NavigationGuard(policy)
+    session = await BrowserSession.create(browser if direct else playwright_only, BrowserConfig(), guard=guard)
+    try:
+        await session.set_guard(guard)
+        await session.goto(site.url + "/safety/", start=True)
+        driver = BrowserSession(session.page, BrowserConfig())
+        await driver.set_guard(NavigationGuard(policy))
+        await driver.close()
+        site.safety_hits.clear()
+        await session.click(*_point("direct"))
+        assert any("not in allowed_domains" in e for e in session.drain_events())
+        assert session.url == site.url + "/safety/" and _blocked_host_hits(site) == []
+    finally:
+        await session.close()

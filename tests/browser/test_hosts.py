@@ -100,9 +100,10 @@ async def test_every_spelling_chromium_connects_through_is_blocked(browser: Brow
         assert policy.check(url, navigation=False) is not None, host
 
     # Guarded: neither the agent's goto nor the page itself gets a request through.
-    session = await BrowserSession.create(browser, BrowserConfig(settle_timeout_s=3.0), block_service_workers=True)
+    guard = NavigationGuard(policy)
+    session = await BrowserSession.create(browser, BrowserConfig(settle_timeout_s=3.0), guard=guard)
     try:
-        await session.set_guard(NavigationGuard(policy))
+        await session.set_guard(guard)
         start = f"http://localhost:{site.port}/safety/"
         await session.goto(start, start=True)
         site.safety_hits.clear()

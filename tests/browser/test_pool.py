@@ -65,9 +65,9 @@ def launching(pool: BrowserPool, monkeypatch: pytest.MonkeyPatch, browsers: list
     """Replace the pool's launcher: it hands out ``browsers`` in order, then frozen ones; returns those launched."""
     launched: list[FakeBrowser] = []
 
-    async def launch() -> _Slot:
+    async def launch(*, hardened: bool = False) -> _Slot:
         launched.append(browsers[len(launched)] if len(launched) < len(browsers) else FakeBrowser(frozen=True))
-        return pool._watch(_Slot(launched[-1], owned=True))  # type: ignore[arg-type]
+        return pool._watch(_Slot(launched[-1], owned=True, hardened=hardened))  # type: ignore[arg-type]
 
     monkeypatch.setattr(pool, "_launch", launch)
     return launched

@@ -42,6 +42,7 @@ class FakeContextSession:
     def __init__(self, browser: FakeBrowser) -> None:
         self.browser = browser
         self.closed = False
+        self.browser_stuck = False
 
     async def close(self) -> None:
         self.closed = True
@@ -68,7 +69,7 @@ class FakeLauncher:
         monkeypatch.setattr("webagent.browser.pool.open_browser", self.open_browser)
         monkeypatch.setattr("webagent.browser.pool.BrowserSession.create", self.create)
 
-    async def open_browser(self, playwright: Any, config: BrowserConfig) -> FakeBrowser:
+    async def open_browser(self, playwright: Any, config: BrowserConfig, **_: Any) -> FakeBrowser:
         if self.fail_launches:
             self.fail_launches -= 1
             raise BrowserError("cannot launch Chromium: Failed to launch the browser process")

@@ -152,6 +152,12 @@ def test_batch_success(fast: FakeModelServer, site: SiteServer, tmp_path: Path) 
     assert json.loads(proc.stdout) == summary  # --json: summary.json on stdout, nothing else
     assert "validated success (pass@1)" in proc.stderr and "100.0%" in proc.stderr
     assert "batch: 5/5 done" in proc.stderr  # the progress line (not a terminal: plain lines)
+    # Before the first progress line (the first step's end), what it is doing.
+    progress = [line for line in proc.stderr.splitlines() if line.startswith("batch:")]
+    assert progress[:2] == [
+        "batch: 5 tasks to run (0 done before): launching the browser...",
+        "batch: runs started: opening their pages, then asking the models (a progress line as steps end)",
+    ]
     assert "Traceback" not in proc.stderr
     for r in rows:
         assert (out / r["attempt_records"][0]["output_dir"] / "report.html").exists()
@@ -320,8 +326,9 @@ def test_a_browser_that_cannot_launch_is_one_usage_error(
     bad.chmod(0o755)
     proc = webagent_batch(tasks, tmp_path / "out", fast, "--executable-path", str(bad))
     assert proc.returncode == 2, proc.stderr
-    err = proc.stderr.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("webagent: error:"), proc.stderr
+    *before, error = proc.stderr.strip().splitlines()
+    assert error.startswith("webagent: error:") and "Traceback" not in proc.stderr, proc.stderr
+    assert before == ["batch: 5 tasks to run (0 done before): launching the browser..."]  # what failed, no more
     assert result_lines(tmp_path / "out") == []  # no task was run, so none is recorded as failed
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from webagent.testing.offline import PROFILE_MODELS
+from webagent.testing.offline import FAMILY_MODELS, PROFILE_MODELS
 from webagent.testing.server import FakeModelServer
 from webagent.testing.sites import SiteServer
 
@@ -68,7 +68,49 @@ def test_run_success_json_and_run_directory(
     assert set(result["usage"]) == {"policy", "localizer", "validator"}
     assert json.loads((out / "result.json").read_text()) == result
     assert "[1/" in proc.stderr and "PASS" in proc.stderr  # the live step display
+    # Before the first step is done, what it is doing (seconds of silence otherwise).
+    lines = proc.stderr.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("[1/"))
+    assert lines[:first] == [
+        f"webagent {task['url']}",
+        f"goal: {task['goal']} (localizer holo1.5)",
+        "launching the browser...",
+        f"opening {task['url']}...",
+        f"step 1: taking a screenshot and asking the policy model ({PROFILE_MODELS['holo1.5']} at "
+        f"{fake.base_url('policy')})...",
+    ]
     assert len((out / "trajectory.jsonl").read_text().splitlines()) == 3
+
+
+def test_run_with_a_holo3_1_policy_as_the_readme_says(
+    fake: FakeModelServer, site: SiteServer, local_tasks: dict[str, Any], tmp_path: Path
+) -> None:
+    """The README's command for a Holo3.1 server: one base URL and model for every role, the
+    policy's family and the validator's; the policy grounds its clicks (no localizer is asked)."""
+    task = local_tasks["catalog-price"]
+    model = FAMILY_MODELS["holo3.1"]
+    fake.reset()
+    proc = webagent(
+        "run", "--url", task["url"], "--goal", task["goal"], "--json", "--output", str(tmp_path / "run"),
+        "--base-url", f"{fake.url}/v1", "--model", model, "--api-key", "offline",
+        "--policy-family", "holo3.1", "--validator-family", "holo3.1",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["success"] is True and result["grounding"] == "policy"
+    assert result["usage"]["localizer"]["calls"] == 0 and result["usage"]["policy"]["calls"] == 3
+    assert "policy grounds its clicks" in proc.stderr
+    policy = [r for r in fake.requests if r.role == "policy"]
+    assert policy and all(r.extra["chat_template_kwargs"] == {"enable_thinking": True} for r in policy)
+    # --policy-output tools: the same run in native tool calls.
+    fake.reset()
+    proc = webagent(
+        "run", "--url", task["url"], "--goal", task["goal"], "--json",
+        "--base-url", f"{fake.url}/v1", "--model", model, "--api-key", "offline",
+        "--policy-family", "holo3.1", "--policy-output", "tools",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert all("tools" in r.extra for r in fake.requests if r.role == "policy")
 
 
 def test_run_not_accomplished_exits_1(fake: FakeModelServer, site: SiteServer, tmp_path: Path) -> None:
@@ -93,6 +135,22 @@ def test_run_not_accomplished_exits_1(fake: FakeModelServer, site: SiteServer, t
     assert result["success"] is False and result["attempts"] == 1 and result["answer"] == "NO SCRIPTED ACTION"
 
 
+def test_max_steps_is_the_number_of_steps_everywhere(
+    fake: FakeModelServer, local_tasks: dict[str, Any], tmp_path: Path
+) -> None:
+    task = local_tasks["catalog-price"]  # three steps to its answer: two are not enough
+    out = tmp_path / "run"
+    args = ["--url", task["url"], "--goal", task["goal"], "--max-steps", "2", "--output", str(out), "--json"]
+    proc = webagent("run", *args, *role_flags(fake))
+    result = json.loads(proc.stdout)
+    assert proc.returncode == 1 and result["stop_reason"] == "max_steps", proc.stderr
+    assert result["steps"] == 2 and result["message"].startswith("stopped after 2 steps;")
+    assert len((out / "trajectory.jsonl").read_text().splitlines()) == 2
+    lines = proc.stderr.splitlines()
+    assert [line.split("]")[0] + "]" for line in lines if line.startswith("[")] == ["[1/2]", "[2/2 final]"]
+    assert "(2 steps, " in lines[-2] and "stopped after 2 steps" in lines[-2], lines
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -102,16 +160,23 @@ def test_run_not_accomplished_exits_1(fake: FakeModelServer, site: SiteServer, t
         (["--url", DEAD, "--goal", "x"], f"cannot open {DEAD}: net::ERR_CONNECTION_REFUSED"),
         (["--url", "http://no-such-host.invalid/", "--goal", "x"], "net::ERR_NAME_NOT_RESOLVED"),
         (["--url", "http://example.com[", "--goal", "x"], "invalid URL 'http://example.com['"),
-        (["--url", DEAD, "--goal", "x", "--localizer-profile", "holo3"], "invalid choice"),
+        (["--url", DEAD, "--goal", "x", "--localizer-profile", "holotron"], "invalid choice"),
         (["--goal", "x"], "the following arguments are required: --url"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(fake: FakeModelServer, args: list[str], message: str, tmp_path: Path) -> None:
     proc = webagent("run", *args, "--output", str(tmp_path / "out"), *role_flags(fake))
     assert proc.returncode == 2, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert message in lines[0] and "Traceback" not in proc.stderr
+    *before, error = proc.stderr.strip().splitlines()
+    assert message in error and error.startswith("webagent: error:") and "Traceback" not in proc.stderr
+    if before:  # a start page that cannot be opened: what the run was doing when it failed, no more
+        url = args[args.index("--url") + 1]
+        assert before == [
+            f"webagent {url}",
+            "goal: x (localizer holo1.5)",
+            "launching the browser...",
+            f"opening {url}...",
+        ]
     assert not (tmp_path / "out").exists()  # nothing written half-way
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from playwright.async_api import Browser
 
-from webagent import Agent, InputError, Step
+from webagent import Agent, InputError, Phase, Step
 from webagent.testing.server import FakeModelServer
 
 from ..conftest import ServerFactory, load_task_script, make_config
@@ -33,6 +33,22 @@ async def test_stream_yields_typed_steps_and_sets_result(
     assert stream.result is not None and stream.result.success
     assert [s.index for s in steps] == [1, 2, 3]
     assert browser.is_connected()  # a browser passed in is not closed by the agent
+
+
+async def test_events_say_what_a_run_does_before_its_first_step(
+    model_server: ServerFactory, local_tasks: dict[str, Any]
+) -> None:
+    task = local_tasks["catalog-price"]
+    async with model_server(load_task_script("catalog-price")) as server, Agent(make_config(server)) as agent:
+        for launch in (["launch"], []):  # the second run finds the browser up
+            stream = agent.stream(task["url"], task["goal"])
+            events = [event async for event in stream.events()]
+            phases = [e for e in events if isinstance(e, Phase)]
+            assert [p.name for p in phases] == [*launch, "open", "step"]
+            assert all(p.url == task["url"] for p in phases)
+            assert events[: len(phases)] == phases  # all before the first step
+            assert [e.index for e in events if isinstance(e, Step)] == [1, 2, 3]
+            assert stream.result is not None and stream.result.success
 
 
 async def test_a_stream_closed_early_has_its_result_and_files_at_once(

@@ -90,6 +90,14 @@ async def test_suite_verdicts_junit_report_and_traces(
     lines = stdout.splitlines()
     assert lines[0].startswith("PASS  blue widget") and lines[1].startswith("FAIL  red gadget first answer")
     assert "Include the currency symbol" in lines[1] and "1/2 checks passed" in lines[2]
+    # Progress on stderr, as "test:" lines: what it does before the first step ends, then counts.
+    progress = [line for line in stderr.splitlines() if line.startswith(("test:", "batch:"))]
+    assert progress[:2] == [
+        "test: 2 checks to run (0 done before): launching the browser...",
+        "test: runs started: opening their pages, then asking the models (a progress line as steps end)",
+    ]
+    assert len(progress) > 2 and all(line.startswith("test: ") for line in progress)
+    assert "/2 done" in progress[2]
 
     validator_texts = [r.text for r in fake.requests if r.role == "validator"]
     assert any("the Blue Widget product page is shown" in t for t in validator_texts)  # expect reached it

@@ -11,8 +11,9 @@ import pytest
 from playwright.async_api import Browser
 
 from webagent import Agent, RunResult, Step
-from webagent.families import Family
+from webagent.families import DEFAULT_PROFILE, FAMILIES, PROFILES
 from webagent.runs.trajectory import read_trajectory
+from webagent.testing.offline import offline_config
 from webagent.testing.sites import SiteServer
 
 from ..conftest import ServerFactory, load_task_script, make_config
@@ -169,7 +170,7 @@ async def test_a_holotron_policy_asks_for_its_tile_limit_on_the_localizer_s_scre
     ("profile", "family"), [("holo1", None), ("holo1.5", None), ("holo2", None), ("holo1.5", "holotron")]
 )
 async def test_the_local_tasks_pass_under_every_profile_and_policy_family(
-    browser: Browser, model_server: ServerFactory, local_tasks: dict[str, Any], profile: str, family: Family | None
+    browser: Browser, model_server: ServerFactory, local_tasks: dict[str, Any], profile: str, family: str | None
 ) -> None:
     """Every bundled task, concurrently on one Agent, with each localizer profile (the policy's
     screenshots sized by its family: the profile's own, or Holotron's tile-sized ones)."""
@@ -183,6 +184,82 @@ async def test_the_local_tasks_pass_under_every_profile_and_policy_family(
             await agent.aclose()
     outcomes = {task: (r.success, r.stop_reason, r.message) for task, r in zip(local_tasks, results, strict=True)}
     assert all(ok and reason == "answered" for ok, reason, _ in outcomes.values()), outcomes
+
+
+def _contracts() -> list[tuple[str, str, str]]:
+    """(family, grounding, output) for every family, each grounding mode it has and each output."""
+    return [
+        (name, grounding, output)
+        for name, family in FAMILIES.items()
+        for grounding in ("policy", "localizer")
+        if grounding == "localizer" or family.policy.point is not None
+        for output in family.policy.outputs
+    ]
+
+
+async def _collect(stream: Any) -> list[Step]:
+    return [step async for step in stream]
+
+
+@pytest.mark.parametrize(("family", "grounding", "output"), _contracts())
+async def test_the_local_tasks_pass_under_every_family_in_both_grounding_modes(
+    browser: Browser,
+    model_server: ServerFactory,
+    local_tasks: dict[str, Any],
+    family: str,
+    grounding: str,
+    output: str,
+) -> None:
+    """Every bundled task, concurrently on one Agent, with each family's policy speaking its own
+    contract (reply shape, output, coordinates, reasoning switches, context mode), its clicks placed
+    by itself or by a localizer (the family's own profile, else the default one), and its answers
+    judged where the family says when the validator is the policy's model on its server (in the
+    policy's conversation for H's agent-loop families)."""
+    profile = family if family in PROFILES else DEFAULT_PROFILE
+    async with model_server(load_task_script("local")) as server:
+        config = offline_config(server.url, profile, family=family, grounding=grounding)
+        config.policy.output = output  # type: ignore[assignment]
+        config.policy.base_url = config.validator.base_url = f"{server.url}/v1"  # one model, one server
+        for role in ("policy", "localizer", "validator"):
+            config.role(role).timeout_s = 5.0
+        agent = Agent(config, browser=browser)
+        try:
+            streams = [agent.stream(t["url"], t["goal"]) for t in local_tasks.values()]
+            runs = await asyncio.gather(*(_collect(stream) for stream in streams))
+        finally:
+            await agent.aclose()
+    results = [stream.result for stream in streams]
+    outcomes = {
+        task: (r and r.success, r and r.stop_reason, r and r.message)
+        for task, r in zip(local_tasks, results, strict=True)
+    }
+    assert all(ok and reason == "answered" for ok, reason, _ in outcomes.values()), outcomes
+    assert all(r is not None and r.grounding == grounding for r in results)
+    steps = [step for run in runs for step in run]
+    clicks = [
+        s
+        for s in steps
+        if s.action is not None and s.action.action in ("click_element", "write_element", "select_option")
+    ]
+    assert clicks and all(s.grounding == grounding and s.point is not None for s in clicks)
+    localizer = [r for r in server.requests if r.role == "localizer"]
+    policy = [r for r in server.requests if r.role == "policy"]
+    if grounding == "policy":  # one request per click step: the policy's, no localizer
+        assert localizer == [] and all(len([c for c in s.calls if c.role == "policy"]) == 1 for s in clicks)
+    else:
+        assert len(localizer) >= len(clicks)
+    # Each policy request spoke the family's contract.
+    fields = FAMILIES[family].request_fields("agent", config.policy.max_num_tiles) or {}
+    assert all(all(r.extra.get(k) == v for k, v in fields.items()) for r in policy)
+    assert all(("tools" in r.extra) == (output == "tools") for r in policy)
+    # Each answer judged in the policy's conversation (its screenshots, no new ones) or on its own.
+    judged = [r for r in server.requests if r.role == "validator"]
+    assert len(judged) >= len(local_tasks)
+    if FAMILIES[family].policy.validator == "conversation":
+        systems = {r.system for r in policy}
+        assert all(r.messages_count > 2 and r.system in systems and "Candidate answer:" in r.turn for r in judged)
+    else:
+        assert all(r.messages_count == 2 and 1 <= r.n_images <= config.agent.validator_screenshots for r in judged)
 
 
 PRESS_GOAL = "Type Ada into the name field, then scroll down three times and answer done"

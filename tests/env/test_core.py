@@ -13,6 +13,8 @@ from pydantic import SecretStr
 
 from webagent import Agent, ConfigError, InputError, WebEnv
 from webagent.env import shared_agent
+from webagent.families import DEFAULT_PROFILE
+from webagent.testing.offline import offline_config
 from webagent.testing.server import FakeModelServer
 from webagent.training.export import ExportOptions, RunRef, export_sft
 
@@ -141,7 +143,7 @@ async def test_unusable_actions_and_the_final_step(
 ) -> None:
     async with (
         model_server(load_task_script("catalog-price")) as server,
-        agent_for(server, browser, max_steps=2) as agent,
+        agent_for(server, browser, max_steps=3) as agent,
         WebEnv(agent=agent) as env,
     ):
         await env.reset(local_tasks["catalog-price"])
@@ -162,7 +164,7 @@ async def test_an_accepted_answer_at_the_final_step_is_rewarded(
 ) -> None:
     async with (
         model_server(load_task_script("catalog-price")) as server,
-        agent_for(server, browser, max_steps=2) as agent,
+        agent_for(server, browser, max_steps=3) as agent,
         WebEnv(agent=agent) as env,
     ):
         await env.reset(local_tasks["catalog-price"])
@@ -251,3 +253,37 @@ async def test_the_run_budget_ends_an_episode(
     # A spent budget is no verdict: the episode is truncated with its cause, and its 0.0 means nothing.
     assert truncated and not done and reward == 0.0 and info["result"].stop_reason == "budget"
     assert info["truncated_by"] == "budget" and "budget of 1 model calls is spent" in info["failure"]
+
+
+async def test_a_grounded_reply_and_a_tool_call_are_steps_without_a_localizer(
+    browser: Browser, model_server: ServerFactory, local_tasks: dict[str, Any]
+) -> None:
+    """With a policy that grounds its clicks (Holo3.1), step() takes the reply as the model writes it:
+    H's JSON with its point in [0, 1000], or a native tool call; no localizer is asked."""
+    async with model_server(load_task_script("catalog-price")) as server:
+        config = offline_config(server.url, DEFAULT_PROFILE, family="holo3.1", grounding="policy")
+        config.localizer.base_url = None  # not needed: the policy places its clicks
+        # The validator is the policy's model on its server: an in-process policy's answer would be
+        # judged in its conversation; the caller's is judged on its own (the reward is not its say).
+        config.policy.base_url = config.validator.base_url = f"{server.url}/v1"
+        assert config.validator_context() == "conversation"
+        async with Agent(config, browser=browser) as agent, WebEnv(agent=agent) as env:
+            obs, _ = await env.reset(local_tasks["catalog-price"])
+            assert (obs.screenshot.frame.image_width, obs.screenshot.frame.image_height) == (1280, 800)
+            write = {"tool_name": "write", "element": "search box", "content": "blue widget", "press_enter": True}
+            obs, _, done, _, info = await env.step(
+                {"note": None, "thought": "search", "tool_call": {**write, "x": 437, "y": 160}}
+            )
+            assert info["error"] is None and info["step"].point.viewport == pytest.approx((559.4, 128.0), abs=1)
+            arguments = {"note": "", "element": "first search result", "x": 508, "y": 302}
+            obs, _, done, _, info = await env.step(
+                {"id": "call_9", "type": "function", "function": {"name": "click", "arguments": json.dumps(arguments)}}
+            )
+            assert info["error"] is None and "/catalog/product/blue-widget" in obs.url
+            assert any(m.get("tool_calls") for m in obs.messages)  # the conversation keeps the call
+            obs, reward, done, _, info = await env.step(
+                {"name": "answer", "arguments": {"note": "", "content": "$12.50"}}
+            )
+    assert (reward, done) == (1.0, True) and info["result"].grounding == "policy"
+    assert [r.role for r in server.requests] == ["validator"]
+    assert server.requests[0].messages_count == 2 and info["step"].context.validator_context == "separate"

@@ -12,16 +12,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from webagent.config import AgentSettings, LocalizerConfig, RoleConfig
 from webagent.errors import ModelReplyError
 from webagent.images import Screenshot
 from webagent.loop import Episode, Roles
-from webagent.model.client import ModelClient
+from webagent.model.client import ModelClient, Reply
 from webagent.model.parsing import ReplyParseError
-from webagent.records import ModelCall, RunResult, Step, Verdict
-from webagent.roles.context import NO_REPLY, PolicyContext
+from webagent.records import ModelCall, PolicyState, RunResult, Step, ToolCall, Verdict
 from webagent.roles.localizer import Localizer
-from webagent.roles.policy import Policy, PolicyState, policy_messages
+from webagent.roles.policy import Policy, PolicyImages
+from webagent.roles.prompting import NO_REPLY, AppendPrompt, PromptOptions
 from webagent.roles.validator import Validator
 from webagent.runs.trajectory import RunFiles
 from webagent.training.export import ExportOptions, RunRef, export_sft
@@ -49,12 +51,16 @@ class ScriptedClient:
     def __init__(self, replies: Sequence[str | tuple[str, ...]]) -> None:
         self.replies = list(replies)
         self.requests: list[list[dict[str, Any]]] = []
+        self.bodies: list[dict[str, Any]] = []
 
-    async def call(self, messages: Sequence[Any], parse: Callable[[str], Any], **_: Any) -> tuple[Any, ModelCall]:
+    async def call(self, messages: Sequence[Any], parse: Callable[[Any], Any], **options: Any) -> tuple[Any, ModelCall]:
         self.requests.append(list(messages))
+        self.bodies.append(options.get("extra_body") or {})
         item = self.replies.pop(0)
-        raws = list(item) if isinstance(item, tuple) else [item]
-        record = ModelCall(role="policy", model=self.model, raw=raws)
+        raws = [r if isinstance(r, Reply) else Reply(r) for r in (list(item) if isinstance(item, tuple) else [item])]
+        record = ModelCall(
+            role="policy", model=self.model, raw=[str(r) for r in raws], tool_calls=list(raws[-1].tool_calls)
+        )
         try:
             return parse(raws[-1]), record
         except ReplyParseError as exc:
@@ -68,10 +74,10 @@ async def _judge(answer: str, url: str, images: list[Screenshot]) -> tuple[Verdi
     return Verdict(success="42" in answer, feedback="Wrong, look again."), None
 
 
-def _episode(client: ScriptedClient, page: FakePage, **settings: Any) -> Episode:
+def _episode(client: ScriptedClient, page: FakePage, policy: Policy | None = None, **settings: Any) -> Episode:
     unused = ModelClient("localizer", RoleConfig(base_url="http://127.0.0.1:9/v1", model="m"))
     roles = Roles(
-        policy=Policy(client),  # type: ignore[arg-type]
+        policy=policy or Policy(client),  # type: ignore[arg-type]
         localizer=Localizer(unused, LocalizerConfig()),
         validator=Validator(unused),
     )
@@ -173,8 +179,8 @@ async def test_rejected_answer_feedback_is_told_once() -> None:
 
 async def test_the_final_step_asks_for_the_answer_in_a_turn() -> None:
     client = ScriptedClient([_reply(1), _reply(2, ANSWER)])
-    _, steps = await _run(client, max_steps=1)
-    assert steps[-1].kind == "final"
+    _, steps = await _run(client, max_steps=2)
+    assert [s.kind for s in steps] == ["action", "final"]
     assert "FINAL STEP" in _texts(client.requests[1][-1])[0]
     assert "FINAL STEP" not in _texts(client.requests[1][1])[0]
 
@@ -206,8 +212,8 @@ async def test_env_observation_is_the_request_the_agent_would_send() -> None:
 
 
 async def _decide(episode: Episode, step: Step, state: PolicyState) -> None:
-    reply, call = await episode.roles.policy.decide(state, episode.screenshots, messages=episode.policy_messages(state))
-    await episode.apply(step, reply, raw=call.raw[-1])
+    decision, call = await episode.roles.policy.decide(episode.policy_messages(state), episode.screenshots[-1].frame)
+    await episode.apply(step, decision.reply, raw=call.raw[-1])
 
 
 # --------------------------------------------------------------------------- the builder
@@ -218,8 +224,9 @@ def test_context_builder_prefix_and_forced_epochs() -> None:
 
     frame = frame_for(1280, 800, None)
     shots = [Screenshot(_tiny(look), "image/png", frame) for look in range(3)]
-    context = PolicyContext(epoch_steps=2, secrets=["PASSWORD"], restrictions="only example.com")
-    state = PolicyState(goal=GOAL, url="http://a/", step=1, max_steps=5, notes=["n"], recent=[])
+    policy = Policy(ScriptedClient([]), secret_names=["PASSWORD"], restrictions="only example.com")  # type: ignore[arg-type]
+    context = AppendPrompt(policy.speaker, PromptOptions(epoch_steps=2))
+    state = policy.state(goal=GOAL, url="http://a/", step=1, max_steps=5, notes=["n"], recent=[])
     first = context.observe(state, shots[0])
     assert "Secrets you can type" in _texts(first[1])[0] and "only example.com" in _texts(first[1])[0]
     context.reply("r1")
@@ -232,7 +239,7 @@ def test_context_builder_prefix_and_forced_epochs() -> None:
     assert [m["role"] for m in fourth] == ["system", "user", "assistant", "user"]
     assert fourth[2]["content"] == NO_REPLY
     # The window builder is untouched by the append one.
-    assert policy_messages(state, shots)[0] == first[0]
+    assert policy.messages(state, shots)[0] == first[0]
 
 
 def _tiny(look: int) -> str:
@@ -244,13 +251,22 @@ def _tiny(look: int) -> str:
 # --------------------------------------------------------------------------- export
 
 
-async def test_export_rebuilds_the_append_requests_exactly(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"context": "append"},
+        {"context": "history", "history_screenshots": 2, "history_pruning": "epoch"},
+        {"context": "history", "history_screenshots": 2, "history_pruning": "step"},
+        {"context": "window", "screenshots_in_context": 2},
+    ],
+)
+async def test_export_rebuilds_each_context_s_requests_exactly(tmp_path: Path, settings: dict[str, Any]) -> None:
     wrong = {"action": "answer", "content": "41"}
     replies = [_reply(1), ("bad", "worse"), _reply(3, wrong), _reply(4), _reply(5, ANSWER)]
     client = ScriptedClient(replies)
     page = FakePage()
     page.changing = True
-    episode = _episode(client, page)
+    episode = _episode(client, page, **settings)
     run = tmp_path / "run"
     files = RunFiles(run)
     async for step in episode.steps():
@@ -286,3 +302,51 @@ def _digested_request(messages: list[dict[str, Any]]) -> list[Any]:
         images = [hashlib.sha256(base64.b64decode(str(u).partition(",")[2])).hexdigest() for u in _images(m)]
         out.append((m["role"], _texts(m), images))
     return out
+
+
+def _tool(i: int, name: str, **arguments: Any) -> Reply:
+    call = ToolCall(id=f"call_{i}", name=name, arguments=json.dumps({"note": f"fact {i}", **arguments}))
+    return Reply(f"thinking {i}", (call,))
+
+
+async def test_a_grounded_tool_calling_policy_in_the_history_context_is_exported_exactly(tmp_path: Path) -> None:
+    """Holo3.1 in native tool calls, grounding its own clicks: one request per step (no localizer),
+    each tool call answered by its outcome before the next observation; the SFT records hold the
+    exact messages, the tools offered and the calls made."""
+    replies: list[Any] = [
+        _tool(1, "click", element="the button", x=500, y=500),
+        _tool(2, "click", element="off the page", x=1200, y=500),  # outside the screenshot: told, not clicked
+        (Reply("no tool"), _tool(3, "scroll", direction="down")),  # repaired
+        _tool(4, "answer", content="42"),
+    ]
+    client = ScriptedClient(replies)
+    policy = Policy(client, images=PolicyImages("holo3.1"), output="tools")  # type: ignore[arg-type]
+    page = FakePage()
+    page.changing = True
+    episode = _episode(client, page, policy, context="history", history_screenshots=2, grounding="policy")
+    run = tmp_path / "run"
+    files = RunFiles(run)
+    steps = []
+    async for step in episode.steps():
+        files.step(step)
+        steps.append(step)
+    files.finish(episode.result)
+    assert episode.result is not None and episode.result.success and episode.result.grounding == "policy"
+    assert [c for c in page.calls if c[0] == "click"] == [("click", 640, 400)]  # its 0-1000 point on 1280x800
+    assert steps[1].error is not None and "outside the 1280x800 screenshot" in steps[1].error
+    assert all(s.grounding == "policy" and all(c.role == "policy" for c in s.calls) for s in steps)
+    second = client.requests[1]
+    assert second[2]["tool_calls"][0]["id"] == "call_1"
+    assert second[3] == {"role": "tool", "tool_call_id": "call_1", "content": steps[1].context.policy.outcome}  # type: ignore[union-attr]
+    assert "Previous action" not in _texts(second[4])[0]  # told by the tool result
+    assert client.bodies[0]["tool_choice"] == "required" and "reasoning_effort" in client.bodies[0]
+    output = tmp_path / "export"
+    export_sft([RunRef(run, "t")], output, ExportOptions(roles=frozenset({"policy"}), include_failed=True))
+    records = [json.loads(line) for line in (output / "data.jsonl").read_text().splitlines()]
+    assert len(records) == len(client.requests) == 4  # one per step (a repair is part of its call)
+    assert records[2]["metadata"]["repaired"] is True
+    for record, request in zip(records, client.requests, strict=True):
+        assert _digested(record["messages"], output) == _digested_request(request)
+        assert [m.get("tool_calls") for m in record["messages"]] == [m.get("tool_calls") for m in request]
+        assert record["tools"] == client.bodies[0]["tools"]
+    assert record["target_tool_calls"][0]["function"]["name"] == "answer"

@@ -13,7 +13,7 @@ from pydantic import SecretStr
 
 from webagent import Agent
 from webagent.config import AgentConfig
-from webagent.errors import ActionError
+from webagent.errors import ActionError, BrowserError, BrowserTimeoutError
 from webagent.images import Frame, Screenshot
 from webagent.loop import Episode
 from webagent.records import RunResult, Step
@@ -179,7 +179,7 @@ async def test_prompt_does_not_grow_with_steps(model_server: ServerFactory, cont
         }
     ]
     async with model_server(script(policy)) as server:
-        config = make_config(server, max_steps=30, max_attempts=1, context=context)
+        config = make_config(server, max_steps=31, max_attempts=1, context=context)  # 30 actions, then the final
         result, steps = await run_episode(config, FakePage())
         policy_requests = [r for r in server.requests if r.role == "policy"]
     assert result.stop_reason == "max_steps"
@@ -203,8 +203,10 @@ async def test_out_of_steps_asks_once_for_a_validated_final_answer(model_server:
         result, steps = await run_episode(make_config(server, max_steps=4), FakePage())
         finals = [r for r in server.requests if r.role == "policy" and "FINAL STEP" in r.turn]
     assert len(finals) == 1
-    assert [s.kind for s in steps] == ["action"] * 4 + ["final"]
-    assert result.stop_reason == "max_steps"
+    # max_steps counts every step, the final one too: the numbers agree everywhere.
+    assert [s.kind for s in steps] == ["action"] * 3 + ["final"]
+    assert result.steps == 4 and "Step: 4 of 4" in finals[0].turn
+    assert result.stop_reason == "max_steps" and result.message.startswith("stopped after 4 steps;")
     assert result.success is True  # validated, not merely claimed
     assert result.attempts == 1 and steps[-1].verdict is not None
 
@@ -338,8 +340,40 @@ async def test_unreachable_model_ends_the_run_with_error() -> None:
     result, steps = await run_episode(config, FakePage())
     assert result.stop_reason == "error"
     assert "policy model at http://127.0.0.1:9/v1 could not be reached" in result.message
+    assert result.infrastructure  # a model server that kept failing is not the task's fault
     assert result.usage.policy.failures == 1 and result.usage.policy.retries == 1
     assert len(steps) == 1
+
+
+class FailingPage(FakePage):
+    """A page whose second screenshot fails with ``error``."""
+
+    def __init__(self, error: BrowserError) -> None:
+        super().__init__()
+        self.error = error
+
+    async def screenshot(self, frame: Frame) -> Screenshot:
+        if self.shots == 1:
+            raise self.error
+        return await super().screenshot(frame)
+
+
+@pytest.mark.parametrize(
+    ("error", "infrastructure"),
+    [
+        (BrowserTimeoutError("the page gives no screenshot (none within 10 s, twice) at http://x/"), True),
+        (BrowserError("the browser is gone: Target page, context or browser has been closed"), False),
+    ],
+)
+async def test_a_run_ended_by_the_infrastructure_says_so(
+    model_server: ServerFactory, error: BrowserError, infrastructure: bool
+) -> None:
+    policy = [{"action": {"action": "scroll", "direction": "down"}}]
+    async with model_server(script(policy)) as server:
+        result, steps = await run_episode(make_config(server), FailingPage(error))
+    assert result.stop_reason == "error" and result.message == str(error)
+    assert result.infrastructure is infrastructure
+    assert len(steps) == 2
 
 
 async def test_server_errors_are_retried(model_server: ServerFactory) -> None:
@@ -378,10 +412,14 @@ async def test_an_action_that_changes_nothing_is_told_and_recorded(model_server:
     assert "Your last action (scroll down) changed nothing visible" in texts[2]
     assert UNCHANGED not in texts[2] and "WARNING" not in texts[2]
     assert [(s.unchanged, s.repeated) for s in steps] == [(False, 0), (True, 1), (True, 1)]
-    assert steps[1].context is not None and steps[1].context.progress == line
+    assert (
+        steps[1].context is not None
+        and steps[1].context.policy is not None
+        and steps[1].context.policy.progress == line
+    )
     # Recorded in the trajectory record.
     record = steps[1].model_dump(mode="json")
-    assert record["unchanged"] is True and record["repeated"] == 1 and record["context"]["progress"] == line
+    assert record["unchanged"] is True and record["repeated"] == 1 and record["context"]["policy"]["progress"] == line
 
 
 @pytest.mark.parametrize("after", [2, 3])
@@ -416,7 +454,9 @@ async def test_a_page_that_changes_gives_no_signal(model_server: ServerFactory) 
     assert result.success and len(texts) == 5
     assert not any("changed nothing" in t or "WARNING" in t for t in texts)
     assert not any(s.unchanged or s.repeated for s in steps)
-    assert all(s.context is not None and s.context.progress is None for s in steps)
+    assert all(
+        s.context is not None and s.context.policy is not None and s.context.policy.progress is None for s in steps
+    )
 
 
 async def test_a_wait_on_an_unchanged_page_is_told_but_no_repeat(model_server: ServerFactory) -> None:

@@ -75,7 +75,11 @@ async def test_an_upload_gives_the_allowed_files_path_only(model_server: ServerF
     assert "not a path" in (steps[0].error or "") and "not a path" in (steps[1].error or "")
     assert "not a file you may upload" in (steps[2].error or "")
     assert steps[3].outcome == "ok, gave the file 'cv.pdf' to the page"
-    assert steps[0].context is not None and steps[0].context.uploads == ["cv.pdf"]  # the link out is not offered
+    assert (
+        steps[0].context is not None
+        and steps[0].context.policy is not None
+        and steps[0].context.policy.uploads == ["cv.pdf"]
+    )  # the link out is not offered
 
 
 def test_no_upload_without_an_allow_list() -> None:

@@ -29,6 +29,14 @@ async def test_the_tools_are_listed_with_their_schemas(model_server: ServerFacto
     assert tools["check"].input_schema["required"] == ["session_id", "statement"]
     assert tools["run_task"].output_schema is not None
     assert "validator" in (tools["check"].description or "")
+    for tool in tools.values():  # the docstring's words, not its indentation
+        description = tool.description or ""
+        assert description and description == description.strip() and "\n " not in description, tool.name
+    assert tools["run_task"].description is not None and "  " not in tools["run_task"].description
+    # Every output property has a type (extract's value: any JSON value, each kind named).
+    value = (tools["extract"].output_schema or {})["properties"]["value"]
+    kinds = {option.get("type") for option in value.get("anyOf", [value])}
+    assert {"object", "array", "string", "number", "boolean", "null"} <= kinds, value
 
 
 async def test_run_task_returns_the_validated_answer_and_run_directory(
@@ -111,6 +119,8 @@ async def test_bad_calls_are_one_clear_tool_error_each(
             first = await client.call_tool("open_session", {"url": f"{site.url}/catalog/"})
             second = await client.call_tool("open_session", {"url": f"{site.url}/catalog/"})
             missing = await client.call_tool("run_task", {"url": f"{site.url}/catalog/"})
+            no_steps = await client.call_tool("run_task", {"url": f"{site.url}/catalog/", "goal": GOAL, "max_steps": 0})
+            wrong_type = await client.call_tool("act", {"session_id": "x", "goal": "y", "max_steps": "many"})
         fenced = config.model_copy(deep=True)
         fenced.browser.allowed_domains = ["example.com"]
         async with connect(fenced) as client:
@@ -130,7 +140,13 @@ async def test_bad_calls_are_one_clear_tool_error_each(
         "bad_url": (bad_url, "InputError: invalid URL 'not a url'"),
         "dead_site": (dead_site, "NavigationError: cannot open http://127.0.0.1:"),
         "limit": (second, "SessionError: this server keeps at most 1 open session(s)"),
-        "missing": (missing, "validation error for run_taskArguments"),
+        "missing": (missing, "Error executing tool run_task: invalid arguments: goal: field required"),
+        "no_steps": (
+            no_steps,
+            "Error executing tool run_task: invalid arguments: max_steps: input should be greater than or equal to 1 "
+            "(got 0)",
+        ),
+        "wrong_type": (wrong_type, "Error executing tool act: invalid arguments: max_steps: input should be"),
         "refused": (refused, "NavigationError: cannot open"),
         "refused_run": (refused_run, "NavigationError: cannot open"),
         "no_model": (no_model, "the run failed: the policy model at http://127.0.0.1:"),
@@ -140,6 +156,7 @@ async def test_bad_calls_are_one_clear_tool_error_each(
         assert result.is_error, name
         assert message in text_of(result), (name, text_of(result))
         assert "Traceback" not in text_of(result), name
+        assert "\n" not in text_of(result), (name, text_of(result))  # one line, as docs/mcp.md says
     assert not first.is_error
 
 

@@ -145,3 +145,61 @@ async def test_second_failure_raises_reply_error_with_the_call(model_server: Ser
         await c.aclose()
     assert info.value.call is not None and info.value.call.usage.failures == 1
     assert len(info.value.call.raw) == 2
+
+
+def test_a_reply_s_tool_calls_are_read_and_its_reasoning_left_out() -> None:
+    message = {
+        "content": "I click it.",
+        "reasoning": "The button is top right.",
+        "reasoning_content": "The button is top right.",
+        "tool_calls": [
+            {"id": "call_7", "type": "function", "function": {"name": "click", "arguments": '{"element": "OK"}'}},
+            {"type": "function", "function": {"name": "scroll", "arguments": {"direction": "down"}}},
+            {"type": "function", "function": {"arguments": "{}"}},  # no name: left out
+            "junk",
+        ],
+    }
+    text, *_ = read_completion(json.dumps({"choices": [{"message": message}]}).encode())
+    assert text == "I click it." and "top right" not in text
+    assert [(c.id, c.name, c.arguments) for c in text.tool_calls] == [
+        ("call_7", "click", '{"element": "OK"}'),
+        ("call_1", "scroll", '{"direction": "down"}'),
+    ]
+
+
+TOOLS = {
+    "tools": [{"type": "function", "function": {"name": "answer", "parameters": {"type": "object", "properties": {}}}}],
+    "tool_choice": "required",
+    "chat_template_kwargs": {"enable_thinking": True},
+}
+
+
+async def test_a_tool_call_reply_is_repaired_by_answering_its_call(model_server: ServerFactory) -> None:
+    """A reply whose tool call cannot be used is answered, as a chat template expects a tool call to
+    be, by the call's tool result quoting the error; the second reply's calls are the call's."""
+    script = {
+        "tasks": [{"id": "t", "match": "anything", "policy": [{"action": {"action": "answer", "content": "yes"}}]}],
+        "faults": [],
+    }
+    async with model_server(script) as server:
+        c = ModelClient("policy", RoleConfig(base_url=server.base_url("policy"), model="m"))
+        seen: list[Any] = []
+
+        def parse(reply: Any) -> Any:
+            seen.append(reply)
+            if len(seen) == 1:
+                raise ReplyParseError("the answer tool needs its content")
+            return reply.tool_calls[0]
+
+        messages = [{"role": "user", "content": "Task: anything\nStep: 1 of 5"}]
+        first, call = await c.call(messages, parse, extra_body=TOOLS)
+        await c.aclose()
+        repair = server.requests[1].messages
+    assert first.name == "answer" and json.loads(first.arguments)["content"] == "yes"
+    assert seen[0].tool_calls and call.usage.repairs == 1
+    assert [m["role"] for m in repair] == ["user", "assistant", "tool"]
+    assert repair[1]["tool_calls"][0]["id"] == seen[0].tool_calls[0].id
+    assert repair[2]["tool_call_id"] == seen[0].tool_calls[0].id
+    assert repair[2]["content"].startswith("Your previous reply could not be used: the answer tool needs its content")
+    assert "reasoning" not in json.dumps(repair)  # the reasoning the server returned is not sent back
+    assert call.tool_calls == list(seen[1].tool_calls)

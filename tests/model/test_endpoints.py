@@ -135,6 +135,26 @@ async def test_sessions_stick_and_spread(model_server: ServerFactory) -> None:
         await pool.aclose()
 
 
+async def test_a_session_follows_another_role_s_server(model_server: ServerFactory) -> None:
+    """A validator continuing the policy's conversation goes to the server the policy stuck to."""
+    async with model_server(SCRIPT) as a, model_server(SCRIPT) as b:
+        pool = EndpointPool("validator", two_server_config(a, b))
+        ea, eb = pool.endpoints
+        busy = ModelClient("validator", pool.config, pool)
+        busy.follow(eb.base_url)  # unstuck: sticks to it
+        assert busy.endpoint is eb and eb.sessions == 1
+        client = ModelClient("validator", pool.config, pool)
+        await client.complete(MESSAGES, usage=RoleUsage())
+        assert client.endpoint is ea and counts(a, b) == [1, 0]
+        client.follow(eb.base_url)
+        await client.complete(MESSAGES, usage=RoleUsage())
+        assert client.endpoint is eb and counts(a, b) == [1, 1]
+        assert (ea.sessions, eb.sessions) == (0, 2)
+        client.follow("http://127.0.0.1:9/v1")  # not one of this role's servers: stays where it is
+        assert client.endpoint is eb
+        await pool.aclose()
+
+
 async def test_concurrently_created_sessions_spread(model_server: ServerFactory) -> None:
     """Sessions that start together (requests in flight, no session counted yet) spread too."""
     slow = {**SCRIPT, "latency_s": 0.3}

@@ -15,10 +15,11 @@ from pathlib import Path
 import playwright
 import pytest
 
-from webagent.browser.launcher import CHROMIUM_ARGS, find_chromium
+from webagent.browser.launcher import CHROMIUM_ARGS, HARDENED_ARGS, find_chromium
 from webagent.budget import BudgetLimits
 from webagent.config import BrowserConfig
 from webagent.errors import BrowserError, BudgetExceeded, DeadlineExceeded, WebAgentError
+from webagent.families import FAMILIES
 from webagent.pytest_plugin.artifacts import ReadOnlyCache, RecordingCache, RunFolder, cache_path, node_name, open_cache
 from webagent.pytest_plugin.bridge import bounded
 from webagent.pytest_plugin.fixtures import bundled_chromium_installed, extend_launch_args, playwright_registry
@@ -96,6 +97,25 @@ def test_a_bad_config_file_fails_the_tests_using_web_in_one_line(project: Projec
     result.stdout.fnmatch_lines(["*webagent: config file */webagent.toml is not valid TOML*"])
 
 
+def test_config_errors_name_the_plugins_options_not_the_clis(project: Project) -> None:
+    (project.path / "webagent.toml").write_text("[policy]\nmodel = 'm'\n")  # no base url anywhere
+    project.write("test_one.py", "def test_web(web):\n    pass\n")
+    missing = project.run()
+    missing.assert_outcomes(errors=1)
+    assert (
+        "webagent: no base url configured for the policy model: set [policy] base_url in the config file, "
+        "WEBAGENT_POLICY_BASE_URL, or --webagent-base-url (or the ini key webagent_base_url)"
+    ) in missing.outlines
+    bad = project.run("--webagent-base-url=localhost:8000/v1")
+    bad.assert_outcomes(errors=1)
+    assert any(
+        line.startswith("webagent: invalid value for policy.base_url (from --webagent-base-url): must start with http")
+        for line in bad.outlines
+    ), bad.outlines
+    for result in (missing, bad):
+        assert "--policy-base-url" not in result.stdout.str()  # a flag of the CLI, not of pytest
+
+
 def test_a_bad_webagent_variable_fails_only_the_tests_using_web(
     project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -118,8 +138,8 @@ def test_a_bad_webagent_variable_fails_only_the_tests_using_web(
     lines = result.outlines
     start = next(i for i, line in enumerate(lines) if "ERROR at setup of test_web" in line)
     assert lines[start + 1] == (  # the one line, with no traceback of the config error before it
-        "webagent: invalid value for policy.family (from WEBAGENT_POLICY_FAMILY): Input should be "
-        "'holo1', 'holo1.5', 'holo2' or 'holotron' (got 'bogus')"
+        "webagent: invalid value for policy.family (from WEBAGENT_POLICY_FAMILY): "
+        "not a model family: one of " + ", ".join(FAMILIES) + " (got 'bogus')"
     )
     assert "During handling" not in result.stdout.str()
 
@@ -153,6 +173,20 @@ def test_the_configured_chromium_reaches_pytest_playwrights_launch(tmp_path: Pat
         extend_launch_args(
             {}, BrowserConfig(executable_path=str(tmp_path / "none")), browser_name="chromium", bundled_installed=True
         )
+
+
+def test_a_configured_navigation_policy_hardens_pytest_playwrights_browser() -> None:
+    """A domain list or private_network = "block" guards every run: the browser gets the switches
+    of webagent's guarded browsers (docs/security.md), the blocked names its resolver rules."""
+    for config in (BrowserConfig(allowed_domains=["example.com"]), BrowserConfig(private_network="block")):
+        args = extend_launch_args({}, config, browser_name="chromium", bundled_installed=True)
+        assert args["args"] == list(HARDENED_ARGS)
+    blocked = extend_launch_args(
+        {}, BrowserConfig(blocked_domains=["evil.example"]), browser_name="chromium", bundled_installed=True
+    )
+    assert blocked["args"] == [*HARDENED_ARGS, "--host-resolver-rules=MAP evil.example ~NOTFOUND"]
+    # The default (private addresses refused only for a public start URL) leaves the browser as it is.
+    assert extend_launch_args({}, BrowserConfig(), browser_name="chromium", bundled_installed=True) == {}
 
 
 def test_the_system_chromium_only_when_playwrights_own_is_missing() -> None:

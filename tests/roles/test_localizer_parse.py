@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from webagent.config import PROFILES, LocalizerConfig
 from webagent.errors import LocalizationError
+from webagent.families import PROFILES as FAMILY_PROFILES
 from webagent.images import Frame, Screenshot, frame_for
 from webagent.model.parsing import ReplyParseError
 from webagent.records import ModelCall
@@ -26,13 +27,20 @@ FRAME = Frame(1280, 800, 1260, 784)
 
 
 def test_profiles() -> None:
-    assert set(LOCALIZER_PROFILES) == {"holo1", "holo1.5", "holo2"} == set(PROFILES)
-    assert HOLO1.response_format is None
-    assert HOLO15.response_format is not None
-    assert HOLO15.response_format["json_schema"]["schema"]["required"] == ["action", "x", "y"]
-    assert HOLO2.response_format is not None
-    assert HOLO2.response_format["json_schema"]["schema"]["required"] == ["x", "y"]
+    assert set(LOCALIZER_PROFILES) == set(FAMILY_PROFILES) == set(PROFILES)
+    assert HOLO1.output_fields is None
+    assert HOLO15.output_fields is not None
+    assert HOLO15.output_fields["response_format"]["json_schema"]["schema"]["required"] == ["action", "x", "y"]
+    assert HOLO2.output_fields is not None
+    assert HOLO2.output_fields["response_format"]["json_schema"]["schema"]["required"] == ["x", "y"]
     assert HOLO2.extra_body == {"chat_template_kwargs": {"thinking": False}}
+    # H's element localization: structured_outputs, thinking off.
+    holo3 = LOCALIZER_PROFILES["holo3"]
+    assert holo3.output_fields is not None and holo3.output_fields["structured_outputs"]["json"]["required"] == [
+        "x",
+        "y",
+    ]
+    assert holo3.extra_body == {"chat_template_kwargs": {"enable_thinking": False}}
 
 
 @pytest.mark.parametrize(

@@ -202,24 +202,12 @@ def test_validator_system_is_stable() -> None:
 
 
 def test_missing_variable_is_an_error() -> None:
-    context: dict[str, Any] = {
-        "url": "https://example.com",
-        "step": 1,
-        "max_steps": 30,
-        "notes": [],
-        "recent": [],
-        "events": [],
-        "feedback": None,
-        "final": False,
-        "progress": None,
-        "n_images": 1,
-        "secrets": [],
-        "restrictions": "",
-        "uploads": [],
-    }
-    assert render("policy_user.jinja", goal="g", **context).startswith("Task: g\n")
-    with pytest.raises(jinja2.UndefinedError, match="goal"):
-        render("policy_user.jinja", **context)
+    state = _state(goal="g")
+    assert render("policy_user.jinja", state=state, n_images=1).startswith("Task: g\n")
+    with pytest.raises(jinja2.UndefinedError, match="state"):
+        render("policy_user.jinja", n_images=1)
+    with pytest.raises(jinja2.UndefinedError, match="outcome"):
+        render("policy_turn.jinja", state=state, feedback=None)
 
 
 def test_rendered_text_is_stripped() -> None:

@@ -64,7 +64,7 @@ def _steps() -> list[dict[str, Any]]:
             "events": ["dialog: alert('hi')"],
             "unchanged": True,
             "repeated": 3,
-            "context": {"max_steps": 30, "progress": "WARNING: you have done the same action <b>3 times</b>"},
+            "context": {"policy": {"progress": "WARNING: you have done the same action <b>3 times</b>"}},
             "thought": "Type the coupon",
             "action": {"action": "write_element", "element": "coupon", "content": "X&Y", "press_enter": True},
             "outcome": "",
@@ -135,7 +135,11 @@ def test_report_is_self_contained_and_escaped(tmp_path: Path) -> None:
     assert path == run / "report.html"
     page = path.read_text(encoding="utf-8")
     assert not list(run.glob(".report-*")), "the temp file is gone"
-    assert 'src="http' not in page and "href=" not in page and "url(" not in page
+    assert 'src="http' not in page and "url(" not in page
+    # The only links are within the page: the step list to each step, each step back to the list.
+    links = re.findall(r'href="([^"]*)"', page)
+    assert links == ["#step-1", "#step-2", "#step-3", "#steps", "#steps", "#steps"]
+    assert all(f'id="{link[1:]}"' in page for link in links)
     assert all(src.startswith("data:image/") for src in re.findall(r'src="([^"]*)"', page))
     assert page.count('src="data:image/png;base64,') == 2
     assert page.count('src="data:image/jpeg;base64,') == 1
@@ -149,6 +153,20 @@ def test_report_is_self_contained_and_escaped(tmp_path: Path) -> None:
     assert "Buy the red thing &amp; report the total" in page
     assert "dialog: alert(&#x27;hi&#x27;)" in page
     assert "<details>" in page and "incomplete" not in page
+    # The header's times say what they are; the click point says which coordinates are which.
+    assert "<dt>Model time</dt><dd>3.10 s waiting for the models&#x27; replies (all roles)</dd>" in page
+    assert "<dt>Browser time</dt><dd>1.20 s in the browser (screenshots, actions, pages loading)</dd>" in page
+    assert (
+        "(300, 75) on the screenshot sent to the localizer, 400×250 px (where the ring is drawn); "
+        "(600, 150) in the page&#x27;s viewport, CSS pixels (where the browser clicked)"
+    ) in page
+    # The step list: each step in a few words, its outcome, the accepted answer and the error marked.
+    nav = page[page.index('<nav class="toc"') : page.index("</nav>")]
+    assert '<li class=""><a href="#step-1">click_element &quot;red Buy button&quot;</a> — clicked</li>' in nav
+    assert '<li class="bad"><a href="#step-2">write_element &quot;coupon&quot;</a> — LocalizerError' in nav
+    assert '<li class="ok"><a href="#step-3">answer &quot;&lt;script&gt;' in nav
+    # Each screenshot is a thumbnail that opens full size (a checkbox in its label, no script).
+    assert page.count('<label class="frame"') == 3 and page.count('<input type="checkbox" class="zoom">') == 3
     # Step 2 saw the page unchanged after the same action, three times.
     step2 = page[page.index('id="step-2"') : page.index('id="step-3"')]
     assert 'class="tag unchanged"' in step2 and "same action 3× without effect" in step2
@@ -175,7 +193,7 @@ def test_pure_core_handles_odd_input() -> None:
     steps: list[dict[str, Any]] = [
         {"index": 1, "url": "u", "screenshot": "../../etc/passwd", "point": {"image": [1, 2]}},
         {"index": 2, "url": "u", "image_size": [0, 0], "point": "bad", "action": "bad"},
-        {"index": 3, "url": "u", "unchanged": True, "repeated": 1e999, "context": {"progress": ["x"]}},
+        {"index": 3, "url": "u", "unchanged": True, "repeated": 1e999, "context": {"policy": {"progress": ["x"]}}},
     ]
     page = render_report_html({"success": False}, steps, {})
     assert 'id="verdict" class="fail">FAIL<' in page
@@ -208,8 +226,22 @@ async def test_report_in_real_chromium(tmp_path: Path, browser: Browser) -> None
         assert abs(box["x"] + box["width"] / 2 - expected_x) <= 3
         assert abs(box["y"] + box["height"] / 2 - expected_y) <= 3
         if width == 1280:
-            assert img["width"] == pytest.approx(900, abs=1)
+            assert img["width"] == pytest.approx(360, abs=1)  # a thumbnail: several steps on a screen
             shot = tmp_path / "report.png"
             await page.screenshot(path=str(shot), full_page=True)
             assert shot.stat().st_size > 1000
+            # Clicked, it opens full size over the page, its marker still on the click; again, it closes.
+            await page.locator("#step-1 .frame").click()
+            full = await page.locator("#step-1 img").bounding_box()
+            box = await marker.bounding_box()
+            assert full is not None and box is not None
+            assert full["width"] == pytest.approx(W, abs=1) and full["height"] == pytest.approx(H, abs=1)
+            assert abs(box["x"] + box["width"] / 2 - (full["x"] + CLICK[0])) <= 3
+            assert abs(box["y"] + box["height"] / 2 - (full["y"] + CLICK[1])) <= 3
+            await page.locator("#step-1 .view").click()  # the picture over the page, anywhere on it
+            closed = await page.locator("#step-1 img").bounding_box()
+            assert closed is not None and closed["width"] == pytest.approx(360, abs=1)
+            # The step list jumps to a step.
+            await page.locator('nav.toc a[href="#step-3"]').click()
+            assert page.url.endswith("#step-3") and await page.locator("#step-3").is_visible()
         await page.close()

@@ -89,9 +89,11 @@ async def test_a_device_sets_viewport_touch_and_the_localizers_frame(
     assert image_w < 800
 
 
+@pytest.mark.parametrize("guarded", [False, True], ids=["unguarded", "allow-list"])
 async def test_a_proxy_with_a_secret_password_carries_the_requests(
-    model_server: ServerFactory, team_site: TeamSite, tmp_path: Path
+    model_server: ServerFactory, team_site: TeamSite, tmp_path: Path, guarded: bool
 ) -> None:
+    # Under an allow-list the guard's proxy net would replace the proxy: the user's proxy stays.
     password = "proxy-pass-31c7e2"
     with LoggingProxy(username="corp", password=password) as proxy:
         async with model_server(ECHO) as server:
@@ -102,6 +104,8 @@ async def test_a_proxy_with_a_secret_password_carries_the_requests(
                 "password": "{{PROXY_PASSWORD}}",
             }
             config = with_browser(make_config(server), proxy=proxied)
+            if guarded:
+                config.browser.allowed_domains = ["127.0.0.1"]
             config.secrets = {"PROXY_PASSWORD": password}  # type: ignore[assignment]
             result, _ = await _run(config, f"{team_site.url}/echo", tmp_path / "r")
     assert result.success  # type: ignore[attr-defined]

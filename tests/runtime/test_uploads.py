@@ -53,4 +53,8 @@ async def test_the_agent_uploads_an_allowed_file_and_acts_in_a_cross_origin_fram
     assert sent[0]["sha256"] == hashlib.sha256(b"%PDF-1.4 q3 " * 100).hexdigest()
     assert steps[3].outcome == "ok, selected 'beta'"
     assert any(e["who"] == "cross" and e["kind"] == "select" and e["value"] == "beta" for e in team_site.events)
-    assert steps[0].context is not None and steps[0].context.uploads == ["q3-report.pdf"]
+    assert (
+        steps[0].context is not None
+        and steps[0].context.policy is not None
+        and steps[0].context.policy.uploads == ["q3-report.pdf"]
+    )

@@ -12,8 +12,17 @@ from openai import AsyncOpenAI
 from PIL import Image
 
 from webagent.batch.servermetrics import parse_prometheus
+from webagent.families import get_family
 from webagent.testing.images import image_digests
-from webagent.testing.prefixcache import ImageRef, PrefixCache, family_of, image_refs, prompt_tokens, reply_tokens
+from webagent.testing.prefixcache import (
+    ImageRef,
+    PrefixCache,
+    family_of,
+    image_refs,
+    prompt_tokens,
+    reply_tokens,
+    request_tokens,
+)
 from webagent.testing.server import FakeModelServer
 from webagent.testing.server import main as server_main
 
@@ -35,7 +44,8 @@ def _user(text: str, url: str | None = None, **part: Any) -> dict[str, Any]:
 
 def _tokens(messages: list[dict[str, Any]], family: str = "holo1.5", tiles: int = 12) -> list[Any]:
     raw = json.dumps({"messages": messages}).encode()
-    return prompt_tokens(messages, image_refs(messages, image_digests(raw)), family=family, max_num_tiles=tiles)  # type: ignore[arg-type]
+    refs = image_refs(messages, image_digests(raw))
+    return prompt_tokens(messages, refs, family=get_family(family), max_num_tiles=tiles)
 
 
 def test_a_repeated_prompt_hits_every_full_block_but_the_last_token() -> None:
@@ -78,8 +88,30 @@ def test_the_family_sets_the_image_tokens() -> None:
         for family, tiles in (("holo1.5", 12), ("holo2", 12), ("holotron", 12), ("holotron", 1))
     ]
     assert counts == [37 * 18, 32 * 16, 3 * 256, 256]  # holo1.5 resizes to 1036x504; 2x1 tiles even with 12
-    assert family_of("Hcompany/Holotron-12B") == "holotron" and family_of("Hcompany/Holo2-8B") == "holo2"
-    assert family_of("Hcompany/Holo1-7B") == "holo1" and family_of("anything") == "holo1.5"
+    assert family_of("Hcompany/Holotron-12B").name == "holotron" and family_of("Hcompany/Holo2-8B").name == "holo2"
+    assert family_of("Hcompany/Holo1-7B").name == "holo1" and family_of("anything").name == "holo1.5"
+    assert family_of("Hcompany/Holo-3.1-35B-A3B").name == "holo3.1" and family_of("holo3-1-35b-a3b").name == "holo3.1"
+    assert family_of("Hcompany/Holo3-35B-A3B").name == "holo3"
+
+
+def test_the_tools_offered_are_part_of_the_prompt_after_the_system_prompt() -> None:
+    """A chat template renders the request's ``tools`` into the system turn (Qwen's, before the
+    first message after it), and vLLM keeps them there even with ``tool_choice: "none"`` (unless
+    served with --exclude-tools-when-tool-choice-none): other tools, another prompt from there on."""
+    system = {"role": "system", "content": "You are a web agent. " * 20}
+    user = _user("Step 1")
+    tools = [{"type": "function", "function": {"name": "click", "parameters": {"type": "object"}}}]
+    plain = request_tokens({}, [system, user], [], get_family("holo3"))
+    offered = request_tokens({"tools": tools}, [system, user], [], get_family("holo3"))
+    assert len(offered) > len(plain) + len(json.dumps(tools)) // 4 - 2
+    assert offered[: len(system["content"]) // 4] == plain[: len(system["content"]) // 4]  # the system prompt first
+    cache = PrefixCache()
+    cache.lookup(offered)
+    other = [{**tools[0], "function": {**tools[0]["function"], "name": "tap"}}]
+    hit = cache.lookup(request_tokens({"tools": other}, [system, user], [], get_family("holo3"))).cached_tokens
+    assert hit <= len(system["content"]) // 4 + 16  # the system prompt only
+    same = request_tokens({"tools": tools, "tool_choice": "none"}, [system, user], [], get_family("holo3"))
+    assert cache.lookup(same).cached_tokens == (len(offered) - 1) // 16 * 16
 
 
 def test_least_recently_used_blocks_are_evicted_a_request_s_tail_before_its_head() -> None:
@@ -191,3 +223,22 @@ def test_a_cache_of_no_blocks_is_refused_in_one_line(capsys: pytest.CaptureFixtu
             server_main(["--script", "x.json", flag, "0"])
         assert exit_.value.code == 2
         assert f"argument {flag}: must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_align_mode_takes_the_family_s_block_size(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    import webagent.testing.server as server_module
+
+    seen: dict[str, Any] = {}
+
+    async def serve(script: Any, host: str, port: int, **options: Any) -> None:
+        seen.update(options)
+
+    monkeypatch.setattr(server_module, "_serve", serve)
+    path = tmp_path / "s.json"
+    path.write_text("{}")
+    assert server_main(["--script", str(path), "--mamba-align", "--family", "holo3"]) == 0
+    assert seen["block_size"] == get_family("holo3").serving.align_blocks[0] == 1056 and seen["mamba_align"]
+    assert server_main(["--script", str(path), "--mamba-align", "--family", "holo3", "--block-size", "2096"]) == 0
+    assert seen["block_size"] == 2096
+    assert server_main(["--script", str(path)]) == 0
+    assert seen["block_size"] == 16

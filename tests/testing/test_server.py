@@ -785,3 +785,18 @@ def test_cli_bad_script(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and "broken.json: tasks" in proc.stderr
+
+
+def test_only_a_policy_reply_s_schema_or_tools_ask_for_a_policy_reply() -> None:
+    from webagent.roles.localizer import LOCALIZER_PROFILES
+    from webagent.roles.policy import contract_for
+    from webagent.testing.contracts import asked
+
+    for profile in LOCALIZER_PROFILES.values():  # a localizer's click schema is not a policy reply's
+        assert asked(profile.output_fields or {}) is None
+    for family in (None, "holo1.5", "holo3.1"):
+        for grounded in (False, True):
+            how = asked(contract_for(family, "json", grounded).request_fields)
+            assert how is not None and how.grounded == grounded
+    how = asked(contract_for("holo4", "tools", True).request_fields)
+    assert how is not None and (how.output, how.grounded) == ("tools", True)

@@ -22,10 +22,16 @@ def test_index_lists_every_trap(site: SiteServer) -> None:
     resp = _get(site, "/trouble/")
     page = resp.read().decode()
     assert resp.status == 200
-    for href in ("/trouble/download.bin", "/trouble/loop", "/trouble/never-loads", "/trouble/guarded"):
+    for href in (
+        "/trouble/download.bin",
+        "/trouble/loop",
+        "/trouble/never-loads",
+        "/trouble/guarded",
+        "/trouble/slow-loop",
+    ):
         assert f"href='{href}'" in page
     assert 'type="file"' in page
-    assert len(TRAPS) == 5 and all(100 <= x <= 400 for x, _ in TRAPS.values())
+    assert len(TRAPS) == 6 and all(100 <= x <= 400 for x, _ in TRAPS.values())
 
 
 def test_download_loop_and_guard(site: SiteServer) -> None:
@@ -34,6 +40,8 @@ def test_download_loop_and_guard(site: SiteServer) -> None:
     assert download.getheader("Content-Disposition") == f'attachment; filename="{DOWNLOAD_NAME}"'
     loop = _get(site, "/trouble/loop")
     assert loop.status == 302 and loop.getheader("Location") == "/trouble/loop"
+    slow = _get(site, "/trouble/slow-loop")
+    assert slow.status == 302 and slow.getheader("Location") == "/trouble/slow-loop"
     guarded = _get(site, "/trouble/guarded").read().decode()
     assert "beforeunload" in guarded
     assert _get(site, "/trouble/nothing").status == 404

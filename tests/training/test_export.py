@@ -12,6 +12,8 @@ from playwright.async_api import Browser
 
 from webagent import Agent
 from webagent.errors import InputError
+from webagent.records import Step
+from webagent.runs.trajectory import read_trajectory
 from webagent.testing.chat import is_repair
 from webagent.testing.server import FakeModelServer, RecordedRequest
 from webagent.training.export import ExportOptions, RunRef, export_sft, find_runs
@@ -62,11 +64,17 @@ async def runs(
         ("feedback", "catalog-feedback", {"faults": [{"role": "policy", "nth": 2, "kind": "malformed"}]}, {}),
         ("price", "catalog-price", {}, {}),
         ("failed", "catalog-price", {}, {"max_steps": 1}),
+        ("judged", "catalog-feedback", {}, {}),
     ]
     for name, task_id, extra, settings in specs:
         task = local_tasks[task_id]
         async with FakeModelServer({**load_task_script("local"), **extra}) as server:
-            async with Agent(make_config(server, **settings), browser=browser) as agent:
+            config = make_config(server, **settings)
+            if name == "judged":  # Holo3.1 with tool calls, its answers judged in its own conversation
+                config = make_config(server, "holo3.1", family="holo3.1")
+                config.policy.output = "tools"
+                config.policy.base_url = config.validator.base_url = f"{server.url}/v1"
+            async with Agent(config, browser=browser) as agent:
                 result = await agent.run(task["url"], task["goal"], output_dir=base / name)
             out[name] = (base / name, result, list(server.requests))
     return out
@@ -101,6 +109,53 @@ async def test_exported_messages_are_the_requests_sent(runs: dict[str, Any], tmp
     paths = {p for r in records for p in r["images"]}
     assert all((tmp_path / p).is_file() and p.startswith("images/") for p in paths)
     assert stats.images == len(paths) == len(list((tmp_path / "images").iterdir()))
+
+
+async def test_a_validator_that_judged_in_the_policy_s_conversation_is_exported_as_it_was_asked(
+    runs: dict[str, Any], tmp_path: Path
+) -> None:
+    directory, result, requests = runs["judged"]
+    assert result.success and result.attempts == 2
+    export_sft([RunRef(directory, "catalog-feedback")], tmp_path, ExportOptions(include_failed=True))
+    records = read_records(tmp_path)
+    assert len(records) == len(requests)
+    for record, request in zip(records, requests, strict=True):
+        assert record["role"] == request.role
+        assert as_received(record["messages"], tmp_path) == uniform(request)
+        assert record["tools"] == request.extra.get("tools")
+    judged = [r for r in records if r["role"] == "validator"]
+    assert len(judged) == 2 and all(len(r["messages"]) > 2 and r["images"] for r in judged)
+
+
+async def test_a_role_that_returns_tokens_keeps_them_in_its_steps_and_its_records(
+    browser: Browser, local_tasks: dict[str, Any], tmp_path: Path
+) -> None:
+    """[policy] return_tokens: the offline server gives each policy request's tokens as vLLM does; the
+    steps keep them (one per reply, the repair's too) and the export carries the target's."""
+    task = local_tasks["catalog-feedback"]
+    script = {**load_task_script("local"), "faults": [{"role": "policy", "nth": 2, "kind": "malformed"}]}
+    async with FakeModelServer(script) as server:
+        config = make_config(server)
+        config.policy.return_tokens = True
+        async with Agent(config, browser=browser) as agent:
+            result = await agent.run(task["url"], task["goal"], output_dir=tmp_path / "run")
+        requests = [r for r in server.requests if r.role == "policy"]
+    assert result.success
+    steps = [Step.model_validate(s) for s in read_trajectory(tmp_path / "run")]
+    calls = [c for s in steps for c in s.calls]
+    policy = [c for c in calls if c.role == "policy"]
+    assert all(c.tokens is not None and len(c.tokens) == len(c.raw) for c in policy)
+    assert [len(c.tokens or []) for c in policy] == [1, 2, 1, 1]  # the repaired call: the repair's tokens too
+    assert all(c.tokens is None for c in calls if c.role != "policy")  # only the role that asked
+    export_sft([RunRef(tmp_path / "run", "catalog-feedback")], tmp_path / "sft")
+    records = read_records(tmp_path / "sft")
+    exported = [r["tokens"] for r in records if r["role"] == "policy"]
+    assert all("tokens" not in r for r in records if r["role"] != "policy")
+    answered = [r for r in requests if r.fault != "malformed"]  # the requests whose reply is a target
+    assert [len(t["prompt_token_ids"]) for t in exported] == [r.prompt_tokens for r in answered]
+    assert all(len(t["completion_token_ids"]) == len(t["completion_logprobs"]) > 0 for t in exported)
+    last = policy[-1].tokens
+    assert last is not None and exported[-1]["completion_token_ids"] == last[-1].token_ids
 
 
 async def test_role_task_and_success_filters(runs: dict[str, Any], tmp_path: Path) -> None:

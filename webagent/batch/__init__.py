@@ -1,36 +1,48 @@
 """Batches: hundreds of tasks through one agent, N sessions at once, resumable (``webagent batch``).
 
-``runner`` (the queue, crash re-runs), ``watchdog`` (stalled runs), ``results`` (results.jsonl),
-``tasks`` (task files), ``summary`` and ``servermetrics`` (what a batch reports), ``ray`` (the same
-over a Ray cluster), ``cli`` (the command).
+``tasks`` (tasks as data: ``TaskSpec`` with its ``TaskOptions``; task files), ``attempts`` (the one
+task runner: ``TaskRunner.run(task)`` / ``run_task``, a task's attempts and re-runs to its results
+line), ``runner`` (the batch: a queue of tasks here, or on Ray actors), ``stats`` (live counters),
+``watchdog`` (stalled runs), ``results`` (results.jsonl), ``summary`` and ``servermetrics`` (what a
+batch reports), ``ray`` (the actors), ``cli`` (the command).
 """
 
+from .attempts import TaskLimits, TaskRunner, run_task
+from .ray import RayCluster
 from .results import AttemptRecord, Rerun, ResultsFile, TaskResult, cost_of, read_results
 from .runner import (
     CRASH_RERUNS,
     DEFAULT_CLEANUP_TIMEOUT_S,
     DEFAULT_STALL_TIMEOUT_S,
+    INFRA_RERUNS,
     STALL_RERUNS,
     BatchRunner,
     BatchStats,
 )
-from .tasks import TaskSpec, load_references, load_tasks, reference_matches
+from .tasks import RunLimits, TaskOptions, TaskSpec, load_references, load_tasks, reference_matches
 
 __all__ = [
     "CRASH_RERUNS",
     "DEFAULT_CLEANUP_TIMEOUT_S",
     "DEFAULT_STALL_TIMEOUT_S",
+    "INFRA_RERUNS",
     "STALL_RERUNS",
     "AttemptRecord",
     "BatchRunner",
     "BatchStats",
+    "RayCluster",
     "Rerun",
     "ResultsFile",
+    "RunLimits",
+    "TaskLimits",
+    "TaskOptions",
     "TaskResult",
+    "TaskRunner",
     "TaskSpec",
     "cost_of",
     "load_references",
     "load_tasks",
     "read_results",
     "reference_matches",
+    "run_task",
 ]

@@ -13,7 +13,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_never
 
 from rich.console import Console
 from rich.live import Live
@@ -23,35 +23,57 @@ from ..config import AgentConfig
 from ..errors import InputError
 from ..files import write_atomic
 from ..runtime import checked_sessions
+from .ray import RayCluster
 from .results import read_results
-from .runner import DEFAULT_STALL_TIMEOUT_S, BatchRunner, BatchStats
+from .runner import DEFAULT_STALL_TIMEOUT_S, BatchPhase, BatchRunner, BatchStats
 from .servermetrics import sample, server_report
 from .summary import print_summary, summarize
 from .tasks import load_references, load_tasks
 
-__all__ = ["EXIT_DONE", "EXIT_ERRORS", "EXIT_INTERRUPTED", "BatchProgress", "exit_code", "run_batch"]
+__all__ = ["EXIT_DONE", "EXIT_ERRORS", "EXIT_INTERRUPTED", "BatchProgress", "exit_code", "ray_cluster", "run_batch"]
 
 EXIT_DONE, EXIT_ERRORS, EXIT_INTERRUPTED = 0, 1, 130
 
 
 class BatchProgress:
-    """done/total, validated success rate, steps/s, model tokens/s, errors — live on a terminal."""
+    """done/total, validated success rate, steps/s, model tokens/s, errors — live on a terminal.
 
-    def __init__(self, *, quiet: bool) -> None:
+    Before that, a line as each phase begins (launching the browser, the runs started): the first
+    progress line comes when a step ends. ``label`` starts each line (``batch``, ``test``) and
+    ``noun`` names what is run (``tasks``, ``checks``)."""
+
+    def __init__(self, *, quiet: bool, label: str = "batch", noun: str = "tasks") -> None:
         self.quiet = quiet
+        self.label = label
+        self.noun = noun
         self.console = Console(stderr=True, highlight=False)
         self.live: Live | None = None
         self._last = 0.0
         self._interval = 0.25 if sys.stderr.isatty() else 10.0
+        self._phase: BatchPhase | None = None
+        self._told_resume = False
+
+    def phase_line(self, s: BatchStats) -> str:
+        match s.phase:
+            case "launch":
+                return f"{s.total - s.done} {self.noun} to run ({s.done} done before): launching the browser..."
+            case "ray":
+                return f"{s.total - s.done} {self.noun} to run ({s.done} done before): starting Ray and its actors..."
+            case "run":
+                return "runs started: opening their pages, then asking the models (a progress line as steps end)"
+            case _:
+                assert_never(s.phase)
 
     def line(self, s: BatchStats) -> str:
         finished = s.finished_now
         rate = f"{s.succeeded / finished:.0%}" if finished else "-"
         wall = max(s.elapsed_s, 1e-9)
         return (
-            f"{s.done}/{s.total} done ({s.resumed} resumed), success {rate}, {s.in_flight} running, "
+            f"{s.done}/{s.total} done ({s.resumed} resumed), success {rate}, {s.in_flight} running{admitted(s)}, "
             f"{s.steps / wall:.1f} steps/s, {s.tokens / wall:,.0f} model tokens/s, "
-            f"{s.errors} errors, {s.retried} retried" + (f", {s.stalled} stalled" if s.stalled else "")
+            f"{s.errors} errors, {s.retried} retried"
+            + (f", {s.stalled} stalled" if s.stalled else "")
+            + (f", {s.infra_reruns} re-run after an infrastructure failure" if s.infra_reruns else "")
         )
 
     def __enter__(self) -> BatchProgress:
@@ -64,17 +86,50 @@ class BatchProgress:
         if self.live is not None:
             self.live.__exit__(None, None, None)
 
+    @staticmethod
+    def resume_line(s: BatchStats) -> str | None:
+        """What a resumed batch found in its results file (None for a fresh one)."""
+        if not (s.resumed or s.resumed_infra):
+            return None
+        line = f"resuming: {s.resumed} finished tasks kept ({s.resumed_failed} of them failed)"
+        if s.resumed_infra:
+            line += f", {s.resumed_infra} ended by an infrastructure error run again"
+        if s.resumed_infra_kept:
+            line += f", {s.resumed_infra_kept} ended by an infrastructure error kept (--no-retry-infra)"
+        return line
+
     def update(self, stats: BatchStats, *, force: bool = False) -> None:
         if self.quiet:
+            return
+        if not self._told_resume:
+            self._told_resume = True
+            resume = self.resume_line(stats)
+            if resume is not None:
+                print(f"{self.label}: {resume}", file=sys.stderr, flush=True)
+        if stats.phase != self._phase and not stats.steps and not stats.finished_now:
+            self._phase = stats.phase
+            self._show(self.phase_line(stats))
             return
         now = time.monotonic()
         if not force and now - self._last < self._interval:
             return
         self._last = now
+        self._show(self.line(stats))
+
+    def _show(self, text: str) -> None:
         if self.live is not None:
-            self.live.update(Text(self.line(stats)))
+            self.live.update(Text(f"{self.label}: {text}"))
         else:
-            print(f"batch: {self.line(stats)}", file=sys.stderr, flush=True)
+            print(f"{self.label}: {text}", file=sys.stderr, flush=True)
+
+
+def admitted(s: BatchStats) -> str:
+    """The admission's state, for the live line: how many may run, and why tasks are held back."""
+    a = s.admission
+    if a is None or (a.limit >= a.ceiling and not a.held):
+        return ""
+    held = f"; {a.held} held back: {a.reason}" if a.held_back else ""
+    return f" (at most {a.limit} of {a.ceiling}{held})"
 
 
 def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:
@@ -90,33 +145,8 @@ def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:
         raise InputError("--stall-timeout-s must be at least 0 (0 turns the watchdog off)")
     config.require_endpoints()
     output = Path(args.output)
+    ray = ray_cluster(args)
     progress = BatchProgress(quiet=args.quiet)
-    if getattr(args, "ray", None) is not None:
-        from .ray import RayBatchRunner
-
-        if args.ray_actors < 1:
-            raise InputError("--ray-actors must be at least 1")
-        ray_runner = RayBatchRunner(
-            config,
-            tasks,
-            output,
-            address=None if args.ray == "local" else args.ray,
-            actors=args.ray_actors,
-            concurrency=args.concurrency,
-            attempts=args.attempts,
-            sample_all=args.sample_all,
-            references=references,
-            on_update=progress.update,
-            stall_timeout_s=stall_timeout_s,
-        )
-        before = asyncio.run(sample(args.server_metrics)) if args.server_metrics else None
-        with progress:
-            stats = ray_runner.run()
-            progress.update(stats, force=True)
-        server = None
-        if args.server_metrics:
-            server = server_report(before, asyncio.run(sample(args.server_metrics)), args.server_metrics)
-        return _finish(args, output, stats, server, config, interrupted=ray_runner.stopping)
     runner = BatchRunner(
         config,
         tasks,
@@ -127,6 +157,8 @@ def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:
         references=references,
         on_update=progress.update,
         stall_timeout_s=stall_timeout_s,
+        retry_infra=not getattr(args, "no_retry_infra", False),
+        ray=ray,
     )
 
     async def main() -> tuple[BatchStats, dict[str, Any] | None]:
@@ -141,6 +173,15 @@ def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:
 
     stats, server = asyncio.run(main())
     return _finish(args, output, stats, server, config, interrupted=runner.stopping)
+
+
+def ray_cluster(args: argparse.Namespace) -> RayCluster | None:
+    """The Ray cluster ``--ray [ADDRESS]`` and ``--ray-actors N`` name (None without ``--ray``)."""
+    if getattr(args, "ray", None) is None:
+        return None
+    if args.ray_actors < 1:
+        raise InputError("--ray-actors must be at least 1")
+    return RayCluster(address=None if args.ray == "local" else args.ray, actors=args.ray_actors)
 
 
 def _finish(

@@ -1,81 +1,97 @@
-"""``webagent batch --ray``: tasks fan out to Ray actors; results stream back to one results.jsonl.
+"""``webagent batch --ray`` (and ``webagent test --ray``): tasks fan out to Ray actors; their lines
+come back to the one ``BatchRunner`` that writes ``results.jsonl``.
 
 Each actor owns one ``Agent`` (a browser pool and the model endpoints' connection pools) and runs
-up to ``concurrency`` tasks at once as coroutines, with the batch runner's own task code (attempts,
-pass@k, re-runs after a browser crash or a stall, run directories under ``DIR/runs/``). The driver
-is the only writer of ``DIR/results.jsonl``, with the same atomic lines, so a killed driver resumes
-like a local batch: finished ids are skipped, abandoned run directories are started clean. A task
-whose actor died (its process or node was lost) is given to another actor, up to ``ACTOR_RETRIES``
-times; the dead actor is replaced. Run directories are written by the actors: on a multi-node
-cluster, DIR must be on a file system that every node shares.
+up to ``concurrency`` tasks at once as coroutines, each through the one task runner
+(``TaskRunner``: attempts, pass@k, re-runs after a browser crash or a stall, run directories under
+``DIR/runs/``; a task's options, a suite check's included, travel with it). The driver is the only
+writer of ``DIR/results.jsonl``, with the same atomic lines, so a killed driver resumes like a local
+batch: finished ids are skipped, abandoned run directories are started clean. A task whose actor
+died (its process or node was lost) is given to another actor, up to ``ACTOR_RETRIES`` times; the
+dead actor is replaced. Run directories (and a replay cache) are written by the actors: on a
+multi-node cluster, DIR must be on a file system that every node shares.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import dataclasses
+import json
 import os
-import signal
 import socket
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import structlog
 
 from ..agent import Agent
+from ..browser.deadline import browser_load
+from ..browser.load import BrowserLoad
 from ..config import AgentConfig
 from ..errors import BrowserError, ConfigError, WebAgentError
-from .results import ResultsFile, TaskResult
-from .runner import DEFAULT_STALL_TIMEOUT_S, BatchRunner, BatchStats
+from ..records import Step
+from ..replay import ReplayCache
+from .attempts import TaskLimits, TaskRunner
+from .results import TaskResult
+from .stats import BatchStats, StepFigures
 from .tasks import TaskSpec
 
-__all__ = ["ACTOR_RETRIES", "RayBatchRunner", "TaskActor"]
+__all__ = ["ACTOR_RETRIES", "RayCluster", "RayPool", "TaskActor", "check_reachable"]
 
 log = structlog.get_logger("webagent.batch")
 
 ACTOR_RETRIES = 2
-WAIT_S = 0.5
 CLOSE_S = 10.0  # seconds the actors get to close their browsers at the end
 CONNECT_S = 5.0  # seconds to reach a cluster's address before ray.init (which retries for minutes)
 
 
-class TaskActor:
-    """Runs tasks in one Ray worker process (made a Ray actor by ``RayBatchRunner``)."""
+@dataclass(frozen=True)
+class RayCluster:
+    """Where a batch's tasks run on Ray: ``address`` (None: a new local instance; ``auto``: the one
+    ``ray start`` made here; ``host:port``), ``actors`` (each an ``Agent`` running ``concurrency``
+    sessions), and options for ``ray.init``."""
 
-    def __init__(
-        self,
-        config: dict[str, Any],
-        output: str,
-        attempts: int,
-        sample_all: bool,
-        references: dict[str, list[str]],
-        stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
-    ) -> None:
+    address: str | None = None
+    actors: int = 2
+    init_options: dict[str, Any] = field(default_factory=dict)
+
+
+class TaskActor:
+    """Runs tasks in one Ray worker process (made a Ray actor by ``RayPool``)."""
+
+    def __init__(self, config: dict[str, Any], output: str, limits: dict[str, Any], cache: str | None = None) -> None:
         self.config = AgentConfig.model_validate(config)
-        self.runner = BatchRunner(
-            self.config,
-            [],
-            output,
-            attempts=attempts,
-            sample_all=sample_all,
-            references=references,
-            stall_timeout_s=stall_timeout_s,
-        )
+        self.output = Path(output)
+        self.limits = TaskLimits(**limits)
+        self.cache = ReplayCache(cache) if cache is not None else None
+        #: What this actor's browsers' answers say about its machine (its deadlines read it).
+        self.load = BrowserLoad()
         self.agent: Agent | None = None
+        self.runner: TaskRunner | None = None
+        self.steps: dict[str, list[StepFigures]] = {}
+
+    def _stepped(self, task: TaskSpec, step: Step) -> None:
+        self.steps.setdefault(task.id, []).append(StepFigures.of(step))
 
     async def run(self, task: dict[str, Any]) -> str:
-        """Run one task; its TaskResult as JSON (a crash is recorded, as in a local batch)."""
+        """Run one task; its TaskResult and the figures of its steps, as JSON."""
         if self.agent is None:
             self.agent = Agent(self.config)
+        if self.runner is None or self.runner.agent is not self.agent:
+            self.runner = TaskRunner(self.agent, self.output, self.limits, cache=self.cache, on_step=self._stepped)
         spec = TaskSpec.model_validate(task)
+        self.steps[spec.id] = []
+        token = browser_load.set(self.load)  # deadlines judged on this actor's measured load
         try:
-            result = await self.runner._run_task(self.agent, spec)
-        except Exception as exc:
-            log.exception("task_crashed", task=spec.id)
-            result = TaskResult.failed(spec, f"internal error: {type(exc).__name__}: {exc}")
-        return result.model_dump_json()
+            result = await self.runner.run(spec)
+        finally:
+            browser_load.reset(token)
+            steps = self.steps.pop(spec.id, [])
+        return json.dumps({"result": result.model_dump(mode="json"), "steps": [dataclasses.astuple(s) for s in steps]})
 
     async def pid(self) -> int:
         return os.getpid()
@@ -104,174 +120,148 @@ def import_ray() -> Any:
     return ray
 
 
-@dataclass
+@dataclass(eq=False)
 class _Slot:
     handle: Any
     in_flight: int = 0
 
 
-class RayBatchRunner:
-    """The driver: hands pending tasks to actors, appends their results, replaces dead actors."""
+async def _get(ref: Any) -> Any:
+    """The value of a Ray object, awaited without blocking the event loop."""
+    return await asyncio.wrap_future(ref.future())
+
+
+class RayPool:
+    """The actors of one batch: Ray started or joined (``async with``), tasks handed out as
+    places free up, their lines and step figures yielded as they come back (``results``)."""
 
     def __init__(
         self,
+        cluster: RayCluster,
         config: AgentConfig,
-        tasks: list[TaskSpec],
-        output: str | Path,
+        output: Path,
+        limits: TaskLimits,
+        concurrency: int,
         *,
-        address: str | None = None,
-        actors: int = 2,
-        concurrency: int = 8,
-        attempts: int = 1,
-        sample_all: bool = False,
-        references: dict[str, list[str]] | None = None,
-        on_update: Callable[[BatchStats], None] | None = None,
-        init_options: dict[str, Any] | None = None,
-        stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
+        cache: Path | None = None,
     ) -> None:
-        if actors < 1 or concurrency < 1 or attempts < 1:
-            raise ValueError("actors, concurrency and attempts must be at least 1")
+        self.cluster = cluster
         self.config = config
-        self.tasks = tasks
-        self.output = Path(output)
-        self.address = address
-        self.n_actors = actors
+        self.output = output
+        self.limits = limits
         self.concurrency = concurrency
-        self.attempts = attempts
-        self.sample_all = sample_all
-        self.references = references or {}
-        self.on_update = on_update or (lambda _: None)
-        self.init_options = init_options or {}
-        self.stall_timeout_s = stall_timeout_s
-        self.stopping = False
-        self.stats = BatchStats(len(tasks), 0)
+        self.cache = cache
         self.actors: list[_Slot] = []
         self.actor_deaths = 0
+        self._ray: Any = None
         self._remote: Any = None
+        self._started_ray = False
 
-    def stop(self) -> None:
-        """Stop handing out tasks; tasks in flight are abandoned (they rerun on resume)."""
-        if not self.stopping:
-            log.warning("batch_stopping")
-        self.stopping = True
-
-    def run(self) -> BatchStats:
-        results = ResultsFile(self.output / "results.jsonl")
-        try:
-            finished = results.finished()
-            pending = deque(t for t in self.tasks if t.id not in finished)
-            self.stats = BatchStats(len(self.tasks), len(self.tasks) - len(pending))
-            if pending:
-                self._run(results, pending)
-        finally:
-            results.close()
-            self.on_update(self.stats)
-        return self.stats
-
-    def _run(self, results: ResultsFile, pending: deque[TaskSpec]) -> None:
-        ray = import_ray()
-        started_ray = not ray.is_initialized()
-        if started_ray:
-            check_reachable(self.address)
+    async def __aenter__(self) -> RayPool:
+        ray = self._ray = import_ray()
+        self._started_ray = not ray.is_initialized()
+        if self._started_ray:
+            address = self.cluster.address
+            check_reachable(address)
             try:
-                ray.init(address=self.address, log_to_driver=False, **self.init_options)
+                ray.init(address=address, log_to_driver=False, **self.cluster.init_options)
             except (ConnectionError, ValueError, RuntimeError) as exc:
-                where = self.address or "a new local instance"
+                where = address or "a new local instance"
                 raise ConfigError(
                     f"cannot connect to Ray at {where}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}; "
                     "start a cluster (ray start --head) or pass its address to --ray"
                 ) from None
-        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-        for sig in previous:
-            with contextlib.suppress(ValueError):  # not the main thread
-                signal.signal(sig, lambda *_: self.stop())
         try:
-            self.actors = [self._new_actor(ray) for _ in range(self.n_actors)]
-            errors = [e for e in ray.get([slot.handle.start.remote() for slot in self.actors]) if e]
+            self.actors = [self._new_actor() for _ in range(self.cluster.actors)]
+            started = await asyncio.gather(*(_get(slot.handle.start.remote()) for slot in self.actors))
+            errors = [e for e in started if e]
             if errors:  # as in a local batch: a browser that cannot launch is one usage error, not N failures
                 raise BrowserError(errors[0])
-            self._loop(ray, results, pending)
-        finally:
-            for sig, handler in previous.items():
-                with contextlib.suppress(ValueError, TypeError):
-                    signal.signal(sig, handler)
-            with contextlib.suppress(Exception):  # close browsers cleanly, then make sure
-                ray.get([slot.handle.aclose.remote() for slot in self.actors], timeout=CLOSE_S)
-            for slot in self.actors:
-                with contextlib.suppress(Exception):
-                    ray.kill(slot.handle)
-            self.actors = []
-            if started_ray:
-                ray.shutdown()
+        except BaseException:
+            await self.__aexit__(None, None, None)
+            raise
+        return self
 
-    def _new_actor(self, ray: Any) -> _Slot:
+    async def __aexit__(self, *exc: object) -> None:
+        ray = self._ray
+        with contextlib.suppress(Exception):  # close browsers cleanly, then make sure
+            closing = asyncio.gather(*(_get(slot.handle.aclose.remote()) for slot in self.actors))
+            await asyncio.wait_for(closing, CLOSE_S)
+        for slot in self.actors:
+            with contextlib.suppress(Exception):
+                ray.kill(slot.handle)
+        self.actors = []
+        if self._started_ray:
+            ray.shutdown()
+
+    def _new_actor(self) -> _Slot:
+        ray = self._ray
         if self._remote is None:
             # One CPU each, spread over the nodes; a restarted actor would lose its tasks anyway.
             self._remote = ray.remote(num_cpus=1, max_restarts=0, scheduling_strategy="SPREAD")(TaskActor)
         handle = self._remote.options(max_concurrency=self.concurrency).remote(
             _config_payload(self.config),
             str(self.output.resolve()),
-            self.attempts,
-            self.sample_all,
-            self.references,
-            self.stall_timeout_s,
+            dataclasses.asdict(self.limits),
+            str(self.cache.resolve()) if self.cache is not None else None,
         )
         return _Slot(handle)
 
-    def _loop(self, ray: Any, results: ResultsFile, pending: deque[TaskSpec]) -> None:
-        in_flight: dict[Any, tuple[TaskSpec, _Slot]] = {}
+    async def results(
+        self, pending: deque[TaskSpec], stats: BatchStats
+    ) -> AsyncGenerator[tuple[TaskResult, list[StepFigures]]]:
+        """Hand ``pending`` out to the actors, each up to ``concurrency`` at once; yield each task's
+        line and its steps' figures as it finishes (``stats``: tasks in flight, and re-run after
+        an actor died)."""
+        in_flight: dict[asyncio.Future[Any], tuple[TaskSpec, _Slot]] = {}
         deaths: dict[str, int] = {}
-        while (pending or in_flight) and not self.stopping:
-            while pending:
-                slot = min(self.actors, key=lambda s: s.in_flight)
-                if slot.in_flight >= self.concurrency:
-                    break
-                task = pending.popleft()
-                in_flight[slot.handle.run.remote(task.model_dump(mode="json"))] = (task, slot)
-                slot.in_flight += 1
-            self.stats.in_flight = len(in_flight)
-            ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=WAIT_S)
-            for ref in ready:
-                task, slot = in_flight.pop(ref)
-                slot.in_flight -= 1
-                result = self._collect(ray, ref, task, slot, deaths, pending)
-                if result is not None:
-                    results.append(result)
-                    self._count(result)
-            self.on_update(self.stats)
+        try:
+            while pending or in_flight:
+                while pending:
+                    slot = min(self.actors, key=lambda s: s.in_flight)
+                    if slot.in_flight >= self.concurrency:
+                        break
+                    task = pending.popleft()
+                    ref = slot.handle.run.remote(task.model_dump(mode="json"))
+                    in_flight[asyncio.wrap_future(ref.future())] = (task, slot)
+                    slot.in_flight += 1
+                stats.in_flight = len(in_flight)
+                done, _ = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+                for future in done:
+                    task, slot = in_flight.pop(future)
+                    slot.in_flight -= 1
+                    outcome = self._collect(future, task, slot, deaths)
+                    if outcome is None:
+                        stats.retried += 1
+                        pending.appendleft(task)
+                    else:
+                        stats.in_flight = len(in_flight)
+                        yield outcome
+        finally:
+            for future in in_flight:  # abandoned (the batch stops): the actors are killed next
+                future.cancel()
 
     def _collect(
-        self, ray: Any, ref: Any, task: TaskSpec, slot: _Slot, deaths: dict[str, int], pending: deque[TaskSpec]
-    ) -> TaskResult | None:
+        self, future: asyncio.Future[Any], task: TaskSpec, slot: _Slot, deaths: dict[str, int]
+    ) -> tuple[TaskResult, list[StepFigures]] | None:
+        """A finished task's line and step figures; None when its actor died and it is to run again."""
+        ray = self._ray
         try:
-            return TaskResult.model_validate_json(ray.get(ref))
+            data = json.loads(future.result())
+            return TaskResult.model_validate(data["result"]), [StepFigures(*s) for s in data["steps"]]
         except ray.exceptions.RayActorError as exc:
             deaths[task.id] = deaths.get(task.id, 0) + 1
             if slot in self.actors:
                 self.actor_deaths += 1
                 log.warning("ray_actor_died", task=task.id, error=str(exc).splitlines()[0] if str(exc) else "")
-                self.actors[self.actors.index(slot)] = self._new_actor(ray)
+                self.actors[self.actors.index(slot)] = self._new_actor()
             if deaths[task.id] > ACTOR_RETRIES:
-                return TaskResult.failed(task, f"internal error: the Ray actor running it died {deaths[task.id]} times")
-            self.stats.retried += 1
-            pending.appendleft(task)
+                message = f"internal error: the Ray actor running it died {deaths[task.id]} times"
+                return TaskResult.failed(task, message), []
             return None
         except ray.exceptions.RayError as exc:
-            return TaskResult.failed(task, f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0]}")
-
-    def _count(self, result: TaskResult) -> None:
-        s = self.stats
-        s.done += 1
-        s.finished_now += 1
-        s.succeeded += result.success
-        s.errors += result.stop_reason == "error"
-        s.retried += result.retried
-        s.stalled += sum(a.stalled + sum(r.reason == "stalled" for r in a.reruns) for a in result.attempt_records)
-        s.steps += result.steps
-        s.tokens += sum(
-            u.prompt_tokens + u.completion_tokens
-            for u in (result.usage.policy, result.usage.localizer, result.usage.validator)
-        )
+            message = f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+            return TaskResult.failed(task, message), []
 
 
 def check_reachable(address: str | None, timeout_s: float = CONNECT_S) -> None:

@@ -1,10 +1,18 @@
 """What a batch writes: ``DIR/results.jsonl``, one line per finished task (``TaskResult``, with a
-record per attempt and per re-run), appended atomically and read back on resume."""
+record per attempt and per re-run), appended atomically and read back on resume.
+
+On resume (``resume_plan``) a task whose line says it ended with the infrastructure's error (a
+browser that died or did not answer in time, a model server that kept failing; its re-runs spent)
+is run again, its line taken out of the file first (``ResultsFile.forget``: the file is rewritten
+atomically), so the file keeps one line per task; a task that really failed keeps its line.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -13,14 +21,27 @@ from pydantic import BaseModel, Field
 
 from ..config import ROLES, AgentConfig
 from ..errors import InputError
+from ..files import write_atomic_parts
 from ..records import Usage
 from .tasks import TaskSpec
 
-__all__ = ["AttemptRecord", "Rerun", "RerunReason", "ResultsFile", "TaskResult", "cost_of", "read_results"]
+__all__ = [
+    "AttemptRecord",
+    "Rerun",
+    "RerunReason",
+    "ResultsFile",
+    "ResumePlan",
+    "TaskResult",
+    "cost_of",
+    "read_results",
+    "resume_plan",
+]
 
 log = structlog.get_logger("webagent.batch")
 
-RerunReason = Literal["browser_crash", "stalled"]
+#: Why a run was replaced: its browser died, the watchdog stopped it, or it ended with an error of the
+#: infrastructure under it (``WebAgentError.infrastructure``).
+RerunReason = Literal["browser_crash", "stalled", "infrastructure"]
 
 
 class Rerun(BaseModel):
@@ -44,8 +65,15 @@ class AttemptRecord(BaseModel):
     steps: int
     duration_s: float
     output_dir: str
-    retried: bool = Field(default=False, description="Re-run after its browser died or it stalled")
+    retried: bool = Field(
+        default=False, description="Re-run after its browser died, it stalled or the infrastructure failed"
+    )
     stalled: bool = Field(default=False, description="The run that counts was stopped by the watchdog")
+    infrastructure: bool = Field(
+        default=False,
+        description="The run that counts ended with the infrastructure's error (a browser that died or did not "
+        "answer in time, a model server that kept failing), its re-runs spent",
+    )
     reruns: list[Rerun] = Field(default=[], description="The runs it replaced, in order")
     feedback: list[str] = []
     replayed_steps: int = 0
@@ -69,7 +97,13 @@ class TaskResult(BaseModel):
     usage: Usage
     cost_usd: float
     duration_s: float
-    retried: bool = Field(description="Re-run after its browser crashed or it stalled")
+    retried: bool = Field(description="Re-run after its browser crashed, it stalled or the infrastructure failed")
+    infrastructure: bool = Field(
+        default=False,
+        description="Ended with stop reason 'error' because the infrastructure failed (re-runs spent), not the "
+        "task: re-running the batch command runs it again (unless --no-retry-infra)",
+    )
+    infra_reruns: int = Field(default=0, description="Runs re-run because the infrastructure failed under them")
     reference: list[str] = []
     reference_match: bool | None = None
     replayed_steps: int = Field(default=0, description="Steps replayed from a replay cache")
@@ -133,6 +167,20 @@ class ResultsFile:
                     done[result.id] = result
         return done
 
+    def forget(self, ids: Iterable[str]) -> None:
+        """Take the lines of ``ids`` out of the file (rewritten atomically: a killed run leaves either
+        file whole), so that those tasks run again and keep one line each."""
+        drop = set(ids)
+        if not drop or not self.path.exists():
+            return
+        kept = []
+        for line in self.path.read_bytes().split(b"\n"):
+            if line.strip() and TaskResult.model_validate_json(line).id not in drop:
+                kept.append(line + b"\n")
+        os.close(self._fd)
+        write_atomic_parts(self.path, kept)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
     def append(self, result: TaskResult) -> None:
         line = (result.model_dump_json() + "\n").encode()
         written = os.write(self._fd, line)
@@ -141,6 +189,38 @@ class ResultsFile:
 
     def close(self) -> None:
         os.close(self._fd)
+
+
+@dataclass(frozen=True)
+class ResumePlan:
+    """What a batch found in its results file: the tasks to run now, and of the lines kept, how many
+    say the task really failed; the lines ended by the infrastructure, run again or kept."""
+
+    pending: list[TaskSpec]
+    kept: int
+    kept_failed: int
+    infra_rerun: list[str]
+    infra_kept: int
+
+
+def resume_plan(finished: dict[str, TaskResult], tasks: list[TaskSpec], *, retry_infra: bool = True) -> ResumePlan:
+    """Which of ``tasks`` run now, given the lines already in the file (``finished``): those with no
+    line, and (``retry_infra``) those whose line ended with the infrastructure's error."""
+    infra = {t.id for t in tasks if t.id in finished and _ended_by_infrastructure(finished[t.id])}
+    rerun = infra if retry_infra else set()
+    pending = [t for t in tasks if t.id not in finished or t.id in rerun]
+    kept = [finished[t.id] for t in tasks if t.id in finished and t.id not in rerun]
+    return ResumePlan(
+        pending=pending,
+        kept=len(kept),
+        kept_failed=sum(r.stop_reason == "error" and not r.infrastructure for r in kept),
+        infra_rerun=sorted(rerun),
+        infra_kept=len(infra) - len(rerun),
+    )
+
+
+def _ended_by_infrastructure(result: TaskResult) -> bool:
+    return result.infrastructure and result.stop_reason == "error" and not result.success
 
 
 def read_results(output: str | Path) -> list[TaskResult]:

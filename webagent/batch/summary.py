@@ -11,7 +11,7 @@ from rich.table import Table
 from ..config import ROLES, AgentConfig
 from ..records import Usage
 from .results import TaskResult, cost_of
-from .runner import BatchStats
+from .stats import BatchStats
 
 __all__ = ["percentile", "print_summary", "summarize"]
 
@@ -80,8 +80,12 @@ def summarize(
         "errors": sum(r.stop_reason == "error" for r in results),
         # Tasks that asked for a person (a CAPTCHA, a 2FA code) with none to answer: not a failure of the agent.
         "needs_human": sum(r.stop_reason == "needs_human" for r in results),
+        # Of the errors: the infrastructure's (a browser that died or did not answer in time, a model
+        # server that kept failing), re-runs spent; a resumed batch runs them again.
+        "infrastructure_errors": sum(r.infrastructure and r.stop_reason == "error" for r in results),
         "retried_after_crash": sum(_crashed(r) for r in results),
         "stalled": sum(_stalled(r) for r in results),
+        "infra_reruns": sum(r.infra_reruns for r in results),
         "tokens": {
             role: {
                 "prompt": usage.role(role).prompt_tokens,
@@ -103,6 +107,9 @@ def summarize(
             "wall_time_s": _r(wall),
             "tasks_finished": stats.finished_now,
             "tasks_resumed": stats.resumed,
+            "resumed_failed": stats.resumed_failed,
+            "resumed_infra_errors_rerun": stats.resumed_infra,
+            "infra_rerun_causes": dict(stats.infra_causes.most_common()),
             "steps": stats.steps,
             "steps_per_s": _r(stats.steps / wall if wall > 0 else None),
             "model_tokens_per_s": _r(stats.tokens / wall if wall > 0 else None, 1),
@@ -127,6 +134,19 @@ def summarize(
         row["success_rate"] = _r(row["succeeded"] / row["tasks"])
     if benchmarks:  # success per benchmark task (the page's own verdict), errors apart
         summary["benchmarks"] = dict(sorted(benchmarks.items()))
+    admission = stats.admission
+    if admission is not None:
+        summary["admission"] = {
+            "ceiling": admission.ceiling,
+            "limit": admission.limit,
+            "limit_lowest": admission.lowest,
+            "limit_highest": admission.highest,
+            "peak_running": admission.peak_running,
+            "decreases": admission.decreases,
+            "held_back_s": admission.held_back_s,
+            "reason": admission.reason,
+        }
+        summary["run"]["browser_commands"] = dict(stats.commands)
     if server is not None:
         uncached = server.get("uncached_prompt_tokens")
         if uncached is not None and stats.steps:
@@ -152,14 +172,21 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
         "steps / attempts per task", f"{_show(summary['steps_per_task'])} / {_show(summary['attempts_per_task'])}"
     )
     table.add_row(
-        "errors / retried after crash / stalled",
-        f"{summary['errors']} / {summary['retried_after_crash']} / {summary.get('stalled', 0)}",
+        "errors (infrastructure) / retried after crash / stalled",
+        f"{summary['errors']} ({summary.get('infrastructure_errors', 0)}) / {summary['retried_after_crash']} / "
+        f"{summary.get('stalled', 0)}",
     )
     if summary.get("needs_human"):
         table.add_row("needed a person (ask_user, none to answer)", str(summary["needs_human"]))
     for name, row in summary.get("benchmarks", {}).items():
         errors = f", {row['errors']} errors" if row["errors"] else ""
         table.add_row(name, f"{row['succeeded']}/{row['tasks']} succeeded ({row['success_rate']:.1%}){errors}")
+    causes = summary["run"].get("infra_rerun_causes") or {}
+    if summary.get("infra_reruns") or causes:
+        top = "; ".join(f"{n} x {cause}" for cause, n in list(causes.items())[:3])
+        table.add_row(
+            "re-run after an infrastructure failure", f"{summary.get('infra_reruns', 0)}" + (f" ({top})" if top else "")
+        )
     for role in ROLES:
         tok = summary["tokens"][role]
         cached = f" ({tok['cached'] / tok['prompt']:.0%} cached)" if tok.get("cached") and tok["prompt"] else ""
@@ -172,6 +199,19 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
         ("-" if wall is None else f"{wall:.1f}s")
         + f" ({run['tasks_finished']} run now, {run['tasks_resumed']} resumed)",
     )
+    adm = summary.get("admission")
+    if adm:
+        commands = summary["run"].get("browser_commands") or {}
+        table.add_row(
+            "sessions at once (admission)",
+            f"peak {adm['peak_running']} of {adm['ceiling']}, limit {adm['limit_lowest']}-{adm['limit_highest']}, "
+            f"{adm['decreases']} decreases, held back {adm['held_back_s']:g} s",
+        )
+        if commands.get("extended") or commands.get("expired"):
+            table.add_row(
+                "browser deadlines: given more time / given up",
+                f"{commands.get('extended', 0)} / {commands.get('expired', 0)} of {commands.get('answered', 0):,} answered",
+            )
     table.add_row("steps/s, model tokens/s", f"{_show(run['steps_per_s'])} / {_show(run['model_tokens_per_s'])}")
     lat = run["step_latency_s"]
     if lat["p50"] is None:  # no step ran in this invocation (e.g. a resumed batch with nothing left)

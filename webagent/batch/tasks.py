@@ -1,7 +1,14 @@
-"""Task files: our JSONL (``{"id","url","goal"}``), benchmark tasks that reward themselves
-(``{"id", "task": "miniwob/click-button", "seed": 3}``: ``webagent.env.tasks``) and WebVoyager's
-(``{"web_name","id","ques","web"}``), plus reference answers (WebVoyager ``reference_answer.json``
-style, or a plain ``{id: answer}`` map).
+"""Tasks as data, and task files.
+
+A task (``TaskSpec``) is its id, where it starts, its goal, where its reward comes from (the
+validator; reference answers; or a benchmark page that judges itself) and how its runs are run
+(``TaskOptions``: an expectation the validator must also confirm, loop limits, a trace). The batch
+runner, the Ray actors and ``webagent test`` run nothing else (``webagent.batch.TaskRunner``).
+
+Task files: our JSONL (``{"id","url","goal"}``, with any of the options), benchmark tasks that
+reward themselves (``{"id", "task": "miniwob/click-button", "seed": 3}``: ``webagent.env.tasks``)
+and WebVoyager's (``{"web_name","id","ques","web"}``), plus reference answers (WebVoyager
+``reference_answer.json`` style, or a plain ``{id: answer}`` map).
 """
 
 from __future__ import annotations
@@ -13,20 +20,75 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..config import ContextSettings
+from ..config import AgentSettings, ContextSettings
 from ..errors import InputError
-from ..inputs import check_text, load_json, read_text
+from ..inputs import MAX_GOAL_CHARS, check_text, load_json, read_text
+from ..stream import TraceMode
 from ..urls import normalize_url
 
-__all__ = ["TaskSpec", "check_run_dirs", "load_references", "load_tasks", "reference_matches", "run_dir_name"]
+__all__ = [
+    "OPTION_KEYS",
+    "RUN_LIMITS",
+    "RunLimits",
+    "TaskOptions",
+    "TaskSpec",
+    "check_run_dirs",
+    "load_references",
+    "load_tasks",
+    "reference_matches",
+    "run_dir_name",
+]
 
 _HASHED = re.compile(r"-[0-9a-f]{8}$")
 
 
+class RunLimits(BaseModel):
+    """The loop limits a task (or a suite check, or a suite's defaults) may set for its runs; None
+    keeps the config's ``[agent]`` setting."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_steps: int | None = Field(default=None, gt=0)
+    max_time_s: float | None = Field(default=None, gt=0)
+    max_attempts: int | None = Field(default=None, gt=0)
+    budget_calls: int | None = Field(default=None, ge=0)
+    budget_tokens: int | None = Field(default=None, ge=0)
+    budget_usd: float | None = Field(default=None, ge=0)
+
+    def limits(self) -> dict[str, int | float]:
+        """The limits set (the config's replaced by these)."""
+        return {k: v for k in RUN_LIMITS if (v := getattr(self, k)) is not None}
+
+    def settings(self, base: AgentSettings) -> AgentSettings:
+        """``base`` (the config's loop settings) with these limits applied."""
+        update = self.limits()
+        return base.model_copy(update=update) if update else base
+
+
+#: The keys of ``RunLimits``.
+RUN_LIMITS = tuple(RunLimits.model_fields)
+
+
+class TaskOptions(RunLimits):
+    """How a task's runs are run, beside the runner's own settings (attempts, watchdog)."""
+
+    expect: str | None = Field(
+        default=None, max_length=MAX_GOAL_CHARS, description="A statement the validator must also confirm"
+    )
+    trace: TraceMode = Field(default="off", description="Keep a Playwright trace: always, on-failure or off")
+
+
+#: The keys of a task-file line that set its options.
+OPTION_KEYS = tuple(TaskOptions.model_fields)
+
+
 class TaskSpec(BaseModel):
-    """One task of a batch."""
+    """One task: where it starts, its goal, where its reward comes from, how it is run.
+
+    The reward: a benchmark page's own verdict (``benchmark``, ``seed``), else the validator's, with
+    ``reference`` answers compared to the answer in the results line."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -38,6 +100,7 @@ class TaskSpec(BaseModel):
     #: A benchmark task's name (``miniwob/click-button``): its page gives the goal and the success.
     benchmark: str | None = None
     seed: int | None = None
+    options: TaskOptions = TaskOptions()
     #: The task's own browser session settings over the config's ``[browser]`` (a signed-in
     #: ``storage_state``, a ``proxy``, a ``locale``, a ``device``, ...).
     browser: ContextSettings | None = None
@@ -108,7 +171,23 @@ def _parse_benchmark(data: dict[str, Any], where: str) -> TaskSpec:
     return TaskSpec(id=str(task_id), url=name, goal=found.goal, benchmark=name, seed=seed)
 
 
+def _parse_options(data: dict[str, Any], where: str) -> TaskOptions:
+    try:
+        options = TaskOptions.model_validate({k: data[k] for k in OPTION_KEYS if k in data})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(p) for p in err["loc"])
+        raise InputError(f"{where}: {key}: {err['msg']}") from None
+    return options
+
+
 def _parse_task(data: dict[str, Any], where: str) -> TaskSpec:
+    options = _parse_options(data, where)
+    task = _parse_line(data, where)
+    return task.model_copy(update={"options": options}) if options != TaskOptions() else task
+
+
+def _parse_line(data: dict[str, Any], where: str) -> TaskSpec:
     if "task" in data:  # a benchmark task: {"id", "task": "miniwob/click-button", "seed": 3}
         return _parse_benchmark(data, where)
     if "ques" in data or "web" in data:  # WebVoyager

@@ -35,7 +35,7 @@ import structlog
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 
-from ..errors import BrowserError
+from ..errors import BrowserError, BrowserTimeoutError
 from ..images import Frame, Screenshot
 from .deadline import CommandTimeout, within
 from .devtools import CDPChannel, DevToolsSession
@@ -214,7 +214,8 @@ class ScreenCapture:
                     continue
                 state.target_closed(exc)
                 if attempt == 2 or state.page.is_closed():
-                    raise BrowserError(f"cannot take a screenshot: {first_line(exc)}") from None
+                    error = BrowserTimeoutError if isinstance(exc, CommandTimeout) else BrowserError
+                    raise error(f"cannot take a screenshot: {first_line(exc)}") from None
                 with contextlib.suppress(PlaywrightError, TimeoutError):
                     async with asyncio.timeout(0.5):
                         await state.page.evaluate(TWO_FRAMES)
@@ -278,6 +279,7 @@ class ScreenCapture:
         state = self._state
         timeout_s, url = state.config.capture_timeout_s, state.page.url
         log.warning("capture_timed_out", url=url, timeout_s=timeout_s)
+        await state.browser_answers(f"no screenshot within {timeout_s:g} s")  # a frozen browser: no page helps
         for how, again in (("", self._capture_again), (" on a new DevTools session", self._capture_on_new_session)):
             try:
                 result = await again(params)
@@ -288,9 +290,9 @@ class ScreenCapture:
             self._recoveries.append(f"The screenshot did not come within {timeout_s:g} s; it was taken again{how}.")
             return result
         if not state.recovers:
-            raise BrowserError(f"the page gives no screenshot (none within {timeout_s:g} s, twice) at {url}")
+            raise BrowserTimeoutError(f"the page gives no screenshot (none within {timeout_s:g} s, twice) at {url}")
         if self.pages_replaced >= MAX_PAGE_REOPENS:
-            raise BrowserError(
+            raise BrowserTimeoutError(
                 f"the page gives no screenshot at {url}, after it was reopened {self.pages_replaced} times for that"
             )
         note = await self._faults.reopen(url)
@@ -305,7 +307,7 @@ class ScreenCapture:
                 "Page.captureScreenshot", self._params(frame, scroll), timeout_s=timeout_s
             )
         except CommandTimeout:
-            raise BrowserError(f"the browser gives no screenshot of {url}, even in a new tab") from None
+            raise BrowserTimeoutError(f"the browser gives no screenshot of {url}, even in a new tab") from None
         return replaced
 
     async def _capture_again(self, params: dict[str, Any]) -> dict[str, Any]:

@@ -262,6 +262,8 @@ class PageControl:
             return await within(awaitable, timeout_s, "the action")
         except PlaywrightTimeoutError as exc:
             seconds = timeout_s if isinstance(exc, CommandTimeout) else state.config.settle_timeout_s
+            if isinstance(exc, CommandTimeout):  # the page, or the whole browser? (BrowserTimeoutError)
+                await state.browser_answers(f"the action got no answer within {seconds:g} s")
             raise ActionError(f"the page did not respond within {seconds:g} s") from None
         except PlaywrightError as exc:
             if state.crashed:

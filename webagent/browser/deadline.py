@@ -12,6 +12,11 @@ Playwright ``TimeoutError``, which every caller already handles as "the page did
 A bounded wait that ends, answered or past its deadline, is progress (``waited``): a batch's
 watchdog looks for runs stuck in an unbounded wait, not for slow browsers on a loaded machine,
 whose commands keep ending (each within its deadline) while a step takes long.
+
+Where a batch measures the load (``browser_load``, a ``BrowserLoad``), every answer is measured,
+and a command past its deadline on a saturated machine gets more time (``BrowserLoad.grace``: at
+most ``MAX_SCALE`` deadlines in all), while one that nothing suggests will still come fails at its
+deadline as before.
 """
 
 from __future__ import annotations
@@ -25,7 +30,18 @@ from playwright.async_api import CDPSession
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
-__all__ = ["DEFAULT_COMMAND_TIMEOUT_S", "BoundedCDPSession", "CommandTimeout", "on_wait_over", "waited", "within"]
+from .load import Answers, BrowserLoad
+
+__all__ = [
+    "DEFAULT_COMMAND_TIMEOUT_S",
+    "BoundedCDPSession",
+    "CommandTimeout",
+    "browser_load",
+    "on_wait_over",
+    "session_browser",
+    "waited",
+    "within",
+]
 
 T = TypeVar("T")
 
@@ -35,6 +51,12 @@ DEFAULT_COMMAND_TIMEOUT_S = 15.0
 
 #: Called when a bounded browser wait of the current run ends (set per run task: ``RunStream``).
 on_wait_over: ContextVar[Callable[[], None] | None] = ContextVar("webagent_on_wait_over", default=None)
+#: Measures every answer and judges every deadline that passes (set by a batch for all its tasks).
+browser_load: ContextVar[BrowserLoad | None] = ContextVar("webagent_browser_load", default=None)
+#: The answers of the browser the current run's session is on (set by the pool), where it counts
+#: them: a command past its deadline whose browser has answered nothing since it was sent is not
+#: given more time, however busy the machine.
+session_browser: ContextVar[Answers | None] = ContextVar("webagent_session_browser", default=None)
 
 
 class CommandTimeout(PlaywrightTimeoutError):
@@ -49,7 +71,11 @@ def waited() -> None:
 
 
 async def within(awaitable: Awaitable[T], seconds: float, what: str) -> T:
-    """``await awaitable``, or CommandTimeout after ``seconds`` (the awaitable is cancelled)."""
+    """``await awaitable``, or CommandTimeout after ``seconds`` (the awaitable is cancelled); where
+    the load is measured, after more on a saturated machine (``BrowserLoad.grace``)."""
+    load = browser_load.get()
+    if load is not None:
+        return await _within_load(awaitable, seconds, what, load)
     try:
         async with asyncio.timeout(seconds):
             result = await awaitable
@@ -59,6 +85,43 @@ async def within(awaitable: Awaitable[T], seconds: float, what: str) -> T:
     except PlaywrightError:
         waited()
         raise
+    waited()
+    return result
+
+
+async def _within_load(awaitable: Awaitable[T], seconds: float, what: str, load: BrowserLoad) -> T:
+    loop = asyncio.get_running_loop()
+    started = load.now()
+    browser = session_browser.get()
+    replies = browser.replies if browser is not None else 0
+    handle: asyncio.TimerHandle | None = None
+    try:
+        async with asyncio.timeout(None) as scope:
+
+            def judge() -> None:  # the deadline passed: more time, or the timeout now
+                nonlocal handle
+                answered = None if browser is None else browser.replies > replies
+                more = load.grace(started, seconds, browser_answered=answered)
+                if more > 0:
+                    handle = loop.call_later(more, judge)
+                else:
+                    scope.reschedule(loop.time())
+
+            handle = loop.call_later(seconds, judge)
+            result = await awaitable
+    except TimeoutError:
+        waited_s = load.now() - started
+        load.expire(waited_s, seconds)
+        waited()
+        more = f" (waited {waited_s:.0f} s: the machine is saturated)" if waited_s >= 1.5 * seconds else ""
+        raise CommandTimeout(f"{what}: no answer from the browser within {seconds:g} s{more}") from None
+    except PlaywrightError:
+        waited()
+        raise
+    finally:
+        if handle is not None:
+            handle.cancel()
+    load.answer(load.now() - started, seconds)
     waited()
     return result
 

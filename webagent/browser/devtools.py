@@ -39,7 +39,8 @@ import structlog
 from playwright.async_api import Browser, BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
 
-from .deadline import DEFAULT_COMMAND_TIMEOUT_S, CommandTimeout, on_wait_over, within
+from .deadline import DEFAULT_COMMAND_TIMEOUT_S, CommandTimeout, browser_load, on_wait_over, within
+from .load import BrowserLoad
 
 __all__ = [
     "CDPChannel",
@@ -156,9 +157,12 @@ class DevTools:
 
     def __init__(self, http: aiohttp.ClientSession, ws: aiohttp.ClientWebSocketResponse) -> None:
         self.sessions: dict[str, DevToolsSession] = {}
+        self._root_handlers: dict[str, list[Callable[[Any], Any]]] = {}
         #: Deadline of a command (``browser.command_timeout_s``): an unanswered one fails with CommandTimeout.
         self.timeout_s = DEFAULT_COMMAND_TIMEOUT_S
         self.closed = False
+        #: Replies from the browser so far (whether it still answers at all).
+        self.replies = 0
         self._http = http
         self._ws = ws
         self._pending: dict[int, _Pending] = {}
@@ -199,19 +203,34 @@ class DevTools:
             raise
         return cls(http, ws)
 
-    async def attach(self, context: BrowserContext, page: Page) -> DevToolsSession:
-        """A CDP session of ``page`` on this connection (its target id asked of Playwright once)."""
+    async def target_info(self, context: BrowserContext, page: Page) -> dict[str, Any]:
+        """``page``'s CDP ``TargetInfo`` (its target and browser context ids), asked of Playwright."""
         probe = await within(context.new_cdp_session(page), self.timeout_s, "new_cdp_session")
         try:
             info = await within(probe.send("Target.getTargetInfo"), self.timeout_s, "Target.getTargetInfo")
         finally:
             with contextlib.suppress(PlaywrightError):
                 await within(probe.detach(), self.timeout_s, "CDPSession.detach")
-        target = info["targetInfo"]["targetId"]
-        reply = await self.request("Target.attachToTarget", {"targetId": target, "flatten": True})
-        session = DevToolsSession(self, str(reply["sessionId"]))
-        self.sessions[session.session_id] = session
+        return dict(info["targetInfo"])
+
+    async def attach(self, context: BrowserContext, page: Page) -> DevToolsSession:
+        """A CDP session of ``page`` on this connection (its target id asked of Playwright once)."""
+        info = await self.target_info(context, page)
+        reply = await self.request("Target.attachToTarget", {"targetId": info["targetId"], "flatten": True})
+        return self.adopt(str(reply["sessionId"]))
+
+    def adopt(self, session_id: str) -> DevToolsSession:
+        """The session ``session_id`` (attached by this connection: ``Target.attachToTarget``, or
+        auto-attached), its events dispatched from now on. Called as its ``attachedToTarget``
+        event is handled, before the session's own messages are read."""
+        session = self.sessions.get(session_id)
+        if session is None:
+            session = self.sessions[session_id] = DevToolsSession(self, session_id)
         return session
+
+    def on(self, event: str, f: Callable[[Any], Any]) -> None:
+        """Handle ``event`` of the browser target itself (messages without a session)."""
+        self._root_handlers.setdefault(event, []).append(f)
 
     def close(self) -> None:
         """Closed now: every command waiting fails and its sessions are closed. The socket's closing
@@ -262,7 +281,7 @@ class DevTools:
         if hook is not None:  # answered or past its deadline: the run's progress (deadline.waited)
             future.add_done_callback(lambda done: None if done.cancelled() else hook())
         timer = loop.call_later(seconds, self._expire, key, seconds)
-        self._pending[key] = _Pending(future, method, session_id, timer)
+        self._pending[key] = _Pending(future, method, session_id, timer, seconds, browser_load.get(), self.replies)
         self._out.append(json.dumps(message, separators=(",", ":")))
         if self._writer is None or self._writer.done():
             self._writer = loop.create_task(self._write())
@@ -280,10 +299,25 @@ class DevTools:
             self.close()
 
     def _expire(self, key: int, seconds: float) -> None:
-        """A command's deadline passed: its reply, should it still come, is ignored."""
-        entry = self._pending.pop(key, None)
-        if entry is not None:
-            entry.fail(CommandTimeout(f"{entry.method}: no answer from the browser within {seconds:g} s"))
+        """A command's deadline passed: more time on a saturated machine where this browser still
+        answers (``BrowserLoad.grace``), else it fails and its reply, should it still come, is ignored."""
+        entry = self._pending.get(key)
+        if entry is None:
+            return
+        load = entry.load if not entry.future.done() else None  # None: no one waits for it any more
+        if load is not None:
+            more = load.grace(entry.sent, seconds, browser_answered=self.replies > entry.replies_before)
+            if more > 0:
+                entry.timer = asyncio.get_running_loop().call_later(more, self._expire, key, seconds)
+                return
+        del self._pending[key]
+        note = ""
+        if load is not None:
+            waited_s = load.now() - entry.sent
+            load.expire(waited_s, seconds)
+            if waited_s >= 1.5 * seconds:
+                note = f" (waited {waited_s:.0f} s: the machine is saturated)"
+        entry.fail(CommandTimeout(f"{entry.method}: no answer from the browser within {seconds:g} s{note}"))
 
     def fail_session(self, session_id: str, reason: str) -> None:
         """Fail the commands of one session still waiting for a reply (its target closed or crashed)."""
@@ -322,8 +356,11 @@ class DevTools:
         message = json.loads(payload)
         key = message.get("id")
         if key is not None:
+            self.replies += 1
             entry = self._pending.pop(key, None)
             if entry is not None:
+                if entry.load is not None:
+                    entry.load.answer(entry.load.now() - entry.sent, entry.seconds)
                 error = message.get("error")
                 if error is not None:
                     # -32001: "Session with given id not found" (its target closed in the meantime)
@@ -335,10 +372,17 @@ class DevTools:
                         entry.future.set_result(message.get("result", {}))
             return
         method, params = message.get("method", ""), message.get("params", {})
-        session = self.sessions.get(message.get("sessionId", ""))
+        session_id = message.get("sessionId")
+        session = self.sessions.get(session_id or "")
         if session is not None:
             session._dispatch(method, params)
-        elif method == "Target.detachedFromTarget":
+        elif session_id is None:
+            for handler in self._root_handlers.get(method, ()):
+                try:
+                    handler(params)
+                except Exception:  # a handler's bug must not stop the connection's reader
+                    log.exception("devtools_handler_failed", cdp_event=method)
+        if method == "Target.detachedFromTarget":  # a session of ours, or a child of one, went away
             gone = self.sessions.get(params.get("sessionId", ""))
             if gone is not None:
                 gone.gone = True
@@ -346,17 +390,28 @@ class DevTools:
 
 
 class _Pending:
-    """A command waiting for its reply, and the timer of its deadline."""
+    """A command waiting for its reply, the timer of its deadline, and what measures the load."""
 
-    __slots__ = ("future", "method", "session_id", "timer")
+    __slots__ = ("future", "load", "method", "replies_before", "seconds", "sent", "session_id", "timer")
 
     def __init__(
-        self, future: asyncio.Future[Any], method: str, session_id: str | None, timer: asyncio.TimerHandle
+        self,
+        future: asyncio.Future[Any],
+        method: str,
+        session_id: str | None,
+        timer: asyncio.TimerHandle,
+        seconds: float,
+        load: BrowserLoad | None,
+        replies_before: int,
     ) -> None:
         self.future = future
         self.method = method
         self.session_id = session_id
         self.timer = timer
+        self.seconds = seconds
+        self.load = load
+        self.sent = load.now() if load is not None else 0.0
+        self.replies_before = replies_before  # the connection's replies when it was sent
 
     def fail(self, exc: Exception) -> None:
         self.timer.cancel()

@@ -35,9 +35,9 @@ from playwright.async_api import Dialog, Download, Page, Request
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
-from ..errors import BrowserError
+from ..errors import BrowserError, BrowserTimeoutError
 from ..secrets import shorten
-from .deadline import within
+from .deadline import CommandTimeout, within
 from .state import PageState, first_line
 from .tabs import TabFollower
 
@@ -136,7 +136,9 @@ class PageFaults:
         if "ERR_ABORTED" in failure:  # replaced by another navigation, or a download: nothing commits
             self._state.nav.abort()
         else:  # Chromium's error page commits next (and ends a settle's wait)
-            self._state.nav.fail(f"Opening {request.url} failed: {failure}.")
+            text = f"Opening {request.url} failed: {failure}."
+            if not self._state.nav.fail(text):  # no wait to report it: the next observation does
+                self._state.report(text)
 
     async def after_failed_goto(self, exc: PlaywrightError) -> None:
         """Let the error page of a failed goto commit, so that it cannot cancel the next navigation."""
@@ -221,7 +223,8 @@ class PageFaults:
         try:
             page = await within(state.context.new_page(), timeout_s, "new_page")
         except PlaywrightError as exc:
-            raise BrowserError(f"cannot open a new tab in place of the page: {first_line(exc)}") from None
+            error = BrowserTimeoutError if isinstance(exc, CommandTimeout) else BrowserError
+            raise error(f"cannot open a new tab in place of the page: {first_line(exc)}") from None
         self._tabs.forget(page)  # not a tab the page opened
         with contextlib.suppress(PlaywrightError):
             await within(crashed.close(), timeout_s, "page.close")

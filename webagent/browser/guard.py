@@ -1,46 +1,53 @@
-"""Enforcing a NavigationPolicy in the browser.
+"""Enforcing a NavigationPolicy in the browser: one rule for every request a page makes.
 
-Two interception layers, both only installed when the policy can refuse something. By default
-(no domain lists, ``private_network = "auto"`` refusing private addresses for a public start URL)
-only navigations are checked: the driven page's CDP ``Fetch`` sees every document request (top
-level, frames, every redirect hop) and a new tab is checked when the agent would switch to it.
-That keeps Chromium's HTTP cache and costs nothing per subresource. With ``allowed_domains``,
-``blocked_domains`` or ``private_network = "block"`` every request is checked:
+Only installed when the policy can refuse something. Three layers, each for what the one before
+cannot see (docs/security.md says what each holds against):
 
-* a context-wide Playwright route (``**/*``) sees the first request of everything every page of
-  the context makes: navigations (links, forms, ``window.open``, ``location = ...``,
-  ``javascript:`` links that navigate), new tabs and popups, iframes, subresources, fetch/XHR,
-  beacons; plus a WebSocket route for ``ws:``/``wss:`` connections;
-* Playwright does not route redirect hops, so the page the agent drives also gets a CDP ``Fetch``
-  interception that sees every hop of every redirect (navigations and subresources alike).
+1. **Every request, judged in Python** (``webagent.browser.targets``): a CDP ``Fetch``
+   interception on every target of the context -- the pages and the tabs they open, their
+   out-of-process frames, dedicated, shared and service workers -- pauses each request, first
+   hops, redirect hops and the hops of a loader Chromium restarts alike, and this guard's
+   ``verdict`` decides. On a browser launched here that is done over its direct DevTools
+   connection, every target attached before it runs; without one (``direct_cdp`` off, remote
+   browsers) over the driven page's own CDP session, beside a context-wide Playwright route that
+   sees the first request of everything else. By default (no domain lists, ``private_network =
+   "auto"``) only document requests are paused: navigations of pages, frames and new tabs, every
+   hop; with ``allowed_domains``, ``blocked_domains`` or ``private_network = "block"``, every
+   request.
+2. **What never reaches that interception**, refused by Chromium itself: WebSockets by
+   DevTools network conditions (``netrules.websocket_conditions``), and, in the browsers launched
+   for guarded sessions (``launcher.HARDENED_ARGS``), shared workers, WebRTC over UDP and FedCM
+   switched off.
+3. **The proxy net** (``netrules.proxy_net``): a context the agent creates under an allow-list,
+   or with private networks refused, gets a proxy that does not exist, bypassed only by what the
+   policy allows, so that no channel at all reaches anything else.
 
 A refused navigation is aborted (the page stays where it was) and reported as a page event,
 which the loop hands to the policy in its next observation and records in the step. Refused
 subresources are counted and logged, not reported (trackers on an allowed site would drown the
-policy's prompt). Routing costs a round trip through Python per request and turns off
-Chromium's HTTP cache for the context: see docs/safety.md for the measured overhead.
+policy's prompt).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import weakref
-from collections.abc import Callable
 from typing import Any
 
-import structlog
 from playwright.async_api import BrowserContext, Request, Route, WebSocketRoute
 from playwright.async_api import Error as PlaywrightError
 
 from ..safety import NavigationPolicy
-from ..secrets import shorten
-from .devtools import CDPChannel
+from .devtools import CDPChannel, DevTools, devtools_for
+from .interception import TargetInterception
+from .netrules import proxy_net
+from .refusals import PolicyJudge
+from .targets import TargetWatcher
+from .tunnels import TunnelledChildren
 
 __all__ = ["NavigationGuard"]
 
-log = structlog.get_logger("webagent.browser")
-_URL_CHARS = 160
+_TUNNEL_TIMEOUT_S = 30.0  # a command to a frame or worker reached through the page's session
 
 
 def _is_popup(request: Request) -> bool:
@@ -52,68 +59,72 @@ def _is_popup(request: Request) -> bool:
     return False
 
 
-def _short(url: str) -> str:
-    return shorten(url, _URL_CHARS)  # redacted before it is cut: no part of a secret survives
-
-
-class NavigationGuard:
-    """Installs a policy's interception on a context and its driven pages; reports what it refused."""
+class NavigationGuard(PolicyJudge):
+    """Installs a policy's interception on a context and its targets; reports what it refused."""
 
     def __init__(self, policy: NavigationPolicy) -> None:
-        self.policy = policy
-        #: Receives each report for the policy; ``main_frame`` when a top-level navigation was refused.
-        self.on_event: Callable[[str, bool], None] = lambda text, main_frame: None
-        self.blocked_navigations = 0
-        self.blocked_requests = 0
-        #: Set when the first navigation of a new tab was refused (the tab is left on about:blank).
-        self.popup_blocked = asyncio.Event()
+        super().__init__(policy)
         self._context: BrowserContext | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._devtools: DevTools | None = None  # the browser's direct connection: every target guarded
+        self._context_id = ""  # the context's CDP id, once registered with the connection's watcher
+        self._main_frame_id = ""  # of the page last attached (for the route's reports)
 
-    @property
-    def active(self) -> bool:
-        return self.policy.active
-
-    @property
-    def every_request(self) -> bool:
-        """Whether subresources are checked too (else only navigations: see the module docstring)."""
-        return self.policy.active and self.policy.every_request
+    def context_options(self) -> dict[str, Any]:
+        """Options for ``new_context`` of a context this guard will watch: no service workers, and
+        the proxy net of the policy (``netrules.proxy_net``) where it has one."""
+        if not self.active:
+            return {}
+        options: dict[str, Any] = {"service_workers": "block"}
+        net = proxy_net(self.policy)
+        if net is not None:
+            options["proxy"] = net
+        return options
 
     async def install(self, context: BrowserContext) -> None:
-        if not self.every_request:
+        """Guard ``context``: over the browser's direct DevTools connection where there is one
+        (every target, from ``attach`` on), else with a Playwright route and WebSocket route."""
+        if not self.active:
             return
-        await context.route("**/*", self._route)
-        await _WebSocketGate.of(context).add(context, self)
         self._context = context
+        self._devtools = devtools_for(context.browser)
+        if self._devtools is None and self.every_request:
+            await context.route("**/*", self._route)
+            await _WebSocketGate.of(context).add(context, self)
 
     async def uninstall(self) -> None:
-        """Remove the request route, and this guard from the context's WebSocket gate."""
+        """Undo ``install`` (a caller's context that outlives the run keeps nothing of it)."""
         context, self._context = self._context, None
-        if context is not None:
+        devtools, context_id, self._context_id = self._devtools, self._context_id, ""
+        if devtools is not None and context_id:
+            await TargetWatcher.of(devtools).remove(context_id, self)
+        if context is not None and devtools is None:
             _WebSocketGate.of(context).guards.discard(self)
             with contextlib.suppress(PlaywrightError):
                 await context.unroute("**/*", self._route)
 
     async def attach(self, cdp: CDPChannel, main_frame_id: str) -> None:
-        """Watch the redirects of one page (its CDP session), which the route does not see."""
-        if not self.policy.active:
+        """Watch a page the session drives through its CDP session ``cdp``. Over a direct
+        connection the first call registers the context with the connection's ``TargetWatcher``
+        (which then guards this page and every other target); otherwise the page's own requests
+        are intercepted on ``cdp``."""
+        if not self.active:
             return
-        cdp.on("Fetch.requestPaused", lambda event: self._spawn(self._paused(cdp, event, main_frame_id)))
-        pattern: dict[str, str] = {"urlPattern": "*", "requestStage": "Request"}
-        if not self.every_request:
-            pattern["resourceType"] = "Document"
-        await cdp.send("Fetch.enable", {"patterns": [pattern]})
+        self._main_frame_id = main_frame_id
+        if self._devtools is not None:
+            if not self._context_id:
+                info = await cdp.send("Target.getTargetInfo")
+                context_id = str(info["targetInfo"]["browserContextId"])
+                await TargetWatcher.of(self._devtools).add(context_id, self)
+                self._context_id = context_id
+            return
+        await TargetInterception(self, cdp, "page", main_frame_id=main_frame_id).start()
+        await TunnelledChildren(self, cdp, _TUNNEL_TIMEOUT_S).start()
 
     async def refuse(self, url: str) -> str | None:
         """Why the agent itself must not open ``url`` (checked before any request is made)."""
         return await self.policy.check_resolved(url, navigation=True)
 
-    # -- handlers ----------------------------------------------------------------------------
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
+    # -- without a direct connection: Playwright's routes ---------------------------------------
     async def _route(self, route: Route, request: Request) -> None:
         navigation = request.is_navigation_request()
         reason = await self.policy.check_resolved(request.url, navigation=navigation)
@@ -126,61 +137,21 @@ class NavigationGuard:
             await route.abort("aborted" if navigation and not _is_popup(request) else "blockedbyclient")
         except PlaywrightError:
             return  # the page went away meanwhile
-        if navigation:
-            self._report_navigation(request, reason)
+        if not navigation:
+            self.refused_request(request.url, reason)
+        elif _is_popup(request):
+            self.refused_new_tab(request.url, reason)
+        elif request.frame.parent_frame is not None:
+            self.refused_frame(request.url, reason, "")
         else:
-            self._report_request(request.url, reason)
-
-    async def _paused(self, cdp: CDPChannel, event: dict[str, Any], main_frame_id: str) -> None:
-        request_id = event["requestId"]
-        url = str(event["request"]["url"])
-        reason: str | None = None
-        navigation = event.get("resourceType") == "Document"
-        redirect = bool(event.get("redirectedRequestId"))
-        if redirect or not self.every_request:  # with the route on, first hops are its business
-            reason = await self.policy.check_resolved(url, navigation=navigation)
-        try:
-            if reason is None:
-                await cdp.send("Fetch.continueRequest", {"requestId": request_id})
-                return
-            await cdp.send("Fetch.failRequest", {"requestId": request_id, "errorReason": "Aborted"})
-        except PlaywrightError:
-            return
-        if navigation:
-            self.blocked_navigations += 1
-            what = "a redirect" if redirect else "a navigation"
-            text = f"Blocked {what} to {_short(url)}: {reason}; the page stayed where it was."
-            self.on_event(text, event.get("frameId") == main_frame_id)
-            log.info("navigation_blocked", url=_short(url), reason=reason, redirect=True)
-        else:
-            self._report_request(url, reason)
+            self.refused_navigation(request.url, reason, self._main_frame_id, redirect=False)
 
     def refuse_websocket(self, url: str) -> str | None:
         """Why a WebSocket to ``url`` is refused (None: allowed); a refusal is counted and logged."""
         reason = self.policy.check(url, navigation=False)
         if reason is not None:
-            self._report_request(url, reason)
+            self.refused_request(url, reason)
         return reason
-
-    def _report_navigation(self, request: Request, reason: str) -> None:
-        self.blocked_navigations += 1
-        url = _short(request.url)
-        frame = None if _is_popup(request) else request.frame
-        main_frame = False
-        if frame is None:
-            self.popup_blocked.set()
-            text = f"Blocked a new tab that was to open {url}: {reason}."
-        elif frame.parent_frame is not None:
-            text = f"Blocked a frame on the page from loading {url}: {reason}."
-        else:
-            main_frame = True
-            text = f"Blocked a navigation to {url}: {reason}; the page stayed where it was."
-        self.on_event(text, main_frame)
-        log.info("navigation_blocked", url=url, reason=reason)
-
-    def _report_request(self, url: str, reason: str) -> None:
-        self.blocked_requests += 1
-        log.debug("request_blocked", url=_short(url), reason=reason)
 
 
 class _WebSocketGate:

@@ -15,13 +15,26 @@ from typing import Any
 import structlog
 from playwright.async_api import Browser, Playwright
 from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from ..config import BrowserConfig
-from ..errors import BrowserError
-from .deadline import CommandTimeout, within
+from ..errors import BrowserError, BrowserTimeoutError
+from ..safety import parse_rules
+from .deadline import within
 from .devtools import connect_devtools, free_port
+from .netrules import resolver_rules
 
-__all__ = ["CHROMIUM_ARGS", "DISABLED_FEATURES", "connect_browser", "find_chromium", "launch_browser", "open_browser"]
+__all__ = [
+    "CHROMIUM_ARGS",
+    "DISABLED_FEATURES",
+    "HARDENED_ARGS",
+    "browser_args",
+    "connect_browser",
+    "find_chromium",
+    "hardened_args",
+    "launch_browser",
+    "open_browser",
+]
 
 log = structlog.get_logger("webagent.browser")
 
@@ -70,6 +83,60 @@ CHROMIUM_ARGS = (
 )
 
 
+#: What a browser launched for guarded sessions (a navigation policy that can refuse something)
+#: also gets: the channels the navigation guard cannot see into, switched off (each proven by an
+#: attack in tests/browser/test_attacks.py, not by the flag being there). Shared workers: their
+#: WebSockets escape every interception; WebRTC: no UDP that does not go through a proxy (STUN
+#: and TURN over UDP; over TCP it goes through the context's proxy net, see netrules); FedCM: the
+#: identity provider requests are the browser's own. Chromium 156 has no switch for WebTransport,
+#: PaymentRequest or speculation-rules prefetch: the proxy net stops those (docs/security.md).
+HARDENED_ARGS = (
+    "--disable-shared-workers",
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--disable-blink-features=FedCm",
+)
+_LIST_FLAGS = ("--disable-features=", "--disable-blink-features=", "--enable-features=", "--host-resolver-rules=")
+
+
+def hardened_args(config: BrowserConfig) -> list[str]:
+    """The flags a browser for guarded sessions gets besides webagent's own (``HARDENED_ARGS``, and
+    resolver rules for the names of ``config.blocked_domains``), for a browser launched elsewhere
+    (the pytest plugin's)."""
+    return [*HARDENED_ARGS, *_resolver_flag(config.blocked_domains)]
+
+
+def _resolver_flag(blocked: tuple[str, ...] | list[str]) -> list[str]:
+    rules = resolver_rules(parse_rules(blocked))
+    return ["--host-resolver-rules=" + ",".join(rules)] if rules else []
+
+
+def browser_args(
+    extra: list[str] | tuple[str, ...] = (), *, hardened: bool = False, blocked: tuple[str, ...] | list[str] = ()
+) -> list[str]:
+    """webagent's Chromium flags, then ``extra``, de-duplicated; for guarded sessions
+    (``hardened``) ``HARDENED_ARGS`` and host resolver rules under which the names of ``blocked``
+    (``browser.blocked_domains``) do not resolve. Several ``--disable-features``-style flags are
+    merged into one (Chromium keeps only the last), so that a flag of the caller's does not drop
+    webagent's list or the other way round; resolver rules too, webagent's first (the first
+    matching rule is the one applied)."""
+    ours = [*HARDENED_ARGS, *_resolver_flag(blocked)] if hardened else []
+    args: list[str] = []
+    lists: dict[str, list[str]] = {}
+    for arg in [*CHROMIUM_ARGS, *ours, *extra]:
+        prefix = next((p for p in _LIST_FLAGS if arg.startswith(p)), None)
+        if prefix is None:
+            args.append(arg)
+            continue
+        if prefix not in lists:
+            lists[prefix] = []
+            args.append(prefix)  # its place, filled in below
+        lists[prefix] += [
+            v.strip() for v in arg[len(prefix) :].split(",") if v.strip() and v.strip() not in lists[prefix]
+        ]
+    merged = [a + ",".join(lists[a]) if a in lists else a for a in args]
+    return list(dict.fromkeys(merged))
+
+
 def find_chromium(config: BrowserConfig) -> str | None:
     """The Chromium binary to use: configured, else the system's, else None (Playwright's bundled)."""
     if config.executable_path:
@@ -88,18 +155,23 @@ def find_chromium(config: BrowserConfig) -> str | None:
 
 
 async def launch_browser(
-    playwright: Playwright, config: BrowserConfig, *, options: Mapping[str, Any] | None = None
+    playwright: Playwright,
+    config: BrowserConfig,
+    *,
+    options: Mapping[str, Any] | None = None,
+    hardened: bool = False,
 ) -> Browser:
     """Launch one Chromium for many sessions (one context each).
 
     ``options``: more keyword arguments of Playwright's ``BrowserType.launch`` (pytest-playwright's
     launch arguments: ``channel``, ``slow_mo``, ...); their ``args`` come after webagent's flags,
-    and their ``headless`` and ``executable_path`` win over the config's.
+    and their ``headless`` and ``executable_path`` win over the config's. ``hardened``: for
+    guarded sessions (``HARDENED_ARGS``).
     """
     extra = dict(options or {})
     executable = extra.pop("executable_path", None) or (None if extra.get("channel") else find_chromium(config))
     headless = bool(extra.pop("headless", config.headless))
-    args = list(dict.fromkeys([*CHROMIUM_ARGS, *config.args, *extra.pop("args", [])]))
+    args = browser_args([*config.args, *extra.pop("args", [])], hardened=hardened, blocked=config.blocked_domains)
     # A DevTools port of our own for the per-step commands (webagent.browser.devtools), unless
     # turned off or the configured flags already set up remote debugging (a port, or an address
     # that is perhaps not loopback).
@@ -118,10 +190,10 @@ async def launch_browser(
             config.open_timeout_s + config.command_timeout_s,
             "chromium.launch",
         )
-    except CommandTimeout as exc:
-        raise BrowserError(f"Chromium did not start ({exc}): the machine may be overloaded") from None
     except PlaywrightError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if isinstance(exc, PlaywrightTimeoutError):  # ours (CommandTimeout) or Playwright's own
+            raise BrowserTimeoutError(f"Chromium did not start ({first}): the machine may be overloaded") from None
         raise BrowserError(
             f"cannot launch Chromium ({executable or 'Playwright bundled'}): {first}; install Debian's "
             "chromium (apt-get install chromium), run `playwright install chromium`, or set browser.executable_path"
@@ -137,18 +209,21 @@ async def launch_browser(
     return browser
 
 
-async def connect_browser(playwright: Playwright, config: BrowserConfig) -> Browser:
+async def connect_browser(playwright: Playwright, config: BrowserConfig, *, hardened: bool = False) -> Browser:
     """Connect to the remote browser of ``config`` (``ws_endpoint`` or ``cdp_endpoint``).
 
     A Playwright browser server launches a browser for each connection, with the launch options
     sent in the ``x-playwright-launch-options`` header (a server started without ``--unsafe``
-    ignores ``args`` and ``executablePath``). Over CDP the browser is shared: closing the
-    connection leaves it running.
+    ignores ``args`` and ``executablePath``; ``hardened`` adds ``HARDENED_ARGS`` to them). Over
+    CDP the browser is shared: closing the connection leaves it running, as it was started.
     """
     timeout_ms = config.navigation_timeout_s * 1000
     try:
         if config.ws_endpoint:
-            options: dict[str, object] = {"headless": config.headless, "args": [*CHROMIUM_ARGS, *config.args]}
+            options: dict[str, object] = {
+                "headless": config.headless,
+                "args": browser_args(config.args, hardened=hardened),
+            }
             if config.executable_path:  # a path on the server's machine
                 options["executablePath"] = config.executable_path
             headers = {"x-playwright-launch-options": json.dumps(options)}
@@ -170,8 +245,8 @@ async def connect_browser(playwright: Playwright, config: BrowserConfig) -> Brow
     return browser
 
 
-async def open_browser(playwright: Playwright, config: BrowserConfig) -> Browser:
-    """Connect to the configured remote browser, or launch one here."""
+async def open_browser(playwright: Playwright, config: BrowserConfig, *, hardened: bool = False) -> Browser:
+    """Connect to the configured remote browser, or launch one here (``hardened``: for guarded sessions)."""
     if config.remote:
-        return await connect_browser(playwright, config)
-    return await launch_browser(playwright, config)
+        return await connect_browser(playwright, config, hardened=hardened)
+    return await launch_browser(playwright, config, hardened=hardened)

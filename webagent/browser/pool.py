@@ -17,6 +17,10 @@ replacement get it once it is up (connected), never the dead one. A replacement 
 launched is tried again (``LAUNCH_TRIES``), unless no browser was ever launched (then a bad
 executable is one error up front).
 
+Sessions under a navigation guard get *hardened* browsers (``launcher.HARDENED_ARGS``: the
+channels the guard cannot see into switched off), the others plain ones: the two never share a
+browser. A browser handed to the pool (``browser=``) serves both, as it was launched.
+
 With a remote browser (``browser.ws_endpoint`` / ``cdp_endpoint``) each pooled "browser" is a
 connection: recycling closes the connection and opens a new one (a Playwright server launches a
 fresh browser for it; over CDP the same browser is reached again), and a lost connection is
@@ -36,7 +40,9 @@ from playwright.async_api import Browser, Playwright, async_playwright
 
 from ..config import BrowserConfig
 from ..errors import BrowserError, BrowserStuckError
-from .deadline import on_wait_over, within
+from .deadline import on_wait_over, session_browser, within
+from .devtools import devtools_for
+from .guard import NavigationGuard
 from .launcher import open_browser
 from .session import BrowserSession
 
@@ -63,6 +69,7 @@ class _Retired(Exception):
 class _Slot:
     browser: Browser
     owned: bool
+    hardened: bool = False
     active: int = 0
     served: int = 0
     dead: bool = False
@@ -103,36 +110,46 @@ class BrowserPool:
     def browsers(self) -> int:
         return sum(1 for s in self._slots if not s.retiring)
 
-    async def _acquire(self) -> _Slot:
+    def launches_next(self, *, hardened: bool = False) -> bool:
+        """Whether the next session (of that kind) launches a browser (none running can take it)."""
+        return self._free(hardened) is None
+
+    def _free(self, hardened: bool) -> _Slot | None:
+        """A browser that can take one more session of that kind now."""
+        limit, life = self.config.contexts_per_browser, self.config.recycle_after
+        for slot in self._slots:
+            fresh = slot.owned is False or slot.served < life
+            kind = slot.owned is False or slot.hardened == hardened
+            if not slot.retiring and fresh and kind and slot.active < limit:
+                return slot
+        return None
+
+    async def _acquire(self, *, hardened: bool = False) -> _Slot:
         async with self._lock:
-            limit, life = self.config.contexts_per_browser, self.config.recycle_after
-            for slot in self._slots:
-                fresh = slot.owned is False or slot.served < life
-                if not slot.retiring and fresh and slot.active < limit:
-                    break
-            else:
-                slot = await self._launch()
+            slot = self._free(hardened)
+            if slot is None:
+                slot = await self._launch(hardened=hardened)
             slot.active += 1
             slot.served += 1
             return slot
 
-    async def _launch(self) -> _Slot:
+    async def _launch(self, *, hardened: bool) -> _Slot:
         """A new browser, up and connected (called under the lock: one launch at a time)."""
         # Not in the launching run's context: the driver's and the DevTools reader's tasks made
         # here serve every session of the browser, and must not report progress as that run's.
         token = on_wait_over.set(None)
         try:
-            return await self._launch_browser()
+            return await self._launch_browser(hardened)
         finally:
             on_wait_over.reset(token)
 
-    async def _launch_browser(self) -> _Slot:
+    async def _launch_browser(self, hardened: bool) -> _Slot:
         if self._playwright is None:
             self._playwright = await async_playwright().start()
         tries = LAUNCH_TRIES if self.launched else 1
         for attempt in range(1, tries + 1):
             try:
-                browser = await open_browser(self._playwright, self.config)
+                browser = await open_browser(self._playwright, self.config, hardened=hardened)
                 if not browser.is_connected():
                     with contextlib.suppress(Exception):
                         await within(browser.close(), self.config.open_timeout_s, "browser.close")
@@ -143,7 +160,7 @@ class BrowserPool:
                 log.warning("browser_launch_retry", attempt=attempt, error=str(exc))
                 await asyncio.sleep(_LAUNCH_RETRY_S * attempt)
                 continue
-            slot = self._watch(_Slot(browser, owned=True))
+            slot = self._watch(_Slot(browser, owned=True, hardened=hardened))
             self.launched += 1
             return slot
         raise AssertionError("unreachable")  # pragma: no cover
@@ -171,9 +188,10 @@ class BrowserPool:
             with contextlib.suppress(Exception):
                 await within(slot.browser.close(), self.config.open_timeout_s, "browser.close")
 
-    async def start(self) -> None:
-        """Launch the first browser now, so a bad executable is one error up front, not one per task."""
-        slot = await self._acquire()
+    async def start(self, *, hardened: bool = False) -> None:
+        """Launch the first browser now, so a bad executable is one error up front, not one per task
+        (``hardened``: the kind guarded sessions get)."""
+        slot = await self._acquire(hardened=hardened)
         slot.served -= 1  # warming up is not serving a context
         await self._release(slot)
 
@@ -187,22 +205,27 @@ class BrowserPool:
     async def session(
         self,
         *,
-        block_service_workers: bool = False,
+        guard: NavigationGuard | None = None,
         on_queue: Callable[[bool], None] | None = None,
         options: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[BrowserSession]:
-        """A new context on a pooled browser, closed on exit; ``options``: more ``new_context``
-        options (``webagent.browser.context``).
+        """A new context on a pooled browser, closed on exit. ``guard``: the navigation guard the
+        session will get (``set_guard``): a hardened browser, and a context made for it;
+        ``options``: more ``new_context`` options (``webagent.browser.context``: the session settings).
 
         ``on_queue(True)`` is called while the session waits for its turn to open (behind the
         ``OPENS_AT_ONCE`` opening on its browser, each within its own deadline), ``on_queue(False)``
         once it opens: a batch's watchdog does not count that wait as a stall.
         """
-        slot: _Slot | None = await self._acquire()
+        hardened = guard is not None and guard.active
+        first = await self._acquire(hardened=hardened)
+        slot: _Slot | None = first
+        token = session_browser.set(devtools_for(first.browser))  # whether it answers, while commands wait
         try:
             tries = 1
             while True:
                 assert slot is not None
+                session_browser.set(devtools_for(slot.browser))
                 try:
                     # A few opens at a time per browser: hundreds at once would all wait on
                     # Chromium's one UI thread, and the deadline would measure that queue.
@@ -213,9 +236,7 @@ class BrowserPool:
                             on_queue(False)
                         if slot.retiring:
                             raise _Retired
-                        session = await BrowserSession.create(
-                            slot.browser, self.config, block_service_workers=block_service_workers, options=options
-                        )
+                        session = await BrowserSession.create(slot.browser, self.config, guard=guard, options=options)
                     break
                 except _Retired:
                     pass  # retired while this session waited its turn: another browser, not a try
@@ -234,16 +255,22 @@ class BrowserPool:
                     slot.dead = True
                 released, slot = slot, None
                 await self._release(released)
-                slot = await self._acquire()
+                slot = await self._acquire(hardened=hardened)
             self.open_sessions += 1
             try:
                 yield session
             finally:
                 self.open_sessions -= 1
                 await session.close()
+                if session.browser_stuck and slot is not None and not slot.dead:  # frozen: retired
+                    slot.dead = True
+                    self.stuck += 1
+                    log.warning("browser_retired_frozen", active_sessions=slot.active)
         finally:
             if slot is not None:
                 await self._release(slot)
+            with contextlib.suppress(ValueError):  # closed from another context: nothing to unset here
+                session_browser.reset(token)
 
     async def aclose(self) -> None:
         for slot in list(self._slots):  # runs cancelled a moment ago may still release theirs

@@ -68,12 +68,21 @@ class BrowserSession:
         browser: Browser,
         config: BrowserConfig,
         *,
-        block_service_workers: bool = False,
+        guard: NavigationGuard | None = None,
         options: Mapping[str, Any] | None = None,
     ) -> BrowserSession:
-        """A fresh context and page on a shared browser. ``options``: more ``new_context`` options
-        (``webagent.browser.context.context_options``: a signed-in state, a proxy, a device, ...)."""
+        """A fresh context and page on a shared browser. ``guard``: the navigation guard the session
+        will get (``set_guard``), whose context options it is made with (no service workers, the
+        policy's proxy net: ``NavigationGuard.context_options``); ``options``: the session settings'
+        ``new_context`` options (``webagent.browser.context.context_options``: a signed-in state, a
+        proxy, a device, ...)."""
         timeout_s = config.open_timeout_s
+        guarded = guard.context_options() if guard is not None else {}
+        user_proxy = "proxy" in (options or {}) or any(
+            a.startswith(("--proxy-server", "--proxy-pac-url")) for a in config.args
+        )
+        if "proxy" in guarded and user_proxy:
+            del guarded["proxy"]  # the user's own proxy stays: no net (docs/security.md)
         try:
             context = await within(
                 browser.new_context(
@@ -82,8 +91,7 @@ class BrowserSession:
                         "device_scale_factor": 1,
                         **(options or {}),
                         "accept_downloads": False,
-                        # Requests of service workers bypass routing: a guarded context has none.
-                        "service_workers": "block" if block_service_workers else "allow",
+                        **guarded,
                     }
                 ),
                 timeout_s,
@@ -143,6 +151,11 @@ class BrowserSession:
     def browser_crashed(self) -> bool:
         """Whether the browser under this session disconnected (crashed or was killed)."""
         return self._state.browser_crashed
+
+    @property
+    def browser_stuck(self) -> bool:
+        """Whether the browser under this session answered neither a command nor a probe (frozen)."""
+        return self._state.browser_stuck
 
     async def confirm_browser_crash(self, timeout_s: float = 2.0) -> bool:
         """Whether the browser died under this session. When a call already failed because its
@@ -268,8 +281,10 @@ class BrowserSession:
         step bounded (a browser that stopped answering is left to the pool, which closes it)."""
         state = self._state
         self._capture.drop_prefetch()
+        if state.browser_stuck:  # it answers nothing: the pool retires it and closes it (bounded)
+            return
         timeout_s = self.config.open_timeout_s
-        if state.guard is not None and not state.owns_context:
+        if state.guard is not None:  # a caller's context keeps nothing of it; the watcher forgets an own one
             with contextlib.suppress(PlaywrightError):
                 await within(state.guard.uninstall(), timeout_s, "removing the navigation guard")
         if not state.owns_context:  # a caller's page: no Fetch interception, no handler of ours left

@@ -139,6 +139,10 @@ class Settler:
             self._capture.invalidate_view()
             await self._wait_for_navigation(deadline)
         await self._wait_for_dialogs(deadline)
+        # The wait is over: a navigation that fails from now on is reported when it fails.
+        failure = self._state.nav.finish()
+        if failure is not None:
+            self._state.report(failure)
 
     async def _wait_for_dialogs(self, deadline: float) -> None:
         """Until each dialog the action opened is accepted and reported (at most until ``deadline``)."""
@@ -165,10 +169,13 @@ class Settler:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(grace):
                         await nav.abort_resolved.wait()
+            # A failed navigation's error page loads too: the next navigation must not start before it
+            # has (it would be aborted), though it is not reported as still loading (see below).
             remaining = max(1.0, (deadline - time.monotonic()) * 1000)
             await state.page.wait_for_load_state("load", timeout=remaining)
         except (TimeoutError, PlaywrightTimeoutError):
-            state.report(f"The page was still loading after {state.config.settle_timeout_s:g} s.")
+            if nav.failure is None:  # else the failure is the report, not "still loading" beside it
+                state.report(f"The page was still loading after {state.config.settle_timeout_s:g} s.")
         except PlaywrightError:
             pass
         finally:

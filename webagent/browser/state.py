@@ -26,8 +26,8 @@ from playwright.async_api import BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
 
 from ..config import BrowserConfig
-from ..errors import BrowserError
-from .deadline import BoundedCDPSession, within
+from ..errors import BrowserError, BrowserTimeoutError
+from .deadline import BoundedCDPSession, CommandTimeout, within
 from .devtools import CDPChannel, DevToolsSession, devtools_for
 from .guard import NavigationGuard
 from .scripts import HIDE_CARET, SHOW_CARET
@@ -38,6 +38,9 @@ log = structlog.get_logger("webagent.browser")
 
 #: Seconds a caller's page gets to show its caret again when the session lets go of it.
 CARET_RESTORE_S = 2.0
+#: Seconds a browser gets to answer a probe (a browser-level command, no page involved) after a
+#: command of the session passed its deadline: none means the browser itself is frozen.
+PROBE_S = 5.0
 
 
 class Navigation:
@@ -53,6 +56,7 @@ class Navigation:
         self.error_page_committed = asyncio.Event()  # Chromium's page for a failed navigation
         self.refused = asyncio.Event()  # the guard refused a main-frame navigation (since start_goto)
         self.goto_committed = asyncio.Event()  # the main frame committed a document (since start_goto)
+        self.watched = False  # an action or goto is under way: its wait reports a failure (finish)
 
     def reset(self) -> None:
         """Before an action: nothing requested, committed or failed yet."""
@@ -61,6 +65,7 @@ class Navigation:
         self.aborted = False
         self.abort_resolved.clear()
         self.failure = None
+        self.watched = True
 
     def request(self) -> None:
         self.requested = True
@@ -86,19 +91,26 @@ class Navigation:
         self.aborted = True
         self.committed.set()
 
-    def fail(self, text: str) -> None:
-        """The navigation failed (Chromium's error page commits next); ``text`` is reported when settled."""
+    def fail(self, text: str) -> bool:
+        """The navigation failed (Chromium's error page commits next): whether an action's wait holds
+        ``text`` to report it when settled (False: none is under way, or it ended before the failure
+        came, e.g. at the settle cap; the caller reports it at once)."""
+        if not self.watched:
+            return False
         self.failure = text
+        return True
 
     def start_goto(self) -> None:
         self.error_page_committed.clear()
         self.refused.clear()
         self.goto_committed.clear()
+        self.watched = True
 
     def finish(self) -> str | None:
         """The wait for the navigation is over: its failure, to be reported (None if none)."""
         failure, self.failure = self.failure, None
         self.requested = False
+        self.watched = False
         return failure
 
 
@@ -128,6 +140,8 @@ class PageState:
         self.main_frame_id = ""
         self.crashed = False  # the renderer of self.page died; reopened before the next screenshot
         self.saw_target_closed = False  # a call failed because the page, context or browser closed
+        #: The browser answered neither a command of the session nor a probe: frozen (the pool retires it).
+        self.browser_stuck = False
         self.nav = Navigation()
         self.events: list[str] = []
         self.dialogs_handled = 0  # JavaScript dialogs accepted (or gone) and reported so far
@@ -221,6 +235,29 @@ class PageState:
         browser = self.context.browser
         return browser is not None and not browser.is_connected()
 
+    async def browser_answers(self, what: str) -> None:
+        """After ``what`` passed its deadline: BrowserTimeoutError if the browser itself answers
+        nothing (a probe over its direct connection, a browser-level command no page takes part in,
+        unanswered within ``PROBE_S``). Then no page-level recovery can help: the run ends with an
+        infrastructure error at once, and the pool retires the browser. Where there is no direct
+        connection, or the browser answered the probe, the caller recovers as it would."""
+        devtools = devtools_for(self.context.browser)
+        if devtools is None or self.browser_crashed:
+            return
+        replies = devtools.replies
+        try:
+            await devtools.request("Browser.getVersion", None, timeout_s=PROBE_S)
+        except CommandTimeout:
+            if devtools.replies > replies or devtools.closed:  # answers others, or gone: not frozen
+                return
+            self.browser_stuck = True
+            log.warning("browser_frozen", what=what, probe_s=PROBE_S)
+            raise BrowserTimeoutError(
+                f"the browser answers nothing: {what}, and a probe got no answer within {PROBE_S:g} s either"
+            ) from None
+        except PlaywrightError:  # the connection closed: a crash, which the batch finds by itself
+            return
+
     def target_closed(self, exc: PlaywrightError) -> bool:
         """Whether ``exc`` says the page, context or browser is gone (remembered for the batch)."""
         closed = "has been closed" in str(exc) or self.page.is_closed() or self.browser_crashed
@@ -229,19 +266,23 @@ class PageState:
 
     # -- the navigation guard -----------------------------------------------------------------
     async def set_guard(self, guard: NavigationGuard) -> None:
-        """Enforce a navigation policy on the context (before the first navigation)."""
+        """Enforce a navigation policy on the context (before the first navigation): a BrowserError
+        when it cannot be (no page is driven unguarded)."""
         self.guard = guard
         guard.on_event = self._on_guard_event
         try:
             await within(guard.install(self.context), self.config.command_timeout_s, "installing the navigation guard")
+            if guard.active:
+                await self.cdp_session()  # the guard's interception is attached with it
+        except CommandTimeout as exc:
+            raise BrowserTimeoutError(f"cannot set up the navigation policy: {first_line(exc)}") from None
         except PlaywrightError as exc:
             raise BrowserError(f"cannot set up the navigation policy: {first_line(exc)}") from None
-        await self.watch_navigations()
 
-    def _on_guard_event(self, text: str, main_frame: bool) -> None:
+    def _on_guard_event(self, text: str, frame_id: str) -> None:
         self.report(text)
-        if main_frame:  # the navigation will not commit (and no download follows): settle() stops waiting
-            self.nav.settled()
+        if frame_id and frame_id == self.main_frame_id:
+            self.nav.settled()  # the navigation will not commit (and no download follows): settle() stops waiting
             self.nav.refused.set()  # and a goto stops waiting for a load that may never come
 
     async def watch_navigations(self) -> None:
@@ -302,12 +343,13 @@ class PageState:
             raise PlaywrightError("Page.enable: Target crashed")
         timeout_s = self.config.command_timeout_s
         try:
-            async with asyncio.timeout(timeout_s):
-                await cdp.send("Page.enable")
-        except TimeoutError:
+            await cdp.send("Page.enable", timeout_s=timeout_s)  # its own deadline (more on a saturated machine)
+        except CommandTimeout:
             if self.crashed:
                 raise PlaywrightError("Page.enable: Target crashed") from None
-            raise BrowserError(f"the page does not answer DevTools requests (none within {timeout_s:g} s)") from None
+            raise BrowserTimeoutError(
+                f"the page does not answer DevTools requests (none within {timeout_s:g} s)"
+            ) from None
         # Choosers are intercepted here rather than through Playwright's "filechooser" event, which
         # the driver reports a round trip later: a chooser then reaches the very next observation.
         # Its failure (an old browser) costs only that report, as Playwright ignores it too.

@@ -80,19 +80,11 @@ class TabFollower:
         if page.is_closed() or page is state.page:
             return
         guard = state.guard
-        if guard is not None and guard.active:
-            blocked = await self._popup_was_blocked(page, deadline)
-            if not blocked and not guard.every_request and page.url not in ("about:blank", ""):
-                # Navigation-only mode has no route to stop a new tab's first request: check where it went.
-                reason = await guard.refuse(page.url)
-                if reason is not None:
-                    blocked = True
-                    state.report(f"Blocked a new tab that opened {page.url}: {reason}.")
-            if blocked:
-                with contextlib.suppress(PlaywrightError):
-                    await within(page.close(), state.config.open_timeout_s, "page.close")
-                state.report("The blocked tab was closed; the agent stayed on this page.")
-                return
+        if guard is not None and guard.active and await self._refused(page, deadline):
+            with contextlib.suppress(PlaywrightError):
+                await within(page.close(), state.config.open_timeout_s, "page.close")
+            state.report("The blocked tab was closed; the agent stayed on this page.")
+            return
         state.switch_to(page)
         state.nav.expect_commit()
         self._popup_requested = False
@@ -103,6 +95,43 @@ class TabFollower:
         except PlaywrightError:
             pass
         state.report(f"A new tab opened ({page.url}); the agent switched to it.")
+
+    async def _refused(self, page: Page, deadline: float) -> bool:
+        """Whether a new tab must not be driven: its first navigation was refused, or it is on a page
+        the policy refuses however it got there (a redirect, a request before the guard saw the tab).
+        Checked once its document has loaded, before the session moves to it."""
+        guard = self._state.guard
+        assert guard is not None
+        if await self._popup_was_blocked(page, deadline):
+            return True
+        with contextlib.suppress(PlaywrightError):
+            remaining = max(0.05, deadline - time.monotonic())
+            await page.wait_for_load_state("domcontentloaded", timeout=remaining * 1000)
+        url = page.url
+        if url.startswith("chrome-error:"):  # where it failed to go (refused below the guard: the proxy net)
+            url = await self._failed_url(page) or ""
+        if url in ("about:blank", ""):
+            return False
+        reason = await guard.refuse(url)
+        if reason is not None:
+            self._state.report(f"Blocked a new tab that opened {url}: {reason}.")
+        return reason is not None
+
+    async def _failed_url(self, page: Page) -> str | None:
+        """The URL a tab showing Chromium's error page failed to open (its history entry keeps it)."""
+        timeout_s = self._state.config.command_timeout_s
+        try:
+            cdp = await within(self._state.context.new_cdp_session(page), timeout_s, "new_cdp_session")
+            try:
+                history = await within(cdp.send("Page.getNavigationHistory"), timeout_s, "Page.getNavigationHistory")
+            finally:
+                with contextlib.suppress(PlaywrightError):
+                    await within(cdp.detach(), timeout_s, "CDPSession.detach")
+        except PlaywrightError:
+            return None
+        entries = history.get("entries", [])
+        index = int(history.get("currentIndex", -1))
+        return str(entries[index].get("url", "")) if 0 <= index < len(entries) else None
 
     async def _popup_was_blocked(self, page: Page, deadline: float) -> bool:
         """Whether a new tab's first navigation was refused (it then stays on about:blank)."""

@@ -20,7 +20,7 @@ import structlog
 from ..errors import BrowserError, ConfigError, InputError, NavigationError, WebAgentError
 from ..inputs import check_text
 from ..secrets import Secrets, redact_log_event
-from .parser import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, build_parser, config_from_args
+from .parser import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, build_parser, cli_option, config_from_args
 from .run import exit_status, run_task
 
 __all__ = ["configure_logging", "default_output", "main"]
@@ -103,7 +103,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ..testing.sites import main as sites_main
 
             return sites_main(["--port", str(args.port)])
-    except (ConfigError, InputError, NavigationError, BrowserError) as exc:
+    except ConfigError as exc:
+        print(f"webagent: error: {exc.worded(cli_option)}", file=sys.stderr)
+        return EXIT_USAGE
+    except (InputError, NavigationError, BrowserError) as exc:
         print(f"webagent: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except WebAgentError as exc:

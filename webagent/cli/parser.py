@@ -10,10 +10,18 @@ from typing import Any, NoReturn
 from .. import __version__
 from ..config import ROLES, AgentConfig, load_config
 from ..errors import ConfigError
-from ..families import FAMILIES
-from .sessionflags import add_session_options, session_overrides
+from ..families import DEFAULT_PROFILE, FAMILIES, PROFILES
+from .sessionflags import SESSION_FLAGS, add_session_options, session_overrides
 
-__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "build_parser", "config_from_args"]
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "build_parser",
+    "cli_option",
+    "config_from_args",
+]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -30,6 +38,24 @@ _ROLE_FIELDS: list[tuple[str, str, Any]] = [
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"webagent: error: {message} (see '{self.prog} --help')\n")
+
+
+def _add_ray_options(parser: argparse.ArgumentParser, what: str, positional: str) -> None:
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help=f"fan the {what} out to Ray actors: a new local Ray instance, or the cluster at ADDRESS "
+        f"('auto': the one `ray start` made here); put it after {positional}",
+    )
+    parser.add_argument(
+        "--ray-actors",
+        type=int,
+        default=2,
+        metavar="N",
+        help="Ray actors, each running --concurrency sessions (default 2)",
+    )
 
 
 def _add_config_options(p: argparse.ArgumentParser) -> None:
@@ -57,21 +83,33 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
             g.add_argument(
                 f"--{role}-family",
                 choices=list(FAMILIES),
-                help=f"{role} model family: what its requests ask of the server (holotron: its tile limit; "
-                "holo2: no thinking); unset, nothing is added",
+                help=f"{role} model family: its contract and what its requests ask of the server (a tile "
+                "limit, reasoning switches; see docs/serving.md); unset, nothing is added",
+            )
+        if role == "policy":
+            g.add_argument(
+                "--policy-output",
+                choices=["json", "tools"],
+                help="how the policy replies: one JSON object, or native tool calls (default: the family's)",
             )
         if role == "localizer":
             g.add_argument(
                 "--localizer-profile",
                 "--profile",
-                choices=["holo1", "holo1.5", "holo2"],
-                help="coordinate convention of the localizer model family (default holo1.5)",
+                choices=list(PROFILES),
+                help=f"coordinate convention of the localizer model family (default {DEFAULT_PROFILE})",
             )
     g = p.add_argument_group("agent")
-    g.add_argument("--max-steps", type=int, help="steps before a final answer is asked for (default 30)")
+    g.add_argument("--max-steps", type=int, help="steps in all, the last asking for the final answer (default 30)")
     g.add_argument("--max-attempts", type=int, help="answers the validator may judge (default 3)")
     g.add_argument("--max-time", type=float, metavar="SECONDS", help="time limit of the run (default 600)")
     g.add_argument("--screenshots", type=int, metavar="K", help="screenshots in each policy request (default 3)")
+    g.add_argument(
+        "--grounding",
+        choices=["policy", "localizer"],
+        help="who places clicks on the screenshot: the policy in its reply (one request a step) or the "
+        "localizer (default: the policy family's)",
+    )
     g.add_argument("--budget-calls", type=int, metavar="N", help="hard limit on model calls per run")
     g.add_argument("--budget-tokens", type=int, metavar="N", help="hard limit on tokens (all roles) per run")
     g.add_argument("--budget-usd", type=float, metavar="USD", help="hard limit on dollars per run (per-role prices)")
@@ -154,6 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     test.add_argument("--suite-budget-calls", type=int, metavar="N", help="hard limit on model calls for the suite")
     test.add_argument("--suite-budget-tokens", type=int, metavar="N", help="hard limit on tokens for the suite")
     test.add_argument("--suite-budget-usd", type=float, metavar="USD", help="hard limit on dollars for the suite")
+    _add_ray_options(test, "checks", "SUITE")
     test.add_argument("--json", action="store_true", help="print suite.json on stdout")
     _add_config_options(test)
 
@@ -161,15 +200,22 @@ def build_parser() -> argparse.ArgumentParser:
         "batch",
         help="run many tasks concurrently, resumably",
         description="Run a task file (JSONL: {id, url, goal}, a benchmark task {id, task: miniwob/NAME, seed} or "
-        "WebVoyager's {web_name, id, ques, web}) with N "
+        "WebVoyager's {web_name, id, ques, web}) with up to N "
         "concurrent sessions. Writes DIR/results.jsonl (one line per finished task), a run directory per "
-        "attempt under DIR/runs/, and DIR/summary.json. Re-running the same command resumes. "
+        "attempt under DIR/runs/, and DIR/summary.json. Re-running the same command resumes (and runs again "
+        "the tasks an infrastructure error ended). "
         "Exit code 0 = every task finished without an error, 1 = some task ended with stop reason 'error' "
         "(see results.jsonl) or has no result, 2 = bad input, 130 = interrupted (resumable).",
     )
     batch.add_argument("tasks", metavar="TASKS.jsonl", help="task file")
     batch.add_argument("--output", required=True, metavar="DIR", help="batch directory (created; reused to resume)")
-    batch.add_argument("--concurrency", type=int, default=8, metavar="N", help="sessions at once (default 8)")
+    batch.add_argument(
+        "--concurrency",
+        type=int,
+        default=8,
+        metavar="N",
+        help="sessions at once, at most (default 8): fewer while the browsers do not keep up",
+    )
     batch.add_argument("--attempts", type=int, default=1, metavar="K", help="attempts per task, pass@k (default 1)")
     batch.add_argument(
         "--sample-all", action="store_true", help="run all K attempts even after a success (training data)"
@@ -189,20 +235,12 @@ def build_parser() -> argparse.ArgumentParser:
         "browser command answered or timed out) for S seconds (default 300; 0 = never)",
     )
     batch.add_argument(
-        "--ray",
-        nargs="?",
-        const="local",
-        metavar="ADDRESS",
-        help="fan the tasks out to Ray actors: a new local Ray instance, or the cluster at ADDRESS "
-        "('auto': the one `ray start` made here); put it after TASKS.jsonl",
+        "--no-retry-infra",
+        action="store_true",
+        help="on resume, keep the lines of tasks that ended with an infrastructure error (a browser that died "
+        "or did not answer in time, a model server that kept failing) instead of running them again",
     )
-    batch.add_argument(
-        "--ray-actors",
-        type=int,
-        default=2,
-        metavar="N",
-        help="Ray actors, each running --concurrency sessions (default 2)",
-    )
+    _add_ray_options(batch, "tasks", "TASKS.jsonl")
     batch.add_argument("--json", action="store_true", help="print summary.json on stdout")
     _add_config_options(batch)
 
@@ -215,8 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--task", default="catalog-price", help="bundled task id from tasks/local.jsonl")
     demo.add_argument(
         "--profile",
-        choices=["holo1", "holo1.5", "holo2"],
-        default="holo1.5",
+        choices=list(PROFILES),
+        default=DEFAULT_PROFILE,
         help="localizer profile to play",
     )
     demo.add_argument("--output", metavar="DIR", help="run directory (default: runs/demo-<task>)")
@@ -329,35 +367,54 @@ def _add_auth_parser(
     add_config_options(save)
 
 
+#: Config key -> the flag that sets it (besides the per-role ones), for config_from_args and errors.
+_FLAGS: dict[str, str] = {
+    "localizer.profile": "--localizer-profile",
+    "policy.family": "--policy-family",
+    "validator.family": "--validator-family",
+    "agent.max_steps": "--max-steps",
+    "agent.max_attempts": "--max-attempts",
+    "agent.max_time_s": "--max-time",
+    "agent.screenshots_in_context": "--screenshots",
+    "agent.grounding": "--grounding",
+    "policy.output": "--policy-output",
+    "agent.budget_calls": "--budget-calls",
+    "agent.budget_tokens": "--budget-tokens",
+    "agent.budget_usd": "--budget-usd",
+    "browser.headless": "--headed",
+    "browser.executable_path": "--executable-path",
+    "browser.viewport": "--viewport",
+    "browser.allowed_domains": "--allow-domain",
+    "browser.blocked_domains": "--block-domain",
+    "browser.private_network": "--private-network",
+    "browser.ws_endpoint": "--ws-endpoint",
+    "browser.cdp_endpoint": "--cdp-endpoint",
+}
+_FLAGS |= {f"{role}.{field}": f"--{role}-{field.replace('_', '-')}" for role in ROLES for field, _, _ in _ROLE_FIELDS}
+
+
+def cli_option(key: str) -> str | None:
+    """The flag that sets a config key (``"policy.base_url"`` -> ``--policy-base-url``): how the
+    CLI words a ``ConfigError`` about it."""
+    if key.startswith("secrets."):
+        return "--secret"
+    return _FLAGS.get(key) or SESSION_FLAGS.get(".".join(key.split(".")[:2]))
+
+
 def config_from_args(args: argparse.Namespace) -> AgentConfig:
-    overrides: dict[str, Any] = {}
+    overrides: dict[str, Any] = session_overrides(args)
     for role in ROLES:
         for field, _, _ in _ROLE_FIELDS:
             value = getattr(args, f"{role}_{field}", None)
             shared = getattr(args, field, None) if field in ("base_url", "model", "api_key") else None
             overrides[f"{role}.{field}"] = value if value is not None else shared
-    overrides["localizer.profile"] = args.localizer_profile
-    for role in ("policy", "validator"):
-        overrides[f"{role}.family"] = getattr(args, f"{role}_family")
-    overrides["agent.max_steps"] = args.max_steps
-    overrides["agent.max_attempts"] = args.max_attempts
-    overrides["agent.max_time_s"] = args.max_time
-    overrides["agent.screenshots_in_context"] = args.screenshots
-    overrides["agent.budget_calls"] = args.budget_calls
-    overrides["agent.budget_tokens"] = args.budget_tokens
-    overrides["agent.budget_usd"] = args.budget_usd
+    for key, flag in _FLAGS.items():
+        if key not in overrides:
+            overrides[key] = getattr(args, flag.removeprefix("--").replace("-", "_"))
     overrides["browser.headless"] = False if args.headed else None
-    overrides["browser.executable_path"] = args.executable_path
-    overrides["browser.viewport"] = args.viewport
-    overrides["browser.allowed_domains"] = args.allow_domain
-    overrides["browser.blocked_domains"] = args.block_domain
-    overrides["browser.private_network"] = args.private_network
     for item in args.secret or []:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():  # the argument is not echoed: it may be the value itself
             raise ConfigError("--secret expects NAME=VALUE, e.g. --secret PASSWORD=...; one argument had no NAME=")
         overrides[f"secrets.{name.strip()}"] = value
-    overrides["browser.ws_endpoint"] = args.ws_endpoint
-    overrides["browser.cdp_endpoint"] = args.cdp_endpoint
-    overrides.update(session_overrides(args))
-    return load_config(args.config, overrides=overrides)
+    return load_config(args.config, overrides=overrides, option=cli_option)

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
+from typing import assert_never
 
 from ..config import AgentConfig
-from ..records import RunResult
+from ..records import Phase, RunResult, Step
 from .parser import EXIT_FAILED, EXIT_OK
 
-__all__ = ["exit_status", "run_task"]
+__all__ = ["IMAGE_VARIABLE", "exit_status", "run_task", "unkept_output"]
+
+#: Set by the Docker image (docker/Dockerfile): runs there are in a container, often a --rm one.
+IMAGE_VARIABLE = "WEBAGENT_IMAGE"
 
 
 async def run_task(
@@ -31,14 +37,39 @@ async def run_task(
     printer = StepPrinter(quiet=quiet, max_steps=config.agent.max_steps)
     replay_cache = ReplayCache(cache) if cache else None
     async with Agent(config, ask_user=terminal_asker()) as agent:
-        stream = agent.stream(url, goal, output_dir=output, cache=replay_cache, save_state=save_state)
-        async for step in stream:
-            if step.index == 1:  # after the start page opened: bad input stays a one-line error
-                printer.start(url, goal, config)
-            printer.step(step)
+        stream = agent.stream(
+            url, goal, output_dir=output, cache=replay_cache, save_state=save_state
+        )  # bad input: an error here
+        printer.start(url, goal, config)
+        async for event in stream.events():
+            match event:
+                case Phase():
+                    printer.phase(event, config)
+                case Step():
+                    printer.step(event)
+                case _:
+                    assert_never(event)
         assert stream.result is not None
         printer.result(stream.result)
+        note = unkept_output(output)
+        if note:
+            print(f"webagent: {note}", file=sys.stderr)
         return stream.result
+
+
+def unkept_output(output: Path) -> str | None:
+    """In webagent's image, a run directory on no mounted folder goes with the container (``docker
+    run --rm`` deletes it at once): what to mount instead. None elsewhere, or on a mount."""
+    if not os.environ.get(IMAGE_VARIABLE):
+        return None
+    path = output.resolve()
+    if any(os.path.ismount(p) for p in (path, *path.parents) if p != Path(p.anchor)):
+        return None
+    return (
+        f"{path} is inside this container, not on a mounted folder: it is gone once the container is. "
+        f'Mount one to keep the report, e.g. docker run -v "$PWD/webagent-out:/work" ... '
+        "(the image's working directory, where runs/ is written)"
+    )
 
 
 def exit_status(result: RunResult, as_json: bool) -> int:

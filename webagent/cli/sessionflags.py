@@ -9,7 +9,25 @@ from typing import Any
 
 from ..errors import ConfigError
 
-__all__ = ["add_session_options", "session_overrides"]
+__all__ = ["SESSION_FLAGS", "add_session_options", "session_overrides"]
+
+#: Config key -> the flag that sets it (how the CLI words a ``ConfigError`` about it).
+SESSION_FLAGS: dict[str, str] = {
+    "browser.storage_state": "--storage-state",
+    "browser.upload_dir": "--upload-dir",
+    "browser.upload_files": "--upload-file",
+    "browser.proxy": "--proxy",
+    "browser.locale": "--locale",
+    "browser.timezone_id": "--timezone",
+    "browser.user_agent": "--user-agent",
+    "browser.extra_http_headers": "--header",
+    "browser.http_credentials": "--http-credentials",
+    "browser.ignore_https_errors": "--ignore-https-errors",
+    "browser.geolocation": "--geolocation",
+    "browser.permissions": "--permission",
+    "browser.color_scheme": "--color-scheme",
+    "browser.device": "--device",
+}
 
 
 def add_session_options(p: argparse.ArgumentParser) -> None:

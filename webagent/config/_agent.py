@@ -12,7 +12,11 @@ __all__ = ["AgentSettings"]
 
 
 class AgentSettings(Section):
-    max_steps: int = Field(default=30, gt=0)
+    max_steps: int = Field(
+        default=30,
+        gt=0,
+        description="Steps in all: the last one asks for the final answer (a run has at most this many)",
+    )
     max_attempts: int = Field(default=3, gt=0, description="Answers the validator may judge")
     max_time_s: float = Field(default=600.0, gt=0)
     ask_user_timeout_s: float = Field(
@@ -21,11 +25,29 @@ class AgentSettings(Section):
         description="How long a run waits for a person to answer its ask_user (its clock paused meanwhile); then "
         "it ends with stop reason needs_human",
     )
-    context: Literal["append", "window"] = Field(
-        default="append",
+    context: Literal["append", "window", "history"] | None = Field(
+        default=None,
         description="The policy's context: append = one conversation that grows by a turn per step (earlier "
         "turns never change, so a server prefix cache reuses them), restarted every epoch_steps; window = each "
-        "request rebuilt from the task, notes, recent actions and the last screenshots_in_context screenshots",
+        "request rebuilt from the task, notes, recent actions and the last screenshots_in_context screenshots; "
+        "history = H Company's agent-loop layout: one conversation for the run, at most history_screenshots "
+        "screenshots, older ones replaced by a text placeholder. Unset: the policy family's default",
+    )
+    grounding: Literal["policy", "localizer"] | None = Field(
+        default=None,
+        description="Who places a click, write or select on the screenshot: policy = the policy's own reply "
+        "carries the point (one model request per step; families that ground their clicks); localizer = a "
+        "separate localizer model (Surfer-H's three roles). Unset: the policy family's default",
+    )
+    history_screenshots: int = Field(
+        default=3, ge=1, description="history: screenshots kept in the policy's conversation at most"
+    )
+    history_pruning: Literal["epoch", "step"] = Field(
+        default="epoch",
+        description="history: when older screenshots become placeholders: epoch = only once the conversation "
+        "would hold more than history_screenshots, all but the current one at once (every request in between "
+        "extends the last one, so a prefix cache reuses it); step = at every step, keeping the last "
+        "history_screenshots (H Company's per-step pruning, which rewrites earlier turns each step)",
     )
     epoch_steps: int = Field(
         default=6,
@@ -42,7 +64,18 @@ class AgentSettings(Section):
     screenshots_in_context: int = Field(default=3, ge=1, description="window: screenshots per policy request")
     recent_actions: int = Field(default=8, ge=0, description="Recent actions shown to the policy")
     notes_max_chars: int = Field(default=1200, ge=0, description="Budget for notes shown to the policy")
-    validator_screenshots: int = Field(default=2, ge=1, description="Final screenshots shown to the validator")
+    validator_screenshots: int = Field(
+        default=2, ge=1, description="Final screenshots shown to the validator (in a separate request)"
+    )
+    validator_context: Literal["conversation", "separate"] | None = Field(
+        default=None,
+        description="What the validator judges an answer in: conversation = the policy's own conversation, "
+        "continued by one turn with the validator's instructions (its screenshots and text already in the "
+        "server's prefix cache; the validator then also reads the policy's notes and replies; the validator "
+        "must be the policy's model); separate = a request of its own with the task, the answer and the last "
+        "validator_screenshots screenshots. Unset: the policy family's default (conversation for H Company's "
+        "agent-loop families) when the validator is the policy's model at the policy's base_url, else separate",
+    )
     repeat_warning_after: int = Field(
         default=3,
         ge=0,

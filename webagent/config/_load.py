@@ -8,9 +8,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 
-from ..errors import ConfigError
+from ..errors import ConfigError, OptionName
 from ..inputs import MAX_CONFIG_BYTES, MAX_NESTING, check_nesting, read_text
 from ..secrets import check_secret
 from ._agent import AgentSettings
@@ -52,6 +52,55 @@ class AgentConfig(Section):
                 check_secret(str(name), raw)
         return v
 
+    @model_validator(mode="after")
+    def _policy_contract(self) -> AgentConfig:
+        """The policy's contract must speak what the settings ask of it."""
+        contract = self.policy.contract()
+        label = f"{self.policy.family} (policy.family)" if self.policy.family else "a policy without policy.family"
+        if self.agent.grounding == "policy" and contract.point is None:
+            raise ValueError(
+                f"agent.grounding = 'policy' needs a policy that places its own clicks, and {label} does not: "
+                "set agent.grounding = 'localizer' (or a policy.family that grounds)"
+            )
+        if (
+            self.agent.validator_context == "conversation"
+            and None not in (self.validator.model, self.policy.model)
+            and self.validator.model != self.policy.model
+        ):
+            raise ValueError(
+                "agent.validator_context = 'conversation' judges the answer in the policy's own conversation, "
+                f"so the validator must be the policy's model ({self.policy.model}), not {self.validator.model}: "
+                "set validator.model to it, or agent.validator_context = 'separate'"
+            )
+        if self.policy.output is not None and self.policy.output not in contract.outputs:
+            raise ValueError(
+                f"policy.output = {self.policy.output!r} is not a reply format of {label}, "
+                f"which replies with {' or '.join(contract.outputs)}"
+            )
+        return self
+
+    def grounding(self) -> str:
+        """Who places the clicks of runs under this config: the policy or the localizer."""
+        return self.agent.grounding or self.policy.contract().grounding
+
+    def validator_follows_policy(self) -> bool:
+        """Whether the validator is the policy's model at the policy's servers (so a request that
+        continues the policy's conversation finds it in their prefix cache)."""
+        validator, policy = self.validator, self.policy
+        return (
+            validator.model is not None
+            and validator.model == policy.model
+            and (validator.endpoints() == policy.endpoints())
+        )
+
+    def validator_context(self) -> str:
+        """What the validator judges answers in under this config (``PolicyContract.judged_in``)."""
+        return self.policy.contract().judged_in(self.agent.validator_context, self.validator_follows_policy())
+
+    def needed_roles(self) -> tuple[str, ...]:
+        """The roles whose models runs under this config call (no localizer when the policy grounds)."""
+        return tuple(r for r in ROLES if r != "localizer" or self.grounding() == "localizer")
+
     def role(self, name: str) -> RoleConfig:
         if name not in ROLES:
             raise KeyError(name)
@@ -62,17 +111,17 @@ class AgentConfig(Section):
         """Dollar cost of one model call at the configured per-role prices."""
         return self.role(call.role).cost(call.usage.prompt_tokens, call.usage.completion_tokens)
 
-    def require_endpoints(self, roles: Sequence[str] = ROLES) -> None:
-        """Raise ConfigError naming the first of ``roles`` without a base_url or model."""
-        for name in roles:
+    def require_endpoints(self, roles: Sequence[str] | None = None) -> None:
+        """Raise ConfigError naming the first of ``roles`` (default: the roles runs call,
+        ``needed_roles``) without a base_url or model (its key: each interface adds its own option for it)."""
+        for name in self.needed_roles() if roles is None else roles:
             role = self.role(name)
             for field in ("base_url", "model"):
                 if not getattr(role, field):
-                    flag = f"--{name}-{field.replace('_', '-')}"
-                    env = f"WEBAGENT_{name.upper()}_{field.upper()}"
                     raise ConfigError(
-                        f"no {field.replace('_', ' ')} configured for the {name} model: "
-                        f"set [{name}] {field} in the config file, {env}, or {flag}"
+                        f"no {field.replace('_', ' ')} configured for the {name} model",
+                        key=f"{name}.{field}",
+                        ways=(f"[{name}] {field} in the config file", f"WEBAGENT_{name.upper()}_{field.upper()}"),
                     )
 
     @classmethod
@@ -82,8 +131,9 @@ class AgentConfig(Section):
         *,
         env: Mapping[str, str] | None = None,
         overrides: Mapping[str, Any] | None = None,
+        option: OptionName | None = None,
     ) -> AgentConfig:
-        return load_config(path, env=env, overrides=overrides)
+        return load_config(path, env=env, overrides=overrides, option=option)
 
 
 def load_config(
@@ -91,11 +141,13 @@ def load_config(
     *,
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
+    option: OptionName | None = None,
 ) -> AgentConfig:
     """Build a config from a TOML file, ``WEBAGENT_*`` environment variables and overrides.
 
     ``overrides`` maps dotted keys (``"policy.model"``, ``"browser.viewport"``) to values; None
-    values are ignored. ``env`` defaults to ``os.environ``.
+    values are ignored. ``env`` defaults to ``os.environ``. ``option``: the interface's name for
+    the option that gave an override (a bad value is said to come from it).
     """
     data: dict[str, Any] = {}
     sources: dict[str, str] = {}  # "section.field" -> where its value came from
@@ -112,11 +164,13 @@ def load_config(
     for key, value in (overrides or {}).items():
         if value is not None:
             _set_dotted(data, key, value)
-            sources[key] = "command line"
+            sources[key] = (option(key) if option is not None else None) or "overrides"
     try:
         return AgentConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_describe_validation(exc, sources, file_source)) from None
+        err = exc.errors()[0]
+        key = ".".join(str(p) for p in err["loc"][:2])
+        raise ConfigError(_describe_validation(exc, sources, file_source), key=key) from None
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -173,6 +227,8 @@ def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
 
 def _describe_validation(exc: ValidationError, sources: Mapping[str, str], file_source: str) -> str:
     err = exc.errors()[0]
+    if not err["loc"]:  # a check across sections: its message names the keys
+        return "invalid config: " + err["msg"].removeprefix("Value error, ")
     loc = ".".join(str(p) for p in err["loc"])
     source = sources.get(".".join(str(p) for p in err["loc"][:2]), file_source)
     where = f" (from {source})" if source else ""

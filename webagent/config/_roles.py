@@ -2,20 +2,37 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field, field_validator
 
-from ..families import FAMILY_RULES, HOLOTRON_MAX_NUM_TILES, Family, family_extra_body
+from ..families import (
+    AGENT_MAX_NUM_TILES,
+    DEFAULT_PROFILE,
+    FAMILIES,
+    GENERIC_POLICY,
+    PolicyContract,
+    check_family,
+    check_profile,
+    get_family,
+)
+from ..families import (
+    PROFILES as PROFILE_NAMES,
+)
 from ..images import ResizeRule
 from ._base import Section
 
-__all__ = ["PROFILES", "LocalizerConfig", "PolicyConfig", "Profile", "RoleConfig", "ValidatorConfig"]
+__all__ = ["PROFILES", "FamilyName", "LocalizerConfig", "PolicyConfig", "Profile", "RoleConfig", "ValidatorConfig"]
 
-Profile = Literal["holo1", "holo1.5", "holo2"]
+#: A registered model family's name (``webagent.families``).
+FamilyName = Annotated[str, AfterValidator(check_family)]
+#: A family with an element-localization contract.
+Profile = Annotated[str, AfterValidator(check_profile)]
 
 #: Resize rule of each localizer profile (the model's image processor).
-PROFILES: dict[str, ResizeRule] = dict(FAMILY_RULES)
+PROFILES: dict[str, ResizeRule] = {name: rule for name in PROFILE_NAMES if (rule := FAMILIES[name].rule) is not None}
+_FAMILY_LIST = " | ".join(FAMILIES)
+_PROFILE_LIST = " | ".join(PROFILE_NAMES)
 
 
 class RoleConfig(Section):
@@ -34,6 +51,12 @@ class RoleConfig(Section):
     max_retries: int = Field(default=4, ge=0, description="Retries on 429/5xx/timeouts/connection errors")
     price_prompt_per_m: float = Field(default=0.0, ge=0, description="$ per million prompt tokens (for cost reports)")
     price_completion_per_m: float = Field(default=0.0, ge=0, description="$ per million completion tokens")
+    return_tokens: bool = Field(
+        default=False,
+        description="Ask the server for each request's prompt and completion token ids and the completion's "
+        "logprobs (vLLM 0.10.2+: return_token_ids, logprobs) and keep them in the step records and the export "
+        "(for RL trainers; off: nothing asked, nothing kept)",
+    )
 
     @field_validator("base_url", mode="before")
     @classmethod
@@ -65,33 +88,41 @@ class RoleConfig(Section):
 class _FamilyRoleConfig(RoleConfig):
     """A role whose model family may be set: its requests then carry the family's fields."""
 
-    family: Family | None = Field(
+    family: FamilyName | None = Field(
         default=None,
-        description="holo1 | holo1.5 | holo2 | holotron: the role's model family. Set, each request of the role "
-        "carries its fields (holotron: mm_processor_kwargs.max_num_tiles; holo2: chat_template_kwargs "
-        "thinking=false); unset, nothing is added",
+        description=f"{_FAMILY_LIST}: the role's model family. Set, each request of the role carries the "
+        "family's fields (a tile limit, reasoning switches; see docs/serving.md); unset, nothing is added",
     )
     max_num_tiles: int = Field(
-        default=HOLOTRON_MAX_NUM_TILES,
+        default=AGENT_MAX_NUM_TILES,
         ge=1,
         le=40,
-        description="holotron: 512-px tiles per screenshot at most (sent as mm_processor_kwargs; a screenshot "
-        "costs 256 tokens a tile, plus 256 for the thumbnail when there is more than one)",
+        description="A family with a tiling image processor: 512-px tiles per screenshot at most (sent as "
+        "mm_processor_kwargs; a screenshot costs 256 tokens a tile, plus 256 for the thumbnail when there is "
+        "more than one)",
     )
 
     def extra_body(self) -> dict[str, Any] | None:
-        """What the family adds to each request of the role (None: nothing, or no family set)."""
-        return family_extra_body(self.family, self.max_num_tiles) if self.family is not None else None
+        """What the family adds to each single-shot request of the role (None: nothing, or no family set)."""
+        if self.family is None:
+            return None
+        return get_family(self.family).request_fields("single", self.max_num_tiles)
 
 
 class PolicyConfig(_FamilyRoleConfig):
     """The policy role, plus its model family (what its requests ask of the server's image processor)."""
 
-    family: Family | None = Field(
+    family: FamilyName | None = Field(
         default=None,
-        description="holo1 | holo1.5 | holo2 | holotron: the policy model's family. Set, each policy request "
-        "carries its fields (holotron: mm_processor_kwargs.max_num_tiles; holo2: chat_template_kwargs "
-        "thinking=false); unset, the localizer profile's family is assumed for token costs and nothing is added",
+        description=f"{_FAMILY_LIST}: the policy model's family: its contract (reply format, coordinates, "
+        "whether it grounds its own clicks) and the fields each policy request carries (see docs/serving.md); "
+        "unset, the localizer profile's family is assumed and nothing is added to the requests",
+    )
+    output: Literal["json", "tools"] | None = Field(
+        default=None,
+        description="How the policy replies: json = one JSON object constrained by a schema; tools = native "
+        "tool calls (the actions offered as tools; the server needs its tool-call parser). Unset: the "
+        "family's default",
     )
     image_uuid: bool = Field(
         default=False,
@@ -99,16 +130,20 @@ class PolicyConfig(_FamilyRoleConfig):
         "uses for its image caches instead of hashing the image; only for servers that accept the field",
     )
 
-    def resolved_family(self, localizer: LocalizerConfig) -> Family:
+    def resolved_family(self, localizer: LocalizerConfig) -> str:
         """The family in use: the one set, else the localizer profile's."""
         return self.family or localizer.profile
+
+    def contract(self) -> PolicyContract:
+        """The policy contract spoken: the family's when one is set, else webagent's generic one."""
+        return get_family(self.family).policy if self.family is not None else GENERIC_POLICY
 
 
 class LocalizerConfig(RoleConfig):
     """The localizer role, plus the model family's coordinate convention."""
 
     max_tokens: int = Field(default=128, gt=0)
-    profile: Profile = Field(default="holo1.5", description="holo1 | holo1.5 | holo2")
+    profile: Profile = Field(default=DEFAULT_PROFILE, description=f"{_PROFILE_LIST}: the localizer model's family")
     min_pixels: int | None = Field(default=None, gt=0, description="Override the profile's min_pixels")
     max_pixels: int | None = Field(default=None, gt=0, description="Override the profile's max_pixels")
 

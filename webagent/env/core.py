@@ -43,11 +43,12 @@ from ..inputs import check_text
 from ..loop import Episode, Judge
 from ..model.client import Message
 from ..model.parsing import ReplyParseError
-from ..records import Point, RunResult, Step
+from ..records import Point, RunResult, Step, ToolCall
+from ..roles.contract import Decision
 from ..runs.trajectory import RunFiles
 from ..runtime import RunSpec
 from ..urls import normalize_url
-from .inputs import Action, TaskInput, as_task, needs_point, point_at, raw_reply, reply_of
+from .inputs import Action, TaskInput, as_task, needs_point, point_at, read_policy
 from .lease import SessionLease, lease_keeper
 from .rewards import RewardMode, judge_for, required_roles
 from .tasks import BenchmarkTask
@@ -217,8 +218,10 @@ class WebEnv:
             raise NavigationError(f"the start page did not open: {episode.result and episode.result.message}")
         try:
             obs = await self._observe()
-        except BrowserError:
-            episode.finish("error", "the browser failed while observing the start page")
+        except BrowserError as exc:
+            episode.finish(
+                "error", "the browser failed while observing the start page", infrastructure=exc.infrastructure
+            )
             await self._end()
             raise
         info = {"task_id": spec.id, "seed": spec.seed if isinstance(spec, BenchmarkTask) else None, "goal": obs.goal}
@@ -241,7 +244,7 @@ class WebEnv:
             raise InputError("the environment has no running episode: call reset(task) first")
         if run.lease.closed:  # reaped while idle
             reason = run.lease.closed_reason or "the session was closed"
-            run.episode.finish("error", reason)
+            run.episode.finish("error", reason, infrastructure=True)
             await self._end()
             return self._lost(reason)
         async with run.lease.use():
@@ -251,24 +254,26 @@ class WebEnv:
         episode, step, obs = run.episode, run.step, run.obs
         assert step is not None and obs is not None
         episode.resume()  # the time the policy took to decide is not the run's
-        raw = raw_reply(action)
+        contract = episode.roles.policy.contract(episode.grounding == "policy")
+        raw: str | None = action if isinstance(action, str) else None
+        calls: tuple[ToolCall, ...] = ()
         usable: tuple[Any, Point | None] | None = None
         try:  # before the step runs: a ConfigError (no localizer, no point) leaves the step to retry
-            reply = reply_of(action)
-            usable = (reply, self._point(reply, obs, point))
+            decision, raw, calls = read_policy(action, contract, obs.screenshot.frame)
+            usable = (decision.reply, self._point(decision, obs, point))
         except (ReplyParseError, LocalizationError) as exc:
             error = str(exc)
 
         async def act() -> None:
             if usable is None:
-                episode.unusable_reply(step, error, raw=raw)
+                episode.unusable_reply(step, error, raw=raw, tool_calls=calls)
             else:
-                await episode.apply(step, usable[0], point=usable[1], raw=raw)
+                await episode.apply(step, usable[0], point=usable[1], raw=raw, tool_calls=calls)
 
         await episode.run_step(step, act())
         result = episode.end_step(step)
         if result is None and self._browser_gone(run):
-            result = episode.finish("error", "the browser disconnected during the step")
+            result = episode.finish("error", "the browser disconnected during the step", infrastructure=True)
         self._files.step(self.agent.secrets.redact_model(step))
         info: dict[str, Any] = {
             "step": step,
@@ -282,7 +287,9 @@ class WebEnv:
             try:
                 return await self._observe(), 0.0, False, False, info
             except BrowserError as exc:
-                result = episode.finish("error", f"the browser failed while observing the page: {exc}")
+                result = episode.finish(
+                    "error", f"the browser failed while observing the page: {exc}", infrastructure=exc.infrastructure
+                )
         await self._end()
         return self._ended_with(obs, result, info, episode)
 
@@ -314,9 +321,10 @@ class WebEnv:
         session = run.box.session
         return session is not None and session.browser_crashed
 
-    def _point(self, reply: Any, obs: Observation, point: tuple[float, float] | None) -> Point | None:
-        if not needs_point(reply):
+    def _point(self, decision: Decision, obs: Observation, point: tuple[float, float] | None) -> Point | None:
+        if not needs_point(decision.reply):
             return None
+        point = point if point is not None else decision.point
         if point is None:
             if not self.agent.config.localizer.endpoints() or not self.agent.config.localizer.model:
                 raise ConfigError(

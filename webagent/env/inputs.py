@@ -2,7 +2,8 @@
 
 A task is a ``TaskSpec`` or a dict (``{"url", "goal", "reference"?}``), a benchmark task name
 (``"miniwob/click-button"``, with a seed) or a ``BenchmarkTask``. An action is the policy's reply
-(its text, its JSON as a dict, or a ``PolicyReply``), or a dict of one action; ``point`` places an
+(its text, its JSON as a dict in any family's shape, a native tool call, or a ``PolicyReply``), or a
+dict of one action; a grounded reply's point places its click; ``point`` places an
 element action in screenshot pixels instead of asking the localizer.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -18,13 +20,16 @@ from ..actions import ClickElement, PolicyReply, SelectOption, WriteElement
 from ..batch.tasks import TaskSpec
 from ..errors import InputError, LocalizationError
 from ..images import Frame
-from ..model.parsing import ReplyParseError, parse_reply
-from ..records import Point
+from ..model.client import Reply
+from ..records import Point, ToolCall
+from ..roles.contract import Contract, Decision
 from .tasks import BenchmarkTask, benchmark_task
 
-__all__ = ["Action", "TaskInput", "as_task", "needs_point", "point_at", "raw_reply", "reply_of"]
+__all__ = ["Action", "TaskInput", "as_task", "needs_point", "point_at", "read_policy"]
 
 Action = PolicyReply | Mapping[str, Any] | str
+"""What ``WebEnv.step`` takes: a PolicyReply; the reply's text; its JSON as a dict (webagent's shape
+or H's ``{"note", "thought", "tool_call"}``); or a native tool call."""
 TaskInput = TaskSpec | BenchmarkTask | Mapping[str, Any] | str
 
 
@@ -51,30 +56,36 @@ def as_task(task: TaskInput, seed: int | None = None) -> TaskSpec | BenchmarkTas
         ) from None
 
 
-def reply_of(action: Action) -> PolicyReply:
-    """The policy's reply from a PolicyReply, its JSON text, or a dict (a whole reply or just an action)."""
+def read_policy(action: Action, contract: Contract, frame: Frame) -> tuple[Decision, str | None, tuple[ToolCall, ...]]:
+    """The decision in ``action`` (its point, when it carries one, in pixels of ``frame``), with the
+    reply text and tool calls the policy's conversation keeps. Raises ReplyParseError.
+
+    ``action``: a PolicyReply; the reply's text; its JSON as a dict, in webagent's shape (a whole
+    reply or just an action) or H's (``{"note", "thought", "tool_call": {...}}``); or a native tool
+    call (``{"name", "arguments"}``, or OpenAI's ``{"id", "type", "function": {...}}``)."""
     if isinstance(action, PolicyReply):
-        return action
+        return Decision(action), action.model_dump_json(), ()
     if isinstance(action, str):
-        return parse_reply(action, PolicyReply)
+        return contract.parse(Reply(action), frame), action, ()
     data = dict(action)
-    if not isinstance(data.get("action"), Mapping):
-        data = {"action": data}
-    try:
-        return PolicyReply.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ReplyParseError(f"the action is not valid: {where}: {first['msg']}") from None
+    call = _tool_call(data)
+    if call is not None:
+        tools = replace(contract, output="tools")
+        return tools.parse(Reply("", (call,)), frame), "", (call,)
+    raw = json.dumps(data, ensure_ascii=False, default=str)
+    if not isinstance(data.get("action"), Mapping) and not isinstance(data.get("tool_call"), Mapping):
+        data = {"action": data}  # just an action
+    return contract.read(data, frame), raw, ()
 
 
-def raw_reply(action: Action) -> str:
-    """The reply as the policy's conversation keeps it (append context): its text, else its JSON."""
-    if isinstance(action, str):
-        return action
-    if isinstance(action, PolicyReply):
-        return action.model_dump_json()
-    return json.dumps(dict(action), ensure_ascii=False, default=str)
+def _tool_call(data: Mapping[str, Any]) -> ToolCall | None:
+    nested = data.get("function")
+    function: Mapping[str, Any] = nested if isinstance(nested, Mapping) else data
+    if not isinstance(function.get("name"), str) or "arguments" not in function:
+        return None
+    arguments = function["arguments"]
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False, default=str)
+    return ToolCall(id=str(data.get("id") or "call_0"), name=function["name"], arguments=text)
 
 
 def needs_point(reply: PolicyReply) -> bool:

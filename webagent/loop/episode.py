@@ -20,13 +20,20 @@ import structlog
 from ..actions import Action, Answer, AskUser, ElementAction, PolicyReply, describe_action
 from ..budget import Budget
 from ..config import AgentSettings
-from ..errors import ActionError, BrowserError, BudgetExceeded, LocalizationError, ModelError, ModelReplyError
+from ..errors import (
+    ActionError,
+    BrowserError,
+    BudgetExceeded,
+    ConfigError,
+    LocalizationError,
+    ModelError,
+    ModelReplyError,
+)
 from ..images import Screenshot
 from ..model.client import Message
-from ..records import Point, PromptContext, RunResult, Step, StopReason, Verdict
+from ..records import Point, PolicyState, PromptContext, RunResult, Step, StopReason, ToolCall, Verdict
 from ..replay import CachedStep, StepReplay, fingerprint
-from ..roles.context import PolicyContext
-from ..roles.policy import PolicyState
+from ..roles.prompting import reply_text
 from ..secrets import shorten
 from ..uploads import AllowedFiles
 from .clock import RunClock
@@ -86,8 +93,14 @@ class Episode:
         self.task = task
         #: What the task's page said after the last step (None without a task, or before its first check).
         self.task_state: TaskCheck | None = None
-        self._frame = roles.localizer.frame(*page.viewport)
-        self._shots: deque[Screenshot] = deque(maxlen=settings.screenshots_in_context)
+        #: Whether the policy places its own clicks (one request per step) or the localizer does.
+        self.grounding = roles.policy.grounding(settings)
+        self._grounded = self.grounding == "policy"
+        # One capture per step, at the size the role that reads its coordinates needs.
+        self._frame = roles.policy.frame(*page.viewport) if self._grounded else roles.localizer.frame(*page.viewport)
+        self._shots: deque[Screenshot] = deque(
+            maxlen=max(settings.screenshots_in_context, settings.validator_screenshots)
+        )
         self._notes: list[str] = []
         self._recent: deque[str] = deque(maxlen=max(settings.recent_actions, 1))
         self._progress = ProgressTracker(settings.repeat_warning_after)
@@ -97,10 +110,25 @@ class Episode:
         self._index = 0
         self._out_of_steps = False
         self._stop: tuple[StopReason, str] | None = None
+        self._opened: bool | None = None  # what open() returned (None: not yet)
         self._limit: asyncio.Timeout | None = None  # the step's time limit, moved on by a person's answer
-        #: The append-only policy conversation (None: the window context); ``_messages``: its request.
-        self._context = PolicyContext.for_settings(settings, roles.policy)
-        self._messages: list[Message] | None = None
+        self._infrastructure = False  # the error that stops the run is the infrastructure's (errors.py)
+        #: The policy's prompt strategy (the one owner of its conversation); ``_messages``: its last
+        #: request; ``_reply``: the reply given to it (its text as returned, its tool calls).
+        self._prompt = roles.policy.prompt(settings)
+        self._messages: list[Message] = []
+        self._reply: tuple[str | None, tuple[ToolCall, ...]] = (None, ())
+        #: Whether the step's reply came from the policy model this episode asked (not from a policy
+        #: outside the process, ``WebEnv``'s, whose conversation no server of ours holds).
+        self._asked = False
+        #: What the validator judges answers in: the policy's conversation, or a request of its own.
+        self.judging = roles.policy.spec.judged_in(settings.validator_context, roles.validator.follows_policy)
+        if self.judging == "conversation" and roles.validator.client.model != roles.policy.client.model:
+            raise ConfigError(
+                "agent.validator_context = 'conversation' needs the validator to be the policy's model "
+                f"({roles.policy.client.model}), not {roles.validator.client.model}: set validator.model to it, "
+                "or agent.validator_context = 'separate'"
+            )
 
     @property
     def success(self) -> bool:
@@ -119,9 +147,7 @@ class Episode:
 
     def policy_messages(self, state: PolicyState) -> list[Message]:
         """The policy request of the step last observed (``state``: what ``observe`` returned)."""
-        if self._messages is not None:
-            return list(self._messages)
-        return self.roles.policy.messages(state, list(self._shots))
+        return list(self._messages)
 
     # -- driving ---------------------------------------------------------------------------------
 
@@ -146,7 +172,13 @@ class Episode:
     async def open(self) -> bool:
         """Open the start URL within the run's time limit; False (the result set) if the limit passed.
 
-        An episode that does not navigate starts its clock here and opens nothing."""
+        An episode that does not navigate starts its clock here and opens nothing. Once opened,
+        ``open`` (and ``steps``, which calls it) says so again without opening anything."""
+        if self._opened is None:
+            self._opened = await self._open()
+        return self._opened
+
+    async def _open(self) -> bool:
         self.clock.start()
         if not self.navigate:
             return True
@@ -172,7 +204,8 @@ class Episode:
         """The next step: ``kind == "final"`` when only an answer is asked for (out of steps or time)."""
         limit = self.settings.max_time_s
         reserve = min(FINAL_RESERVE * limit, FINAL_RESERVE_MAX_S)
-        self._out_of_steps = self._index >= self.settings.max_steps
+        # max_steps counts every step, the final one too: "Step 3 of 3" asks for the answer
+        self._out_of_steps = self._index + 1 >= self.settings.max_steps
         final = self._out_of_steps or self.clock.elapsed() >= limit - reserve
         self._index += 1
         return Step(index=self._index, kind="final" if final else "action", url=self.page.url)
@@ -195,6 +228,7 @@ class Episode:
             self.meter.charge_failed(step, exc)
             step.error = str(exc)
             self._stop = ("error", str(exc))
+            self._infrastructure = exc.infrastructure
             log.warning("run_error", error=str(exc))
         except BudgetExceeded as exc:
             step.outcome = f"stopped: {exc}"
@@ -211,12 +245,13 @@ class Episode:
         stop = self._stop
         if stop is None and step.kind == "final":
             if self._out_of_steps:
-                stop = ("max_steps", f"stopped after {self.settings.max_steps} steps; " + self.verdicts.summary())
+                steps = f"{self._index} step" + ("s" if self._index != 1 else "")
+                stop = ("max_steps", f"stopped after {steps}; " + self.verdicts.summary())
             else:
                 stop = ("max_time", f"stopped after {self.settings.max_time_s:g} s; " + self.verdicts.summary())
         if stop is None and self.verdicts.ended(self.settings.max_attempts):
             stop = ("answered", self.verdicts.summary())
-        return None if stop is None else self.finish(*stop)
+        return None if stop is None else self.finish(*stop, infrastructure=self._infrastructure)
 
     async def _check_task(self) -> None:
         """Ask the task's page whether the episode is over (an error, a budget or time running out
@@ -230,8 +265,9 @@ class Episode:
         if state.done and self._stop is None:
             self._stop = ("answered", state.message or f"the task ended with reward {state.reward:g}")
 
-    def finish(self, reason: StopReason, message: str) -> RunResult:
-        """End the run: set and return ``result``."""
+    def finish(self, reason: StopReason, message: str, *, infrastructure: bool = False) -> RunResult:
+        """End the run: set and return ``result`` (``infrastructure``: an error of the machinery under
+        the run, not the task's: ``WebAgentError.infrastructure``)."""
         task = self.task_state
         self.result = RunResult(
             success=self.verdicts.success if self.task is None else task is not None and task.success,
@@ -239,6 +275,7 @@ class Episode:
             answer=self.verdicts.answer,
             stop_reason=reason,
             message=message or "the run was interrupted",
+            infrastructure=reason == "error" and infrastructure,
             url=self.url,
             final_url=self._safe_url(),
             goal=self.goal,
@@ -252,6 +289,7 @@ class Episode:
             started_at=self.clock.started_at,
             replayed_steps=self.replay.replayed if self.replay else 0,
             calls_saved=self.replay.calls_saved if self.replay else 0,
+            grounding=self.grounding,
         )
         return self.result
 
@@ -275,7 +313,7 @@ class Episode:
 
     async def _turn(self, step: Step) -> None:
         """One step with the policy model (or a replayed recording)."""
-        state = await self.observe(step)
+        await self.observe(step)
         if self.replay is not None:
             cached = await self._replayable(step)
             if cached is not None:
@@ -284,16 +322,25 @@ class Episode:
                 return
         self.meter.reserve()
         t1 = time.perf_counter()
+        frame = self._shots[-1].frame
         try:
-            reply, call = await self.roles.policy.decide(state, list(self._shots), messages=self._messages)
+            decision, call = await self.roles.policy.decide(self._messages, frame, grounded=self._grounded)
         except ModelReplyError as exc:
             self.meter.charge_failed(step, exc)
-            self.unusable_reply(step, str(exc), raw=exc.call.raw[-1] if exc.call and exc.call.raw else None)
+            failed = exc.call
+            raw = failed.raw[-1] if failed and failed.raw else None
+            self.unusable_reply(step, str(exc), raw=raw, tool_calls=failed.tool_calls if failed else ())
             return
         finally:
             step.timings.policy_s = time.perf_counter() - t1
         self.meter.charge(step, call)
-        await self.apply(step, reply, raw=call.raw[-1] if call.raw else None)
+        self._asked = True
+        point = None
+        if decision.point is not None:
+            point = Point(image=decision.point, viewport=frame.to_css(*decision.point))
+        await self.apply(
+            step, decision.reply, point=point, raw=call.raw[-1] if call.raw else None, tool_calls=call.tool_calls
+        )
 
     async def _replayable(self, step: Step) -> CachedStep | None:
         """Fingerprint the observation; the recorded step to replay if it matches."""
@@ -311,46 +358,45 @@ class Episode:
         self._shots.append(shot)
         step.image = shot
         step.image_size = (shot.frame.image_width, shot.frame.image_height)
+        step.grounding = self.grounding
         step.title = await self.page.title()
         step.events = self.page.drain_events()
         progress = self._progress.observe(step.url, shot, events=bool(step.events))
         step.unchanged, step.repeated = progress.unchanged, progress.repeated
         step.timings.observe_s = time.perf_counter() - t0
-        state = PolicyState(
+        state = self.roles.policy.state(
             goal=self.goal,
             url=step.url,
             step=step.index,
             max_steps=self.settings.max_steps,
             notes=self._visible_notes(),
             recent=list(self._recent) if self.settings.recent_actions else [],
-            events=step.events,
+            events=list(step.events),
             feedback=self.verdicts.standing,
             final=step.kind == "final",
             progress=progress.line,
             outcome=self._recent[-1] if self._recent else None,
         )
-        if self._context is not None:
-            self._messages = self._context.observe(state, shot)
+        self._messages = self._prompt.observe(state, shot)
+        self._asked = False
+        policy = self.roles.policy
         step.context = PromptContext(
-            max_steps=state.max_steps,
-            notes=state.notes,
-            recent=state.recent,
-            feedback=state.feedback,
-            progress=state.progress,
-            screenshots=len(self._shots),
-            localizer_profile=self.roles.localizer.profile.name,
-            secrets=list(self.roles.policy.secret_names),
-            restrictions=self.roles.policy.restrictions,
-            uploads=list(self.roles.policy.uploads),
+            policy=state,
+            family=policy.family,
+            output=policy.output,
+            grounding=self.grounding,
+            localizer_profile=None if self._grounded else self.roles.localizer.profile.name,
             expect=self.verdicts.expect,
         )
-        if self._context is not None:
-            step.context.epoch, step.context.outcome = self._context.epoch, state.outcome
+        self._prompt.record(step.context)
         return state
 
-    def unusable_reply(self, step: Step, error: str, *, raw: str | None = None) -> None:
-        """Record a policy reply that could not be used (``raw``: its text); the policy is told at the next step."""
-        self._replied(step, raw)
+    def unusable_reply(
+        self, step: Step, error: str, *, raw: str | None = None, tool_calls: Sequence[ToolCall] = ()
+    ) -> None:
+        """Record a policy reply that could not be used (``raw``: its text; ``tool_calls``: its native
+        tool calls); the policy is told at the next step."""
+        self._replied(step, raw, tool_calls)
         step.error = error
         step.outcome = "failed: the policy's reply was unusable"
         self._recent.append(f"step {step.index}: (no valid action) -> {step.outcome}")
@@ -363,10 +409,12 @@ class Episode:
         point: Point | None = None,
         verdict: Verdict | None = None,
         raw: str | None = None,
+        tool_calls: Sequence[ToolCall] = (),
     ) -> None:
-        """Carry out the policy's reply (``point``: skip the localizer; ``verdict``: skip the validator;
-        ``raw``: the reply's text as the model gave it, else its JSON)."""
-        self._replied(step, reply.model_dump_json() if raw is None else raw)
+        """Carry out the policy's reply (``point``: where its element is, the localizer skipped;
+        ``verdict``: skip the validator; ``raw``: the reply's text as the model gave it, else its
+        JSON; ``tool_calls``: its native tool calls)."""
+        self._replied(step, reply.model_dump_json() if raw is None and not tool_calls else raw, tool_calls)
         step.note, step.thought, step.action = reply.note, reply.thought, reply.action
         note = shorten(" ".join(reply.note.split()), NOTE_MAX_CHARS)
         if note and (not self._notes or self._notes[-1] != note):
@@ -395,6 +443,13 @@ class Episode:
             return await self._ask(step, action)
         if isinstance(action, ElementAction):
             step.element = action.element
+            frame = self._shots[-1].frame
+            if point is not None and not frame.contains(*point.image):
+                x, y = point.image
+                raise LocalizationError(
+                    f"the policy placed {action.element!r} at ({x:g}, {y:g}), outside the "
+                    f"{frame.image_width}x{frame.image_height} screenshot"
+                )
         if point is not None:
             step.point = point
         elif isinstance(action, ElementAction):
@@ -451,16 +506,34 @@ class Episode:
         return f"the user answered: {' '.join(answer.split())}"
 
     async def _validate(self, step: Step, answer: Answer, cached: Verdict | None = None) -> str:
-        images = list(self._shots)[-self.settings.validator_screenshots :]
         url = self.page.url
-        if step.context is not None:
-            step.context.validator_url, step.context.validator_screenshots = url, len(images)
+        context = step.context
+        if context is not None:
+            context.validator_url = url
+        if self.judging == "conversation" and self.verdicts.judge is None and self._asked:
+            # The policy's request and this reply, continued by the validator's turn: a request that
+            # extends the one just answered, its screenshots those the policy saw. (An answer from a
+            # policy outside the process is judged on its own: that conversation was never sent to
+            # the validator's server, and a reward must not rest on the policy's account of itself.)
+            text, calls = self._reply
+            conversation = self.roles.policy.continuation(self._messages, text, calls, grounded=self._grounded)
+            if context is not None:
+                context.validator_context, context.validator_screenshots = "conversation", context.screenshots
+                if context.reply is None:  # the window context keeps no reply: the record does
+                    context.reply, context.tool_calls = reply_text(text, calls), list(calls) or None
+            return await self.verdicts.judge_answer(step, answer, url, [], cached, conversation)
+        images = list(self._shots)[-self.settings.validator_screenshots :]
+        if context is not None:
+            context.validator_context, context.validator_screenshots = "separate", len(images)
         return await self.verdicts.judge_answer(step, answer, url, images, cached)
 
-    def _replied(self, step: Step, raw: str | None) -> None:
-        """Append mode: the reply goes into the policy's conversation and the step's record."""
-        if self._context is not None and step.context is not None:
-            step.context.reply = self._context.reply(raw)
+    def _replied(self, step: Step, raw: str | None, tool_calls: Sequence[ToolCall] = ()) -> None:
+        """The reply goes into the policy's conversation (in the modes that keep one) and the step's record."""
+        self._reply = (raw, tuple(tool_calls))
+        kept = self._prompt.reply(raw, tool_calls)
+        if step.context is not None:
+            step.context.reply = kept
+            step.context.tool_calls = list(tool_calls) if kept is not None and tool_calls else None
 
     def _visible_notes(self) -> list[str]:
         budget = self.settings.notes_max_chars

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from ..actions import Answer
 from ..images import Screenshot
 from ..records import ModelCall, Step, Verdict
-from ..roles.validator import Validator
+from ..roles.validator import Continuation, Validator
 from .meter import Meter
 
 __all__ = ["Judge", "Verdicts"]
@@ -39,10 +39,17 @@ class Verdicts:
         self.feedbacks: list[str] = []
 
     async def judge_answer(
-        self, step: Step, answer: Answer, url: str, images: list[Screenshot], cached: Verdict | None = None
+        self,
+        step: Step,
+        answer: Answer,
+        url: str,
+        images: list[Screenshot],
+        cached: Verdict | None = None,
+        conversation: Continuation | None = None,
     ) -> str:
-        """Judge ``answer`` (``cached``: a verdict replayed, no call made), record it in ``step``,
-        and return the step's outcome. Raises ModelError when the validator model fails."""
+        """Judge ``answer`` (``cached``: a verdict replayed, no call made; ``conversation``: the
+        validator model judges it in the policy's conversation), record it in ``step``, and return
+        the step's outcome. Raises ModelError when the validator model fails."""
         if cached is None and self.judge is None:
             self.meter.reserve()
         self.attempts += 1
@@ -56,7 +63,7 @@ class Verdicts:
                     verdict, judged = await self.judge(answer.content, url, images)
                 else:
                     verdict, judged = await self.validator.judge(
-                        self.goal, answer.content, url, images, expect=self.expect
+                        self.goal, answer.content, url, images, expect=self.expect, conversation=conversation
                     )
             finally:
                 step.timings.validate_s = time.perf_counter() - t

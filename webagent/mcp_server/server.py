@@ -13,12 +13,16 @@ import signal
 import socket
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import structlog
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import CallToolResult, InputRequiredResult
 from playwright.async_api import Browser
+from pydantic import ValidationError
 
 from .._version import __version__
 from ..agent import Agent
@@ -26,7 +30,7 @@ from ..config import AgentConfig
 from ..errors import InputError
 from .gate import HTTPGate, is_loopback_bind
 from .sessions import DEFAULT_IDLE_TIMEOUT_S, SessionStore
-from .tools import WebTools
+from .tools import WebTools, argument_error, description_of
 
 __all__ = ["DEFAULT_MAX_SESSIONS", "GRACEFUL_SHUTDOWN_S", "HTTP_PATH", "WebagentMCP"]
 
@@ -68,14 +72,15 @@ class WebagentMCP:
             profile_dir=profile_dir,
         )
         self.tools = WebTools(self.agent, self.sessions, output_dir=output_dir)
-        self.server: MCPServer = MCPServer(
+        self.server: MCPServer = _Server(
             "webagent",
             version=__version__,
             instructions=_instructions(self.agent),
             log_level="WARNING",
         )
         for name in _TOOLS:
-            self.server.add_tool(getattr(self.tools, name), name=name)
+            tool = getattr(self.tools, name)
+            self.server.add_tool(tool, name=name, description=description_of(tool))
 
     async def aclose(self) -> None:
         """Close every kept session, then the agent's browsers and connections."""
@@ -191,6 +196,21 @@ async def _on_signals(stop: Callable[[signal.Signals], None]) -> AsyncIterator[N
     finally:
         for sig in installed:
             loop.remove_signal_handler(sig)
+
+
+class _Server(MCPServer):
+    """The SDK's server, with arguments that do not fit a tool's schema told in one line."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
+                raise
+            raise ToolError(argument_error(name, cause)) from cause
 
 
 def _instructions(agent: Agent) -> str:

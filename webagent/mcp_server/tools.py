@@ -3,13 +3,15 @@
 Every tool turns webagent's own errors (a bad URL, a URL the navigation policy refuses, a site
 that cannot be reached, a model server that does not answer, an unknown session id) into one MCP
 tool error with the error's one-line message; a run that ended with stop reason ``error`` is a
-tool error too. Secrets never appear in what a tool returns: runs, checks and extractions redact
-them, and the tools name secrets only by their names.
+tool error too, and so are arguments that do not fit a tool's input schema (``argument_error``).
+Secrets never appear in what a tool returns: runs, checks and extractions redact them, and the
+tools name secrets only by their names.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -20,7 +22,7 @@ import jsonschema
 import structlog
 from mcp.server.mcpserver import Context, Image
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from ..agent import Agent
 from ..errors import InputError, WebAgentError
@@ -31,7 +33,16 @@ from .access import checked_start
 from .handoff import elicitation_asker
 from .sessions import SessionStore
 
-__all__ = ["CheckOutcome", "Closed", "Extracted", "SessionOpened", "TaskOutcome", "WebTools"]
+__all__ = [
+    "CheckOutcome",
+    "Closed",
+    "Extracted",
+    "SessionOpened",
+    "TaskOutcome",
+    "WebTools",
+    "argument_error",
+    "description_of",
+]
 
 log = structlog.get_logger("webagent.mcp")
 P = ParamSpec("P")
@@ -68,8 +79,12 @@ class CheckOutcome(BaseModel):
     run_dir: str | None
 
 
+#: Any JSON value, each kind named (an untyped property is what MCP clients warn about).
+JsonData = dict[str, Any] | list[Any] | str | int | float | bool | None
+
+
 class Extracted(BaseModel):
-    value: Any = Field(description="The data, valid against the JSON schema given (a string without one)")
+    value: JsonData = Field(description="The data, valid against the JSON schema given (a string without one)")
 
 
 class Closed(BaseModel):
@@ -81,6 +96,24 @@ class _Text(BaseModel):
     """The default extraction: the data as text."""
 
     value: str = Field(description="The data asked for, as shown on the page")
+
+
+def argument_error(tool: str, exc: ValidationError) -> str:
+    """One line for arguments that do not fit ``tool``'s input schema (the SDK's own text is
+    pydantic's, over several lines with a link)."""
+    problems = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error["loc"]) or "arguments"
+        message = error["msg"][:1].lower() + error["msg"][1:]
+        got = f" (got {error['input']!r})" if error["type"] != "missing" else ""
+        problems.append(f"{where}: {message}{got}")
+    return f"Error executing tool {tool}: invalid arguments: {'; '.join(problems)}"
+
+
+def description_of(tool: Callable[..., Any]) -> str:
+    """A tool's description: its docstring's paragraphs, each on one line (no source indentation)."""
+    paragraphs = inspect.cleandoc(tool.__doc__ or "").split("\n\n")
+    return "\n\n".join(" ".join(p.split()) for p in paragraphs)
 
 
 def _tool_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
@@ -110,7 +143,9 @@ class WebTools:
         self,
         url: Annotated[str, Field(description="The start page, e.g. https://example.com")],
         goal: Annotated[str, Field(description="What to accomplish or find out, in plain language")],
-        max_steps: Annotated[int | None, Field(ge=1, description="Steps before a final answer is asked for")] = None,
+        max_steps: Annotated[
+            int | None, Field(ge=1, description="Steps in all, the last asking for the final answer")
+        ] = None,
         ctx: Context | None = None,
     ) -> TaskOutcome:
         """Open URL in a fresh browser context and run the agent until the validator accepts an
@@ -148,7 +183,9 @@ class WebTools:
         self,
         session_id: SessionId,
         goal: Annotated[str, Field(description="What to do on the page, in plain language")],
-        max_steps: Annotated[int | None, Field(ge=1, description="Steps before a final answer is asked for")] = None,
+        max_steps: Annotated[
+            int | None, Field(ge=1, description="Steps in all, the last asking for the final answer")
+        ] = None,
         ctx: Context | None = None,
     ) -> TaskOutcome:
         """Run the agent toward GOAL from the session's page as it is (nothing is reopened); the

@@ -30,14 +30,25 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from ..config import RoleConfig
 from ..errors import ModelError, ModelReplyError, ModelUnavailableError
-from ..records import ModelCall, RoleUsage
+from ..records import ModelCall, RoleUsage, TokenRecord
 from ..secrets import Secrets
 from .endpoints import ENDPOINT_COOLDOWN_S, Endpoint, EndpointPool
 from .parsing import ReplyParseError
-from .replies import HTTPStatusError, NoReplyError, no_reply, read_completion, retry_wait, retryable, short
+from .replies import (
+    TOKEN_FIELDS,
+    HTTPStatusError,
+    NoReplyError,
+    Reply,
+    no_reply,
+    read_completion,
+    read_tokens,
+    retry_wait,
+    retryable,
+    short,
+)
 from .wire import encode_chat_body
 
-__all__ = ["Completion", "Message", "ModelClient"]
+__all__ = ["Completion", "Message", "ModelClient", "Reply"]
 
 log = structlog.get_logger("webagent.model")
 T = TypeVar("T")
@@ -46,10 +57,13 @@ Message = dict[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class Completion:
-    text: str
+    text: Reply
+    """The reply's text, with its native tool calls (``text.tool_calls``)."""
     prompt_tokens: int
     completion_tokens: int
     latency_s: float
+    tokens: TokenRecord | None = None
+    """The request's tokens as the server gave them (the role's ``return_tokens``; None otherwise)."""
 
 
 class ModelClient:
@@ -82,6 +96,19 @@ class ModelClient:
         if self.endpoint is not None:
             self.endpoint.sessions -= 1
             self.endpoint = None
+
+    def follow(self, base_url: str) -> None:
+        """Stick to this role's endpoint at ``base_url``, when it has one: a request that continues
+        another role's conversation goes to the server whose prefix cache holds it."""
+        if self.endpoint is not None and self.endpoint.base_url == base_url:
+            return
+        endpoint = next((e for e in self.pool.endpoints if e.base_url == base_url), None)
+        if endpoint is None:
+            return
+        if self.endpoint is not None:
+            self.endpoint.sessions -= 1
+        endpoint.sessions += 1
+        self.endpoint = endpoint
 
     def _stick(self, exclude: Endpoint | None = None) -> Endpoint:
         endpoint = self.pool.pick(exclude)
@@ -128,6 +155,8 @@ class ModelClient:
         }
         if response_format is not None:
             body["response_format"] = response_format
+        if self.config.return_tokens:
+            body.update(TOKEN_FIELDS)
         if extra_body:
             body.update(extra_body)
         encoded = encode_chat_body(body)
@@ -183,7 +212,8 @@ class ModelClient:
         usage.cached_tokens += cached_tokens
         usage.completion_tokens += completion_tokens
         usage.latency_s += latency
-        return Completion(text, prompt_tokens, completion_tokens, latency)
+        tokens = read_tokens(reply) if self.config.return_tokens else None
+        return Completion(text, prompt_tokens, completion_tokens, latency, tokens)
 
     async def _retry(self, post: Callable[[], Awaitable[bytes]], first: Exception, usage: RoleUsage) -> bytes:
         """The attempts after a first one that failed with ``first`` (replayed to tenacity as attempt 1,
@@ -229,7 +259,7 @@ class ModelClient:
     async def call(
         self,
         messages: Sequence[Message],
-        parse: Callable[[str], T],
+        parse: Callable[[Reply], T],
         *,
         response_format: dict[str, Any] | None = None,
         extra_body: dict[str, Any] | None = None,
@@ -237,6 +267,7 @@ class ModelClient:
     ) -> tuple[T, ModelCall]:
         """Complete and parse; on a parse error send one repair request quoting the error.
 
+        ``parse`` gets the reply's text (a ``Reply``, a ``str`` carrying its native tool calls).
         Raises ModelReplyError (with ``.call`` set) when the repaired reply fails too.
         """
         record = ModelCall(role=self.role, model=self.model)  # type: ignore[arg-type]
@@ -251,7 +282,7 @@ class ModelClient:
         self,
         record: ModelCall,
         messages: Sequence[Message],
-        parse: Callable[[str], T],
+        parse: Callable[[Reply], T],
         response_format: dict[str, Any] | None,
         extra_body: dict[str, Any] | None,
         repair_hint: str,
@@ -260,19 +291,19 @@ class ModelClient:
             messages, response_format=response_format, extra_body=extra_body, usage=record.usage
         )
         record.raw.append(first.text)
+        record.tool_calls = list(first.text.tool_calls)
+        _keep_tokens(record, first)
         try:
             return parse(first.text), record
         except ReplyParseError as exc:
             error = str(exc)
         log.info("model_repair", role=self.role, error=error)
-        repair = [
-            *messages,
-            {"role": "assistant", "content": first.text},
-            {"role": "user", "content": _repair_text(error, repair_hint)},
-        ]
+        repair = [*messages, *_repair_messages(first.text, _repair_text(error, repair_hint))]
         record.usage.repairs += 1
         second = await self.complete(repair, response_format=response_format, extra_body=extra_body, usage=record.usage)
         record.raw.append(second.text)
+        record.tool_calls = list(second.text.tool_calls)
+        _keep_tokens(record, second)
         try:
             return parse(second.text), record
         except ReplyParseError as exc:
@@ -281,6 +312,25 @@ class ModelClient:
             raise ModelReplyError(
                 f"the {self.role} model's reply was unusable: {exc}", role=self.role, raw=second.text
             ) from None
+
+
+def _keep_tokens(record: ModelCall, completion: Completion) -> None:
+    """The request's tokens on the call's record, one per reply (when they were asked for)."""
+    if completion.tokens is not None:
+        record.tokens = [*(record.tokens or []), completion.tokens]
+
+
+def _repair_messages(reply: Reply, text: str) -> list[Message]:
+    """The reply that could not be used, then the request to correct it: a user turn after a text
+    reply, the tool result of each call after a reply with tool calls (as a chat template expects
+    a tool call to be answered)."""
+    if not reply.tool_calls:
+        return [{"role": "assistant", "content": str(reply)}, {"role": "user", "content": text}]
+    calls = [call.message_part() for call in reply.tool_calls]
+    return [
+        {"role": "assistant", "content": str(reply) or None, "tool_calls": calls},
+        *({"role": "tool", "tool_call_id": call.id, "content": text} for call in reply.tool_calls),
+    ]
 
 
 def _repair_text(error: str, hint: str) -> str:

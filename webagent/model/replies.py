@@ -17,6 +17,7 @@ import httpx2
 import openai
 from tenacity import RetryCallState
 
+from ..records import TokenRecord, ToolCall
 from ..secrets import shorten
 
 __all__ = [
@@ -24,10 +25,12 @@ __all__ = [
     "RETRY_MAX_WAIT_S",
     "HTTPStatusError",
     "NoReplyError",
+    "Reply",
     "error_detail",
     "no_reply",
     "parse_retry_after",
     "read_completion",
+    "read_tokens",
     "retry_after",
     "retry_wait",
     "retryable",
@@ -73,25 +76,100 @@ def retry_wait(state: RetryCallState) -> float:
     return min(backoff, RETRY_MAX_WAIT_S)
 
 
-def read_completion(raw: bytes) -> tuple[str, int, int, int]:
-    """Reply text, prompt and completion tokens, and the prompt tokens served from the server's
-    prefix cache (``usage.prompt_tokens_details.cached_tokens``; 0 when not reported), from a
-    chat.completion body (odd bodies give empty text)."""
+class Reply(str):
+    """A reply's text (``message.content``) with its native tool calls (``message.tool_calls``).
+
+    The reasoning a server returns beside the content (``reasoning``, ``reasoning_content``) is not
+    kept: the chat templates of the models that reason drop it from later turns, and what the model
+    must remember goes through its content."""
+
+    __slots__ = ("tool_calls",)
+    tool_calls: tuple[ToolCall, ...]
+
+    def __new__(cls, text: str, tool_calls: tuple[ToolCall, ...] = ()) -> Reply:
+        reply = super().__new__(cls, text)
+        reply.tool_calls = tool_calls
+        return reply
+
+
+def read_completion(raw: bytes) -> tuple[Reply, int, int, int]:
+    """The reply (text and tool calls), prompt and completion tokens, and the prompt tokens served
+    from the server's prefix cache (``usage.prompt_tokens_details.cached_tokens``; 0 when not
+    reported), from a chat.completion body (odd bodies give empty text)."""
     try:
         data = json.loads(raw)
         message = data["choices"][0]["message"]
         text = message.get("content") or ""
+        calls = _tool_calls(message.get("tool_calls"))
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-        return (shorten(raw.decode("utf-8", "replace"), 2000) if isinstance(raw, bytes) else ""), 0, 0, 0
+        return Reply(shorten(raw.decode("utf-8", "replace"), 2000) if isinstance(raw, bytes) else ""), 0, 0, 0
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     details = usage.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
     return (
-        str(text),
+        Reply(str(text), calls),
         _count(usage.get("prompt_tokens")),
         _count(usage.get("completion_tokens")),
         _count(cached),
     )
+
+
+#: What a request adds to be given its tokens by vLLM (0.10.2+): the prompt's and the completion's
+#: ids, and the log-probability of each sampled token (as ``token_id:N`` strings, so the ids can be
+#: read from the logprobs too where ``token_ids`` is missing).
+TOKEN_FIELDS = {"return_token_ids": True, "logprobs": True, "return_tokens_as_token_ids": True}
+
+
+def read_tokens(raw: bytes) -> TokenRecord:
+    """The tokens a chat.completion body gives (vLLM's ``prompt_token_ids``, ``choices[0].token_ids``
+    and ``choices[0].logprobs.content[].logprob``); empty lists for what it lacks."""
+    try:
+        data = json.loads(raw)
+        choice = data["choices"][0]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return TokenRecord()
+    logprobs = choice.get("logprobs") if isinstance(choice, dict) else None
+    content = logprobs.get("content") if isinstance(logprobs, dict) else None
+    entries = [e for e in content if isinstance(e, dict)] if isinstance(content, list) else []
+    ids = _ids(choice.get("token_ids"))
+    if not ids and entries:  # an older vLLM: the ids only in the logprobs' "token_id:N" tokens
+        ids = _ids([_token_id(e.get("token")) for e in entries])
+    values = [e.get("logprob") for e in entries]
+    numbers = [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+    return TokenRecord(
+        prompt_token_ids=_ids(data.get("prompt_token_ids")),
+        token_ids=ids,
+        logprobs=numbers if len(numbers) == len(values) else [],
+    )
+
+
+def _token_id(token: object) -> int | None:
+    if isinstance(token, str) and token.startswith("token_id:") and token[9:].isdigit():
+        return int(token[9:])
+    return None
+
+
+def _ids(value: object) -> list[int]:
+    """A list of token ids, or [] for anything else (one bad item spoils it: ids must line up)."""
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return []
+    return list(value)
+
+
+def _tool_calls(value: object) -> tuple[ToolCall, ...]:
+    """The function calls of ``message.tool_calls`` (others, and malformed entries, left out)."""
+    if not isinstance(value, list):
+        return ()
+    calls: list[ToolCall] = []
+    for index, item in enumerate(value):
+        function = item.get("function") if isinstance(item, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            continue
+        arguments = function.get("arguments")
+        text = arguments if isinstance(arguments, str) else json.dumps(arguments if arguments is not None else {})
+        call_id = item.get("id") if isinstance(item.get("id"), str) and item.get("id") else f"call_{index}"
+        calls.append(ToolCall(id=call_id, name=function["name"], arguments=text))
+    return tuple(calls)
 
 
 def _count(value: object) -> int:

@@ -12,7 +12,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-__all__ = ["json_schema_format", "response_format", "strict_json_schema", "strict_schema"]
+__all__ = [
+    "json_schema_format",
+    "response_format",
+    "schema_fields",
+    "strict_json_schema",
+    "strict_schema",
+]
 
 _KEEP = {
     "type",
@@ -43,6 +49,15 @@ def strict_json_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
 def response_format(name: str, model: type[BaseModel]) -> dict[str, Any]:
     """A ``response_format`` value asking for ``model``'s schema."""
     return json_schema_format(name, strict_schema(model))
+
+
+def schema_fields(field: str, name: str, model: type[BaseModel]) -> dict[str, Any]:
+    """The request fields asking for ``model``'s schema: OpenAI's ``response_format`` (strict
+    ``json_schema``), or ``structured_outputs: {"json": schema}`` (vLLM's field, and H Company's
+    Models API's)."""
+    if field == "structured_outputs":
+        return {"structured_outputs": {"json": strict_schema(model)}}
+    return {"response_format": response_format(name, model)}
 
 
 def json_schema_format(name: str, schema: dict[str, Any]) -> dict[str, Any]:

@@ -42,8 +42,10 @@ class DataURL(str):
 
 
 # Values sent unchanged with every request of a role, encoded once: the system prompt (a few kB of
-# guidelines and schema), keyed by value, and ``response_format`` (its JSON schema), keyed by
-# identity: the roles build each one once and never mutate it.
+# guidelines and schema), keyed by value, and the schema fields (``response_format``,
+# ``structured_outputs``, ``tools``), keyed by identity: the roles build each one once and never
+# mutate it.
+_CONSTANT_KEYS = frozenset({"response_format", "structured_outputs", "tools"})
 _CACHE_LIMIT = 64
 _texts: dict[str, str] = {}
 _values: dict[int, tuple[object, str]] = {}
@@ -63,7 +65,7 @@ def _constant_text(text: str) -> str:
 
 
 def _constant_value(value: Any) -> str:
-    if not isinstance(value, dict):
+    if not isinstance(value, dict | list):
         return _dumps(value)
     hit = _values.get(id(value))
     if hit is not None and hit[0] is value:
@@ -80,7 +82,7 @@ def encode_chat_body(body: dict[str, Any]) -> bytes:
     parts = ['{"messages":[', ",".join(_message(m) for m in body.get("messages", [])), "]"]
     for key, value in body.items():
         if key != "messages":
-            encoded = _constant_value(value) if key == "response_format" else _dumps(value)
+            encoded = _constant_value(value) if key in _CONSTANT_KEYS else _dumps(value)
             parts += [",", _dumps(key), ":", encoded]
     parts.append("}")
     return "".join(parts).encode()

@@ -207,7 +207,7 @@ class Pilot:
                 value = cached
             else:
                 extractor = self._extractor = self._extractor or Extractor(
-                    self.runtime.model_client("policy", self.secrets), extra_body=self._images.extra_body
+                    self.runtime.model_client("policy", self.secrets), extra_body=self._images.single_body
                 )
                 try:
                     value, calls = await self._ask(

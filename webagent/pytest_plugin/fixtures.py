@@ -13,7 +13,10 @@ Chromium, this project's machines), the launch goes to the Chromium webagent its
   PATH).
 
 With a binary of webagent's choosing the launch also gets webagent's Chromium flags
-(``CHROMIUM_ARGS``). The config's ``[browser] args`` are added in any case, and ``headless = false``
+(``CHROMIUM_ARGS``). When the config sets a domain list or ``private_network = "block"`` (a
+navigation policy for every run), the switches of webagent's guarded browsers come first
+(``hardened_args``: no shared workers, no WebRTC over UDP, no FedCM; docs/security.md). The
+config's ``[browser] args`` are added in any case, and ``headless = false``
 opens a window like ``--headed``. Nothing changes for another browser (``--browser firefox``), a
 ``--browser-channel``, an ``executable_path`` already given, or a remote browser
 (pytest-playwright's ``connect_options``).
@@ -36,7 +39,7 @@ import pytest
 import structlog
 
 from ..browser.context import context_options
-from ..browser.launcher import CHROMIUM_ARGS, find_chromium
+from ..browser.launcher import CHROMIUM_ARGS, find_chromium, hardened_args
 from ..config import AgentConfig, BrowserConfig, ContextSettings
 from ..errors import WebAgentError
 from ..secrets import Secrets
@@ -105,7 +108,8 @@ def extend_launch_args(
     args = dict(base)
     if browser_name != "chromium" or remote:
         return args
-    extra = list(config.args)
+    guarded = bool(config.allowed_domains or config.blocked_domains or config.private_network == "block")
+    extra = [*(hardened_args(config) if guarded else []), *config.args]
     if "channel" not in args and "executable_path" not in args:
         # the configured binary, else the system's when Playwright's own is not installed
         executable = find_chromium(config) if config.executable_path or not bundled_installed else None
@@ -169,9 +173,15 @@ def browser_context_args(
     (``--webagent-storage-state``: every test's pages start signed in; a locale, a proxy, headers, a
     device, ...), made as webagent makes its own contexts (``webagent.browser.context``). What
     pytest-playwright's arguments already set (``--device``, a ``browser_context_args`` of the
-    project's) wins. A setting that cannot be used fails the run's tests with one line."""
+    project's) wins. A bad webagent config is ignored here with a warning, as for the launch
+    arguments (only the tests using ``web`` fail on it); a session setting of a good config that
+    cannot be used (a missing state file) fails the tests with one line."""
     try:
         config = pytestconfig.stash[SETTINGS].load_config()
+    except WebAgentError as exc:
+        log.warning("webagent_config_ignored_for_contexts", error=f"webagent: {exc}")
+        return browser_context_args
+    try:
         return {**session_context_args(config, request), **browser_context_args}
     except WebAgentError as exc:
         fail_with(exc)

@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn, cast, get_args
 
 import pytest
 
+from ..families import DEFAULT_PROFILE
+from ..families import PROFILES as _PROFILES
+
 if TYPE_CHECKING:
     from ..config import AgentConfig
 
@@ -26,6 +29,7 @@ __all__ = [
     "RunsMode",
     "add_options",
     "fail_with",
+    "pytest_option",
     "read_settings",
 ]
 
@@ -36,7 +40,7 @@ MISSING = (
 
 CacheMode = Literal["auto", "read", "write", "off"]
 RunsMode = Literal["retain-on-failure", "on", "off"]
-PROFILES = ("holo1", "holo1.5", "holo2")
+PROFILES = _PROFILES
 
 #: (option name without "--webagent-", metavar, help, choices or None). The ini key is
 #: ``webagent_<name>`` with dashes as underscores.
@@ -44,7 +48,7 @@ _OPTIONS: tuple[tuple[str, str | None, str, tuple[str, ...] | None], ...] = (
     ("config", "FILE", "webagent config file (TOML); in an ini file, relative to it", None),
     ("base-url", "URL", "OpenAI-compatible base URL of all three model roles (policy, localizer, validator)", None),
     ("model", "NAME", "model name of all three roles", None),
-    ("localizer-profile", None, "coordinate convention of the localizer model (default holo1.5)", PROFILES),
+    ("localizer-profile", None, f"coordinate convention of the localizer model (default {DEFAULT_PROFILE})", PROFILES),
     (
         "storage-state",
         "FILE",
@@ -72,9 +76,34 @@ _OPTIONS: tuple[tuple[str, str | None, str, tuple[str, ...] | None], ...] = (
 )
 
 
+#: Config key -> the option of the plugin that sets it (the ini key of the same name too).
+_KEYS: dict[str, str] = {
+    **{
+        f"{role}.{field}": name
+        for role in ("policy", "localizer", "validator")
+        for field, name in (("base_url", "base-url"), ("model", "model"))
+    },
+    "localizer.profile": "localizer-profile",
+    "agent.max_steps": "max-steps",
+}
+
+
+def pytest_option(key: str) -> str | None:
+    """How the plugin's user sets a config key (``"policy.base_url"`` -> ``--webagent-base-url``):
+    how a ``ConfigError`` about it is worded in a pytest run."""
+    name = _KEYS.get(key)
+    if name is None:
+        return None
+    return f"--webagent-{name} (or the ini key webagent_{name.replace('-', '_')})"
+
+
 def fail_with(exc: Exception) -> NoReturn:
-    """Fail the test with ``webagent: <exc>``, one line (not the traceback of ``exc`` before it)."""
-    raise pytest.fail.Exception(f"webagent: {exc}", pytrace=False) from None
+    """Fail the test with ``webagent: <exc>``, one line (not the traceback of ``exc`` before it);
+    a config error names the plugin's options, not the CLI's."""
+    from ..errors import ConfigError
+
+    text = exc.worded(pytest_option) if isinstance(exc, ConfigError) else str(exc)
+    raise pytest.fail.Exception(f"webagent: {text}", pytrace=False) from None
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -91,6 +120,8 @@ class PluginSettings:
 
     config_path: Path | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
+    #: Config key -> the option or ini key its override came from (what a bad value is said to come from).
+    sources: dict[str, str] = field(default_factory=dict)
     max_calls_per_test: int | None = None
     max_calls_per_session: int | None = None
     cache: CacheMode = "auto"
@@ -100,7 +131,7 @@ class PluginSettings:
         """The agent's config: defaults < TOML < ``WEBAGENT_*`` environment < options (ConfigError if bad)."""
         from ..config import load_config  # imported when a test needs the agent, not for every pytest run
 
-        return load_config(self.config_path, overrides=self.overrides)
+        return load_config(self.config_path, overrides=self.overrides, option=self.sources.get)
 
 
 def _value(config: pytest.Config, name: str) -> tuple[str | None, str]:
@@ -152,11 +183,10 @@ def _config_path(config: pytest.Config, name: str = "config") -> Path | None:
 def read_settings(config: pytest.Config) -> PluginSettings:
     """The settings of this pytest run; a bad value is a ``pytest.UsageError`` of one line."""
     overrides: dict[str, Any] = {}
-    base_url, _ = _value(config, "base-url")
-    model, _ = _value(config, "model")
-    for role in ("policy", "localizer", "validator"):
-        overrides[f"{role}.base_url"] = base_url
-        overrides[f"{role}.model"] = model
+    sources: dict[str, str] = {}
+    for key, name in _KEYS.items():
+        if key not in ("localizer.profile", "agent.max_steps"):
+            overrides[key], sources[key] = _value(config, name)
     profile = _choice(config, "localizer-profile", PROFILES, "")
     overrides["localizer.profile"] = profile or None
     overrides["agent.max_steps"] = _count(config, "max-steps", minimum=1)
@@ -164,6 +194,7 @@ def read_settings(config: pytest.Config) -> PluginSettings:
     return PluginSettings(
         config_path=_config_path(config),
         overrides={key: value for key, value in overrides.items() if value is not None},
+        sources={key: source for key, source in sources.items() if source},
         max_calls_per_test=_count(config, "max-calls-per-test", minimum=0),
         max_calls_per_session=_count(config, "max-calls-per-session", minimum=0),
         cache=cast(CacheMode, _choice(config, "cache", get_args(CacheMode), "auto")),

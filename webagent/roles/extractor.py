@@ -59,7 +59,7 @@ class Extractor:
     """Asks the policy model for data on one screenshot of a page."""
 
     def __init__(self, client: ModelClient, *, extra_body: dict[str, Any] | None = None) -> None:
-        """``extra_body``: what the policy model's family adds to a request (``PolicyImages.extra_body``)."""
+        """``extra_body``: what the policy model's family adds to a single-shot request (``PolicyImages.single_body``)."""
         self.client = client
         self.extra_body = extra_body
 

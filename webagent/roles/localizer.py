@@ -1,14 +1,15 @@
 """The localizer role: an element description in, a click point out.
 
-Each profile is one model family's convention:
+Each profile is one model family's element-localization contract (``webagent.families``): its
+prompt template, its reply and the reply's coordinates:
 
-========  ==========================================  ===========================================
-profile   reply                                       coordinates
-========  ==========================================  ===========================================
-holo1     ``Click(x, y)``                             absolute pixels of the image sent
-holo1.5   ``{"action":"click_absolute","x":..,"y":..}`` absolute pixels of the image sent
-holo2     ``{"x":..,"y":..}``                         normalised to 0..1000 of the image sent
-========  ==========================================  ===========================================
+=================  ==========================================  ====================================
+reply              what the model writes                       coordinates
+=================  ==========================================  ====================================
+``click_text``     ``Click(x, y)``                             absolute pixels of the image sent
+``absolute_json``  ``{"action":"click_absolute","x":..,"y":..}`` absolute pixels of the image sent
+``normalised_json`` ``{"x":..,"y":..}``                        normalised to 0..1000 of the image sent
+=================  ==========================================  ====================================
 
 The screenshot is sized by the profile's resize rule (see ``webagent.images``). A point outside
 the image is a LocalizationError, never a click at a clamped point.
@@ -16,19 +17,21 @@ the image is a LocalizationError, never a click at a clamped point.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..config import LocalizerConfig
 from ..errors import LocalizationError
+from ..families import AGENT_MAX_NUM_TILES, FAMILIES, PROFILES, LocalizerReply, SchemaField
 from ..images import Frame, ResizeRule, Screenshot, frame_for
 from ..model.client import Message, ModelClient
 from ..model.parsing import ReplyParseError, parse_reply
-from ..model.schema import response_format
+from ..model.schema import schema_fields
 from ..prompts import render
 from ..records import ModelCall, Point
 
@@ -62,37 +65,53 @@ class _ClickNormalisedSchema(BaseModel):
     y: int
 
 
+class _ClickNormalisedBounds(BaseModel):
+    """H's localization schema, shown in the prompt: integers in [0, 1000]."""
+
+    x: int = Field(ge=0, le=NORMALISED_MAX, description="X coordinate as integer in [0, 1000]")
+    y: int = Field(ge=0, le=NORMALISED_MAX, description="Y coordinate as integer in [0, 1000]")
+
+
 @dataclass(frozen=True, slots=True)
 class LocalizerProfile:
+    """One family's localization contract, as the localizer speaks it."""
+
     name: str
     template: str
-    reply: Literal["click_text", "absolute_json", "normalised_json"]
+    reply: LocalizerReply
     extra_body: dict[str, Any] | None = None
+    schema_field: SchemaField = "response_format"
 
     @property
-    def response_format(self) -> dict[str, Any] | None:
-        return _response_format(self.reply)
+    def output_fields(self) -> dict[str, Any] | None:
+        """The request fields that ask for the reply's schema (None: a text reply)."""
+        return _output_fields(self.reply, self.schema_field)
 
 
-LOCALIZER_PROFILES: dict[str, LocalizerProfile] = {
-    "holo1": LocalizerProfile("holo1", "localizer_holo1.jinja", "click_text"),
-    "holo1.5": LocalizerProfile("holo1.5", "localizer_holo1.5.jinja", "absolute_json"),
-    "holo2": LocalizerProfile(
-        "holo2",
-        "localizer_holo2.jinja",
-        "normalised_json",
-        extra_body={"chat_template_kwargs": {"thinking": False}},
-    ),
-}
+def _profile(name: str) -> LocalizerProfile:
+    family = FAMILIES[name]
+    contract = family.localizer
+    assert contract is not None
+    extra = family.request_fields("single", AGENT_MAX_NUM_TILES)
+    return LocalizerProfile(name, contract.template, contract.reply, extra, contract.schema_field)
+
+
+#: The localizer profiles: the registered families that localize elements.
+LOCALIZER_PROFILES: dict[str, LocalizerProfile] = {name: _profile(name) for name in PROFILES}
 
 
 @cache
-def _response_format(reply: str) -> dict[str, Any] | None:
+def _output_fields(reply: str, field: SchemaField) -> dict[str, Any] | None:
     if reply == "absolute_json":
-        return response_format("click_absolute", _ClickAbsoluteSchema)
+        return schema_fields(field, "click_absolute", _ClickAbsoluteSchema)
     if reply == "normalised_json":
-        return response_format("click", _ClickNormalisedSchema)
+        return schema_fields(field, "click", _ClickNormalisedSchema)
     return None
+
+
+@cache
+def _schema_text() -> str:
+    return json.dumps(_ClickNormalisedBounds.model_json_schema())
 
 
 def parse_click(text: str, profile: LocalizerProfile, frame: Frame) -> tuple[float, float]:
@@ -118,6 +137,7 @@ def localizer_messages(profile: LocalizerProfile, element: str, shot: Screenshot
         element=element,
         width=shot.frame.image_width,
         height=shot.frame.image_height,
+        schema=_schema_text(),
     )
     return [{"role": "user", "content": [shot.image_part(), {"type": "text", "text": text}]}]
 
@@ -129,6 +149,7 @@ class Localizer:
         self.client = client
         self.profile = LOCALIZER_PROFILES[config.profile]
         self.rule: ResizeRule = config.resize_rule()
+        self._body = _merge(self.profile.output_fields, self.profile.extra_body)
 
     def frame(self, viewport_width: int, viewport_height: int) -> Frame:
         """The frame screenshots must have for this profile."""
@@ -147,8 +168,7 @@ class Localizer:
         (x, y), call = await self.client.call(
             self.messages(element, shot),
             lambda text: parse_click(text, self.profile, frame),
-            response_format=self.profile.response_format,
-            extra_body=self.profile.extra_body,
+            extra_body=self._body,
             repair_hint=_HINTS[self.profile.reply],
         )
         if not frame.contains(x, y):
@@ -160,6 +180,13 @@ class Localizer:
             err.call = call  # type: ignore[attr-defined]
             raise err
         return Point(image=(x, y), viewport=frame.to_css(x, y)), call
+
+
+def _merge(*parts: dict[str, Any] | None) -> dict[str, Any] | None:
+    merged: dict[str, Any] = {}
+    for part in parts:
+        merged.update(part or {})
+    return merged or None
 
 
 _HINTS = {

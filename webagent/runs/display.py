@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import sys
+from typing import assert_never
 
 from rich.console import Console
 from rich.markup import escape
 
 from ..actions import describe_action
 from ..config import AgentConfig
-from ..records import RunResult, Step
+from ..records import Phase, RunResult, Step
 
 __all__ = ["StepPrinter"]
 
@@ -30,11 +31,30 @@ class StepPrinter:
             print(plain, file=sys.stderr, flush=True)
 
     def start(self, url: str, goal: str, config: AgentConfig) -> None:
-        profile = config.localizer.profile
-        self._print(
-            f"[bold]webagent[/bold] {escape(url)}\n[dim]goal:[/dim] {escape(goal)}  [dim](localizer {profile})[/dim]",
-            f"webagent {url}\ngoal: {goal} (localizer {profile})",
+        placed = (
+            f"localizer {config.localizer.profile}"
+            if config.grounding() == "localizer"
+            else "policy grounds its clicks"
         )
+        self._print(
+            f"[bold]webagent[/bold] {escape(url)}\n[dim]goal:[/dim] {escape(goal)}  [dim]({placed})[/dim]",
+            f"webagent {url}\ngoal: {goal} ({placed})",
+        )
+
+    def phase(self, phase: Phase, config: AgentConfig) -> None:
+        """What the run is doing before its first step is done."""
+        match phase.name:
+            case "launch":
+                text = "launching the browser"
+            case "open":
+                text = f"opening {phase.url}"
+            case "step":
+                policy = config.policy
+                where = f" at {', '.join(policy.endpoints())}" if policy.endpoints() else ""
+                text = f"step 1: taking a screenshot and asking the policy model ({policy.model or 'default model'}{where})"
+            case _:
+                assert_never(phase.name)
+        self._print(f"[dim]{escape(text)}…[/dim]", f"{text}...")
 
     def step(self, step: Step) -> None:
         what = describe_action(step.action) if step.action else "(no action)"
@@ -45,7 +65,9 @@ class StepPrinter:
         ok = not step.error
         outcome = step.outcome or ""
         seconds = f"{step.timings.total_s:.2f}s" + (", replayed" if step.replayed else "")
-        label = f"[{step.index}/{self.max_steps}]" if step.kind == "action" else f"[final {step.index}]"
+        label = (
+            f"[{step.index}/{self.max_steps}]" if step.kind == "action" else f"[{step.index}/{self.max_steps} final]"
+        )
         color = "green" if ok else "red"
         self._print(
             f"[dim]{label}[/dim] {escape(what)}{where} [{color}]→ {escape(outcome)}[/{color}] [dim]{seconds}[/dim]",

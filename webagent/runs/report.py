@@ -1,10 +1,12 @@
-"""A self-contained HTML report of one run: header, usage, and one card per step with its screenshot.
+"""A self-contained HTML report of one run: header, usage, a list of the steps to jump from, and one
+card per step with a thumbnail of its screenshot.
 
 ``render_report(run_dir)`` reads ``result.json``, ``trajectory.jsonl`` and the screenshots beside them and
 writes ``run_dir/report.html`` atomically. The page needs no network and no JavaScript: screenshots are
 embedded as ``data:`` URLs, the CSS is inline, and every piece of text is HTML-escaped (page titles,
-answers and model replies are untrusted). Click points are drawn as ``.click-marker`` rings positioned in
-percentages of the image, so they stay right at any displayed size.
+answers and model replies are untrusted). A thumbnail opens full size over the page when clicked (a
+checkbox in its label, styled by ``:checked``; again to close). Click points are drawn as
+``.click-marker`` rings positioned in percentages of the image, so they stay right at any displayed size.
 """
 
 from __future__ import annotations
@@ -40,8 +42,19 @@ th:first-child,td:first-child{text-align:left}
 .ok{color:#1f883d;font-weight:600}.bad{color:#cf222e;font-weight:600}
 code,pre{font:12px/1.4 ui-monospace,monospace}
 pre{white-space:pre-wrap;background:#f6f8fa;padding:6px;margin:4px 0}
-.shot{position:relative;display:inline-block;width:100%;max-width:900px;margin-top:8px;line-height:0}
+.step h2 a{font-size:12px;font-weight:400;margin-left:8px}
+.card{display:flex;flex-wrap:wrap;gap:4px 20px;align-items:flex-start}.card>dl{flex:1 1 380px;min-width:0}
+.frame{display:block;width:fit-content;max-width:100%;margin-top:8px;cursor:zoom-in}
+.zoom{position:absolute;opacity:0;width:0;height:0;pointer-events:none}
+.shot{position:relative;display:inline-block;width:360px;max-width:100%;line-height:0}
 .shot img{width:100%;display:block;border:0;outline:1px solid #d8dbe0}
+.zoom:checked+.view{position:fixed;inset:0;z-index:10;display:flex;align-items:center;justify-content:center;
+ background:rgba(0,0,0,.85);cursor:zoom-out}
+.zoom:checked+.view .shot{width:auto;max-width:none}
+.zoom:checked+.view img{width:auto;max-width:100vw;max-height:100vh}
+.zoom:focus-visible+.view .shot{outline:2px solid #0969da}
+nav.toc ol{margin:4px 0;padding-left:28px;columns:2 360px}nav.toc li{break-inside:avoid}
+nav.toc .bad,nav.toc .ok{font-weight:400}
 .click-marker{position:absolute;width:30px;height:30px;transform:translate(-50%,-50%);box-sizing:border-box;
  border:3px solid #ff1f1f;border-radius:50%;box-shadow:0 0 0 2px #fff,0 0 0 3px rgba(0,0,0,.45);
  pointer-events:none}
@@ -151,9 +164,11 @@ def _shot_parts(step: dict[str, Any], images: dict[str, bytes]) -> list[str | by
         marker = f'<span class="click-marker" title="{title}" style="left:{left:.4f}%;top:{top:.4f}%"></span>'
     alt = escape(f"Screenshot of step {step.get('index', '?')}")
     return [
-        f'<div class="shot"><img src="data:{_mime(data, str(name))};base64,',
+        '<label class="frame" title="Click to see it full size; click again to close">'
+        '<input type="checkbox" class="zoom"><span class="view"><span class="shot">'
+        f'<img src="data:{_mime(data, str(name))};base64,',
         base64.b64encode(data),
-        f'" alt="{alt}">{marker}</div>',
+        f'" alt="{alt}">{marker}</span></span></label>',
     ]
 
 
@@ -188,11 +203,56 @@ def _progress_tags(step: dict[str, Any]) -> str:
     return tags
 
 
+#: What each coordinate system of a click point is.
+POINT_SPACES = {
+    "image": "on the screenshot sent to the localizer{size} (where the ring is drawn)",
+    "viewport": "in the page's viewport, CSS pixels (where the browser clicked)",
+}
+
+
+def _point_text(step: dict[str, Any]) -> str:
+    point = _dict(step.get("point"))
+    size = _pair(step.get("image_size"))
+    parts = []
+    for space, words in POINT_SPACES.items():
+        xy = _pair(point.get(space))
+        if xy is None:
+            continue
+        shown = words.format(size=f", {size[0]:g}×{size[1]:g} px" if size and size[0] > 0 else "")
+        parts.append(f"({xy[0]:.0f}, {xy[1]:.0f}) {shown}")
+    return escape("; ".join(parts))
+
+
+def _summary(step: dict[str, Any]) -> str:
+    """The step in a few words: its action and what it is about."""
+    action = step.get("action")
+    if not isinstance(action, dict):
+        return "no action"
+    about = next((action[k] for k in ("element", "content", "url", "key", "direction") if action.get(k)), "")
+    text = f"{action.get('action', '?')} {json.dumps(about, ensure_ascii=False) if about else ''}".strip()
+    return text if len(text) <= 70 else text[:69] + "…"
+
+
+def _step_list(steps: list[dict[str, Any]]) -> str:
+    """The steps as links to their cards, failures in red, an accepted answer in green."""
+    items = []
+    for step in steps:
+        index = step.get("index", "?")
+        idx = int(index) if isinstance(index, int) else escape(index)
+        accepted = _dict(step.get("verdict")).get("success")
+        cls = "ok" if accepted is True else "bad" if step.get("error") or accepted is False else ""
+        outcome = escape(step.get("error") or step.get("outcome") or "")
+        outcome = f" — {outcome}" if outcome else ""
+        items.append(f'<li class="{cls}"><a href="#step-{idx}">{escape(_summary(step))}</a>{outcome}</li>')
+    return f'<nav class="toc" id="steps"><h2>Steps</h2><ol>{"".join(items)}</ol></nav>' if items else ""
+
+
 def step_html(step: dict[str, Any], images: dict[str, bytes]) -> str:
-    return _join(_step_parts(step, images))
+    """A step's card alone (the suite report's), with no link to a step list."""
+    return _join(_step_parts(step, images, toc=False))
 
 
-def _step_parts(step: dict[str, Any], images: dict[str, bytes]) -> list[str | bytes]:
+def _step_parts(step: dict[str, Any], images: dict[str, bytes], *, toc: bool = True) -> list[str | bytes]:
     index = step.get("index", "?")
     idx = int(index) if isinstance(index, int) else escape(index)
     err = step.get("error")
@@ -202,22 +262,17 @@ def _step_parts(step: dict[str, Any], images: dict[str, bytes]) -> list[str | by
         ok = verdict.get("success") is True
         label = '<span class="ok">accepted</span>' if ok else '<span class="bad">rejected</span>'
         verdict_html = f"{label} — {escape(verdict.get('feedback', ''))}"
-    point = _dict(step.get("point"))
-    pt = ", ".join(
-        f"{k} ({escape(', '.join(f'{c:.1f}' if isinstance(c, float) else str(c) for c in v))})"
-        for k, v in point.items()
-        if isinstance(v, list)
-    )
+    pt = _point_text(step)
     events = step.get("events") or []
     timings = _dict(step.get("timings"))
     timing_txt = " · ".join(f"{f.removesuffix('_s')} {_secs(timings[f])}" for f in TIMING_FIELDS if f in timings)
     rows = [
         ("URL", escape(step.get("url"))),
         ("Title", escape(step.get("title"))),
-        ("Previous action", escape(_dict(step.get("context")).get("progress"))),
+        ("Previous action", escape(_dict(_dict(step.get("context")).get("policy")).get("progress"))),
         ("Action", _action_html(step.get("action"))),
         ("Element", escape(step.get("element"))),
-        ("Click point", pt),
+        ("Click point", f"{pt} — placed by the {escape(step['grounding'])}" if pt and step.get("grounding") else pt),
         ("Thought", escape(step.get("thought"))),
         ("Note", escape(step.get("note"))),
         ("Outcome", escape(step.get("outcome"))),
@@ -233,8 +288,10 @@ def _step_parts(step: dict[str, Any], images: dict[str, bytes]) -> list[str | by
     elif step.get("replayed") is False:
         replay = ' <span class="tag replanned">re-planned by the models</span>'
     tags = replay + _progress_tags(step)
-    head = f'<section class="{cls}" id="step-{idx}"><h2>Step {idx} · {escape(step.get("kind", "action"))}{tags}</h2>'
-    return [head + _dl(rows), *_shot_parts(step, images), _calls_html(step.get("calls")) + "</section>"]
+    back = '<a href="#steps">all steps</a>' if toc else ""
+    kind = escape(step.get("kind", "action"))
+    head = f'<section class="{cls}" id="step-{idx}"><h2>Step {idx} · {kind}{tags}{back}</h2><div class="card">'
+    return [head + _dl(rows), *_shot_parts(step, images), "</div>" + _calls_html(step.get("calls")) + "</section>"]
 
 
 def render_report_html(result: dict[str, Any] | None, steps: list[dict[str, Any]], images: dict[str, bytes]) -> str:
@@ -265,10 +322,17 @@ def _report_parts(
         ("Answer", "<i>none</i>" if not incomplete and answer is None else escape(answer)),
         ("Steps", escape(res.get("steps", len(steps)))),
         ("Attempts", escape(res.get("attempts", ""))),
+        ("Clicks placed by", escape(res.get("grounding") or "")),
         ("Duration", _secs(res["duration_s"]) if "duration_s" in res else ""),
         (
-            "Model / browser",
-            f"{_secs(res['model_s'])} / {_secs(res.get('browser_s'))}" if "model_s" in res else "",
+            "Model time",
+            escape(f"{_secs(res['model_s'])} waiting for the models' replies (all roles)") if "model_s" in res else "",
+        ),
+        (
+            "Browser time",
+            f"{_secs(res['browser_s'])} in the browser (screenshots, actions, pages loading)"
+            if "browser_s" in res
+            else "",
         ),
         ("Started", escape(res.get("started_at", ""))),
         (
@@ -291,7 +355,8 @@ def _report_parts(
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         f'<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"<title>{title}</title><style>{CSS}</style></head><body>"
-        f"<header><h1>webagent run</h1>{badge}{banner}{_dl(rows)}{_usage_table(usage)}{fb_html}</header><main>"
+        f"<header><h1>webagent run</h1>{badge}{banner}{_dl(rows)}{_usage_table(usage)}{fb_html}"
+        f"{_step_list(steps)}</header><main>"
     )
     for step in steps:
         yield from _step_parts(step, images)

@@ -48,9 +48,12 @@ class Runtime:
     pools and a few Chromium processes, each run in its own context.
     """
 
-    def __init__(self, config: AgentConfig, *, browser: Browser | None = None, require: Sequence[str] = ROLES) -> None:
+    def __init__(
+        self, config: AgentConfig, *, browser: Browser | None = None, require: Sequence[str] | None = None
+    ) -> None:
         """``browser``: a caller's Chromium to open contexts on (never closed); ``require``: the roles
-        whose endpoints must be configured (a ConfigError names the first missing)."""
+        whose endpoints must be configured (a ConfigError names the first missing; default: those
+        runs call, the localizer only when it places the clicks)."""
         self.config = config
         config.require_endpoints(require)
         browser_config = config.browser
@@ -95,16 +98,23 @@ class Runtime:
         secrets = self.secrets if secrets is None else secrets
         client = {name: self.model_client(name, secrets) for name in ROLES}
         restrictions = policy.describe() if policy is not None else ""
+        follows = self.config.validator_follows_policy()
         return Roles(
             policy=Policy(
                 client["policy"],
                 secret_names=secrets.names,
                 restrictions=restrictions,
                 images=PolicyImages.from_config(self.config),
+                output=self.config.policy.output,
                 uploads=uploads,
             ),
             localizer=Localizer(client["localizer"], self.config.localizer),
-            validator=Validator(client["validator"], extra_body=self.config.validator.extra_body()),
+            validator=Validator(
+                client["validator"],
+                extra_body=self.config.validator.extra_body(),
+                follows_policy=follows,
+                image_uuid=follows and self.config.policy.image_uuid,
+            ),
         )
 
     def run_budgets(self, settings: AgentSettings | None = None, shared: Sequence[Budget] = ()) -> list[Budget]:
@@ -162,7 +172,7 @@ class Runtime:
                 stack.push_async_callback(session.close)
             else:
                 options = await self.sessions.options(browser)
-                pooled = self.browsers.session(block_service_workers=guard.active, on_queue=on_queue, options=options)
+                pooled = self.browsers.session(guard=guard, on_queue=on_queue, options=options)
                 session = await stack.enter_async_context(pooled)
             if on_open is not None:
                 on_open(session)

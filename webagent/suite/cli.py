@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..batch.cli import BatchProgress
+from ..batch.cli import BatchProgress, ray_cluster
 from ..budget import BudgetLimits
 from ..config import AgentConfig
 from ..errors import InputError
@@ -62,10 +62,16 @@ def run_test(args: argparse.Namespace, config: AgentConfig) -> int:
                 "expect; write {{NAME}} in a write_element instead (the value is never written or shown to models)"
             )
     config.require_endpoints()
+    ray = ray_cluster(args)
+    if ray is not None and suite.budget.active:
+        raise InputError(
+            "a suite budget is kept in one process and cannot span Ray's actors; drop the suite's budget "
+            "(and --suite-budget-*) or run without --ray"
+        )
     output = Path(args.output) if args.output else Path("webagent-test") / _slug(suite.name)
     prepare_output(output, resume=args.resume)
     cache = ReplayCache(args.cache) if args.cache else None
-    progress = BatchProgress(quiet=args.quiet)
+    progress = BatchProgress(quiet=args.quiet, label="test", noun="checks")
     with progress:
         summary, items, interrupted = asyncio.run(
             run_suite(
@@ -77,6 +83,7 @@ def run_test(args: argparse.Namespace, config: AgentConfig) -> int:
                 trace=args.trace,
                 junit=Path(args.junit) if args.junit else None,
                 on_update=progress.update,
+                ray=ray,
             )
         )
     if args.json:

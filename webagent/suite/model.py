@@ -33,10 +33,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..batch.results import TaskResult
+from ..batch.tasks import RUN_LIMITS, RunLimits, TaskOptions, TaskSpec
 from ..budget import BudgetLimits
-from ..config import AgentSettings, ContextSettings
+from ..config import ContextSettings
 from ..errors import InputError
 from ..inputs import MAX_GOAL_CHARS, load_json, load_yaml, read_text
+from ..stream import TraceMode
 from ..urls import normalize_url
 
 __all__ = ["CHECK_LIMITS", "Check", "CheckOutcome", "Suite", "load_suite"]
@@ -44,26 +46,11 @@ __all__ = ["CHECK_LIMITS", "Check", "CheckOutcome", "Suite", "load_suite"]
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-class _Limits(BaseModel):
-    """The limits a check may set; also the shape of a suite's ``defaults``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    max_steps: int | None = Field(default=None, gt=0)
-    max_time_s: float | None = Field(default=None, gt=0)
-    max_attempts: int | None = Field(default=None, gt=0)
-    budget_calls: int | None = Field(default=None, ge=0)
-    budget_tokens: int | None = Field(default=None, ge=0)
-    budget_usd: float | None = Field(default=None, ge=0)
-    #: The context settings of the check's browser session, over the config's ``[browser]``.
-    browser: ContextSettings | None = None
-
-
 #: Per-check keys that override the config's ``[agent]`` settings.
-CHECK_LIMITS = tuple(name for name in _Limits.model_fields if name != "browser")
+CHECK_LIMITS = RUN_LIMITS
 
 
-class Check(_Limits):
+class Check(RunLimits):
     """One check: a task whose verdict comes from the validator (and ``expect``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -72,12 +59,15 @@ class Check(_Limits):
     url: str
     goal: str = Field(min_length=1, max_length=MAX_GOAL_CHARS)
     expect: str | None = Field(default=None, max_length=MAX_GOAL_CHARS)
+    #: The context settings of the check's browser session, over the config's ``[browser]``.
+    browser: ContextSettings | None = None
     line: int = Field(default=0, exclude=True, description="Line of the suite file it starts on")
 
-    def settings(self, base: AgentSettings) -> AgentSettings:
-        """The config's loop settings with this check's limits applied."""
-        update = {k: getattr(self, k) for k in CHECK_LIMITS if getattr(self, k) is not None}
-        return base.model_copy(update=update) if update else base
+    def task(self, trace: TraceMode = "off") -> TaskSpec:
+        """The check as a task: its limits, its expectation and the trace kept are its options, its
+        browser settings the task's."""
+        options = TaskOptions.model_validate({**self.limits(), "expect": self.expect, "trace": trace})
+        return TaskSpec(id=self.name, url=self.url, goal=self.goal, options=options, browser=self.browser)
 
 
 class Suite(BaseModel):
@@ -101,7 +91,8 @@ def load_suite(path: str | Path, env: Mapping[str, str] | None = None) -> Suite:
     else:
         name, defaults, budget, items = _yaml_items(text, path)
     try:
-        limits = _Limits.model_validate(defaults).model_dump(exclude_none=True, exclude={"browser"})
+        own = {k: v for k, v in defaults.items() if k != "browser"} if isinstance(defaults, dict) else defaults
+        limits = RunLimits.model_validate(own).model_dump(exclude_none=True)
         if isinstance(defaults, dict) and defaults.get("browser") is not None:
             limits["browser"] = defaults["browser"]  # as written: merged with each check's, then validated
     except ValidationError as exc:

@@ -1,9 +1,11 @@
-"""Running a suite: each check is a batch task with its own expectation, limits, cache entry and trace.
+"""Running a suite: each check is a batch task whose options are its expectation, limits and trace.
 
 The runner is the batch runner (so a suite gets the same concurrency, browser pool, atomic
-``results.jsonl``, resume and signal handling) with per-check options; after it, the suite's
-outputs are written: ``junit.xml``, ``report.html`` (the whole suite, self-contained) and
-``suite.json`` (totals: passed, failed, model calls, replayed steps, calls saved, cost).
+``results.jsonl``, resume and signal handling, and runs on Ray as a batch does), given the checks as
+tasks (``Check.task``), the replay cache (each check's recording under its name) and the suite's
+budget; after it, the suite's outputs are written: ``junit.xml``, ``report.html`` (the whole
+suite, self-contained) and ``suite.json`` (totals: passed, failed, model calls, replayed steps,
+calls saved, cost).
 """
 
 from __future__ import annotations
@@ -14,16 +16,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..agent import Agent
+from ..batch.ray import RayCluster
 from ..batch.results import read_results
 from ..batch.runner import BatchRunner, BatchStats
-from ..batch.tasks import TaskSpec
 from ..budget import Budget
 from ..config import ROLES, AgentConfig
 from ..errors import InputError
 from ..files import write_atomic
 from ..replay import ReplayCache
-from ..stream import RunStream, TraceMode
+from ..stream import TraceMode
 from .junit import write_junit
 from .model import CheckOutcome, Suite
 from .report import write_suite_report
@@ -34,7 +35,8 @@ RUN_FILES = ("results.jsonl", "junit.xml", "report.html", "suite.json")
 
 
 class SuiteRunner(BatchRunner):
-    """A BatchRunner whose tasks are a suite's checks."""
+    """A BatchRunner whose tasks are a suite's checks (``ray``: on that Ray cluster's actors; a
+    suite budget then cannot be kept)."""
 
     def __init__(
         self,
@@ -46,31 +48,20 @@ class SuiteRunner(BatchRunner):
         cache: ReplayCache | None = None,
         trace: TraceMode = "on-failure",
         on_update: Callable[[BatchStats], None] | None = None,
+        ray: RayCluster | None = None,
     ) -> None:
-        tasks = [TaskSpec(id=c.name, url=c.url, goal=c.goal) for c in suite.checks]
-        super().__init__(config, tasks, output, concurrency=concurrency, on_update=on_update)
-        self.suite = suite
-        self.checks = {c.name: c for c in suite.checks}
-        self.cache = cache
-        self.trace = trace
-        self.budget: Budget | None = None
-        if suite.budget.active:
-            self.budget = Budget(suite.budget, config.price, scope="suite")
-
-    def _stream(self, agent: Agent, task: TaskSpec, directory: Path) -> RunStream:
-        check = self.checks[task.id]
-        return agent.stream(
-            check.url,
-            check.goal,
-            output_dir=directory,
-            expect=check.expect,
-            settings=check.settings(self.config.agent),
-            cache=self.cache,
-            cache_key=check.name,
-            budgets=[self.budget] if self.budget else [],
-            trace=self.trace,
-            browser=check.browser,
+        budgets = [Budget(suite.budget, config.price, scope="suite")] if suite.budget.active else []
+        super().__init__(
+            config,
+            [check.task(trace) for check in suite.checks],
+            output,
+            concurrency=concurrency,
+            on_update=on_update,
+            cache=cache,
+            budgets=budgets,
+            ray=ray,
         )
+        self.suite = suite
 
 
 def prepare_output(output: Path, *, resume: bool) -> None:
@@ -140,10 +131,15 @@ async def run_suite(
     trace: TraceMode = "on-failure",
     junit: Path | None = None,
     on_update: Callable[[BatchStats], None] | None = None,
+    ray: RayCluster | None = None,
 ) -> tuple[dict[str, Any], list[CheckOutcome], bool]:
     """Run the suite and write its outputs; returns (totals, outcomes, interrupted)."""
-    runner = SuiteRunner(config, suite, output, concurrency=concurrency, cache=cache, trace=trace, on_update=on_update)
+    runner = SuiteRunner(
+        config, suite, output, concurrency=concurrency, cache=cache, trace=trace, on_update=on_update, ray=ray
+    )
     await runner.run()
+    if ray is not None and cache is not None:  # the actors updated the cache file: what changed
+        cache.refresh()
     items = outcomes(suite, output)
     summary = totals(suite, items, config, interrupted=runner.stopping)
     write_atomic(output / "suite.json", (json.dumps(summary, indent=2) + "\n").encode())

@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from webagent.testing.contracts import ScriptedReply, asked, policy_reply, thinking
 from webagent.testing.images import image_size
 from webagent.testing.pagechecks import RequestKind, answer_check, answer_extract, request_kind
 from webagent.testing.script import (
@@ -34,14 +35,10 @@ from webagent.testing.script import (
     parse_policy_prompt,
 )
 
-NO_ACTION = json.dumps(
-    {
-        "note": "",
-        "thought": "no scripted rule matched",
-        "action": {"action": "answer", "content": "NO SCRIPTED ACTION"},
-    }
-)
+NO_ACTION: dict[str, Any] = {"action": "answer", "content": "NO SCRIPTED ACTION"}
 MALFORMED = "Sure! I think the answer is {broken"
+#: The reasoning a request with thinking on gets beside its content.
+REASONING = "Looking at the screenshot to decide the next action."
 #: How ``prompts/repair.jinja`` begins: a request asking again after an unusable reply.
 REPAIR_PREFIX = "Your previous reply could not be used:"
 WRONG_SHAPE: dict[Role, str] = {
@@ -74,6 +71,9 @@ class RecordedRequest(BaseModel):
     extra: dict[str, Any] = {}
     messages: list[dict[str, Any]] = []
     """The messages as received, each image URL replaced by ``sha256:<digest of the image bytes>``."""
+    new_text_chars: int = 0
+    """Characters of text after the conversation's last reply (the turn this request adds: the
+    observation's text, a tool call's result; the whole text of a first request)."""
     prompt_tokens: int = 0
     """Prompt tokens as the simulated prefix cache counted them (0 for a request that got an HTTP fault)."""
     cached_tokens: int = 0
@@ -133,8 +133,9 @@ def first_user(messages: list[dict[str, Any]]) -> Any:
 
 
 def is_repair(messages: list[dict[str, Any]]) -> bool:
-    """Whether the request asks again after an unusable reply (its last user message says so)."""
-    last = next((m.get("content") for m in reversed(messages) if m.get("role") == "user"), "")
+    """Whether the request asks again after an unusable reply (its last user message, or the tool
+    result of its last tool call, says so)."""
+    last = next((m.get("content") for m in reversed(messages) if m.get("role") in ("user", "tool")), "")
     return any(t.startswith(REPAIR_PREFIX) for t in texts(last))
 
 
@@ -149,13 +150,17 @@ def current_user(messages: list[dict[str, Any]]) -> Any:
 
 
 def infer_role(body: dict[str, Any]) -> Role:
-    """The role of a request to the plain ``/v1`` endpoint, from its response format's schema name."""
+    """The role of a request to the plain ``/v1`` endpoint, from what it asks for: a verdict (a
+    validator continuing the policy's conversation offers the policy's tools too), a policy reply
+    (its tools or schema), else its response format's schema name."""
     fmt = body.get("response_format")
     schema = fmt.get("json_schema") if isinstance(fmt, dict) else None
     name = schema.get("name") if isinstance(schema, dict) else None
-    if name in ("policy_reply", "extraction"):
+    if name in ("validator_verdict", "check_verdict"):
+        return "validator"
+    if asked(body) is not None or name in ("policy_reply", "extraction"):
         return "policy"
-    return "validator" if name in ("validator_verdict", "check_verdict") else "localizer"
+    return "localizer"
 
 
 def recorded(
@@ -172,10 +177,16 @@ def recorded(
         system="\n".join(t for m in messages if m.get("role") == "system" for t in texts(m.get("content"))),
         messages_count=len(messages),
         extra={k: v for k, v in body.items() if k not in ("messages", "model")},
+        new_text_chars=sum(len(t) for m in _after_last_reply(messages) for t in texts(m.get("content"))),
     )
     sizes = [image_size(u) for m in messages for u in image_urls(m.get("content"))]
     rec.n_images, rec.image_sizes = len(sizes), [list(s) for s in sizes if s]
     return rec
+
+
+def _after_last_reply(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    return messages[last + 1 :] if last >= 0 else [m for m in messages if m.get("role") != "system"]
 
 
 # ---------------------------------------------------------------- faults
@@ -218,35 +229,49 @@ class FaultDraw:
 # ---------------------------------------------------------------- answers
 
 
-def scripted_reply(script: Script, rec: RecordedRequest, user: Any) -> str:
-    """The reply text the script gives (spoilt by a reply fault); fills ``rec.task``/``rec.step``."""
-    content = _answer(script, rec, user, offtarget=rec.fault == "offtarget")
+def scripted_reply(script: Script, rec: RecordedRequest, body: dict[str, Any]) -> ScriptedReply:
+    """The reply the script gives (spoilt by a reply fault); fills ``rec.task``/``rec.step``."""
+    reply = _answer(script, rec, body, offtarget=rec.fault == "offtarget")
     if rec.fault == "malformed":
-        return MALFORMED
-    if rec.fault == "schema":
-        return WRONG_SHAPE[rec.role]
-    return content
+        reply = ScriptedReply(MALFORMED)
+    elif rec.fault == "schema":
+        reply = ScriptedReply(WRONG_SHAPE[rec.role])
+    if thinking(body):
+        reply.reasoning = REASONING
+    return reply
 
 
-def _answer(script: Script, rec: RecordedRequest, user: Any, *, offtarget: bool) -> str:
+def _answer(script: Script, rec: RecordedRequest, body: dict[str, Any], *, offtarget: bool) -> ScriptedReply:
     rec.kind = request_kind(rec.text)
     if rec.kind == "check":
-        return answer_check(script.checks, rec.text)
+        return ScriptedReply(answer_check(script.checks, rec.text))
     if rec.kind == "extract":
-        return answer_extract(script.extracts, rec.text)
+        return ScriptedReply(answer_extract(script.extracts, rec.text))
     if rec.role == "localizer":
-        return _click(script, rec.model, rec.text, rec.image_sizes, offtarget=offtarget)
+        return ScriptedReply(_click(script, rec.model, rec.text, rec.image_sizes, offtarget=offtarget))
     task = script.task_for(rec.text)
     rec.task = task.id if task else None
     if rec.role == "validator":
         if task is None:
-            return json.dumps({"success": False, "feedback": "No scripted task matched this request."})
-        ok, feedback = task.judge(candidate_answer(texts(user)), parse_policy_prompt(rec.text).url)
-        return json.dumps({"success": ok, "feedback": feedback})
+            return ScriptedReply(json.dumps({"success": False, "feedback": "No scripted task matched this request."}))
+        # The last user turn: the validator's own request, or its turn after the policy's conversation.
+        ok, feedback = task.judge(candidate_answer([rec.turn]), parse_policy_prompt(rec.turn).url)
+        return ScriptedReply(json.dumps({"success": ok, "feedback": feedback}))
     state = parse_policy_prompt(rec.turn)
     rec.step = state.step
     rule = task.policy_rule(state) if task else None
-    return rule.reply() if rule else NO_ACTION
+    note, thought, action = (
+        (rule.note or "", rule.thought or "", rule.action) if rule else ("", "no scripted rule matched", NO_ACTION)
+    )
+    how = asked(body)
+    if how is None:  # a request that asks for no particular form: webagent's JSON
+        return ScriptedReply(json.dumps({"note": note, "thought": thought, "action": action}))
+    vp = script.viewport
+    w, h = rec.image_sizes[-1] if rec.image_sizes else (vp.width, vp.height)
+    hit = script.find_element(str(action.get("element", ""))) if "element" in action else None
+    scale = max(w / vp.width, h / vp.height)
+    point = (hit[1][0] * scale, hit[1][1] * scale) if hit else None
+    return policy_reply(how, note, thought, action, model=rec.model, point=point, image=(w, h))
 
 
 def _click(script: Script, model: str, text: str, sizes: list[list[int]], *, offtarget: bool) -> str:
@@ -274,13 +299,14 @@ def reply_usage(prompt_tokens: int, cached_tokens: int, completion: str) -> dict
     }
 
 
-def completion(model: str, content: str, usage: dict[str, int]) -> dict[str, Any]:
+def completion(model: str, reply: ScriptedReply, usage: dict[str, int]) -> dict[str, Any]:
     """An OpenAI ``chat.completion`` object with one choice."""
+    finish = "tool_calls" if reply.tool_calls else "stop"
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "choices": [{"index": 0, "message": reply.message(), "finish_reason": finish}],
         "usage": usage,
     }

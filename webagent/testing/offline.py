@@ -7,16 +7,15 @@ import json
 from typing import Any
 
 from ..config import AgentConfig
+from ..families import FAMILIES, PROFILES
 from ..prompts import resource_dir
 
-__all__ = ["PROFILE_MODELS", "load_local_tasks", "offline_config"]
+__all__ = ["FAMILY_MODELS", "PROFILE_MODELS", "load_local_tasks", "offline_config"]
 
-#: Model names the offline server answers as, per localizer profile (it picks the reply format from them).
-PROFILE_MODELS = {
-    "holo1": "Hcompany/Holo1-7B",
-    "holo1.5": "Hcompany/Holo1.5-7B",
-    "holo2": "Hcompany/Holo2-8B",
-}
+#: Model names the offline server answers as, per family (it picks the reply format from them).
+FAMILY_MODELS = {name: family.models[0] for name, family in FAMILIES.items()}
+#: The same, for the localizer profiles.
+PROFILE_MODELS = {name: FAMILY_MODELS[name] for name in PROFILES}
 
 
 def load_local_tasks(base_url: str) -> dict[str, dict[str, Any]]:
@@ -30,12 +29,17 @@ def load_local_tasks(base_url: str) -> dict[str, dict[str, Any]]:
     return tasks
 
 
-def offline_config(server_url: str, profile: str, **agent: Any) -> AgentConfig:
-    """A config pointing all three roles at the offline server."""
+def offline_config(server_url: str, profile: str, *, family: str | None = None, **agent: Any) -> AgentConfig:
+    """A config pointing all three roles at the offline server: the localizer answering as a model
+    of ``profile``, the policy and the validator as one of ``family`` (set as ``[policy] family``;
+    None: the profile's, unset)."""
     model = PROFILE_MODELS[profile]
     roles = {
         role: {"base_url": f"{server_url}/{role}/v1", "model": model, "api_key": "offline", "timeout_s": 20.0}
         for role in ("policy", "localizer", "validator")
     }
     roles["localizer"]["profile"] = profile
+    if family is not None:
+        roles["policy"].update(model=FAMILY_MODELS[family], family=family)
+        roles["validator"]["model"] = FAMILY_MODELS[family]
     return AgentConfig.model_validate({**roles, "agent": agent})

@@ -13,22 +13,29 @@ The counters are vLLM's own: ``vllm:prefix_cache_queries_total`` (prompt tokens 
 The token stream is an approximation of a chat template (documented in docs/offline-server.md):
 each message is a role marker, its content and an end marker; text is one token per 4 characters
 (each token bound to its 4 characters, so a change anywhere changes the tokens from there on); an
-image is :func:`webagent.families.image_tokens` tokens of its family, each bound to the image's
-identity; the prompt ends with the assistant marker, which the reply then continues.
+image is its family's :meth:`~webagent.families.ModelFamily.image_tokens` tokens, each bound to the image's
+identity; the request's ``tools`` are rendered into the system turn, after its text (where Qwen's
+templates put them; vLLM keeps them in the prompt even under ``tool_choice: "none"`` unless served
+with ``--exclude-tools-when-tool-choice-none``), so a request offering other tools shares nothing
+after the system prompt; the prompt ends with the assistant marker, which the reply then continues.
 """
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from webagent.families import DEFAULT_MAX_NUM_TILES, Family, image_tokens
+from webagent.families import DEFAULT_MAX_NUM_TILES, DEFAULT_PROFILE, ModelFamily
+from webagent.families import family_of as _family_of
+from webagent.testing.contracts import calls_text
 from webagent.testing.images import image_size
 
 __all__ = [
     "BLOCK_SIZE",
+    "CHARS_PER_TOKEN",
     "CacheLookup",
     "ImageRef",
     "PrefillCounts",
@@ -63,18 +70,11 @@ class CacheLookup:
     cached_tokens: int
 
 
-def family_of(model: str, default: Family = "holo1.5") -> Family:
+def family_of(model: str, default: str = DEFAULT_PROFILE) -> ModelFamily:
     """The image-token family of a model name (``default`` when the name does not tell)."""
-    name = model.lower()
-    if "holotron" in name or "nemotron" in name:
-        return "holotron"
-    if "holo2" in name or "qwen3" in name:
-        return "holo2"
-    if "holo1.5" in name or "holo1_5" in name:
-        return "holo1.5"
-    if "holo1" in name:
-        return "holo1"
-    return default
+    family = _family_of(model, default)
+    assert family is not None
+    return family
 
 
 def image_refs(messages: Sequence[dict[str, Any]], digests: Sequence[str]) -> list[ImageRef]:
@@ -104,12 +104,18 @@ def prompt_tokens(
     messages: Sequence[dict[str, Any]],
     images: Sequence[ImageRef],
     *,
-    family: Family,
+    family: ModelFamily,
     max_num_tiles: int = DEFAULT_MAX_NUM_TILES,
+    tools: Sequence[Any] = (),
 ) -> list[Hashable]:
-    """The simulated token stream of a chat request (``images``: its image parts, in order)."""
+    """The simulated token stream of a chat request (``images``: its image parts, in order;
+    ``tools``: the tools it offers, rendered at the end of its system turn)."""
     tokens: list[Hashable] = []
     pending = iter(images)
+    offered = _text_tokens(json.dumps(list(tools), separators=(",", ":"))) if tools else []
+    if offered and (not messages or messages[0].get("role") != "system"):
+        tokens += ["<|system|>", *offered, "<|end|>"]
+        offered = []
     for message in messages:
         tokens.append(f"<|{message.get('role', 'user')}|>")
         content = message.get("content")
@@ -124,19 +130,23 @@ def prompt_tokens(
                 elif part.get("type") == "image_url":
                     image = next(pending, None)
                     if image is not None and image.width > 0 and image.height > 0:
-                        n = image_tokens(family, image.width, image.height, max_num_tiles=max_num_tiles)
+                        n = family.image_tokens(image.width, image.height, max_num_tiles=max_num_tiles)
                         tokens += [(image.key, i) for i in range(n)]
+        tokens += _text_tokens(calls_text(message.get("tool_calls")))
+        tokens += offered  # the system turn's (the first message), then nothing more
+        offered = []
         tokens.append("<|end|>")
     tokens.append("<|assistant|>")
     return tokens
 
 
 def request_tokens(
-    body: Mapping[str, Any], messages: Sequence[dict[str, Any]], digests: Sequence[str], family: Family
+    body: Mapping[str, Any], messages: Sequence[dict[str, Any]], digests: Sequence[str], family: ModelFamily
 ) -> list[Hashable]:
     """The token stream of a chat request's body (``digests``: its data URLs', in order), with the
-    tile limit its ``mm_processor_kwargs`` set (vLLM's default, 12, when none)."""
+    tile limit its ``mm_processor_kwargs`` set (vLLM's default, 12, when none) and its ``tools``."""
     kwargs = body.get("mm_processor_kwargs")
+    tools = body.get("tools")
     tiles = kwargs.get("max_num_tiles") if isinstance(kwargs, dict) else None
     valid = isinstance(tiles, int) and not isinstance(tiles, bool) and tiles > 0
     return prompt_tokens(
@@ -144,12 +154,14 @@ def request_tokens(
         image_refs(messages, digests),
         family=family,
         max_num_tiles=tiles if valid else DEFAULT_MAX_NUM_TILES,  # type: ignore[arg-type]
+        tools=tools if isinstance(tools, list) else (),
     )
 
 
-def reply_tokens(text: str) -> list[Hashable]:
-    """The tokens a reply adds after the prompt (its text, then the end marker)."""
-    return [*_text_tokens(text), "<|end|>"]
+def reply_tokens(*texts: str) -> list[Hashable]:
+    """The tokens a reply adds after the prompt (its texts: reasoning, content, tool calls; then the
+    end marker), each text tokenized as the prompt of a later request renders it."""
+    return [*(token for text in texts for token in _text_tokens(text)), "<|end|>"]
 
 
 class PrefixCache:
@@ -236,17 +248,18 @@ VLLM_COUNTERS = (
 
 
 class PrefillCounts:
-    """vLLM's counters over every request, and per role the requests, prompt tokens, cached tokens
-    and the largest prompt."""
+    """vLLM's counters over every request, and per role the requests, prompt tokens, cached tokens,
+    the largest prompt and the text tokens of the turns the requests added."""
 
     def __init__(self, roles: Sequence[str]) -> None:
         self.metrics: dict[str, int] = dict.fromkeys(VLLM_COUNTERS, 0)
         self.per_role: dict[str, dict[str, int]] = {
-            role: dict.fromkeys(("requests", "prompt_tokens", "cached_tokens", "max_prompt_tokens"), 0)
+            role: dict.fromkeys(("requests", "prompt_tokens", "cached_tokens", "max_prompt_tokens", "turn_tokens"), 0)
             for role in roles
         }
 
-    def count(self, role: str, lookup: CacheLookup, completion_tokens: int) -> None:
+    def count(self, role: str, lookup: CacheLookup, completion_tokens: int, turn_tokens: int = 0) -> None:
+        """Count one request (``turn_tokens``: the text tokens of the turn it adds)."""
         metrics = self.metrics
         metrics["vllm:prompt_tokens_total"] += lookup.prompt_tokens
         metrics["vllm:generation_tokens_total"] += completion_tokens
@@ -257,3 +270,4 @@ class PrefillCounts:
         stats["prompt_tokens"] += lookup.prompt_tokens
         stats["cached_tokens"] += lookup.cached_tokens
         stats["max_prompt_tokens"] = max(stats["max_prompt_tokens"], lookup.prompt_tokens)
+        stats["turn_tokens"] += turn_tokens

@@ -16,10 +16,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from webagent.families import DEFAULT_PROFILE, FAMILIES, PROFILES, family_of
+
 from .pagechecks import CheckRule, ExtractRule
 
 Role = Literal["policy", "localizer", "validator"]
-Profile = Literal["holo1", "holo1.5", "holo2"]
 FaultKind = Literal["500", "429", "malformed", "schema", "slow", "offtarget", "disconnect", "stall"]
 
 ROLES: tuple[Role, ...] = ("policy", "localizer", "validator")
@@ -147,7 +148,7 @@ class Script(_Model):
     """A whole fake-model script."""
 
     viewport: Viewport = Field(default_factory=Viewport)
-    localizer_profile: Profile = "holo1.5"
+    localizer_profile: str = DEFAULT_PROFILE
     latency_s: NonNegative | dict[Role, NonNegative] = 0.0
     elements: dict[str, Point] = Field(default_factory=dict)
     tasks: list[Task] = Field(default_factory=list)
@@ -165,6 +166,12 @@ class Script(_Model):
     #: Whether reply faults from ``fault_rates`` (malformed, schema, offtarget) may hit repair requests.
     fault_repairs: bool = True
     models: dict[Role, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _known_profile(self) -> Script:
+        if self.localizer_profile not in PROFILES:
+            raise ValueError(f"localizer_profile must be one of {', '.join(PROFILES)}, got {self.localizer_profile!r}")
+        return self
 
     @model_validator(mode="after")
     def _unique_task_ids(self) -> Script:
@@ -243,23 +250,23 @@ def candidate_answer(texts: list[str]) -> str:
     return ""
 
 
-def localizer_profile(model: str, default: Profile) -> Profile:
-    """Pick the click format from the model name."""
-    low = model.lower()
-    if any(tag in low for tag in ("holo1.5", "holo1_5", "holo-1.5")):
-        return "holo1.5"
-    if "holo2" in low:
-        return "holo2"
-    return "holo1" if "holo1" in low else default
+def localizer_profile(model: str, default: str) -> str:
+    """The localizer profile a model name tells (``default`` when it tells none that localizes)."""
+    family = family_of(model)
+    return family.name if family is not None and family.name in PROFILES else default
 
 
-def format_click(profile: Profile, x: int, y: int, width: int, height: int) -> str:
+def format_click(profile: str, x: int, y: int, width: int, height: int) -> str:
     """A click at image pixel (x, y) in the profile's reply format."""
-    if profile == "holo1":
-        return f"Click({x}, {y})"
-    if profile == "holo2":
-        return json.dumps({"x": round(x / width * 1000), "y": round(y / height * 1000)})
-    return json.dumps({"action": "click_absolute", "x": x, "y": y})
+    contract = FAMILIES[profile].localizer
+    assert contract is not None, f"{profile} has no localization contract"
+    match contract.reply:
+        case "click_text":
+            return f"Click({x}, {y})"
+        case "normalised_json":
+            return json.dumps({"x": round(x / width * 1000), "y": round(y / height * 1000)})
+        case "absolute_json":
+            return json.dumps({"action": "click_absolute", "x": x, "y": y})
 
 
 def _contains(haystack: str | None, needle: str) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import signal
 import sys
 import threading
@@ -19,23 +20,24 @@ from typing import Any, cast
 
 from aiohttp import web
 
-from webagent.families import FAMILIES, Family
+from webagent.families import FAMILIES, get_family
 from webagent.testing.chat import (
     FaultDraw,
     RecordedRequest,
     completion,
     digest_images,
-    first_user,
     infer_role,
     is_repair,
     recorded,
     reply_usage,
     scripted_reply,
 )
+from webagent.testing.contracts import ScriptedReply
 from webagent.testing.http import Handler, error_reply, hang_up, json_errors, json_reply, route, say_keep_alive, stall
 from webagent.testing.images import image_digests, shrink_images
 from webagent.testing.prefixcache import (
     BLOCK_SIZE,
+    CHARS_PER_TOKEN,
     DEFAULT_CAPACITY_BLOCKS,
     PrefillCounts,
     PrefixCache,
@@ -44,6 +46,7 @@ from webagent.testing.prefixcache import (
     request_tokens,
 )
 from webagent.testing.script import FAULT_KINDS, ROLES, Role, Script, load_script
+from webagent.testing.tokens import add_tokens, wants_tokens
 
 __all__ = ["MAX_BODY", "READY_PREFIX", "FakeModelServer", "RecordedRequest", "main"]
 
@@ -63,7 +66,7 @@ class FakeModelServer:
         port: int = 0,
         record: bool = True,
         keep_raw: bool = False,
-        family: Family | None = None,
+        family: str | None = None,
         cache_blocks: int = DEFAULT_CAPACITY_BLOCKS,
         block_size: int = BLOCK_SIZE,
         mamba_align: bool = False,
@@ -76,7 +79,7 @@ class FakeModelServer:
         hybrid Mamba model's cache in vLLM's align mode (one checkpoint per request, see
         :class:`~webagent.testing.prefixcache.PrefixCache`)."""
         self.script = load_script(script)
-        self.family = family
+        self.family = get_family(family) if family is not None else None
         self.cache = PrefixCache(block_size=block_size, capacity=cache_blocks, checkpoints=mamba_align)
         self.host, self.port, self.record, self.keep_raw = host, port, record, keep_raw
         self.requests: list[RecordedRequest] = []
@@ -261,7 +264,7 @@ class FakeModelServer:
         repair = is_repair(messages)
         fault = self._faults.pick(role, self.request_counts[role], repair=repair)
         rec = recorded(body, messages, role=role, path=request.rel_url.raw_path, model=model, fault=fault)
-        content = scripted_reply(self.script, rec, first_user(messages))
+        reply_message = scripted_reply(self.script, rec, body)
         if fault:
             self.fault_counts[fault] += 1
         if self.record:
@@ -276,18 +279,23 @@ class FakeModelServer:
         if fault == "429":
             retry_after = {"Retry-After": str(self.script.retry_after_s)}
             return error_reply(429, "injected rate limit", "rate_limit_exceeded", "rate_limit_exceeded", retry_after)
-        usage = self._prefill(role, rec, tokens, content)
-        reply = completion(model, content, usage)
+        usage = self._prefill(role, rec, tokens, reply_message)
+        reply = completion(model, reply_message, usage)
+        if wants_tokens(body):  # vLLM's return_token_ids and logprobs
+            reply = add_tokens(reply, body, tokens, reply_tokens(*reply_message.generated()))
         return await stall(request, reply) if fault == "stall" else json_reply(reply)
 
-    def _prefill(self, role: Role, rec: RecordedRequest, tokens: list[Hashable], content: str) -> dict[str, Any]:
-        """Look the prompt up in the simulated prefix cache, cache it and the reply, and count both
-        as vLLM does; the reply's usage."""
+    def _prefill(
+        self, role: Role, rec: RecordedRequest, tokens: list[Hashable], reply: ScriptedReply
+    ) -> dict[str, Any]:
+        """Look the prompt up in the simulated prefix cache, cache it and the reply as generated
+        (reasoning included), and count both as vLLM does; the reply's usage."""
         lookup = self.cache.lookup(tokens)
-        self.cache.store([*tokens, *reply_tokens(content)])
-        usage = reply_usage(lookup.prompt_tokens, lookup.cached_tokens, content)
+        generated = reply.generated()
+        self.cache.store([*tokens, *reply_tokens(*generated)])
+        usage = reply_usage(lookup.prompt_tokens, lookup.cached_tokens, "".join(generated))
         rec.prompt_tokens, rec.cached_tokens = lookup.prompt_tokens, lookup.cached_tokens
-        self.counts.count(role, lookup, usage["completion_tokens"])
+        self.counts.count(role, lookup, usage["completion_tokens"], math.ceil(rec.new_text_chars / CHARS_PER_TOKEN))
         return usage
 
 
@@ -299,7 +307,7 @@ async def _serve(
     host: str,
     port: int,
     record: bool = True,
-    family: Family | None = None,
+    family: str | None = None,
     cache_blocks: int = DEFAULT_CAPACITY_BLOCKS,
     block_size: int = BLOCK_SIZE,
     mamba_align: bool = False,
@@ -351,7 +359,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--family",
-        choices=FAMILIES,
+        choices=list(FAMILIES),
         default=None,
         help="image-token family of the models served, for the simulated prefix cache "
         "(default: told by each request's model name)",
@@ -363,7 +371,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"capacity of the simulated prefix cache in blocks (default {DEFAULT_CAPACITY_BLOCKS})",
     )
     parser.add_argument(
-        "--block-size", type=_positive, default=BLOCK_SIZE, help=f"tokens per cache block (default {BLOCK_SIZE})"
+        "--block-size",
+        type=_positive,
+        default=None,
+        help=f"tokens per cache block (default {BLOCK_SIZE}; with --mamba-align and --family, the family's "
+        "align-mode block size)",
     )
     parser.add_argument(
         "--mamba-align",
@@ -372,6 +384,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "prompt's last full block (use with --block-size of the enlarged attention block, e.g. 672)",
     )
     args = parser.parse_args(argv)
+    if args.block_size is None:
+        blocks = get_family(args.family).serving.align_blocks if args.mamba_align and args.family else ()
+        args.block_size = blocks[0] if blocks else BLOCK_SIZE
     try:
         script = load_script(args.script)
     except ValueError as exc:

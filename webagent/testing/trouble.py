@@ -11,6 +11,8 @@ row   centre (CSS px)        what it does when clicked
 2     (250, 285)             a link to ``/trouble/loop``, a redirect to itself (redirect loop)
 3     (250, 365)             a link to ``/trouble/never-loads``: streams its body forever
 4     (250, 445)             a link to ``/trouble/guarded``, a page with a ``beforeunload`` handler
+5     (250, 525)             a link to ``/trouble/slow-loop``: a redirect to itself every 0.1 s (the
+                             loop fails after Chromium's 20 redirects, ~2 s, past a short settle cap)
 ====  =====================  =====================================================================
 
 ``/trouble/guarded`` asks to confirm leaving (``beforeunload``) once it has been clicked; its own
@@ -33,10 +35,12 @@ TRAPS: dict[str, tuple[int, int]] = {
     "redirect loop link": (250, 285),
     "never loading link": (250, 365),
     "guarded page link": (250, 445),
+    "slow redirect loop link": (250, 525),
 }
 DOWNLOAD_NAME = "report.bin"
 NEVER_LOADS_TRICKLE_S = 0.2
 NEVER_LOADS_MAX_S = 300.0  # a handler thread is never held longer than this
+SLOW_LOOP_DELAY_S = 0.1
 
 _STYLE = (
     "<style>body{margin:0;font:16px sans-serif}"
@@ -56,6 +60,7 @@ def _index() -> str:
         _trap(2, "<TRAP href='/trouble/loop'>A link that redirects forever</a>"),
         _trap(3, "<TRAP href='/trouble/never-loads'>A page that never finishes loading</a>"),
         _trap(4, "<TRAP href='/trouble/guarded'>A page that asks before you leave</a>"),
+        _trap(5, "<TRAP href='/trouble/slow-loop'>A link that slowly redirects forever</a>"),
     ]
     return _html("Trouble", "".join(rows))
 
@@ -84,6 +89,9 @@ def serve_trouble(handler: BaseHTTPRequestHandler, route: str, stopping: threadi
             _send(handler, HTTPStatus.OK, body, "application/octet-stream", disposition)
         case "/trouble/loop":
             _send(handler, HTTPStatus.FOUND, b"", "text/plain", {"Location": "/trouble/loop"})
+        case "/trouble/slow-loop":
+            stopping.wait(SLOW_LOOP_DELAY_S)
+            _send(handler, HTTPStatus.FOUND, b"", "text/plain", {"Location": "/trouble/slow-loop"})
         case "/trouble/never-loads":
             _never_loads(handler, stopping)
         case _:

@@ -1,13 +1,18 @@
 """Training data from run directories: one JSONL record per model call (or per step).
 
 The prompts are not stored in a run; they are rebuilt from the step records (their ``context``
-holds the inputs the other fields lack) with the same role functions that built the requests, so
-an exported ``messages`` list is what the model was sent, except that each screenshot becomes a
+holds what the policy was told, ``PolicyState``, and the inputs the other fields lack) with the
+same role code that built the requests (the policy's prompt strategy, fed the recorded steps of
+its conversation again), so an exported ``messages`` list is what the model was sent, except that each screenshot becomes a
 file path relative to the export directory (``images/<sha256>.jpg``, shared by every record that
 shows it) and a plain-string ``content`` becomes one text part (one Arrow type for ``datasets``).
 
 A call that needed a repair request is exported with its original messages and the repaired reply
 as target (``metadata.repaired``); calls without a usable reply are left out unless asked for.
+
+A call whose role asked its server for tokens (``return_tokens``) carries them (``tokens``: the
+prompt's and the target's token ids and the target's logprobs, as the server gave them), so a
+trainer need not tokenize the messages again; for a repaired call they are the repair request's.
 """
 
 from __future__ import annotations
@@ -30,10 +35,10 @@ from ..files import write_atomic
 from ..images import Frame, Screenshot
 from ..model.client import Message
 from ..records import ModelCall, RunResult, Step
-from ..roles.context import PolicyContext
 from ..roles.localizer import LOCALIZER_PROFILES, localizer_messages
-from ..roles.policy import PolicyState, policy_messages
-from ..roles.validator import validator_messages
+from ..roles.policy import speaker_for
+from ..roles.prompting import PROMPTS, PromptOptions, answered
+from ..roles.validator import continuation_messages, validator_messages
 from ..runs.trajectory import read_trajectory
 
 __all__ = ["ExportOptions", "ExportStats", "RunRef", "export_sft", "find_runs"]
@@ -172,15 +177,7 @@ class _Run:
             raise _MissingInput("the step has no prompt context (recorded by an older webagent)")
         match call.role:
             case "policy":
-                if ctx.epoch is not None:
-                    return self.conversation(step, ctx.epoch)
-                return policy_messages(
-                    self.state(step),
-                    self.shots(step.index, ctx.screenshots),
-                    secrets=ctx.secrets,
-                    restrictions=ctx.restrictions,
-                    uploads=ctx.uploads,
-                )
+                return self.conversation(step)
             case "localizer":
                 profile = LOCALIZER_PROFILES.get(ctx.localizer_profile or "")
                 if profile is None or step.element is None:
@@ -189,47 +186,46 @@ class _Run:
             case "validator":
                 if not isinstance(step.action, Answer) or ctx.validator_url is None:
                     raise _MissingInput("the validator call has no answer or URL")
+                if ctx.validator_context == "conversation":  # the policy's request and reply, then its turn
+                    told = answered(speaker_for(ctx), self.conversation(step), ctx.reply, ctx.tool_calls or ())
+                    return continuation_messages(
+                        told, self.result.goal, step.action.content, ctx.validator_url, ctx.expect
+                    )
                 images = self.shots(step.index, ctx.validator_screenshots)
                 return validator_messages(self.result.goal, step.action.content, ctx.validator_url, images, ctx.expect)
 
-    def state(self, step: Step) -> PolicyState:
-        ctx = step.context
+    def conversation(self, last: Step) -> list[Message]:
+        """A policy request: the steps its conversation holds fed through the strategy that built it."""
+        ctx = last.context
         assert ctx is not None
-        return PolicyState(
-            goal=self.result.goal,
-            url=step.url,
-            step=step.index,
-            max_steps=ctx.max_steps,
-            notes=ctx.notes,
-            recent=ctx.recent,
-            events=step.events,
-            feedback=ctx.feedback,
-            final=step.kind == "final",
-            progress=ctx.progress,
-            outcome=ctx.outcome,
-        )
-
-    def conversation(self, last: Step, epoch: int) -> list[Message]:
-        """An append-context request: the epoch's steps fed through the class that built it."""
-        first = self.steps.get(epoch)
-        if first is None or first.context is None:
-            raise _MissingInput(f"step {epoch}, where the policy's conversation began, has no prompt context")
-        context = PolicyContext(
-            secrets=first.context.secrets, restrictions=first.context.restrictions, uploads=first.context.uploads
-        )
+        if ctx.policy is None or ctx.mode is None:
+            raise _MissingInput("the step has no policy context (recorded by an older webagent)")
+        strategy = PROMPTS[ctx.mode]
+        prompt = strategy(speaker_for(ctx), PromptOptions.from_record(ctx))
         messages: list[Message] = []
-        for index in range(epoch, last.index + 1):
+        first = strategy.replay_from(last.index, ctx)
+        for index in range(first, last.index + 1):
             step = self.steps.get(index)
-            if step is None or step.context is None or step.context.epoch != epoch:
+            told = step.context if step is not None else None
+            if told is None or told.policy is None or told.mode != ctx.mode:
                 raise _MissingInput(f"step {index} of the policy's conversation is missing or of another one")
-            if index > epoch:
+            if index > first:
                 previous = self.steps[index - 1].context
                 assert previous is not None
-                if previous.reply is None:
-                    raise _MissingInput(f"step {index - 1} has no recorded reply")
-                context.reply(previous.reply)
-            messages = context.observe(self.state(step), self.shots(index, 1)[0], new_epoch=index == epoch)
+                prompt.reply(previous.reply, previous.tool_calls or ())
+            messages = prompt.observe(told.policy, self.shots(index, 1)[0], new_epoch=told.epoch == index)
         return messages
+
+    def tools(self, step: Step, call: ModelCall) -> list[dict[str, Any]] | None:
+        """The tools a policy request offered (native tool calls), as sent (and a validator request
+        that continued its conversation, which offered them again)."""
+        ctx = step.context
+        if ctx is None:
+            return None
+        if not (call.role == "policy" or (call.role == "validator" and ctx.validator_context == "conversation")):
+            return None
+        tools: list[dict[str, Any]] | None = speaker_for(ctx).request_fields.get("tools")
+        return tools
 
     def success(self) -> bool:
         return self.result.success
@@ -252,7 +248,7 @@ def _uniform(messages: list[Message]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for message in messages:
         content = message.get("content")
-        parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        parts = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
         out.append({**message, "content": parts})
     return out
 
@@ -294,16 +290,26 @@ def _calls(run: _Run, options: ExportOptions, stats: ExportStats) -> Iterator[tu
                 stats.skipped_steps += 1
                 log.warning("export_step_skipped", run=str(run.ref.directory), step=step.index, reason=str(exc))
                 break
-            calls.append(
-                {
-                    "role": call.role,
-                    "model": call.model,
-                    "messages": messages,
-                    "target": call.raw[-1],
-                    "repaired": len(call.raw) > 1,
-                    "error": call.error,
+            entry: dict[str, Any] = {
+                "role": call.role,
+                "model": call.model,
+                "messages": messages,
+                "target": call.raw[-1],
+                "repaired": len(call.raw) > 1,
+                "error": call.error,
+            }
+            tools = run.tools(step, call)
+            if tools is not None:  # the tools offered and the calls made: the exact exchange
+                entry["tools"] = tools
+                entry["target_tool_calls"] = [c.message_part() for c in call.tool_calls]
+            if call.tokens:  # the request that gave the target, as the model read and wrote it
+                last = call.tokens[-1]
+                entry["tokens"] = {
+                    "prompt_token_ids": last.prompt_token_ids,
+                    "completion_token_ids": last.token_ids,
+                    "completion_logprobs": last.logprobs,
                 }
-            )
+            calls.append(entry)
         else:
             if calls:
                 yield step, calls
@@ -318,6 +324,7 @@ def _records(run: _Run, options: ExportOptions, stats: ExportStats) -> Iterator[
                     "role": call["role"],
                     "messages": call["messages"],
                     "target": call["target"],
+                    **{key: call[key] for key in ("tools", "target_tool_calls", "tokens") if key in call},
                     "images": _image_paths(call["messages"]),
                     "metadata": {
                         **meta,
