@@ -84,7 +84,7 @@ from soaksite.server import ELEMENTS, READY_PREFIX, VIEWPORT  # noqa: E402
 from throughput import Meter, OfflineServer, _children, _kind, cpu_s, process_tree, steady  # noqa: E402
 
 from webagent.batch import BatchRunner, BatchStats, read_results  # noqa: E402
-from webagent.batch.attempts import infra_cause  # noqa: E402
+from webagent.batch.stats import infra_cause  # noqa: E402
 from webagent.batch.tasks import load_tasks  # noqa: E402
 from webagent.browser.launcher import launch_browser  # noqa: E402
 from webagent.browser.scripts import TWO_FRAMES, VIEW_AFTER_FRAME, VIEW_NOW  # noqa: E402

@@ -77,6 +77,10 @@ def process_tree(root: int, exclude: set[int]) -> list[int]:
     return out
 
 
+#: The kind of a process the monitor leaves out of the figures.
+NOT_COUNTED = "profiler"
+
+
 def _kind(pid: int, root: int) -> str:
     if pid == root:
         return "python"
@@ -87,8 +91,19 @@ def _kind(pid: int, root: int) -> str:
         return "chromium"
     if comm.startswith("node"):
         return "driver"
+    if comm == "py-spy":  # benchmarks/stepcpu.py --profile: measuring, not measured
+        return NOT_COUNTED
     kind = next((a[7:].decode() for a in cmdline if a.startswith(b"--type=")), "browser")
     return f"chromium {kind}"
+
+
+def _age_s(pid: int) -> float:
+    """Seconds since process ``pid`` started (0 if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return time.clock_gettime(time.CLOCK_BOOTTIME) - int(fields[19]) / TICK
 
 
 def pss_kib(pid: int) -> int:
@@ -170,6 +185,7 @@ def monitor(root: int, exclude: set[int]) -> None:
     start: dict[int, float] = {pid: cpu_s(pid) for pid in process_tree(root, exclude)}
     last: dict[int, float] = dict(start)
     kinds: dict[int, str] = {}
+    settled: set[int] = set()  # pids whose kind was read when they were at least a second old
     print("ready", flush=True)
     records = []
     tick = 0
@@ -178,13 +194,20 @@ def monitor(root: int, exclude: set[int]) -> None:
         pids = process_tree(root, exclude)
         for pid in pids:
             last[pid] = max(last.get(pid, 0.0), cpu_s(pid))
-            if pid not in kinds:  # classified once: reading cmdlines every sample costs the cores
+            # Classified once its kind is known: reading cmdlines every sample costs the cores. A child
+            # seen right after its fork still has its parent's command line (a GPU or utility process
+            # as "browser", a renderer as "zygote"): read again until it is a second old.
+            if pid not in settled:
                 kinds[pid] = _kind(pid, root)
+                if _age_s(pid) >= 1.0:
+                    settled.add(pid)
         pss = sum(pss_kib(p) for p in pids) if tick % 5 == 0 else 0
         tick += 1
         split: dict[str, float] = {}
         for pid, value in last.items():
             kind = kinds.get(pid, "chromium")
+            if kind == NOT_COUNTED:
+                continue
             split[kind] = split.get(kind, 0.0) + value - start.get(pid, 0.0)
         cpu = sum(split.values())
         records.append({"t": time.monotonic(), "cpu": cpu, "pss_kib": pss, "split": split})

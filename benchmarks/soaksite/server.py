@@ -10,7 +10,8 @@ links, 100 CSS pixels tall, so that a click at the centre of row ``i`` — (280,
 hits the same link at any scroll offset. The right part holds the page's own content:
 
 * ``/p`` — a plain page (``/`` too);
-* ``/list`` — 2,000 list items (a long page to wheel-scroll);
+* ``/list`` — 2,000 list items (a long page to wheel-scroll; ``items=K`` in the start page's query
+  makes it K, carried along every link like ``ms``);
 * ``/images`` — 12 PNG images (no-store, fetched again on every visit);
 * ``/form`` — a one-field form (the field fixed at ``FIELD``); Enter POSTs to ``/submit``, which
   answers 303 to ``/submitted`` (post/redirect/get, so going back never re-posts);
@@ -111,6 +112,7 @@ class SoakSite:
         self.pngs = [_png(k) for k in range(IMAGES)]
         items = "".join(f"<li>Item {i:04d}: row {i} of the long list</li>" for i in range(1, LIST_ITEMS + 1))
         self._list = f"<ol>{items}</ol>"
+        self._lists: dict[int, str] = {LIST_ITEMS: self._list}
 
     # -- pages ------------------------------------------------------------------------------
     def _origin(self, request: web.Request) -> int:
@@ -126,10 +128,11 @@ class SoakSite:
         token = q.get("t", "anon")
         n = int(q.get("n", "0") or 0) + 1
         ms = q.get("ms", "3000")  # the delay of this task's slow page, carried along
+        keep = {"items": q["items"]} if "items" in q else {}  # the long list's length, carried along
 
         def link(path: str, other: bool = False, **extra: Any) -> str:
             base = self.origins[1 - origin] if other else ""
-            return f"{base}{path}?{urlencode({'t': token, 'n': n, 'ms': ms, **extra})}"
+            return f"{base}{path}?{urlencode({'t': token, 'n': n, 'ms': ms, **keep, **extra})}"
 
         hrefs = [
             link("/p"),
@@ -160,7 +163,14 @@ class SoakSite:
         return self._page(request, f"Soak page{tab}", para * 3)
 
     async def long_list(self, request: web.Request) -> web.Response:
-        return self._page(request, "Long list", self._list)
+        try:
+            count = min(max(int(request.query.get("items", LIST_ITEMS)), 1), 20_000)
+        except ValueError:
+            count = LIST_ITEMS
+        if count not in self._lists:
+            items = "".join(f"<li>Item {i:04d}: row {i} of the long list</li>" for i in range(1, count + 1))
+            self._lists[count] = f"<ol>{items}</ol>"
+        return self._page(request, "Long list", self._lists[count])
 
     async def images(self, request: web.Request) -> web.Response:
         token = html.escape(request.query.get("t", "anon"))

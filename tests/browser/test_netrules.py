@@ -67,7 +67,18 @@ def test_the_allow_list_net_lets_only_the_allowed_hosts_through() -> None:
     )
     net = proxy_net(policy)
     assert net is not None
-    assert net["bypass"].split(",") == ["<-loopback>", "shop.example", "cdn.example", "*.cdn.example", "[::1]:8080"]
+    assert net["bypass"].split(",") == [
+        "<-loopback>",
+        "shop.example",
+        "cdn.example",
+        "*.cdn.example",
+        "[::1]:8080",
+        "[::]:8080",
+    ]
+    # An IPv4 entry also passes its IPv4-mapped spelling, which the policy judges as the same host.
+    mapped = proxy_net(NavigationPolicy.build(start_url="http://[::ffff:127.0.0.1]:8000/", allowed=["127.0.0.1:8000"]))
+    assert mapped is not None
+    assert mapped["bypass"].split(",") == ["<-loopback>", "127.0.0.1:8000", "[::ffff:127.0.0.1]:8000", "0.0.0.0:8000"]
 
 
 def test_no_net_where_there_is_nothing_to_refuse_or_only_a_block_list() -> None:

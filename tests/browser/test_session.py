@@ -422,6 +422,33 @@ async def test_click_on_a_link_returns_with_the_new_page_loaded(session: Browser
     assert session.drain_events() == []
 
 
+async def test_a_click_that_loads_a_page_reads_its_view_once(
+    session: BrowserSession, pages: PageServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scroll offsets of the next screenshot are read once the new page has loaded, and not also
+    before: the page already answered the click by asking to navigate (one round trip per step less)."""
+    from webagent.browser.devtools import DevTools
+
+    await session.goto(pages("/clicks"))
+    frame = frame_for(1280, 800, PROFILES["holo1"])
+    await session.screenshot(frame)
+    sent: list[str] = []
+    request = DevTools.request
+
+    def counted(self: DevTools, method: str, *args: Any, **kwargs: Any) -> Any:
+        sent.append(method)
+        return request(self, method, *args, **kwargs)
+
+    monkeypatch.setattr(DevTools, "request", counted)
+    await session.click(200, 320)
+    shot = await session.screenshot(frame)
+    assert session.url == pages("/b")
+    assert shot.frame == frame
+    assert sent.count("Runtime.evaluate") == 1, sent
+    assert sent.count("Page.captureScreenshot") == 1, sent
+    assert await session.title() == "B"
+
+
 # -- write ----------------------------------------------------------------------------------------
 
 

@@ -133,7 +133,22 @@ def websocket_conditions(policy: NavigationPolicy) -> list[dict[str, Any]]:
 def _bypass_entries(rule: HostRule) -> list[str]:
     host = f"[{rule.host}]" if ":" in rule.host else rule.host
     port = f":{rule.port}" if rule.port is not None else ""
+    # The policy judges [::ffff:a.b.c.d] as a.b.c.d, and 0.0.0.0 / [::] as loopback; Chromium's
+    # bypass rules match spellings, so an entry lets the ones the policy allows through with it.
+    if _is_ipv4(rule.host):
+        entries = [host + port, f"[::ffff:{rule.host}]{port}"]
+        return [*entries, f"0.0.0.0{port}"] if rule.host == "127.0.0.1" else entries
+    if rule.host == "::1":
+        return [host + port, f"[::]{port}"]
     return [host + port, f"*.{host}{port}"] if rule.wildcard else [host + port]
+
+
+def _is_ipv4(host: str) -> bool:
+    try:
+        ipaddress.IPv4Address(host)
+    except ValueError:
+        return False
+    return True
 
 
 _dead: socket.socket | None = None

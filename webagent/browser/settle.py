@@ -132,8 +132,12 @@ class Settler:
                 self._capture.check_prefetch(started, quiet=self._quiet())
 
     async def _settle(self, deadline: float, next_frame: bool) -> None:
-        timeout_s = min(0.5, self._state.config.settle_timeout_s)
-        await self._capture.read_settled_view(after_frame=next_frame, timeout_s=timeout_s)
+        if not self._state.nav.requested:
+            # The round trip that tells the page has handled the input. Not when it has already asked
+            # for another document while handling it (the input's reply came after that request): the
+            # offsets read now would be the old page's, and the screenshot reads the new page's anyway.
+            timeout_s = min(0.5, self._state.config.settle_timeout_s)
+            await self._capture.read_settled_view(after_frame=next_frame, timeout_s=timeout_s)
         await self._tabs.follow(deadline)
         if self._state.nav.requested:
             self._capture.invalidate_view()

@@ -41,6 +41,7 @@ HTTP_PATH = "/mcp"
 #: How long a stopping HTTP server waits for its connections and calls before it cancels them.
 GRACEFUL_SHUTDOWN_S = 5
 _TOOLS = ("run_task", "open_session", "act", "check", "extract", "screenshot", "close_session")
+_BACKLOG = 2048  # uvicorn's own default
 
 
 class WebagentMCP:
@@ -147,7 +148,7 @@ class WebagentMCP:
 
 
 async def _listen(host: str, port: int) -> socket.socket:
-    """A bound socket at ``host:port`` (the first address the host resolves to, within 10 s)."""
+    """A listening socket at ``host:port`` (the first address the host resolves to, within 10 s)."""
     loop = asyncio.get_running_loop()
     try:
         async with asyncio.timeout(10.0):
@@ -161,6 +162,9 @@ async def _listen(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
+        # Listening now: a client told the URL (on_ready) waits in the backlog until uvicorn has
+        # started, rather than being refused while it starts.
+        sock.listen(_BACKLOG)
     except OSError as exc:
         sock.close()
         raise InputError(f"cannot listen on {_address(host, port)}: {exc.strerror or exc}") from None

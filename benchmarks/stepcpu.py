@@ -1,0 +1,391 @@
+"""What a step costs, by process and by phase: the agent against a bare Playwright loop on a navigating site.
+
+The workload is the soak site's (``benchmarks/soaksite``) without its faults: each task is ``--steps``
+steps, S-1 actions drawn per task from link clicks that load the next page (same origin), a click on
+the long list (``--list-items`` items) followed by two wheel scrolls, a ``target=_blank`` link (a new
+tab, followed) and the slow page (answering after ``--slow-ms``), then an answer the validator
+accepts. Both sides come from ``benchmarks/soak.py``, side by side in one run, at each N:
+
+1. the floor (``soak.floor``): a plain Playwright loop over N contexts of one Chromium doing the same
+   browser work per step: a JPEG screenshot at the agent's size and quality (the profile's frame,
+   ``jpeg_quality``), the same click or wheel, the agent's settle (the load of a navigation or new
+   tab, capped at ``settle_timeout_s``, and one ``Runtime.evaluate`` that reads the scroll offsets,
+   after a frame when scrolling), and a sleep of ``--latency`` per model call the agent makes then;
+2. the agent (``soak.agent``): ``BatchRunner`` against the offline model server (its own process, not
+   counted) answering after ``--latency`` per call.
+
+Printed per N: steps/s and CPU per step of both and their ratios, and a table of CPU milliseconds per
+step (middle 80% of steps) by process kind (this Python process, the Playwright driver, Chromium's
+browser, GPU, renderer and utility processes) and, with ``--profile``, the Python process's by phase.
+The phases come from py-spy (``pip install py-spy``), sampling this process from outside
+(``--nonblocking``: the process is not paused; its own CPU is printed, not counted): each sample is
+given to the innermost frame a rule of ``PHASES`` knows (request encoding and reply parsing, HTTP,
+screenshot, settle, navigation tracking and the guard, the DevTools connection, the Playwright client,
+trajectory and report writing, the watchdog and deadlines, ...), and the Python process's CPU per step
+is shared out by those counts (over the whole phase, launch and teardown included).
+
+    python benchmarks/stepcpu.py --sessions 10 --profile
+    python benchmarks/stepcpu.py --sessions 10,50,100 --steps 10 --latency 1.0 --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import soak  # noqa: E402
+from throughput import cpu_s  # noqa: E402
+
+from webagent.cli import configure_logging  # noqa: E402
+
+#: The blocks of a task's plan (soak's actions): a page load, a list and two scrolls, a new tab, a slow page.
+BLOCKS: dict[str, list[soak.Act]] = {
+    "same": [("click", "same-origin page link")],
+    "list": [("click", "long list link"), ("scroll", "down"), ("scroll", "down")],
+    "newtab": [("click", "new tab link")],
+    "slow": [("click", "slow page link")],
+}
+#: The order the blocks are drawn from (clicks that load the next page weigh twice).
+DRAW = ["same", "same", "list", "newtab", "slow"]
+
+#: Python phases: (name, what a frame's file path contains), tried from the innermost frame out; the first
+#: frame a rule matches names the sample's phase. Libraries not named here (json, pydantic, base64, ...)
+#: count for the webagent frame that called them.
+PHASES: list[tuple[str, tuple[str, ...]]] = [
+    ("logging", ("structlog/", "/logging/")),
+    (
+        "DevTools connection (websocket)",
+        ("aiohttp/_websocket", "aiohttp/client_ws", "webagent/browser/devtools.py", "webagent/browser/tunnels.py"),
+    ),
+    (
+        "request encoding, reply parsing",
+        (
+            "webagent/model/wire.py",
+            "webagent/model/parsing.py",
+            "webagent/model/replies.py",
+            "webagent/model/schema.py",
+        ),
+    ),
+    (
+        "HTTP client (openai SDK, aiohttp)",
+        ("openai/", "httpx/", "httpcore/", "aiohttp/client", "aiohttp/http", "webagent/model/"),
+    ),
+    ("screenshot", ("webagent/browser/capture.py", "webagent/images.py")),
+    ("settle", ("webagent/browser/settle.py", "webagent/browser/load.py", "webagent/browser/deadline.py")),
+    (
+        "navigation tracking, tabs, guard",
+        (
+            "webagent/browser/targets.py",
+            "webagent/browser/tabs.py",
+            "webagent/browser/guard.py",
+            "webagent/browser/interception.py",
+            "webagent/browser/netrules.py",
+            "webagent/browser/refusals.py",
+            "webagent/browser/state.py",
+            "webagent/browser/faults.py",
+        ),
+    ),
+    ("actions (input)", ("webagent/browser/control.py", "webagent/actions.py", "webagent/inputs.py")),
+    ("browser session, pool", ("webagent/browser/",)),
+    ("prompts, roles", ("webagent/roles/", "webagent/prompts.py", "webagent/families/", "jinja2/")),
+    (
+        "trajectory, report writing",
+        ("webagent/runs/", "webagent/records.py", "webagent/files.py", "webagent/stream.py"),
+    ),
+    ("watchdog", ("webagent/batch/watchdog.py",)),
+    ("admission, batch", ("webagent/batch/", "webagent/budget.py")),
+    ("agent loop", ("webagent/loop/", "webagent/agent.py", "webagent/")),
+    ("Playwright client", ("playwright/",)),
+    ("benchmark's own (floor loop)", ("benchmarks/",)),
+    ("event loop, other", ("",)),
+]
+
+
+#: The leaf frame of a sample taken while the event loop waits for I/O (not work: left out).
+IDLE = ("EpollSelector.select (", "PollSelector.select (", "SelectSelector.select (")
+
+
+def phase_of(stack: list[str]) -> str:
+    for frame in reversed(stack):
+        path = frame.rsplit("(", 1)[-1]
+        for name, marks in PHASES[:-1]:
+            if any(mark in path for mark in marks):
+                return name
+    return PHASES[-1][0]
+
+
+class Profiler:
+    """py-spy sampling this process (raw collapsed stacks), or nothing when ``rate`` is 0."""
+
+    def __init__(self, rate: int, out: Path) -> None:
+        self.rate, self.out, self.proc = rate, out, None
+        self.cpu_s = 0.0
+
+    def start(self) -> None:
+        if self.rate and self.proc is None:
+            args = ["py-spy", "record", "--pid", str(os.getpid()), "-r", str(self.rate), "-f", "raw"]
+            exe = Path(sys.executable).with_name("py-spy")
+            args[0] = str(exe) if exe.exists() else "py-spy"
+            try:
+                self.proc = subprocess.Popen(
+                    [*args, "--nonblocking", "-o", str(self.out)],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                )
+            except FileNotFoundError:
+                raise SystemExit("--profile needs py-spy: pip install py-spy") from None
+            assert self.proc.stdout is not None
+            line = self.proc.stdout.readline()  # "py-spy> Sampling process ...": attached
+            if "Sampling" not in line:
+                raise SystemExit(f"py-spy did not start: {line.strip()} {self.proc.communicate()[0][-500:]}")
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.returncode is not None:
+            return
+        self.cpu_s = cpu_s(self.proc.pid)
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.communicate(timeout=60)
+
+    def phases(self) -> collections.Counter[str]:
+        counts: collections.Counter[str] = collections.Counter()
+        if self.proc is None or not self.out.exists():
+            return counts
+        for line in self.out.read_text().splitlines():
+            stack, _, count = line.rpartition(" ")
+            if (
+                stack and count.isdigit() and not stack.rsplit(";", 1)[-1].startswith(IDLE)
+            ):  # (--nonblocking counts waits too)
+                counts[phase_of(stack.split(";"))] += int(count)
+        return counts
+
+
+SHOTS = "screenshots"
+
+
+class Messages:
+    """Messages per step, by kind and method: the commands this process sends over its direct DevTools
+    connection and through Playwright, and the events it receives from each (patched in for a phase)."""
+
+    def __enter__(self) -> Messages:
+        from playwright._impl.connection import Connection
+
+        from webagent.browser.devtools import DevTools, DevToolsSession
+
+        self.counts: collections.Counter[str] = collections.Counter()
+        counts = self.counts
+        self._saved = [
+            (DevTools, "request", DevTools.request),
+            (DevToolsSession, "_dispatch", DevToolsSession._dispatch),
+            (Connection, "send_message_to_server", Connection.send_message_to_server),
+            (Connection, "dispatch", Connection.dispatch),
+        ]
+        request, dispatch, send, receive = (f for _, _, f in self._saved)
+
+        def counted_request(self: Any, method: str, *args: Any, **kwargs: Any) -> Any:
+            counts[f"CDP command {method}"] += 1
+            if method == "Page.captureScreenshot":
+                counts[SHOTS] += 1
+            return request(self, method, *args, **kwargs)
+
+        def counted_dispatch(self: Any, method: str, params: Any) -> None:
+            counts[f"CDP event {method}"] += 1
+            dispatch(self, method, params)
+
+        def counted_send(self: Any, obj: Any, method: str, *args: Any) -> Any:
+            counts[f"Playwright call {type(obj).__name__}.{method}"] += 1
+            if method == "send" and args and (args[0] or {}).get("method") == "Page.captureScreenshot":
+                counts[SHOTS] += 1
+            return send(self, obj, method, *args)
+
+        def counted_receive(self: Any, message: dict[str, Any]) -> None:
+            if message.get("id") is None:
+                counts[f"Playwright event {message.get('method')}"] += 1
+            receive(self, message)
+
+        DevTools.request = counted_request  # type: ignore[method-assign]
+        DevToolsSession._dispatch = counted_dispatch  # type: ignore[method-assign]
+        Connection.send_message_to_server = counted_send  # type: ignore[method-assign]
+        Connection.dispatch = counted_receive  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for owner, name, f in self._saved:
+            setattr(owner, name, f)
+
+
+def plans_for(n: int, actions: int, seed: int) -> list[list[soak.Act]]:
+    plans = []
+    for i in range(n):
+        rng = random.Random(seed * 1_000_003 + i)
+        acts: list[soak.Act] = []
+        while len(acts) < actions:
+            acts += BLOCKS[rng.choice(DRAW)]
+        plans.append(acts[:actions])
+    return plans
+
+
+def soak_args(args: argparse.Namespace) -> argparse.Namespace:
+    """What ``soak.agent`` reads of its command line."""
+    return argparse.Namespace(
+        command_timeout=0.0, kill=None, guard=args.guard, browsers=1, no_admission=False, freeze=None
+    )
+
+
+async def side(
+    name: str, args: argparse.Namespace, n: int, origin: str, workdir: Path, exclude: set[int], children: list[Any]
+) -> dict[str, Any]:
+    plans = plans_for(n, args.steps - 1, args.seed)
+    urls = [f"{origin}/p?t=s{i:04d}&n=0&ms={args.slow_ms}&items={args.list_items}" for i in range(n)]
+    limits = (soak.default_deadline(n, args.steps, args.latency), 120.0)
+    workdir.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 (once per side)
+    prof = Profiler(args.profile_rate if args.profile else 0, workdir / f"{name}.pyspy")
+    window: dict[str, collections.Counter[str]] = {}
+
+    async def watch(messages: Messages) -> None:
+        """py-spy and the message counts over the middle 80% of the screenshots (the steps)."""
+        expected = n * args.steps
+        while messages.counts[SHOTS] < 0.1 * expected:  # noqa: ASYNC110 (a counter, polled: no event to wait on)
+            await asyncio.sleep(0.2)
+        window["start"] = messages.counts.copy()
+        prof.start()
+        while messages.counts[SHOTS] < 0.9 * expected:  # noqa: ASYNC110
+            await asyncio.sleep(0.2)
+        prof.stop()
+        window["stop"] = messages.counts.copy()
+
+    with Messages() as messages:
+        watcher = asyncio.create_task(watch(messages))
+        try:
+            if name == "floor":
+                result = await soak.floor(plans, urls, args.latency, exclude, limits, workdir)
+            else:
+                result = await soak.agent(
+                    plans, urls, args.latency, workdir, exclude, limits, children, soak_args(args)
+                )
+        finally:
+            watcher.cancel()
+            prof.stop()
+    counts = window.get("stop", messages.counts) - window.get("start", collections.Counter())
+    steps = max(counts.pop(SHOTS, 0), 1)  # ~ one screenshot a step
+    result["phases"] = prof.phases()
+    result["profiler_ms"] = prof.cpu_s / steps * 1000
+    result["messages"] = {k: v / steps for k, v in counts.items()}
+    return result
+
+
+def table(f: dict[str, Any], a: dict[str, Any]) -> list[str]:
+    """Markdown rows: CPU ms per step by process kind, then the Python process's by phase."""
+    rows = ["| CPU ms per step | floor | agent | agent − floor |", "|---|---|---|---|"]
+    kinds = sorted({*f["split"], *a["split"]} - {"model server (not counted)"}, key=lambda k: (k != "python", k))
+    for kind in kinds:
+        x, y = f["split"].get(kind, 0.0), a["split"].get(kind, 0.0)
+        if max(abs(x), abs(y)) >= 0.05:
+            rows.append(f"| {kind} | {x:.1f} | {y:.1f} | {y - x:+.1f} |")
+    rows.append(
+        f"| **all** | {f['cpu_per_step_ms']:.1f} | {a['cpu_per_step_ms']:.1f} | "
+        f"{a['cpu_per_step_ms'] - f['cpu_per_step_ms']:+.1f} |"
+    )
+    if f["phases"] or a["phases"]:
+        py_f, py_a = f["split"].get("python", 0.0), a["split"].get("python", 0.0)
+        tot_f, tot_a = sum(f["phases"].values()) or 1, sum(a["phases"].values()) or 1
+        for name, _ in PHASES:
+            x = py_f * f["phases"].get(name, 0) / tot_f
+            y = py_a * a["phases"].get(name, 0) / tot_a
+            if x >= 0.05 or y >= 0.05:
+                rows.append(f"| python: {name} | {x:.1f} | {y:.1f} | {y - x:+.1f} |")
+        rows.append(f"| (py-spy itself, not counted) | {f['profiler_ms']:.1f} | {a['profiler_ms']:.1f} | |")
+    model = a["split"].get("model server (not counted)")
+    if model is not None:
+        rows.append(f"| (model server, not counted) | | {model:.1f} | |")
+    rows += ["", "| messages per step | floor | agent |", "|---|---|---|"]
+    names = sorted(
+        {*f["messages"], *a["messages"]}, key=lambda k: -max(f["messages"].get(k, 0), a["messages"].get(k, 0))
+    )
+    for name in names:
+        x, y = f["messages"].get(name, 0.0), a["messages"].get(name, 0.0)
+        if max(x, y) >= 0.05:
+            rows.append(f"| {name} | {x:.2f} | {y:.2f} |")
+    return rows
+
+
+async def measure(args: argparse.Namespace, origin: str, workdir: Path, exclude: set[int], children: list[Any]) -> None:
+    summary = []
+    for n in (int(x) for x in args.sessions.split(",")):
+        for r in range(args.repeat):
+            f = await side("floor", args, n, origin, workdir / f"n{n}-r{r}", exclude, children)
+            a = await side("agent", args, n, origin, workdir / f"n{n}-r{r}", exclude, children)
+            rate, cpu = a["steps_per_s"] / f["steps_per_s"], a["cpu_per_step_ms"] / f["cpu_per_step_ms"]
+            print(
+                f"\nN={n} round {r + 1}: floor {f['steps_per_s']:.2f} steps/s, agent {a['steps_per_s']:.2f} "
+                f"({rate:.2f}x); CPU/step floor {f['cpu_per_step_ms']:.0f} ms, agent {a['cpu_per_step_ms']:.0f} ms "
+                f"({cpu:.2f}x); agent tasks {a['succeeded']}/{n} succeeded, {a['hung']} hung; floor {f['hung']} "
+                f"hung, counts {dict(f['counts'])}\n",
+                flush=True,
+            )
+            print("\n".join(table(f, a)), flush=True)
+            summary.append((n, r + 1, f, a, rate, cpu))
+            if args.json:
+                with open(args.json, "a") as out:  # noqa: ASYNC230 (once per round, between phases)
+                    out.write(json.dumps(soak._plain({"n": n, "round": r + 1, "floor": f, "agent": a})) + "\n")
+    print(
+        "\n| N | round | floor steps/s | agent steps/s | agent/floor | CPU/step floor | CPU/step agent | agent/floor CPU |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for n, r, f, a, rate, cpu in summary:
+        print(
+            f"| {n} | {r} | {f['steps_per_s']:.2f} | {a['steps_per_s']:.2f} | {rate:.2f} | "
+            f"{f['cpu_per_step_ms']:.0f} ms | {a['cpu_per_step_ms']:.0f} ms | {cpu:.2f} |"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", default="10", help="comma-separated N values")
+    parser.add_argument("--steps", type=int, default=10, help="steps per task, the answer included")
+    parser.add_argument("--latency", type=float, default=1.0, help="model latency per call, seconds")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds per N (floor, then agent)")
+    parser.add_argument("--slow-ms", type=int, default=1000, help="how long the slow page takes to answer")
+    parser.add_argument("--list-items", type=int, default=300, help="items of the long list")
+    parser.add_argument("--guard", choices=("off", "allow"), default="off", help="the agent's guard (soak.py's)")
+    parser.add_argument("--profile", action="store_true", help="the Python process's CPU by phase (py-spy)")
+    parser.add_argument("--profile-rate", type=int, default=100, help="py-spy samples per second")
+    parser.add_argument("--seed", type=int, default=0, help="draws the tasks' plans")
+    parser.add_argument("--json", metavar="FILE", help="append each round's figures to FILE (JSON lines)")
+    parser.add_argument("--keep", metavar="DIR", help="keep the runs and py-spy's raw stacks under DIR")
+    args = parser.parse_args()
+    configure_logging(0)
+    children: list[subprocess.Popen[str]] = []
+    site, origins = soak.start_site(children)
+    try:
+        with contextlib.ExitStack() as stack:
+            if args.keep:
+                workdir = Path(args.keep)
+            else:
+                workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="webagent-stepcpu-")))
+            started = time.monotonic()
+            asyncio.run(measure(args, origins[0], workdir, {site.pid}, children))
+            print(f"\n({time.monotonic() - started:.0f} s)")
+    finally:
+        site.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            site.communicate(timeout=15)
+
+
+if __name__ == "__main__":
+    main()
