@@ -106,10 +106,12 @@ class BatchProgress:
             resume = self.resume_line(stats)
             if resume is not None:
                 print(f"{self.label}: {resume}", file=sys.stderr, flush=True)
-        if stats.phase != self._phase and not stats.steps and not stats.finished_now:
-            self._phase = stats.phase
-            self._show(self.phase_line(stats))
-            return
+        if not stats.steps and not stats.finished_now:  # nothing to count yet: the phase, once
+            if stats.phase != self._phase:
+                self._phase = stats.phase
+                self._show(self.phase_line(stats))
+            if not force:
+                return
         now = time.monotonic()
         if not force and now - self._last < self._interval:
             return
