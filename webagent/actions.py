@@ -17,6 +17,7 @@ __all__ = [
     "ELEMENT_ACTIONS",
     "Action",
     "Answer",
+    "AskUser",
     "ClickElement",
     "ElementAction",
     "GoBack",
@@ -26,6 +27,7 @@ __all__ = [
     "Refresh",
     "Scroll",
     "SelectOption",
+    "UploadFile",
     "Wait",
     "WriteElement",
     "describe_action",
@@ -109,6 +111,21 @@ class Wait(_Action):
         return min(v, MAX_WAIT_S)
 
 
+class UploadFile(_Action):
+    """Upload an allowed file (by name) through the file input or upload button the description names."""
+
+    action: Literal["upload_file"] = "upload_file"
+    element: str = Field(min_length=1, description="Natural-language description of the file input or upload button")
+    file: str = Field(min_length=1, description="The name of a file you may upload")
+
+
+class AskUser(_Action):
+    """Ask the user for what only a person can give (a 2FA code, a CAPTCHA, a choice); the run waits."""
+
+    action: Literal["ask_user"] = "ask_user"
+    question: str = Field(min_length=1, description="The question, self-contained")
+
+
 class Answer(_Action):
     """Finish with an answer to the task; a validator then checks it."""
 
@@ -117,10 +134,21 @@ class Answer(_Action):
 
 
 Action: TypeAlias = Annotated[
-    ClickElement | WriteElement | Scroll | PressKey | SelectOption | Goto | GoBack | Refresh | Wait | Answer,
+    ClickElement
+    | WriteElement
+    | Scroll
+    | PressKey
+    | SelectOption
+    | Goto
+    | GoBack
+    | Refresh
+    | Wait
+    | UploadFile
+    | AskUser
+    | Answer,
     Field(discriminator="action"),
 ]
-ElementAction: TypeAlias = ClickElement | WriteElement | SelectOption
+ElementAction: TypeAlias = ClickElement | WriteElement | SelectOption | UploadFile
 ACTION_ADAPTER: TypeAdapter[Action] = TypeAdapter(Action)
 #: Every action class, in the union's order.
 ACTION_TYPES: tuple[type[BaseModel], ...] = (
@@ -133,10 +161,12 @@ ACTION_TYPES: tuple[type[BaseModel], ...] = (
     GoBack,
     Refresh,
     Wait,
+    UploadFile,
+    AskUser,
     Answer,
 )
 #: The actions that act on an element at a point.
-ELEMENT_ACTIONS: frozenset[str] = frozenset({"click_element", "write_element", "select_option"})
+ELEMENT_ACTIONS: frozenset[str] = frozenset({"click_element", "write_element", "select_option", "upload_file"})
 
 
 class PolicyReply(BaseModel):
@@ -230,6 +260,10 @@ def describe_action(action: Action) -> str:
             return "refresh"
         case Wait(seconds=s):
             return f"wait {s:g}s"
+        case UploadFile(element=e, file=f):
+            return f"upload_file {_q(e)} file={_q(f)}"
+        case AskUser(question=q):
+            return f"ask_user {_q(q)}"
         case Answer(content=c):
             return f"answer {_q(c)}"
     raise AssertionError(f"unknown action {action!r}")  # pragma: no cover

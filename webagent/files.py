@@ -19,16 +19,17 @@ def _umask() -> int:
 _MODE = 0o666 & ~_umask()
 
 
-def write_atomic(path: str | Path, data: bytes | str) -> Path:
+def write_atomic(path: str | Path, data: bytes | str, *, private: bool = False) -> Path:
     """Write ``data`` to ``path`` through a temporary file and a rename.
 
     The file gets the usual permissions (0666 less the umask), not the temporary file's 0600, so a
-    CI job can read what a container running as another user wrote.
+    CI job can read what a container running as another user wrote; ``private``: 0600 (a secret,
+    such as a signed-in browser state), never readable by others even for a moment.
     """
-    return write_atomic_parts(path, [data.encode() if isinstance(data, str) else data])
+    return write_atomic_parts(path, [data.encode() if isinstance(data, str) else data], private=private)
 
 
-def write_atomic_parts(path: str | Path, parts: Iterable[bytes]) -> Path:
+def write_atomic_parts(path: str | Path, parts: Iterable[bytes], *, private: bool = False) -> Path:
     """``write_atomic`` of the concatenation of ``parts``, written one by one (a large file is never
     built in memory first)."""
     path = Path(path)
@@ -37,7 +38,7 @@ def write_atomic_parts(path: str | Path, parts: Iterable[bytes]) -> Path:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.writelines(parts)
-        os.chmod(tmp, _MODE)
+        os.chmod(tmp, 0o600 if private else _MODE)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

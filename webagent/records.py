@@ -30,7 +30,7 @@ __all__ = [
     "Verdict",
 ]
 
-StopReason = Literal["answered", "max_steps", "max_time", "budget", "error"]
+StopReason = Literal["answered", "max_steps", "max_time", "budget", "error", "needs_human"]
 PhaseName = Literal["launch", "open", "step"]
 Role = Literal["policy", "localizer", "validator"]
 
@@ -167,6 +167,7 @@ class PolicyState(_Record):
     outcome: str | None = Field(default=None, description="The previous step's action and outcome, as one line")
     secrets: list[str] = Field(default_factory=list, description="Names of the secrets the policy was told of")
     restrictions: str = Field(default="", description="Navigation rules the policy was told")
+    uploads: list[str] = Field(default_factory=list, description="Files the policy was told it may upload")
 
 
 class PromptContext(_Record):

@@ -116,14 +116,26 @@ def _value_pattern(value: str) -> str:
 class Secrets:
     """A set of named secrets: substitution at typing time, redaction everywhere else."""
 
-    def __init__(self, values: Mapping[str, SecretStr | str] | None = None) -> None:
+    def __init__(
+        self,
+        values: Mapping[str, SecretStr | str] | None = None,
+        *,
+        hidden: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
+        """``hidden``: more values redacted as ``{{NAME}}`` that the policy can neither name nor type
+        (a signed-in state's cookies, a proxy's password); values shorter than ``MIN_SECRET_CHARS``
+        are left out."""
         self._values: dict[str, str] = {}
         for name, value in (values or {}).items():
             raw = value.get_secret_value() if isinstance(value, SecretStr) else value
             check_secret(name, raw)
             self._values[name] = raw
+        self._hidden = {
+            name: sorted({v for v in found if len(v) >= MIN_SECRET_CHARS}) for name, found in (hidden or {}).items()
+        }
+        everything = [*self._values.items(), *((name, v) for name, found in self._hidden.items() for v in found)]
         # One alternation, the longest value first, each in its own named group.
-        ordered = sorted(self._values.items(), key=lambda item: len(item[1]), reverse=True)
+        ordered = sorted(everything, key=lambda item: len(item[1]), reverse=True)
         self._group_names = {f"s{i}": name for i, (name, _) in enumerate(ordered)}
         groups = [f"(?P<s{i}>{_value_pattern(raw)})" for i, (_, raw) in enumerate(ordered)]
         # A match can only start at one of a few characters: looking ahead for them first skips
@@ -131,11 +143,18 @@ class Secrets:
         starts = sorted({c for _, raw in ordered for c in _first_chars(raw)})
         guard = "(?=[" + "".join(re.escape(c) for c in starts) + "])"
         self._pattern = re.compile(guard + "(?:" + "|".join(groups) + ")", re.IGNORECASE) if groups else None
-        if self._values:
+        if self._pattern is not None:
             _LIVE.add(self)
 
     def __bool__(self) -> bool:
-        return bool(self._values)
+        return self._pattern is not None
+
+    def with_hidden(self, hidden: Mapping[str, Sequence[str]]) -> Secrets:
+        """These secrets and ``hidden`` values more (see ``__init__``); ``self`` when there are none."""
+        if not any(len(v) >= MIN_SECRET_CHARS for found in hidden.values() for v in found):
+            return self
+        merged = {name: [*self._hidden.get(name, []), *found] for name, found in hidden.items()}
+        return Secrets(self._values, hidden={**self._hidden, **merged})
 
     def __repr__(self) -> str:
         return f"Secrets({', '.join(self.names)})"

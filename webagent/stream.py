@@ -1,7 +1,7 @@
 """``RunStream``: one run as an async iterator of ``Step`` records (what ``Agent.stream`` returns).
 
-It opens the run's ``Episode`` through its host (the ``Agent``: ``open_episode``, ``run_budgets``,
-``secrets``, ``browsers``), yields each step with secrets redacted, writes the run directory as it
+It opens the ``Episode`` of its ``RunSpec`` through the ``Runtime`` it is given
+(``Runtime.open_episode``), yields each step with secrets redacted, writes the run directory as it
 goes, keeps the replay cache and an optional Playwright trace, and says when the run last made
 progress (what the batch watchdog reads). ``events()`` yields the same steps and, before the
 first, a ``Phase`` as each stage begins (launching the browser, opening the start URL, step 1).
@@ -11,27 +11,25 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal
 
 import structlog
-from playwright.async_api import BrowserContext, Page
 
+from .browser.context import save_storage_state
 from .browser.deadline import on_wait_over, within
-from .browser.pool import BrowserPool
 from .browser.session import BrowserSession
 from .budget import Budget
-from .config import AgentSettings
-from .loop import Episode, Judge, TaskHook
+from .errors import BrowserError
+from .loop import Episode
 from .records import Phase, PhaseName, RunResult, Step
 from .replay import ReplayCache, StepReplay
 from .runs.trajectory import RunFiles
-from .safety import NavigationPolicy
-from .secrets import Secrets
+from .runtime import RunSpec, Runtime
+from .telemetry import runs as telemetry
 
-__all__ = ["TRACE_TIMEOUT_S", "RunEvent", "RunStream", "StreamHost", "TraceMode"]
+__all__ = ["TRACE_TIMEOUT_S", "RunEvent", "RunStream", "TraceMode"]
 
 TraceMode = Literal["off", "on-failure", "always"]
 #: What ``RunStream.events()`` yields.
@@ -41,73 +39,32 @@ log = structlog.get_logger("webagent")
 TRACE_TIMEOUT_S = 60.0  # writing a trace of a long run takes a while
 
 
-class StreamHost(Protocol):
-    """What a run needs from the agent that starts it (``webagent.Agent`` provides it)."""
-
-    secrets: Secrets
-    browsers: BrowserPool
-
-    def run_budgets(self, settings: AgentSettings, shared: Sequence[Budget] = ()) -> list[Budget]: ...
-
-    def navigation_policy(self, start_url: str, *, trust_start: bool = True) -> NavigationPolicy: ...
-
-    def open_episode(
-        self,
-        url: str,
-        goal: str,
-        *,
-        settings: AgentSettings | None = None,
-        context: BrowserContext | None = None,
-        page: Page | None = None,
-        judge: Judge | None = None,
-        expect: str | None = None,
-        replay: StepReplay | None = None,
-        budgets: Sequence[Budget] | None = None,
-        on_session: Callable[[BrowserSession], None] | None = None,
-        on_progress: Callable[[], None] | None = None,
-        on_queue: Callable[[bool], None] | None = None,
-        navigate: bool = True,
-        policy: NavigationPolicy | None = None,
-        task: TaskHook | None = None,
-    ) -> AbstractAsyncContextManager[Episode]: ...
-
-
 class RunStream:
     """An async iterator of Steps; ``result`` is set once the run has ended."""
 
     def __init__(
         self,
-        agent: StreamHost,
-        url: str,
-        goal: str,
+        runtime: Runtime,
+        spec: RunSpec,
         *,
-        output_dir: str | Path | None,
-        context: BrowserContext | None,
-        page: Page | None,
-        expect: str | None = None,
-        settings: AgentSettings,
+        output_dir: str | Path | None = None,
         cache: ReplayCache | None = None,
         cache_key: str = "",
-        budgets: list[Budget],
+        budgets: list[Budget] | None = None,
         trace: TraceMode = "off",
-        navigate: bool = True,
-        policy: NavigationPolicy | None = None,
-        task: TaskHook | None = None,
     ) -> None:
-        self.agent = agent
-        self.navigate = navigate
-        self.policy = policy
-        self.task = task
-        self.url = url
-        self.goal = goal
+        """``budgets``: limits shared with other runs, after the spec's settings' own."""
+        settings = spec.settings or runtime.config.agent
+        self.runtime = runtime
+        self.spec = spec.replace(settings=settings, budgets=runtime.run_budgets(settings, budgets or []))
+        #: What the run redacts: the config's secrets and what its browser settings hold (a state's cookies).
+        self.secrets = runtime.sessions.secrets(spec.browser)
+        self.url = spec.url
+        self.goal = spec.goal
         self.output_dir = Path(output_dir) if output_dir is not None else None
-        self._context = context
-        self._page = page
-        self.expect = expect
-        self.settings = settings
         self.cache = cache
         self.cache_key = cache_key
-        self.budgets = agent.run_budgets(settings, budgets)
+        self.budgets = list(self.spec.budgets or [])
         self.trace = trace
         self.result: RunResult | None = None
         #: The run's browser session once open; its ``page`` is the tab the run drives (at the end:
@@ -188,27 +145,19 @@ class RunStream:
                 on_wait_over.reset(token)
 
     async def _run_episode(self) -> AsyncIterator[RunEvent]:
-        guarded = (self.policy or self.agent.navigation_policy(self.url)).active
-        if self._page is None and self._context is None and self.agent.browsers.launches_next(hardened=guarded):
+        spec = self.spec
+        own_page = spec.page is None and spec.context is None
+        guarded = (spec.policy or self.runtime.navigation_policy(spec.url)).active
+        if own_page and self.runtime.browsers.launches_next(hardened=guarded):
             yield self._phase("launch")
         replay = None
         if self.cache is not None:
-            replay = self.cache.replay_for(self.cache_key, goal=self.goal, expect=self.expect)
-        opened = self.agent.open_episode(
-            self.url,
-            self.goal,
-            settings=self.settings,
-            context=self._context,
-            page=self._page,
-            expect=self.expect,
-            replay=replay,
-            budgets=self.budgets,
+            replay = self.cache.replay_for(self.cache_key, goal=spec.goal, expect=spec.expect)
+        opened = self.runtime.open_episode(
+            spec.replace(replay=replay),
             on_session=self._opened,
             on_progress=self._progressed,
             on_queue=self._queued,
-            navigate=self.navigate,
-            policy=self.policy,
-            task=self.task,
         )
         async with opened as episode:
             assert self.session is not None
@@ -222,26 +171,33 @@ class RunStream:
     async def _steps(
         self, episode: Episode, session: BrowserSession, replay: StepReplay | None
     ) -> AsyncIterator[RunEvent]:
-        secrets = self.agent.secrets
+        secrets = self.secrets
         files = RunFiles(self.output_dir)
-        # No trace when secrets are set: a trace's DOM snapshots would hold the typed values.
-        tracing = self.trace != "off" and self._page is None and self._context is None and not secrets
+        # No trace when secrets are set: a trace's DOM snapshots would hold the typed values (and
+        # its network log a signed-in state's cookies).
+        own_page = self.spec.page is None and self.spec.context is None
+        tracing = self.trace != "off" and own_page and not secrets
         if tracing:
             await _start_tracing(session)
         steps = episode.steps()
+        spans = telemetry.run_trace(self.goal, self.url, redact=secrets.redact, price=self.runtime.price)
         try:
-            if self.navigate:
+            if self.spec.navigate:
                 yield self._phase("open")
             if await episode.open():  # (steps() opens no more)
                 yield self._phase("step")
             async for step in steps:
                 step = secrets.redact_model(step)  # what the model echoed of a secret it saw on a page
                 files.step(step)
+                if spans is not None:
+                    spans.step(step)
                 self._progressed()
                 yield step
         finally:
             await steps.aclose()  # type: ignore[attr-defined]
             self.result = secrets.redact_model(episode.result) if episode.result is not None else None
+            if spans is not None:
+                spans.end(self.result)
             self._progressed()  # the episode has ended: what follows is bounded clean-up
             if self.result is not None and self.cache is not None and replay is not None and self.result.success:
                 self.cache.update(
@@ -249,9 +205,11 @@ class RunStream:
                     replay,
                     url=self.url,
                     goal=self.goal,
-                    expect=self.expect,
+                    expect=self.spec.expect,
                     redact=secrets.redact_model,
                 )
+            if self.spec.save_state is not None and self.result is not None and self.result.success:
+                await self._save_state(session, self.spec.save_state)
             if tracing and self.output_dir is not None:
                 keep = self.trace == "always" or not (self.result and self.result.success)
                 trace = await _stop_tracing(session, self.output_dir / "trace.zip" if keep else None)
@@ -259,6 +217,21 @@ class RunStream:
                 if trace and self.result is not None:
                     self.result.trace = str(trace)
             files.finish(self.result)
+
+    async def _save_state(self, session: BrowserSession, path: Path) -> None:
+        """The signed-in state of a successful run, written 0600 (``webagent auth save``); a
+        failure to write it makes the run fail (its one purpose)."""
+        try:
+            await save_storage_state(session.context, path, timeout_s=session.config.open_timeout_s)
+        except (BrowserError, OSError) as exc:
+            assert self.result is not None
+            self.result.success = False
+            self.result.stop_reason = "error"
+            self.result.message = f"signed in, but the browser state could not be saved to {path}: {exc}"
+            log.warning("storage_state_not_saved", path=str(path), error=str(exc))
+            return
+        self._progressed()
+        log.info("storage_state_saved", path=str(path))
 
 
 async def _start_tracing(session: BrowserSession) -> None:

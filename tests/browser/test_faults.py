@@ -100,7 +100,7 @@ async def test_a_file_chooser_is_dismissed_and_reported(make_session: SessionFac
     assert await click(session, "file input") < 1.5
     await session.screenshot(FRAME)  # the next observation, where the loop reads the events
     events = session.drain_events()  # at this very observation, not one later
-    assert events == ["A file chooser opened; the agent cannot upload files, so it was dismissed."]
+    assert events == ["A file chooser opened and was dismissed; to upload an allowed file, use upload_file."]
     await session.click(*TRAPS["guarded page link"])  # the page still takes input
     assert session.url == site.url + "/trouble/guarded"
 

@@ -70,7 +70,7 @@ async def test_every_trap_is_reported_and_the_run_goes_on(
         f"The page started a download of {DOWNLOAD_NAME!r} ({base}/download.bin); "
         "downloads are not kept, so it was cancelled."
     ]
-    assert events[3] == ["A file chooser opened; the agent cannot upload files, so it was dismissed."]
+    assert events[3] == ["A file chooser opened and was dismissed; to upload an allowed file, use upload_file."]
     assert events[4] == [f"Opening {base}/loop failed: net::ERR_TOO_MANY_REDIRECTS."]
     assert steps[3].url == "chrome-error://chromewebdata/"
     assert events[6] == ["The page was still loading after 3 s."]

@@ -15,6 +15,8 @@ from webagent.roles.validator import ValidatorReply
 
 FORBIDDEN = {"oneOf", "discriminator", "default", "const", "title"}
 ACTION_TAGS = {
+    "upload_file",
+    "ask_user",
     "click_element",
     "write_element",
     "scroll",
@@ -67,7 +69,7 @@ def test_every_object_is_closed_and_fully_required(policy_schema: dict[str, Any]
             assert node["type"] == "object", path
             assert node["additionalProperties"] is False, path
             assert node["required"] == list(node["properties"]), path
-    assert objects == 11  # PolicyReply and the 10 actions
+    assert objects == 13  # PolicyReply and the 12 actions
 
 
 def test_no_unsupported_keywords(policy_schema: dict[str, Any]) -> None:
@@ -84,11 +86,11 @@ def test_top_level_shape(policy_schema: dict[str, Any]) -> None:
     assert policy_schema["properties"]["thought"]["type"] == "string"
 
 
-def test_action_union_is_an_any_of_ten(policy_schema: dict[str, Any]) -> None:
+def test_action_union_is_an_any_of_twelve(policy_schema: dict[str, Any]) -> None:
     union = policy_schema["properties"]["action"]
     assert set(union) == {"anyOf"}
     members = [_resolve(policy_schema, m) for m in union["anyOf"]]
-    assert len(members) == 10
+    assert len(members) == 12
     tags = set()
     for member in members:
         tag = member["properties"]["action"]

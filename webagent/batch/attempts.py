@@ -161,6 +161,8 @@ class TaskRunner:
             "budgets": self.budgets,
             "trace": options.trace,
         }
+        if task.browser is not None:  # the task's own session settings (a signed-in state, a locale, ...)
+            how["browser"] = task.browser
         if task.benchmark is not None:
             from ..env.tasks import benchmark_task
 

@@ -22,6 +22,7 @@ from rich.text import Text
 from ..config import AgentConfig
 from ..errors import InputError
 from ..files import write_atomic
+from ..runtime import checked_sessions
 from .ray import RayCluster
 from .results import read_results
 from .runner import DEFAULT_STALL_TIMEOUT_S, BatchPhase, BatchRunner, BatchStats
@@ -135,6 +136,7 @@ def admitted(s: BatchStats) -> str:
 
 def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:
     tasks = load_tasks(args.tasks)
+    config = checked_sessions(config, (task.browser for task in tasks))
     references = load_references(args.references) if args.references else None
     if args.concurrency < 1:
         raise InputError("--concurrency must be at least 1")

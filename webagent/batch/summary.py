@@ -78,6 +78,8 @@ def summarize(
         "steps_per_task": _r(sum(r.steps for r in results) / n if n else None),
         "attempts_per_task": _r(sum(r.attempts for r in results) / n if n else None),
         "errors": sum(r.stop_reason == "error" for r in results),
+        # Tasks that asked for a person (a CAPTCHA, a 2FA code) with none to answer: not a failure of the agent.
+        "needs_human": sum(r.stop_reason == "needs_human" for r in results),
         # Of the errors: the infrastructure's (a browser that died or did not answer in time, a model
         # server that kept failing), re-runs spent; a resumed batch runs them again.
         "infrastructure_errors": sum(r.infrastructure and r.stop_reason == "error" for r in results),
@@ -174,6 +176,8 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
         f"{summary['errors']} ({summary.get('infrastructure_errors', 0)}) / {summary['retried_after_crash']} / "
         f"{summary.get('stalled', 0)}",
     )
+    if summary.get("needs_human"):
+        table.add_row("needed a person (ask_user, none to answer)", str(summary["needs_human"]))
     for name, row in summary.get("benchmarks", {}).items():
         errors = f", {row['errors']} errors" if row["errors"] else ""
         table.add_row(name, f"{row['succeeded']}/{row['tasks']} succeeded ({row['success_rate']:.1%}){errors}")

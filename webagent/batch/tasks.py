@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..config import AgentSettings
+from ..config import AgentSettings, ContextSettings
 from ..errors import InputError
 from ..inputs import MAX_GOAL_CHARS, check_text, load_json, read_text
 from ..stream import TraceMode
@@ -101,6 +101,9 @@ class TaskSpec(BaseModel):
     benchmark: str | None = None
     seed: int | None = None
     options: TaskOptions = TaskOptions()
+    #: The task's own browser session settings over the config's ``[browser]`` (a signed-in
+    #: ``storage_state``, a ``proxy``, a ``locale``, a ``device``, ...).
+    browser: ContextSettings | None = None
 
 
 def load_tasks(path: str | Path) -> list[TaskSpec]:
@@ -121,6 +124,8 @@ def load_tasks(path: str | Path) -> list[TaskSpec]:
         if not isinstance(data, dict):
             raise InputError(f"{where}: a task must be a JSON object")
         task = _parse_task(data, where)
+        if "browser" in data:
+            task = task.model_copy(update={"browser": _browser(data["browser"], where, path.parent)})
         if task.id in seen:
             raise InputError(f"{where}: duplicate task id {task.id!r}")
         seen.add(task.id)
@@ -129,6 +134,23 @@ def load_tasks(path: str | Path) -> list[TaskSpec]:
         raise InputError(f"task file {path} has no tasks")
     check_run_dirs([task.id for task in tasks], str(path))
     return tasks
+
+
+def _browser(value: Any, where: str, base: Path) -> ContextSettings | None:
+    """A task's ``browser`` settings, relative paths taken from the task file's folder."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise InputError(f"{where}: 'browser' must be an object of [browser] session settings")
+    try:
+        return ContextSettings.model_validate(value).relative_to(base)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        secret = err["loc"][:1] in (("proxy",), ("http_credentials",))  # never quote a password
+        got = "" if secret or err["type"] == "extra_forbidden" else f" (got {err.get('input')!r})"
+        what = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
+        raise InputError(f"{where}: browser.{loc}: {what}{got}") from None
 
 
 def _parse_benchmark(data: dict[str, Any], where: str) -> TaskSpec:

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable
+from pathlib import Path
 from typing import Any
 
 from playwright.async_api import Error as PlaywrightError
@@ -22,7 +23,8 @@ from .capture import ScreenCapture
 from .deadline import CommandTimeout, within
 from .devtools import DevToolsSession
 from .faults import PageFaults
-from .scripts import FIND_SELECT, MASK_FOCUSED, WAIT_FOR_LOAD
+from .frames import locate
+from .scripts import FILE_INPUT_OF, FIND_SELECT, MASK_FOCUSED, SELECT_OF, WAIT_FOR_LOAD
 from .settle import Settler
 from .state import PageState, first_line
 from .tabs import TabFollower
@@ -165,8 +167,8 @@ class PageControl:
         page = self._state.page
         keyboard = page.keyboard
         await self._guard(self._click(x, y))
-        if mask and not await self._guard(page.evaluate(MASK_FOCUSED)):
-            raise ActionError("the secret was not typed: no text field has the focus there (or it is in a frame)")
+        if mask and not await self._guard(self._mask_focused(x, y)):
+            raise ActionError("the secret was not typed: no text field has the focus there")
         await self._guard(keyboard.press("ControlOrMeta+A"))
         if not text:
             await self._guard(keyboard.press("Backspace"))
@@ -177,6 +179,11 @@ class PageControl:
         if press_enter:
             await self._guard(keyboard.press("Enter"))
         await self._settler.settle()
+
+    async def _mask_focused(self, x: float, y: float) -> bool:
+        """Show the focused field as discs from now on: in the frame at (x, y), where the click put the focus."""
+        target = await locate(self._state.page, x, y)
+        return bool(await target.frame.evaluate(MASK_FOCUSED))
 
     async def scroll(self, direction: str) -> None:
         await self._settler.before_action()
@@ -193,28 +200,55 @@ class PageControl:
         await self._settler.settle(next_frame=True)
 
     async def select_option(self, x: float, y: float, option: str) -> str:
-        """Choose ``option`` in the native select at (x, y); returns the chosen label."""
+        """Choose ``option`` in the native select at (x, y) -- in a frame or a shadow root too;
+        returns the chosen label."""
         await self._settler.before_action()
-        page = self._state.page
-        found = await self._guard(page.evaluate(FIND_SELECT, [x, y, option]))
+        target = await self._guard(locate(self._state.page, x, y))
+        if target.element is None:
+            raise ActionError("there is no element at that point")
+        found = await self._guard(target.element.evaluate(FIND_SELECT, option))
         if "error" in found:
             raise ActionError(str(found["error"]))
-        handle = await self._guard(page.evaluate_handle(f"document.elementFromPoint({x}, {y})"))
-        element = handle.as_element()
-        if element is None:
-            raise ActionError("the dropdown disappeared")
-        target = await self._guard(
-            element.evaluate_handle(
-                "el => (el.tagName === 'LABEL' && el.control ? el.control : el).closest('select') "
-                "|| el.querySelector('select')"
-            )
-        )
-        select = target.as_element()
+        select = (await self._guard(target.element.evaluate_handle(SELECT_OF))).as_element()
         if select is None:
             raise ActionError("the dropdown disappeared")
         await self._guard(select.select_option(index=int(found["index"]), timeout=self._settler.settle_ms()))
         await self._settler.settle()
         return str(found["label"])
+
+    async def upload_file(self, x: float, y: float, path: Path) -> str:
+        """Give ``path`` to the file input at (x, y) (in a frame or a shadow root too, or the one a
+        label there controls), or to the file chooser a click there opens (an upload button)."""
+        await self._settler.before_action()
+        target = await self._guard(locate(self._state.page, x, y))
+        field = None
+        if target.element is not None:
+            field = (await self._guard(target.element.evaluate_handle(FILE_INPUT_OF))).as_element()
+        if field is not None:
+            await self._guard(field.set_input_files(path, timeout=self._settler.settle_ms()))
+        else:
+            await self._guard(self._give_to_chooser(x, y, path))
+        await self._settler.settle()
+        return f"ok, gave the file {path.name!r} to the page"
+
+    async def _give_to_chooser(self, x: float, y: float, path: Path) -> None:
+        """Click at (x, y) and give ``path`` to the file chooser the click opens, through the
+        session's own CDP session (which intercepts choosers: ``faults``); ActionError when none
+        opens within the settle time."""
+        cdp = await self._state.cdp_session()
+        with self._faults.expecting_chooser() as chooser:
+            await self._click(x, y)
+            try:
+                async with asyncio.timeout(max(self._state.config.settle_timeout_s, 1.0)):
+                    opened = await chooser
+            except TimeoutError:
+                raise ActionError(
+                    "no file chooser opened there: point at the file input or the upload button"
+                ) from None
+        node = opened.get("backendNodeId")
+        if node is None:
+            raise ActionError("the file chooser that opened belongs to no file input the agent can fill")
+        await cdp.send("DOM.setFileInputFiles", {"files": [str(path)], "backendNodeId": node})
 
     async def wait(self, seconds: float) -> None:
         await asyncio.sleep(seconds)

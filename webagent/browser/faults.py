@@ -8,7 +8,7 @@ policy reads in its next observation:
   settle waiting for the navigation the download link asked for stops waiting at once;
 * **file chooser** — intercepted on the session's own CDP session, which every action sets up
   first (a chooser needs a user gesture, so none opens before an action), and left unanswered,
-  which dismisses it; reported (the agent cannot pick files). Chromium announces it while the
+  which dismisses it; reported (files are given only by the ``upload_file`` action, ``control``). Chromium announces it while the
   click is handled, before the input is acknowledged, so in practice the event is in before
   settle's check answers;
 * **failed navigation** (a redirect loop, a refused connection) started by an action — Chromium
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import structlog
@@ -59,6 +60,7 @@ class PageFaults:
         self._state = state
         self._tabs = tabs
         self._crashes = 0  # pages of this session whose renderer died (bounded by MAX_PAGE_CRASHES)
+        self._choosers: list[asyncio.Future[dict[str, Any]]] = []  # upload_file waits for a chooser
         state.on_page(self._watch)
         state.on_cdp("Page.fileChooserOpened", self._on_file_chooser)
 
@@ -102,10 +104,27 @@ class PageFaults:
             f"The page started a download of {name!r} ({download.url}); downloads are not kept, so it was cancelled."
         )
 
+    @contextlib.contextmanager
+    def expecting_chooser(self) -> Iterator[asyncio.Future[dict[str, Any]]]:
+        """While an ``upload_file`` waits for the chooser its click opens: the chooser's
+        ``Page.fileChooserOpened`` (its input's ``backendNodeId``) instead of a dismissal."""
+        waiting: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._choosers.append(waiting)
+        try:
+            yield waiting
+        finally:
+            self._choosers.remove(waiting)
+
     def _on_file_chooser(self, params: dict[str, Any]) -> None:
         # Page.fileChooserOpened on the session's CDP session, which intercepts choosers (PageState._set_up).
+        waiting = next((f for f in self._choosers if not f.done()), None)
+        if waiting is not None:
+            waiting.set_result(params)
+            return
         several = " (several files)" if params.get("mode") == "selectMultiple" else ""
-        self._state.report(f"A file chooser opened{several}; the agent cannot upload files, so it was dismissed.")
+        self._state.report(
+            f"A file chooser opened{several} and was dismissed; to upload an allowed file, use upload_file."
+        )
 
     def _on_request_failed(self, request: Request) -> None:
         try:

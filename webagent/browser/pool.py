@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import structlog
 from playwright.async_api import Browser, Playwright, async_playwright
@@ -194,12 +195,23 @@ class BrowserPool:
         slot.served -= 1  # warming up is not serving a context
         await self._release(slot)
 
+    async def devices(self) -> Mapping[str, Mapping[str, Any]]:
+        """Playwright's device registry (``playwright.devices``: ``"iPhone 15"``, ``"Pixel 7"``, ...)."""
+        if self._playwright is None:
+            self._playwright = await within(async_playwright().start(), self.config.open_timeout_s, "playwright.start")
+        return self._playwright.devices
+
     @contextlib.asynccontextmanager
     async def session(
-        self, *, guard: NavigationGuard | None = None, on_queue: Callable[[bool], None] | None = None
+        self,
+        *,
+        guard: NavigationGuard | None = None,
+        on_queue: Callable[[bool], None] | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[BrowserSession]:
         """A new context on a pooled browser, closed on exit. ``guard``: the navigation guard the
-        session will get (``set_guard``): a hardened browser, and a context made for it.
+        session will get (``set_guard``): a hardened browser, and a context made for it;
+        ``options``: more ``new_context`` options (``webagent.browser.context``: the session settings).
 
         ``on_queue(True)`` is called while the session waits for its turn to open (behind the
         ``OPENS_AT_ONCE`` opening on its browser, each within its own deadline), ``on_queue(False)``
@@ -224,7 +236,7 @@ class BrowserPool:
                             on_queue(False)
                         if slot.retiring:
                             raise _Retired
-                        session = await BrowserSession.create(slot.browser, self.config, guard=guard)
+                        session = await BrowserSession.create(slot.browser, self.config, guard=guard, options=options)
                     break
                 except _Retired:
                     pass  # retired while this session waited its turn: another browser, not a try

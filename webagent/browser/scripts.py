@@ -2,10 +2,12 @@
 the ``VIEW_*`` ones are plain expressions for CDP ``Runtime.evaluate``)."""
 
 __all__ = [
+    "FILE_INPUT_OF",
     "FIND_SELECT",
     "HIDE_CARET",
     "MASK_FOCUSED",
     "PAGE_TEXT",
+    "SELECT_OF",
     "SHOW_CARET",
     "TWO_FRAMES",
     "VIEW_AFTER_FRAME",
@@ -52,8 +54,10 @@ VIEW_NOW = "[window.visualViewport ? visualViewport.pageLeft : scrollX, window.v
 # except after wheel and key scrolling, which the compositor applies on the next frame.
 VIEW_AFTER_FRAME = f"new Promise(r => requestAnimationFrame(() => r({VIEW_NOW})))"
 
-FIND_SELECT = """([x, y, wanted]) => {
-  let el = document.elementFromPoint(x, y);
+# The option of the select at an element (itself, its label's control, the select around it, or
+# the one select inside it) that matches the wanted label or value; run on the element found at
+# the point (``webagent.browser.frames.locate``: through frames and shadow roots).
+FIND_SELECT = """(el, wanted) => {
   if (!el) return {error: "there is no element at that point"};
   if (el.tagName === "LABEL" && el.control) el = el.control;
   let select = el.closest("select");
@@ -71,6 +75,19 @@ FIND_SELECT = """([x, y, wanted]) => {
   if (!pick) return {error: "no option matches " + JSON.stringify(wanted) + "; options are: "
     + opts.slice(0, 15).map(o => JSON.stringify(o.label.trim())).join(", ")};
   return {index: opts.indexOf(pick), label: pick.label.trim()};
+}"""
+# The select FIND_SELECT chose (the same rules), as a handle.
+SELECT_OF = """el => {
+  if (el.tagName === "LABEL" && el.control) el = el.control;
+  return el.closest("select") || (el.querySelectorAll("select").length === 1 ? el.querySelector("select") : null);
+}"""
+# The file input at an element: itself, its label's control, or that of the label around it.
+FILE_INPUT_OF = """el => {
+  const isFile = e => e && e.tagName === "INPUT" && e.type === "file";
+  if (isFile(el)) return el;
+  if (el.tagName === "LABEL" && isFile(el.control)) return el.control;
+  const label = el.closest("label");
+  return label && isFile(label.control) ? label.control : null;
 }"""
 
 

@@ -9,6 +9,7 @@ redacted to the placeholders.
 from __future__ import annotations
 
 from collections.abc import Awaitable
+from pathlib import Path
 from typing import TypeVar
 
 from ..errors import WebAgentError
@@ -86,6 +87,9 @@ class SecretPage:
 
     async def wait(self, seconds: float) -> None:
         await self._call(self.session.wait(seconds))
+
+    async def upload_file(self, x: float, y: float, path: Path) -> str:
+        return self.secrets.redact(await self._call(self.session.upload_file(x, y, path)))
 
     async def evaluate(self, script: str, arg: object = None) -> object:
         return await self._call(self.session.evaluate(script, arg))

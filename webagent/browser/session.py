@@ -21,6 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
 import structlog
 from playwright.async_api import Browser, BrowserContext, Page
@@ -61,22 +64,35 @@ class BrowserSession:
 
     @classmethod
     async def create(
-        cls, browser: Browser, config: BrowserConfig, *, guard: NavigationGuard | None = None
+        cls,
+        browser: Browser,
+        config: BrowserConfig,
+        *,
+        guard: NavigationGuard | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> BrowserSession:
-        """A fresh context and page on a shared browser; ``guard``: the navigation guard the session
+        """A fresh context and page on a shared browser. ``guard``: the navigation guard the session
         will get (``set_guard``), whose context options it is made with (no service workers, the
-        policy's proxy net: ``NavigationGuard.context_options``)."""
+        policy's proxy net: ``NavigationGuard.context_options``); ``options``: the session settings'
+        ``new_context`` options (``webagent.browser.context.context_options``: a signed-in state, a
+        proxy, a device, ...)."""
         timeout_s = config.open_timeout_s
-        options = guard.context_options() if guard is not None else {}
-        if "proxy" in options and any(a.startswith(("--proxy-server", "--proxy-pac-url")) for a in config.args):
-            del options["proxy"]  # the user's own proxy stays: no net (docs/security.md)
+        guarded = guard.context_options() if guard is not None else {}
+        user_proxy = "proxy" in (options or {}) or any(
+            a.startswith(("--proxy-server", "--proxy-pac-url")) for a in config.args
+        )
+        if "proxy" in guarded and user_proxy:
+            del guarded["proxy"]  # the user's own proxy stays: no net (docs/security.md)
         try:
             context = await within(
                 browser.new_context(
-                    viewport={"width": config.viewport.width, "height": config.viewport.height},
-                    device_scale_factor=1,
-                    accept_downloads=False,
-                    **options,
+                    **{
+                        "viewport": {"width": config.viewport.width, "height": config.viewport.height},
+                        "device_scale_factor": 1,
+                        **(options or {}),
+                        "accept_downloads": False,
+                        **guarded,
+                    }
                 ),
                 timeout_s,
                 "new_context",
@@ -239,6 +255,10 @@ class BrowserSession:
 
     async def wait(self, seconds: float) -> None:
         await self._control.wait(seconds)
+
+    async def upload_file(self, x: float, y: float, path: Path) -> str:
+        """Give ``path`` (an allowed file: ``webagent.uploads``) to the file input or chooser at (x, y)."""
+        return await self._control.upload_file(x, y, path)
 
     async def evaluate(self, script: str, arg: object = None) -> object:
         """Run ``script`` (a JavaScript function or expression) in the page, within ``command_timeout_s``;

@@ -81,6 +81,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ..mcp_server.cli import run_mcp
 
             return run_mcp(args, config_from_args(args))
+        if args.command == "auth":
+            from .auth import run_auth
+
+            return run_auth(args, config_from_args(args))
         if args.command == "env":
             from ..env.cli import run_env
 

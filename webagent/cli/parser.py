@@ -4,12 +4,14 @@ precedence of flags over the environment over the config file is ``load_config``
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 from .. import __version__
 from ..config import ROLES, AgentConfig, load_config
 from ..errors import ConfigError
 from ..families import DEFAULT_PROFILE, FAMILIES, PROFILES
+from .sessionflags import SESSION_FLAGS, add_session_options, session_overrides
 
 __all__ = [
     "EXIT_FAILED",
@@ -137,6 +139,7 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
         help="a secret the policy types as {{NAME}} without seeing it; repeatable "
         "(prefer WEBAGENT_SECRET_<NAME>: command lines are visible to other users)",
     )
+    add_session_options(p)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -294,6 +297,12 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument(
         "--output", default="runs/mcp", metavar="DIR", help="where run directories are written (default runs/mcp)"
     )
+    mcp.add_argument(
+        "--profile-dir",
+        metavar="DIR",
+        help="keep named profiles here: open_session(profile=NAME) loads NAME's signed-in state and saves it "
+        "back (0600) after each act and at close",
+    )
     _add_config_options(mcp)
 
     fake = sub.add_parser(
@@ -318,6 +327,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_env_parser(sub, _add_config_options)
 
+    _add_auth_parser(sub, _add_config_options)
+
     sites = sub.add_parser(
         "sites",
         help="serve the bundled local task sites on 127.0.0.1",
@@ -325,6 +336,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sites.add_argument("--port", type=int, default=0, help="port (default: a free one)")
     return parser
+
+
+def _add_auth_parser(
+    sub: Any,
+    add_config_options: Callable[[argparse.ArgumentParser], None],
+) -> None:
+    auth = sub.add_parser(
+        "auth",
+        help="sign in to a site once and save the browser state for later runs",
+        description="Manage signed-in browser states.",
+    )
+    commands = auth.add_subparsers(dest="auth_command", metavar="ACTION", parser_class=type(auth))
+    save = commands.add_parser(
+        "save",
+        help="sign in at URL (with --secret values) and save the browser state",
+        description="Run the sign-in GOAL at URL; when it succeeds, write the browser's state (cookies, local "
+        "storage, IndexedDB) to --output, readable by its owner only (0600). Use it with --storage-state FILE or "
+        "[browser] storage_state. Exit code 0 = signed in and saved, 1 = not signed in (nothing written), "
+        "2 = usage or configuration error.",
+    )
+    save.add_argument("url", metavar="URL", help="the sign-in page (or a page that leads to it)")
+    save.add_argument("--goal", required=True, help='what signing in takes, e.g. "sign in as ada with {{PASSWORD}}"')
+    save.add_argument("--output", required=True, metavar="FILE", help="where to write the state (JSON, 0600)")
+    save.add_argument(
+        "--run-dir",
+        metavar="DIR",
+        help="the sign-in's run directory (default: runs/<time>-auth); never holds the state",
+    )
+    add_config_options(save)
 
 
 #: Config key -> the flag that sets it (besides the per-role ones), for config_from_args and errors.
@@ -358,11 +398,11 @@ def cli_option(key: str) -> str | None:
     CLI words a ``ConfigError`` about it."""
     if key.startswith("secrets."):
         return "--secret"
-    return _FLAGS.get(key)
+    return _FLAGS.get(key) or SESSION_FLAGS.get(".".join(key.split(".")[:2]))
 
 
 def config_from_args(args: argparse.Namespace) -> AgentConfig:
-    overrides: dict[str, Any] = {}
+    overrides: dict[str, Any] = session_overrides(args)
     for role in ROLES:
         for field, _, _ in _ROLE_FIELDS:
             value = getattr(args, f"{role}_{field}", None)

@@ -18,15 +18,28 @@ __all__ = ["IMAGE_VARIABLE", "exit_status", "run_task", "unkept_output"]
 IMAGE_VARIABLE = "WEBAGENT_IMAGE"
 
 
-async def run_task(config: AgentConfig, url: str, goal: str, output: Path, quiet: bool, cache: str | None) -> RunResult:
+async def run_task(
+    config: AgentConfig,
+    url: str,
+    goal: str,
+    output: Path,
+    quiet: bool,
+    cache: str | None,
+    *,
+    save_state: Path | None = None,
+) -> RunResult:
+    """One run, its steps printed; ``save_state``: where to write the signed-in state if it succeeds."""
     from ..agent import Agent
     from ..replay import ReplayCache
     from ..runs.display import StepPrinter
+    from .handoff import terminal_asker
 
     printer = StepPrinter(quiet=quiet, max_steps=config.agent.max_steps)
     replay_cache = ReplayCache(cache) if cache else None
-    async with Agent(config) as agent:
-        stream = agent.stream(url, goal, output_dir=output, cache=replay_cache)  # bad input: an error here
+    async with Agent(config, ask_user=terminal_asker()) as agent:
+        stream = agent.stream(
+            url, goal, output_dir=output, cache=replay_cache, save_state=save_state
+        )  # bad input: an error here
         printer.start(url, goal, config)
         async for event in stream.events():
             match event:

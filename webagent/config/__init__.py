@@ -6,6 +6,7 @@ variables < overrides (CLI flags or keyword arguments). Unknown keys are errors 
 
 from ._agent import AgentSettings
 from ._browser import BrowserConfig, Viewport
+from ._context import ContextSettings, Geolocation, HTTPCredentials, ProxySettings
 from ._load import ROLES as ROLES
 from ._load import SECRET_ENV_PREFIX as SECRET_ENV_PREFIX
 from ._load import SECTIONS as SECTIONS
@@ -18,8 +19,12 @@ __all__ = [
     "AgentConfig",
     "AgentSettings",
     "BrowserConfig",
+    "ContextSettings",
+    "Geolocation",
+    "HTTPCredentials",
     "LocalizerConfig",
     "PolicyConfig",
+    "ProxySettings",
     "RoleConfig",
     "ValidatorConfig",
     "Viewport",

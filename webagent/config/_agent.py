@@ -19,6 +19,12 @@ class AgentSettings(Section):
     )
     max_attempts: int = Field(default=3, gt=0, description="Answers the validator may judge")
     max_time_s: float = Field(default=600.0, gt=0)
+    ask_user_timeout_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="How long a run waits for a person to answer its ask_user (its clock paused meanwhile); then "
+        "it ends with stop reason needs_human",
+    )
     context: Literal["append", "window", "history"] | None = Field(
         default=None,
         description="The policy's context: append = one conversation that grows by a turn per step (earlier "

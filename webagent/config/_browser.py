@@ -8,6 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from ..safety import parse_rule
 from ._base import Section
+from ._context import ContextSettings
 
 __all__ = ["BrowserConfig", "Viewport"]
 
@@ -17,7 +18,9 @@ class Viewport(Section):
     height: int = Field(default=800, ge=200, le=4320)
 
 
-class BrowserConfig(Section):
+class BrowserConfig(ContextSettings):
+    """``[browser]``: launching or connecting to Chromium, and what each context opens with (``ContextSettings``)."""
+
     headless: bool = True
     executable_path: str | None = Field(
         default=None, description="Chromium binary (default: /usr/bin/chromium if present)"

@@ -237,5 +237,7 @@ def _describe_validation(exc: ValidationError, sources: Mapping[str, str], file_
     msg = err["msg"].removeprefix("Value error, ")
     if err["loc"][0] == "secrets":  # never quote a secret's value
         return f"invalid secret{where}: {msg}"
+    if len(err["loc"]) > 1 and err["loc"][1] in ("proxy", "http_credentials"):  # they may hold a password
+        return f"invalid value for {loc}{where}: {msg}"
     got = f" (got {err.get('input')!r})" if "got" not in msg else ""
     return f"invalid value for {loc}{where}: {msg}{got}"

@@ -46,6 +46,7 @@ from ..model.parsing import ReplyParseError
 from ..records import Point, RunResult, Step, ToolCall
 from ..roles.contract import Decision
 from ..runs.trajectory import RunFiles
+from ..runtime import RunSpec
 from ..urls import normalize_url
 from .inputs import Action, TaskInput, as_task, needs_point, point_at, read_policy
 from .lease import SessionLease, lease_keeper
@@ -196,12 +197,11 @@ class WebEnv:
         try:
             # The same setup as Agent runs: the navigation guard, secrets, the roles, the run's budget.
             episode = await stack.enter_async_context(
-                self.agent.open_episode(
-                    url,
-                    spec.goal,
-                    judge=judge,
+                self.agent.runtime.open_episode(
+                    RunSpec(
+                        url=url, goal=spec.goal, judge=judge, task=spec if isinstance(spec, BenchmarkTask) else None
+                    ),
                     on_session=box.set,
-                    task=spec if isinstance(spec, BenchmarkTask) else None,
                 )
             )
             opened = await episode.open()

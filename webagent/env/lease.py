@@ -1,6 +1,6 @@
 """Session leases: each episode holds its browser context through a lease, and a lease ends.
 
-A ``SessionLease`` owns what an episode opened (``Agent.open_episode``: a fresh browser context,
+A ``SessionLease`` owns what an episode opened (``Runtime.open_episode``: a fresh browser context,
 so no cookie, storage or service worker outlives the episode) and closes it exactly once: when
 the episode ends, when its holder (an environment object) is garbage-collected, or when nobody
 has called it for ``idle_timeout_s`` (an abandoned OpenEnv client, a trainer that crashed between

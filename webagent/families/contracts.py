@@ -68,6 +68,8 @@ TOOL_NAMES: Mapping[str, str] = {
     "go_back": "go_back",
     "refresh": "refresh",
     "wait": "wait",
+    "upload_file": "upload_file",
+    "ask_user": "ask_user",
     "answer": "answer",
 }
 #: The action of each tool name.

@@ -15,16 +15,29 @@ models plan as usual.
 (``PageDriver``) and carries actions out on it, ``meter.py`` keeps its usage and budgets,
 ``progress.py`` tells the policy when its last action changed nothing visible, ``verdicts.py``
 judges the answers and keeps their feedback for the policy, ``task.py`` says what a task that
-rewards itself (a benchmark page) gives the loop. The loop
+rewards itself (a benchmark page) gives the loop, ``human.py`` who answers the policy's ``ask_user``. The loop
 never imports the browser: ``Agent`` hands it a ``BrowserSession`` as a ``PageDriver``.
 """
 
 from __future__ import annotations
 
 from .episode import Episode
+from .human import HumanHandler, HumanRequest
 from .meter import Meter
 from .page import PageDriver, Roles, perform
 from .task import TaskCheck, TaskHook
 from .verdicts import Judge, Verdicts
 
-__all__ = ["Episode", "Judge", "Meter", "PageDriver", "Roles", "TaskCheck", "TaskHook", "Verdicts", "perform"]
+__all__ = [
+    "Episode",
+    "HumanHandler",
+    "HumanRequest",
+    "Judge",
+    "Meter",
+    "PageDriver",
+    "Roles",
+    "TaskCheck",
+    "TaskHook",
+    "Verdicts",
+    "perform",
+]

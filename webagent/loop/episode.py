@@ -10,13 +10,14 @@ and the result are worked out in one place, whoever drives.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Sequence
 
 import structlog
 
-from ..actions import Action, Answer, ClickElement, PolicyReply, SelectOption, WriteElement, describe_action
+from ..actions import Action, Answer, AskUser, ElementAction, PolicyReply, describe_action
 from ..budget import Budget
 from ..config import AgentSettings
 from ..errors import (
@@ -34,7 +35,9 @@ from ..records import Point, PolicyState, PromptContext, RunResult, Step, StopRe
 from ..replay import CachedStep, StepReplay, fingerprint
 from ..roles.prompting import reply_text
 from ..secrets import shorten
+from ..uploads import AllowedFiles
 from .clock import RunClock
+from .human import HumanHandler, HumanRequest
 from .meter import Meter
 from .page import PageDriver, Roles, perform
 from .progress import ProgressTracker
@@ -68,10 +71,16 @@ class Episode:
         budgets: Sequence[Budget] = (),
         navigate: bool = True,
         task: TaskHook | None = None,
+        uploads: AllowedFiles | None = None,
+        human: HumanHandler | None = None,
     ) -> None:
         """``navigate``: open ``url`` first (False: start from the page as it is, ``url`` being its URL);
         ``task``: a task that rewards itself (``loop.task``): started once the page is open, checked
-        after each step; its verdict ends the run and is the run's success and reward."""
+        after each step; its verdict ends the run and is the run's success and reward; ``uploads``:
+        the files ``upload_file`` may name; ``human``: who answers ``ask_user`` (``loop.human``;
+        None: the run ends ``needs_human``)."""
+        self.uploads = uploads
+        self.human = human
         self.roles = roles
         self.navigate = navigate
         self.replay = replay
@@ -102,6 +111,7 @@ class Episode:
         self._out_of_steps = False
         self._stop: tuple[StopReason, str] | None = None
         self._opened: bool | None = None  # what open() returned (None: not yet)
+        self._limit: asyncio.Timeout | None = None  # the step's time limit, moved on by a person's answer
         self._infrastructure = False  # the error that stops the run is the infrastructure's (errors.py)
         #: The policy's prompt strategy (the one owner of its conversation); ``_messages``: its last
         #: request; ``_reply``: the reply given to it (its text as returned, its tool calls).
@@ -202,7 +212,7 @@ class Episode:
 
     async def run_step(self, step: Step, work: Awaitable[None]) -> None:
         """Run a step's work within the run's time limit; what ends the run is kept for ``end_step``."""
-        limit = self.clock.limit()
+        limit = self._limit = self.clock.limit()
         try:
             async with limit:
                 await work
@@ -429,7 +439,9 @@ class Episode:
     ) -> str:
         if isinstance(action, Answer):
             return await self._validate(step, action, verdict)
-        if isinstance(action, ClickElement | WriteElement | SelectOption):
+        if isinstance(action, AskUser):
+            return await self._ask(step, action)
+        if isinstance(action, ElementAction):
             step.element = action.element
             frame = self._shots[-1].frame
             if point is not None and not frame.contains(*point.image):
@@ -440,7 +452,7 @@ class Episode:
                 )
         if point is not None:
             step.point = point
-        elif isinstance(action, ClickElement | WriteElement | SelectOption):
+        elif isinstance(action, ElementAction):
             self.meter.reserve()
             t = time.perf_counter()
             try:
@@ -452,13 +464,46 @@ class Episode:
         before = self.page.url
         t = time.perf_counter()
         try:
-            outcome = await perform(self.page, action, point)
+            outcome = await perform(self.page, action, point, self.uploads)
         finally:
             step.timings.act_s = time.perf_counter() - t
         after = self.page.url
         if after != before:
             outcome += f", now at {after}"
         return outcome
+
+    async def _ask(self, step: Step, action: AskUser) -> str:
+        """Hand the question to a person (the run's clock paused meanwhile); their answer is the
+        outcome. No one to ask, no answer, or none in time: the run ends ``needs_human``."""
+        question = action.question
+        if self.human is None:
+            self._stop = ("needs_human", f"the agent needs a person to go on: {question}")
+            return "stopped: a person is needed (no one to ask in this run)"
+        request = HumanRequest(question=question, goal=self.goal, url=step.url, title=step.title, step=step.index)
+        timeout_s = self.settings.ask_user_timeout_s
+        # The person's time is not the run's: the clock and the step's limit stop while they answer.
+        limit = self._limit
+        deadline = limit.when() if limit is not None else None
+        if limit is not None:
+            limit.reschedule(None)
+        t0 = time.monotonic()
+        self.clock.pause()
+        try:
+            async with asyncio.timeout(timeout_s):
+                answer = await self.human(request)
+        except TimeoutError:
+            answer, why = None, f"no answer within {timeout_s:g} s"
+        else:
+            why = "the person did not answer"
+        finally:
+            self.clock.resume()
+            if limit is not None and deadline is not None:
+                limit.reschedule(deadline + (time.monotonic() - t0))
+        if answer is None or not answer.strip():
+            self._stop = ("needs_human", f"the agent needs a person to go on ({why}): {question}")
+            return f"stopped: {why}"
+        log.info("ask_user_answered", step=step.index)
+        return f"the user answered: {' '.join(answer.split())}"
 
     async def _validate(self, step: Step, answer: Answer, cached: Verdict | None = None) -> str:
         url = self.page.url

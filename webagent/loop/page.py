@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol, assert_never
 
 from ..actions import (
     Action,
     Answer,
+    AskUser,
     ClickElement,
     GoBack,
     Goto,
@@ -15,6 +17,7 @@ from ..actions import (
     Refresh,
     Scroll,
     SelectOption,
+    UploadFile,
     Wait,
     WriteElement,
 )
@@ -24,6 +27,7 @@ from ..records import Point
 from ..roles.localizer import Localizer
 from ..roles.policy import Policy
 from ..roles.validator import Validator
+from ..uploads import AllowedFiles
 from ..urls import normalize_url
 
 __all__ = ["PageDriver", "Roles", "perform"]
@@ -50,6 +54,10 @@ class PageDriver(Protocol):
     async def press(self, key: str) -> None: ...
     async def select_option(self, x: float, y: float, option: str) -> str: ...
     async def wait(self, seconds: float) -> None: ...
+    async def upload_file(self, x: float, y: float, path: Path) -> str:
+        """Give ``path`` to the file input (or the chooser that a click opens) at (x, y); its outcome."""
+        ...
+
     async def evaluate(self, script: str, arg: object = None) -> object:
         """Run a script in the page (a task reading its own state: ``loop.task``), bounded."""
         ...
@@ -64,8 +72,9 @@ class Roles:
     validator: Validator
 
 
-async def perform(page: PageDriver, action: Action, point: Point | None) -> str:
-    """Carry out a browser action (not an answer) at ``point``; the outcome told to the policy."""
+async def perform(page: PageDriver, action: Action, point: Point | None, uploads: AllowedFiles | None = None) -> str:
+    """Carry out a browser action (not an answer, not a question) at ``point``; the outcome told to the
+    policy. ``uploads``: the files ``upload_file`` may name (none without)."""
     x, y = point.viewport if point else (0.0, 0.0)
     match action:
         case ClickElement():
@@ -87,8 +96,10 @@ async def perform(page: PageDriver, action: Action, point: Point | None) -> str:
             await page.refresh()
         case Wait(seconds=seconds):
             await page.wait(seconds)
-        case Answer():  # pragma: no cover - answers go to the validator
-            raise AssertionError("answers are validated, not acted")
+        case UploadFile(file=name):
+            return await page.upload_file(x, y, (uploads or AllowedFiles()).resolve(name))
+        case Answer() | AskUser():  # pragma: no cover - answers go to the validator, questions to a person
+            raise AssertionError("answers are validated and questions asked, not acted")
         case _:
             assert_never(action)
     return "ok"

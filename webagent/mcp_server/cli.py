@@ -55,6 +55,7 @@ def run_mcp(args: argparse.Namespace, config: AgentConfig) -> int:
         output_dir=Path(args.output),
         max_sessions=args.max_sessions,
         session_idle_timeout_s=args.session_idle_timeout,
+        profile_dir=Path(args.profile_dir) if args.profile_dir else None,
     )
 
     async def main() -> None:

@@ -55,12 +55,22 @@ class WebagentMCP:
         max_sessions: int = DEFAULT_MAX_SESSIONS,
         session_idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
         browser: Browser | None = None,
+        profile_dir: Path | None = None,
     ) -> None:
         """``browser``: a Playwright browser to open contexts in (default: the agent launches its own);
-        ``session_idle_timeout_s``: close a kept session unused for that long (None or 0: never)."""
+        ``session_idle_timeout_s``: close a kept session unused for that long (None or 0: never);
+        ``profile_dir``: where kept sessions' named profiles (signed-in states) live."""
+        if profile_dir is not None:
+            profile_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if "direct_cdp" not in config.browser.model_fields_set:  # signed-in cookies sit in the browser
+                config = config.model_copy(update={"browser": config.browser.model_copy(update={"direct_cdp": False})})
         self.agent = Agent(config, browser=browser)
         self.sessions = SessionStore(
-            self.agent, limit=max_sessions, output_dir=output_dir, idle_timeout_s=session_idle_timeout_s
+            self.agent,
+            limit=max_sessions,
+            output_dir=output_dir,
+            idle_timeout_s=session_idle_timeout_s,
+            profile_dir=profile_dir,
         )
         self.tools = WebTools(self.agent, self.sessions, output_dir=output_dir)
         self.server: MCPServer = _Server(

@@ -7,6 +7,12 @@ that navigates itself between calls (a script, a meta refresh) cannot reach what
 refuses; ``act`` runs under it too (not under one built from wherever the page went), and
 ``check``, ``extract``, ``screenshot`` and ``act`` refuse a page whose URL it refuses.
 
+A session may keep a named profile (``webagent mcp --profile-dir DIR``): its signed-in browser
+state is ``DIR/<profile>.json``, loaded into the session's context when it opens and saved back
+(0600) after each ``act`` and when it closes, so that a client signs in once and later sessions
+(after a restart too) start signed in. The state's values are redacted from what the session's
+calls write and send, as a storage state's are.
+
 Ids are unguessable, and an error never lists the other sessions' ids. At most ``limit`` are open
 at once; each closes on ``close_session`` (after the call in flight on it, waited for at most
 ``close_wait_s``), when unused for ``idle_timeout_s``, and all of them when the server stops.
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import secrets
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -25,10 +32,11 @@ from pathlib import Path
 import structlog
 
 from ..agent import Agent
-from ..browser.guard import NavigationGuard
+from ..browser.context import save_storage_state
 from ..browser.session import BrowserSession
 from ..budget import Budget
-from ..errors import SessionError
+from ..config import ContextSettings
+from ..errors import BrowserError, InputError, SessionError
 from ..pilot import Pilot
 from .access import checked_start
 
@@ -40,6 +48,7 @@ log = structlog.get_logger("webagent.mcp")
 CLOSE_WAIT_S = 30.0
 #: Sessions unused for this long are closed (``--session-idle-timeout``).
 DEFAULT_IDLE_TIMEOUT_S = 900.0
+_PROFILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 
 
 @dataclass
@@ -56,14 +65,30 @@ class KeptSession:
     last_used: float = field(default_factory=time.monotonic)
     calls: int = 0
     idle: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+    #: The file of the session's profile (``--profile-dir``), None without one.
+    profile: Path | None = None
 
     def __post_init__(self) -> None:
         self.idle.set()
 
     async def follow_pilot(self) -> None:
-        """After ``act``: the session's guard watches the tab the run ended on (a new tab)."""
+        """After ``act``: the session's guard watches the tab the run ended on (a new tab), and its
+        profile keeps the browser's state as it is now."""
         if not self.pilot.page.is_closed():
             await self.session.drive(self.pilot.page)
+        await self.save_profile()
+
+    async def save_profile(self) -> None:
+        """Write the session's state to its profile (0600), and redact its values from now on."""
+        if self.profile is None:
+            return
+        try:
+            await save_storage_state(self.session.context, self.profile, timeout_s=self.session.config.open_timeout_s)
+        except (BrowserError, OSError) as exc:
+            log.warning("mcp_profile_not_saved", session=self.id, error=str(exc))
+            return
+        self.pilot.browser = ContextSettings(storage_state=self.profile)
+        self.pilot.secrets = self.pilot.runtime.sessions.secrets(self.pilot.browser)
 
 
 class SessionStore:
@@ -78,8 +103,11 @@ class SessionStore:
         budgets: Sequence[Budget] = (),
         idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
         close_wait_s: float = CLOSE_WAIT_S,
+        profile_dir: Path | None = None,
     ) -> None:
-        """``idle_timeout_s``: close a session unused for that long (None or 0: never)."""
+        """``idle_timeout_s``: close a session unused for that long (None or 0: never);
+        ``profile_dir``: where the sessions' named profiles are kept (None: no profiles)."""
+        self.profile_dir = profile_dir
         self.agent = agent
         self.limit = limit
         self.output_dir = output_dir
@@ -95,10 +123,11 @@ class SessionStore:
     def ids(self) -> list[str]:
         return list(self._open)
 
-    async def open(self, url: str) -> KeptSession:
+    async def open(self, url: str, profile: str | None = None) -> KeptSession:
         """A new session on ``url`` (SessionError past the limit; InputError or NavigationError when
-        the URL is invalid, refused (``access.checked_start``) or cannot be opened). Closed again
-        when anything fails before it is handed out."""
+        the URL is invalid, refused (``access.checked_start``) or cannot be opened), with the named
+        ``profile``'s state when it has one. Closed again when anything fails before it is handed out."""
+        profile_path = self._profile(profile)
         url, policy = await checked_start(self.agent, url)
         await self.close_idle()
         async with self._lock:
@@ -110,24 +139,41 @@ class SessionStore:
             self._opening += 1
         stack = contextlib.AsyncExitStack()
         try:
-            guard = NavigationGuard(policy)
-            session = await stack.enter_async_context(self.agent.browsers.session(guard=guard))
-            await session.set_guard(guard)  # until the session closes
+            saved = ContextSettings(storage_state=profile_path) if profile_path and profile_path.exists() else None
+            # Guarded until the session closes.
+            session = await stack.enter_async_context(self.agent.runtime.open_session(policy, browser=saved))
             session_id = secrets.token_urlsafe(16)
             run_dir = self.output_dir / f"session-{session_id}" if self.output_dir is not None else None
-            pilot = self.agent.pilot(session.page, output_dir=run_dir, budgets=self.budgets, policy=policy)
+            pilot = self.agent.pilot(
+                session.page, output_dir=run_dir, budgets=self.budgets, policy=policy, browser=saved
+            )
             await pilot.goto(url)
-            async with self.agent.page_driver(pilot.page) as driver:  # URL and title redacted
+            async with self.agent.runtime.page_driver(pilot.page, secrets=pilot.secrets) as driver:  # redacted
                 shown, title = driver.url, await driver.title()
         except BaseException:
             await stack.aclose()
             raise
         finally:
             self._opening -= 1
-        kept = self._open[session_id] = KeptSession(session_id, pilot, session, stack, url=shown, title=title)
+        kept = KeptSession(session_id, pilot, session, stack, url=shown, title=title, profile=profile_path)
+        self._open[session_id] = kept
         log.info("mcp_session_opened", session=session_id, url=shown)
         self._start_reaper()
         return kept
+
+    def _profile(self, name: str | None) -> Path | None:
+        """The file of profile ``name`` (InputError for a bad name, no profile directory, or a
+        profile another open session uses)."""
+        if name is None or not name.strip():
+            return None
+        if self.profile_dir is None:
+            raise InputError("this server keeps no profiles: start it with --profile-dir DIR to use profile=")
+        if not _PROFILE_NAME.match(name):
+            raise InputError(f"profile name {name[:40]!r} is not valid: use letters, digits, '-', '_' and '.'")
+        path = self.profile_dir / f"{name}.json"
+        if any(kept.profile == path for kept in self._open.values()):
+            raise InputError(f"profile {name!r} is in use by another open session: close it first")
+        return path
 
     def get(self, session_id: str) -> KeptSession:
         """The open session ``session_id`` (SessionError when there is none)."""
@@ -188,6 +234,7 @@ class SessionStore:
             await self._close(kept, "server stopping")
 
     async def _close(self, kept: KeptSession, why: str) -> None:
+        await kept.save_profile()
         try:
             await kept.stack.aclose()
         except Exception as exc:  # one session that fails to close must not keep the others open

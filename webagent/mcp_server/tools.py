@@ -20,7 +20,7 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 
 import jsonschema
 import structlog
-from mcp.server.mcpserver import Image
+from mcp.server.mcpserver import Context, Image
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field, ValidationError
 
@@ -30,6 +30,7 @@ from ..model.parsing import ReplyParseError, extract_json
 from ..records import RunResult
 from ..roles.extractor import ExtractionSchema
 from .access import checked_start
+from .handoff import elicitation_asker
 from .sessions import SessionStore
 
 __all__ = [
@@ -55,7 +56,9 @@ class TaskOutcome(BaseModel):
 
     success: bool = Field(description="True only when the validator accepted the answer")
     answer: str | None = Field(description="The answer the agent gave (the last one judged)")
-    stop_reason: str = Field(description="answered, max_steps, max_time or budget")
+    stop_reason: str = Field(
+        description="answered, max_steps, max_time, budget, or needs_human (a person was needed and none answered)"
+    )
     message: str = Field(description="Why the run stopped, in words")
     steps: int
     final_url: str = Field(description="The URL the page was at when the run ended")
@@ -143,24 +146,36 @@ class WebTools:
         max_steps: Annotated[
             int | None, Field(ge=1, description="Steps in all, the last asking for the final answer")
         ] = None,
+        ctx: Context | None = None,
     ) -> TaskOutcome:
         """Open URL in a fresh browser context and run the agent until the validator accepts an
-        answer to GOAL (or it runs out of steps); returns the validated answer and the run directory."""
+        answer to GOAL (or it runs out of steps); returns the validated answer and the run directory.
+        What only a person can give (a 2FA code, a CAPTCHA) is asked of the client as an elicitation."""
         settings = self.agent.config.agent
         if max_steps is not None:
             settings = settings.model_copy(update={"max_steps": max_steps})
         url, policy = await checked_start(self.agent, url)
         output = self.output_dir / _run_name(self.agent.secrets.redact(goal)) if self.output_dir is not None else None
-        result = await self.agent.run(url, goal, output_dir=output, settings=settings, policy=policy)
+        ask = elicitation_asker(ctx) if ctx is not None else None
+        result = await self.agent.run(url, goal, output_dir=output, settings=settings, policy=policy, ask_user=ask)
         return _outcome(result)
 
     @_tool_errors
     async def open_session(
-        self, url: Annotated[str, Field(description="The page to open, e.g. https://example.com")]
+        self,
+        url: Annotated[str, Field(description="The page to open, e.g. https://example.com")],
+        profile: Annotated[
+            str | None,
+            Field(
+                description="A named profile to keep the session signed in across sessions and restarts "
+                "(its browser state is loaded now and saved after each act and at close); needs a server "
+                "started with --profile-dir"
+            ),
+        ] = None,
     ) -> SessionOpened:
         """Open URL in a new browser session kept between calls (for act, check, extract,
         screenshot); returns its session id. Close it with close_session when done."""
-        kept = await self.sessions.open(url)
+        kept = await self.sessions.open(url, profile=profile)
         return SessionOpened(session_id=kept.id, url=kept.url, title=kept.title)
 
     @_tool_errors
@@ -171,11 +186,14 @@ class WebTools:
         max_steps: Annotated[
             int | None, Field(ge=1, description="Steps in all, the last asking for the final answer")
         ] = None,
+        ctx: Context | None = None,
     ) -> TaskOutcome:
         """Run the agent toward GOAL from the session's page as it is (nothing is reopened); the
-        page stays where the run left it (a new tab it switched to included)."""
+        page stays where the run left it (a new tab it switched to included). What only a person can
+        give is asked of the client as an elicitation; the session's browser waits meanwhile."""
+        ask = elicitation_asker(ctx) if ctx is not None else None
         async with self.sessions.use(session_id) as kept:
-            result = await kept.pilot.act(goal, max_steps=max_steps)
+            result = await kept.pilot.act(goal, max_steps=max_steps, ask_user=ask)
             await kept.follow_pilot()
         return _outcome(result)
 

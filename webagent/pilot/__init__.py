@@ -6,20 +6,19 @@
     total = await pilot.extract("the cart total", schema=Money)                     # a Money instance
     png = await pilot.screenshot()
 
-``act`` is a run of the agent (the same ``Agent.open_episode`` and ``Episode``) that starts from
+``act`` is a run of the agent (a ``RunStream`` on the agent's ``Runtime``, the same ``Episode``) that starts from
 the page as it is: its URL is the start URL, the navigation policy is built from it, nothing is
 opened first, and the page is left open. ``check`` is one call to the validator's endpoint,
 ``extract`` one call to the policy's (``webagent.roles.checker`` and ``webagent.roles.extractor``),
 each with a screenshot of the page at the size the validator's screenshots have in a run.
 
-``pilot.py`` is the ``Pilot``; ``host.py`` says what it needs from the agent (``Agent`` is one;
-the pilot never imports it); ``look.py`` takes one look at the page (screenshot, URL, title,
+``pilot.py`` is the ``Pilot`` (given the agent's ``Runtime``; it never imports the agent);
+``look.py`` takes one look at the page (screenshot, URL, title,
 fingerprint) and writes a check's or an extraction's one-step run directory.
 """
 
 from __future__ import annotations
 
-from .host import PilotHost
 from .pilot import Pilot
 
-__all__ = ["Pilot", "PilotHost"]
+__all__ = ["Pilot"]

@@ -16,19 +16,20 @@ from pydantic import BaseModel, ValidationError
 
 from ..browser.deadline import within
 from ..budget import Budget
-from ..config import ROLES
+from ..config import ROLES, ContextSettings
 from ..errors import BrowserError, InputError, ModelError, NavigationError
 from ..inputs import check_text
-from ..loop import Meter
+from ..loop import HumanHandler, Meter
 from ..model.parsing import ReplyParseError
 from ..records import CheckResult, ModelCall, RunResult, Step, Usage, Verdict
 from ..replay import ReplayCache
 from ..roles.checker import Checker, CheckReply
 from ..roles.extractor import ExtractionSchema, Extractor
 from ..roles.policy import PolicyImages
+from ..runtime import RunSpec, Runtime
 from ..safety import NavigationPolicy
+from ..stream import RunStream
 from ..urls import normalize_url
-from .host import PilotHost
 from .look import Look, look_at, write_one_step_run
 
 __all__ = ["Pilot"]
@@ -51,15 +52,21 @@ class Pilot:
 
     def __init__(
         self,
-        host: PilotHost,
+        runtime: Runtime,
         page: Page,
         *,
         output_dir: str | Path | None = None,
         replay: ReplayCache | None = None,
         budgets: Sequence[Budget] = (),
         policy: NavigationPolicy | None = None,
+        browser: ContextSettings | None = None,
     ) -> None:
-        self.host = host
+        """``browser``: the session settings the page's context was opened with (its signed-in
+        state's values are redacted from what the pilot writes and sends)."""
+        self.runtime = runtime
+        self.browser = browser
+        #: What the pilot redacts: the config's secrets and what the page's session settings hold.
+        self.secrets = runtime.sessions.secrets(browser)
         self.page = page
         self.policy = policy
         self.output_dir = Path(output_dir) if output_dir is not None else None
@@ -73,7 +80,7 @@ class Pilot:
         self._checker: Checker | None = None
         self._extractor: Extractor | None = None
         #: The policy family's request extras (what a run's policy sends).
-        self._images = PolicyImages.from_config(host.config)
+        self._images = PolicyImages.from_config(runtime.config)
 
     # -- the public calls ------------------------------------------------------------------------
 
@@ -81,32 +88,39 @@ class Pilot:
         """Open ``url`` in the page under the navigation policy a run starting there has
         (NavigationError when it is refused or cannot be opened)."""
         url = normalize_url(url)
-        driver_of = self.host.page_driver(self._open_page(), guard_url=url, policy=self.policy)
+        driver_of = self.runtime.page_driver(self._open_page(), guard_url=url, policy=self.policy, secrets=self.secrets)
         async with self._lock, driver_of as driver:
             await driver.goto(url, start=True)
 
-    async def act(self, goal: str, max_steps: int | None = None) -> RunResult:
+    async def act(self, goal: str, max_steps: int | None = None, *, ask_user: HumanHandler | None = None) -> RunResult:
         """Run the agent toward ``goal`` from the page as it is (no start URL is opened); the result
         is a run's (``success``: the validator accepted the answer). With a replay cache, steps
         recorded for this goal replay without model calls while the page matches (each act toward
-        the same goal on this pilot has its own recording: the first, the second, ...)."""
+        the same goal on this pilot has its own recording: the first, the second, ...). ``ask_user``:
+        who answers the policy's questions (default: the agent's)."""
         goal = _given(goal, "goal", "say what the agent should do")
-        settings = self.host.config.agent
+        settings = self.runtime.config.agent
         if max_steps is not None:
             settings = settings.model_copy(update={"max_steps": max_steps})
         async with self._lock:
             self._acts[goal] += 1
-            stream = self.host.stream(
-                await self._start_url(),
-                goal,
+            spec = RunSpec(
+                url=await self._start_url(),
+                goal=goal,
                 page=self.page,
                 navigate=False,
                 settings=settings,
+                policy=self.policy,
+                browser=self.browser,
+                ask_user=ask_user,
+            )
+            stream = RunStream(
+                self.runtime,
+                spec,
                 output_dir=self._run_dir("act"),
                 cache=self.replay,
                 cache_key=_act_key(goal, self._acts[goal]),
                 budgets=list(self.budgets),
-                policy=self.policy,
             )
             async for _ in stream:
                 pass
@@ -114,7 +128,7 @@ class Pilot:
             result = stream.result
             ended_on = stream.session.page if stream.session is not None else None
             if ended_on is not None and ended_on is not self.page and not ended_on.is_closed():
-                log.info("pilot_switched_tab", url=self.host.secrets.redact(ended_on.url))
+                log.info("pilot_switched_tab", url=self.secrets.redact(ended_on.url))
                 self.page = ended_on  # the run moved to a new tab (or off one that closed): follow it
         for role in ROLES:
             self.usage.role(role).add(result.usage.role(role))
@@ -133,7 +147,8 @@ class Pilot:
             meter = self._meter()
             if cached is None:
                 checker = self._checker = self._checker or Checker(
-                    self.host.model_client("validator"), extra_body=self.host.config.validator.extra_body()
+                    self.runtime.model_client("validator", self.secrets),
+                    extra_body=self.runtime.config.validator.extra_body(),
                 )
                 try:
                     reply, calls = await self._ask(
@@ -144,7 +159,7 @@ class Pilot:
                     raise
             else:
                 reply, calls = cached, []
-            reply = self.host.secrets.redact_model(reply)  # what the model read of a secret on the page
+            reply = self.secrets.redact_model(reply)  # what the model read of a secret on the page
             verdict = Verdict(success=reply.holds, feedback=reply.feedback)
             write_one_step_run(
                 run_dir,
@@ -154,7 +169,7 @@ class Pilot:
                 outcome="the statement holds" if reply.holds else "the statement does not hold",
                 calls=calls,
                 usage=meter.usage,
-                secrets=self.host.secrets,
+                secrets=self.secrets,
                 replayed=cached is not None,
             )
             if cached is None and reply.holds:
@@ -192,7 +207,7 @@ class Pilot:
                 value = cached
             else:
                 extractor = self._extractor = self._extractor or Extractor(
-                    self.host.model_client("policy"), extra_body=self._images.single_body
+                    self.runtime.model_client("policy", self.secrets), extra_body=self._images.single_body
                 )
                 try:
                     value, calls = await self._ask(
@@ -202,7 +217,7 @@ class Pilot:
                     self._failed(run_dir, look, goal, meter, exc)
                     raise
             data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
-            clean = self.host.secrets.redact_model(_Json(value=data)).value
+            clean = self.secrets.redact_model(_Json(value=data)).value
             if clean != data:  # a secret the page showed is not handed back
                 data, value = clean, schema.parse(json.dumps(clean))
             text = json.dumps(data, ensure_ascii=False)
@@ -214,7 +229,7 @@ class Pilot:
                 outcome="extracted",
                 calls=calls,
                 usage=meter.usage,
-                secrets=self.host.secrets,
+                secrets=self.secrets,
                 answer=text,
                 replayed=cached is not None,
             )
@@ -225,7 +240,7 @@ class Pilot:
 
     async def screenshot(self) -> bytes:
         """A PNG of the page's viewport as it is now."""
-        timeout_s = self.host.config.browser.command_timeout_s
+        timeout_s = self.runtime.config.browser.command_timeout_s
         if self.policy is not None:
             await self._start_url()
         try:
@@ -249,7 +264,7 @@ class Pilot:
         if self.policy is not None:
             reason = await self.policy.check_resolved(url, navigation=True)
             if reason is not None:
-                shown = self.host.secrets.redact(url)
+                shown = self.secrets.redact(url)
                 raise NavigationError(
                     f"the page is now at {shown}, which this session's navigation policy refuses ({reason}); "
                     "nothing was read from it"
@@ -270,13 +285,13 @@ class Pilot:
 
     async def _look(self) -> Look:
         await self._start_url()
-        async with self.host.page_driver(self.page) as driver:
+        async with self.runtime.page_driver(self.page, secrets=self.secrets) as driver:
             return await look_at(
-                driver, self.host.config.localizer.resize_rule(), fingerprinted=self.replay is not None
+                driver, self.runtime.config.localizer.resize_rule(), fingerprinted=self.replay is not None
             )
 
     def _meter(self) -> Meter:
-        return Meter(self.host.run_budgets(self.host.config.agent, self.budgets))
+        return Meter(self.runtime.run_budgets(self.runtime.config.agent, self.budgets))
 
     async def _ask(self, meter: Meter, call: Callable[[], Awaitable[tuple[T, ModelCall]]]) -> tuple[T, list[ModelCall]]:
         """One model call reserved in and charged to the budgets, its usage added to ``usage``."""
@@ -304,7 +319,7 @@ class Pilot:
             outcome="failed",
             calls=[exc.call] if isinstance(exc.call, ModelCall) else [],
             usage=meter.usage,
-            secrets=self.host.secrets,
+            secrets=self.secrets,
             error=str(exc),
         )
 

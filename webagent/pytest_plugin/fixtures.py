@@ -38,12 +38,15 @@ from typing import Any
 import pytest
 import structlog
 
+from ..browser.context import context_options
 from ..browser.launcher import CHROMIUM_ARGS, find_chromium, hardened_args
-from ..config import AgentConfig, BrowserConfig
+from ..config import AgentConfig, BrowserConfig, ContextSettings
 from ..errors import WebAgentError
+from ..secrets import Secrets
 from .options import SETTINGS, fail_with
 
 __all__ = [
+    "browser_context_args",
     "browser_type_launch_args",
     "bundled_chromium_installed",
     "extend_launch_args",
@@ -160,6 +163,45 @@ def browser_type_launch_args(
     return extend_launch_args(
         browser_type_launch_args, BrowserConfig(), browser_name=browser_name, bundled_installed=bundled, remote=remote
     )
+
+
+@pytest.fixture(scope="session")
+def browser_context_args(
+    browser_context_args: dict[str, Any], pytestconfig: pytest.Config, request: pytest.FixtureRequest
+) -> dict[str, Any]:
+    """pytest-playwright's context arguments with the webagent config's ``[browser]`` session settings
+    (``--webagent-storage-state``: every test's pages start signed in; a locale, a proxy, headers, a
+    device, ...), made as webagent makes its own contexts (``webagent.browser.context``). What
+    pytest-playwright's arguments already set (``--device``, a ``browser_context_args`` of the
+    project's) wins. A bad webagent config is ignored here with a warning, as for the launch
+    arguments (only the tests using ``web`` fail on it); a session setting of a good config that
+    cannot be used (a missing state file) fails the tests with one line."""
+    try:
+        config = pytestconfig.stash[SETTINGS].load_config()
+    except WebAgentError as exc:
+        log.warning("webagent_config_ignored_for_contexts", error=f"webagent: {exc}")
+        return browser_context_args
+    try:
+        return {**session_context_args(config, request), **browser_context_args}
+    except WebAgentError as exc:
+        fail_with(exc)
+
+
+def session_context_args(config: AgentConfig, request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The ``new_context`` arguments of the config's ``[browser]`` session settings that it sets."""
+    browser = config.browser
+    named = set(ContextSettings.model_fields) & browser.model_fields_set
+    if not named:
+        return {}
+    devices = request.getfixturevalue("playwright").devices if browser.device else None
+    secrets = Secrets(config.secrets)
+    options = context_options(
+        browser, viewport=browser.viewport, devices=devices, substitute=lambda text: secrets.substitute(text)[0]
+    )
+    if not browser.device and "viewport" not in browser.model_fields_set:
+        options.pop("viewport", None)  # pytest-playwright's own
+    options.pop("device_scale_factor", None)
+    return options
 
 
 def shared_dir(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:

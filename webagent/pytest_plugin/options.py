@@ -49,6 +49,13 @@ _OPTIONS: tuple[tuple[str, str | None, str, tuple[str, ...] | None], ...] = (
     ("base-url", "URL", "OpenAI-compatible base URL of all three model roles (policy, localizer, validator)", None),
     ("model", "NAME", "model name of all three roles", None),
     ("localizer-profile", None, f"coordinate convention of the localizer model (default {DEFAULT_PROFILE})", PROFILES),
+    (
+        "storage-state",
+        "FILE",
+        "start every test's pages signed in: a browser state saved by `webagent auth save` (a secret, kept out of "
+        "every run folder); in an ini file, relative to it",
+        None,
+    ),
     ("max-steps", "N", "steps of one web.act before it gives up (default: [agent] max_steps, 30)", None),
     ("max-calls-per-test", "N", "hard limit on model calls of one test (all its act/check/extract)", None),
     ("max-calls-per-session", "N", "hard limit on model calls of the whole run (all workers under -n)", None),
@@ -161,12 +168,12 @@ def _choice(config: pytest.Config, name: str, choices: tuple[str, ...], default:
     return raw
 
 
-def _config_path(config: pytest.Config) -> Path | None:
-    raw = config.getoption("webagent_config", default=None)
+def _config_path(config: pytest.Config, name: str = "config") -> Path | None:
+    raw = config.getoption(f"webagent_{name}", default=None)
     if raw is not None:
         path = Path(str(raw))
         return path if path.is_absolute() else config.invocation_params.dir / path
-    ini = config.getini("webagent_config")
+    ini = config.getini(f"webagent_{name}")
     if isinstance(ini, str) and ini.strip():
         base = config.inipath.parent if config.inipath is not None else config.rootpath
         return base / ini.strip()
@@ -183,6 +190,7 @@ def read_settings(config: pytest.Config) -> PluginSettings:
     profile = _choice(config, "localizer-profile", PROFILES, "")
     overrides["localizer.profile"] = profile or None
     overrides["agent.max_steps"] = _count(config, "max-steps", minimum=1)
+    overrides["browser.storage_state"] = _config_path(config, "storage_state")
     return PluginSettings(
         config_path=_config_path(config),
         overrides={key: value for key, value in overrides.items() if value is not None},

@@ -86,9 +86,12 @@ class Policy:
         restrictions: str = "",
         images: PolicyImages | None = None,
         output: Output | None = None,
+        uploads: Sequence[str] = (),
     ) -> None:
         self.client = client
         self.secret_names = list(secret_names)
+        #: The names of the files ``upload_file`` may give.
+        self.uploads = list(uploads)
         #: What the navigation policy refuses, in words ("" when nothing is).
         self.restrictions = restrictions
         self.images = images or PolicyImages()
@@ -139,8 +142,10 @@ class Policy:
         return PROMPTS[self.context_mode(settings)](speaker, options)
 
     def state(self, **told: Any) -> PolicyState:
-        """The record of what the policy is told at a step (its secrets and rules added)."""
-        return PolicyState(secrets=list(self.secret_names), restrictions=self.restrictions, **told)
+        """The record of what the policy is told at a step (its secrets, rules and uploads added)."""
+        return PolicyState(
+            secrets=list(self.secret_names), restrictions=self.restrictions, uploads=list(self.uploads), **told
+        )
 
     def messages(self, state: PolicyState, images: Sequence[Screenshot]) -> list[Message]:
         """A window-context request for ``state`` and ``images``."""

@@ -13,6 +13,7 @@ from ..budget import BudgetLimits
 from ..config import AgentConfig
 from ..errors import InputError
 from ..replay import ReplayCache
+from ..runtime import checked_sessions
 from ..secrets import Secrets
 from .model import CheckOutcome, load_suite
 from .runner import prepare_output, run_suite
@@ -43,12 +44,13 @@ def _line(item: CheckOutcome) -> str:
     if result is None:
         return f"SKIP  {item.check.name}  not run (interrupted)"
     steps = f"{result.steps} steps" + (f", {result.replayed_steps} replayed" if result.replayed_steps else "")
-    status = "PASS" if item.passed else "FAIL"
+    status = "PASS" if item.passed else "HUMAN" if result.stop_reason == "needs_human" else "FAIL"
     return f"{status}  {item.check.name}  ({steps}, {result.duration_s:.1f} s)  {item.reason}"
 
 
 def run_test(args: argparse.Namespace, config: AgentConfig) -> int:
     suite = load_suite(args.suite)
+    config = checked_sessions(config, (check.browser for check in suite.checks))
     suite = suite.model_copy(update={"budget": _suite_budget(args, suite.budget)})
     if args.concurrency < 1:
         raise InputError("--concurrency must be at least 1")

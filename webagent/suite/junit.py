@@ -40,9 +40,10 @@ def _clean(text: str) -> str:
 
 
 def junit_tree(suite: Suite, items: list[CheckOutcome], output: Path) -> ET.ElementTree[ET.Element]:
-    failures = sum(1 for o in items if o.result is not None and not o.passed and o.result.stop_reason != "error")
+    apart = ("error", "needs_human")
+    failures = sum(1 for o in items if o.result is not None and not o.passed and o.result.stop_reason not in apart)
     errors = sum(1 for o in items if o.result is not None and o.result.stop_reason == "error")
-    skipped = sum(1 for o in items if o.result is None)
+    skipped = sum(1 for o in items if o.result is None or o.result.stop_reason == "needs_human")
     duration = sum(o.result.duration_s for o in items if o.result is not None)
     root = ET.Element("testsuites", name=suite.name, tests=str(len(items)), time=f"{duration:.3f}")
     root.set("failures", str(failures))
@@ -74,6 +75,8 @@ def junit_tree(suite: Suite, items: list[CheckOutcome], output: Path) -> ET.Elem
             ET.SubElement(props, "property", name=key, value=_clean(value))
         if result is None:
             ET.SubElement(case, "skipped", message="not run: the suite was interrupted")
+        elif result.stop_reason == "needs_human":  # a person was needed (a CAPTCHA, a code): not the site's fault
+            ET.SubElement(case, "skipped", message=_clean(f"needs a person: {result.message}"))
         elif not item.passed:
             kind = "error" if result.stop_reason == "error" else "failure"
             node = ET.SubElement(case, kind, message=_clean(item.reason), type=result.stop_reason)

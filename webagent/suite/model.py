@@ -5,12 +5,17 @@ YAML, either a list of checks or a mapping::
     name: shop smoke                 # optional (default: the file name)
     defaults: {max_steps: 15}        # optional: limits applied to every check
     budget: {calls: 200, usd: 1.5}   # optional: hard limits for the whole suite
+    browser: {storage_state: state.json, locale: fr-FR}   # optional: every check's context settings
     checks:
       - name: pricing
         url: ${SITE_URL}/            # ${VAR} is read from the environment
         goal: Find the pricing page and start a trial
         expect: the trial sign-up form is shown   # optional: the validator must confirm it
         max_steps: 10                # optional per-check limits (see CHECK_LIMITS)
+        browser: {device: iPhone 15} # optional: over the suite's browser settings
+
+``browser`` holds ``[browser]`` session settings (``webagent.config.ContextSettings``): a signed-in
+``storage_state``, a ``proxy``, ``locale``, ``device``, ...; relative paths are the suite file's.
 
 JSONL: one check object per line. Every error names the file and line.
 """
@@ -30,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..batch.results import TaskResult
 from ..batch.tasks import RUN_LIMITS, RunLimits, TaskOptions, TaskSpec
 from ..budget import BudgetLimits
+from ..config import ContextSettings
 from ..errors import InputError
 from ..inputs import MAX_GOAL_CHARS, load_json, load_yaml, read_text
 from ..stream import TraceMode
@@ -53,12 +59,15 @@ class Check(RunLimits):
     url: str
     goal: str = Field(min_length=1, max_length=MAX_GOAL_CHARS)
     expect: str | None = Field(default=None, max_length=MAX_GOAL_CHARS)
+    #: The context settings of the check's browser session, over the config's ``[browser]``.
+    browser: ContextSettings | None = None
     line: int = Field(default=0, exclude=True, description="Line of the suite file it starts on")
 
     def task(self, trace: TraceMode = "off") -> TaskSpec:
-        """The check as a task: its limits, its expectation and the trace kept are its options."""
+        """The check as a task: its limits, its expectation and the trace kept are its options, its
+        browser settings the task's."""
         options = TaskOptions.model_validate({**self.limits(), "expect": self.expect, "trace": trace})
-        return TaskSpec(id=self.name, url=self.url, goal=self.goal, options=options)
+        return TaskSpec(id=self.name, url=self.url, goal=self.goal, options=options, browser=self.browser)
 
 
 class Suite(BaseModel):
@@ -82,7 +91,10 @@ def load_suite(path: str | Path, env: Mapping[str, str] | None = None) -> Suite:
     else:
         name, defaults, budget, items = _yaml_items(text, path)
     try:
-        limits = RunLimits.model_validate(defaults).model_dump(exclude_none=True)
+        own = {k: v for k, v in defaults.items() if k != "browser"} if isinstance(defaults, dict) else defaults
+        limits = RunLimits.model_validate(own).model_dump(exclude_none=True)
+        if isinstance(defaults, dict) and defaults.get("browser") is not None:
+            limits["browser"] = defaults["browser"]  # as written: merged with each check's, then validated
     except ValidationError as exc:
         raise InputError(f"{path}: defaults: {_first_error(exc, 'defaults')}") from None
     try:
@@ -96,15 +108,20 @@ def load_suite(path: str | Path, env: Mapping[str, str] | None = None) -> Suite:
         if not isinstance(item, dict):
             raise InputError(f"{where}: a check must be a mapping with name, url and goal")
         data = {**limits, **item}
+        if isinstance(limits.get("browser"), dict) and isinstance(item.get("browser"), dict):
+            data["browser"] = {**limits["browser"], **item["browser"]}  # the check's over the suite's
         label = f"check {data.get('name')!r}" if data.get("name") else "check"
         try:
             for key in ("url", "goal", "expect"):
                 if isinstance(data.get(key), str):
                     data[key] = _expand(data[key], env)
+            if isinstance(data.get("browser"), dict):
+                data["browser"] = {k: _expand(v, env) if isinstance(v, str) else v for k, v in data["browser"].items()}
             if isinstance(data.get("name"), int | float) and not isinstance(data.get("name"), bool):
                 data["name"] = str(data["name"])
             check = Check.model_validate({**data, "line": line})
-            check = check.model_copy(update={"url": normalize_url(check.url)})
+            browser = check.browser.relative_to(path.parent) if check.browser is not None else None
+            check = check.model_copy(update={"url": normalize_url(check.url), "browser": browser})
         except ValidationError as exc:
             raise InputError(f"{where}: {label}: {_first_error(exc, 'check')}") from None
         except InputError as exc:
@@ -167,14 +184,18 @@ def _yaml_items(text: str, path: Path) -> tuple[str, Any, Any, list[tuple[int, A
     budget: Any = {}
     seq = node
     if isinstance(data, dict) and isinstance(node, yaml.MappingNode):
-        unknown = set(data) - {"name", "defaults", "budget", "checks"}
+        unknown = set(data) - {"name", "defaults", "budget", "browser", "checks"}
         if unknown:
             raise InputError(
                 f"{path}: unknown top-level key {sorted(map(str, unknown))[0]!r} "
-                "(known: name, defaults, budget, checks)"
+                "(known: name, defaults, budget, browser, checks)"
             )
         name = str(data.get("name") or name)
         defaults = data.get("defaults") or {}
+        if data.get("browser") is not None:
+            if not isinstance(defaults, dict):
+                raise InputError(f"{path}: 'defaults' must be a mapping")
+            defaults = {**defaults, "browser": data["browser"]}
         budget = data.get("budget") or {}
         if not isinstance(defaults, dict) or not isinstance(budget, dict):
             raise InputError(f"{path}: 'defaults' and 'budget' must be mappings")

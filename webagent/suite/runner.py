@@ -94,7 +94,9 @@ def totals(suite: Suite, items: list[CheckOutcome], config: AgentConfig, *, inte
         "path": suite.path,
         "checks": len(items),
         "passed": sum(o.passed for o in items),
-        "failed": sum(not o.passed for o in items if o.result is not None),
+        "failed": sum(not o.passed for o in items if o.result is not None and o.result.stop_reason != "needs_human"),
+        # Checks that asked for a person (ask_user) with none to answer: counted apart, never passed.
+        "needs_human": sum(o.result.stop_reason == "needs_human" for o in items if o.result is not None),
         "not_run": sum(o.result is None for o in items),
         "interrupted": interrupted,
         "steps": sum(r.steps for r in done),

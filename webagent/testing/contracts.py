@@ -22,7 +22,7 @@ from webagent.families import DEFAULT_PROFILE, TOOL_NAMES, family_of
 __all__ = ["ELEMENT_ACTIONS", "Asked", "ScriptedReply", "asked", "calls_text", "policy_reply", "thinking"]
 
 #: The actions whose element gets a point in a grounded reply.
-ELEMENT_ACTIONS = frozenset({"click_element", "write_element", "select_option"})
+ELEMENT_ACTIONS = frozenset({"click_element", "write_element", "select_option", "upload_file"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,131 @@
+"""The session settings of one runtime: a run's ``ContextSettings`` as context options and secrets.
+
+The config's ``[browser]`` settings are every context's; a run spec may replace some for its own
+context (a batch task's ``browser``, a suite check's, an MCP session's profile). What a setting
+holds that must never be written down -- a signed-in state's cookie and local-storage values, a
+proxy's or a site's password -- joins the run's ``Secrets`` as values redacted everywhere
+(``Secrets(hidden=...)``), so that the run's records, reports, logs and spans never hold them.
+
+A state file is read once per version (its path, size and modification time): a hundred runs on
+one signed-in state share one parsed copy and one set of secrets.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ..browser.context import context_options, load_storage_state, state_secrets
+from ..browser.pool import BrowserPool
+from ..config import AgentConfig, BrowserConfig, ContextSettings
+from ..errors import ActionError, ConfigError
+from ..secrets import Secrets
+from ..uploads import AllowedFiles
+
+__all__ = ["SessionSettings", "checked_sessions"]
+
+#: State files (and the secrets made of them) kept parsed at once.
+_CACHED = 16
+
+
+class SessionSettings:
+    """Context options and run secrets for the settings of one runtime (``[browser]``), each run's
+    own changes over them."""
+
+    def __init__(self, browser: BrowserConfig, secrets: Secrets, pool: BrowserPool) -> None:
+        self.base = browser
+        self._secrets = secrets
+        self._pool = pool
+        self._states: OrderedDict[tuple[Path, int, int], tuple[dict[str, Any], list[str]]] = OrderedDict()
+        self._run_secrets: OrderedDict[tuple[object, ...], Secrets] = OrderedDict()
+
+    def effective(self, changes: ContextSettings | None) -> ContextSettings:
+        """The settings of a run: the config's with ``changes`` over them."""
+        return self.base.over(changes)
+
+    def secrets(self, changes: ContextSettings | None = None) -> Secrets:
+        """The config's secrets and what the run's settings hold that must never be written down."""
+        settings = self.effective(changes)
+        state = self._state(settings.storage_state)[1] if settings.storage_state is not None else []
+        passwords = [
+            p.get_secret_value()
+            for p in (
+                settings.proxy.password if settings.proxy is not None else None,
+                settings.http_credentials.password if settings.http_credentials is not None else None,
+            )
+            if p is not None
+        ]
+        key = (tuple(state), tuple(passwords))
+        found = self._run_secrets.get(key)
+        if found is None:
+            found = self._secrets.with_hidden({"STORAGE_STATE": state, "PASSWORD": passwords})
+            self._remember(self._run_secrets, key, found)
+        return found
+
+    def uploads(self, changes: ContextSettings | None = None) -> AllowedFiles:
+        """The files a run with these settings may upload (``upload_dir``, ``upload_files``)."""
+        settings = self.effective(changes)
+        return AllowedFiles(settings.upload_dir, settings.upload_files)
+
+    async def options(self, changes: ContextSettings | None = None) -> dict[str, Any]:
+        """``new_context`` options of a run's context (``webagent.browser.context.context_options``)."""
+        settings = self.effective(changes)
+        devices = await self._pool.devices() if settings.device else None
+        state = self._state(settings.storage_state)[0] if settings.storage_state is not None else None
+        return context_options(
+            settings, viewport=self.base.viewport, devices=devices, substitute=self._substitute, state=state
+        )
+
+    def check(self, changes: ContextSettings | None = None) -> None:
+        """ConfigError now for a state file that cannot be read or a placeholder naming no secret."""
+        settings = self.effective(changes)
+        if settings.storage_state is not None:
+            self._state(settings.storage_state)
+        without_device = settings.model_copy(update={"device": None})  # the registry is checked when opening
+        context_options(without_device, viewport=self.base.viewport, substitute=self._substitute, state={})
+
+    def _substitute(self, text: str) -> str:
+        try:
+            return self._secrets.substitute(text)[0]
+        except ActionError as exc:  # an unknown {{NAME}}: a config error, never a value quoted
+            raise ConfigError(f"[browser]: {exc}") from None
+
+    def _state(self, path: Path) -> tuple[dict[str, Any], list[str]]:
+        try:
+            info = path.stat()
+        except OSError:
+            load_storage_state(path)  # the ConfigError saying what is wrong with it
+            raise
+        key = (path.resolve(), info.st_size, info.st_mtime_ns)
+        found = self._states.get(key)
+        if found is None:
+            state = load_storage_state(path)
+            found = (state, state_secrets(state))
+            self._remember(self._states, key, found)
+        return found
+
+    @staticmethod
+    def _remember(cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+        cache[key] = value
+        while len(cache) > _CACHED:
+            cache.popitem(last=False)
+
+
+def checked_sessions(config: AgentConfig, changes: Iterable[ContextSettings | None]) -> AgentConfig:
+    """``config`` for runs with these session settings (a batch's tasks, a suite's checks): a state
+    file that cannot be read, or a ``{{NAME}}`` naming no secret, is one ConfigError up front (not
+    one per task); and when any of them holds a secret (a signed-in state, a password), the
+    browsers get no DevTools port that other local users could reach (unless ``direct_cdp`` is set)."""
+    checker = SessionSettings(config.browser, Secrets(config.secrets), BrowserPool(config.browser))
+    bearing = config.browser.secret_bearing
+    for change in changes:
+        if change is not None:
+            checker.check(change)
+            bearing = bearing or checker.effective(change).secret_bearing
+    if bearing and "direct_cdp" not in config.browser.model_fields_set:
+        browser = config.browser.model_copy(update={"direct_cdp": False})
+        browser.__pydantic_fields_set__ = set(config.browser.model_fields_set)
+        return config.model_copy(update={"browser": browser})
+    return config

@@ -1,0 +1,63 @@
+"""``RunSpec``: what one run is, handed down to the ``Runtime`` that opens it.
+
+A run spec says what to do (URL, goal, expectation, judge, task), where (a caller's page or
+context, or a pooled one), under which limits (loop settings, budgets, navigation policy) and with
+what in hand (a replay, its own browser settings). Every entry point builds one and passes it down:
+``Agent.stream`` and ``Agent.run``, ``Pilot.act``, ``WebEnv.reset``, the batch and suite runners,
+the MCP server's tools.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from playwright.async_api import BrowserContext, Page
+
+from ..budget import Budget
+from ..config import AgentSettings, ContextSettings
+from ..loop import HumanHandler, Judge, TaskHook
+from ..replay import StepReplay
+from ..safety import NavigationPolicy
+
+__all__ = ["RunSpec"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSpec:
+    """One run: its task, its page, its limits. Fields left at None take the runtime's defaults."""
+
+    url: str
+    goal: str
+    #: A statement the validator must also confirm about the final state.
+    expect: str | None = None
+    #: The loop's limits for this run (default: the config's ``[agent]``).
+    settings: AgentSettings | None = None
+    #: Judges answers instead of the validator (``webagent.env``: reference answers).
+    judge: Judge | None = None
+    #: A task that rewards itself (a benchmark page): its page ends the run and gives its success.
+    task: TaskHook | None = None
+    #: The recorded steps to replay while the page matches.
+    replay: StepReplay | None = None
+    #: The run's budgets (default: the settings' per-run limits).
+    budgets: Sequence[Budget] | None = None
+    #: False: start from ``page`` as it is (``url`` being its URL), opening nothing.
+    navigate: bool = True
+    #: The navigation policy to enforce (default: that of a run starting at ``url``).
+    policy: NavigationPolicy | None = None
+    #: A caller's page or context to drive (never closed); default: a pooled context.
+    page: Page | None = None
+    context: BrowserContext | None = None
+    #: The run's own context settings over the config's ``[browser]`` (a batch task's, a suite
+    #: check's): a signed-in state, a proxy, a locale, a device, ... (a pooled context only).
+    browser: ContextSettings | None = None
+    #: Who answers the policy's ``ask_user`` (default: the runtime's; none: the run stops ``needs_human``).
+    ask_user: HumanHandler | None = None
+    #: Save the context's signed-in state there (0600) when the run succeeds (``webagent auth save``).
+    save_state: Path | None = None
+
+    def replace(self, **changes: object) -> RunSpec:
+        """A copy with ``changes``."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

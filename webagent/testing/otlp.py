@@ -1,0 +1,121 @@
+"""An OTLP/HTTP trace receiver on 127.0.0.1 (``POST /v1/traces``, protobuf), for the tracing tests and
+benchmarks: it decodes what an OpenTelemetry exporter sends with OpenTelemetry's own protobuf
+definitions (``opentelemetry-proto``, installed with the ``otel`` extra) and keeps the spans and
+the raw request bodies."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Self
+
+from aiohttp import web
+
+__all__ = ["OTLPReceiver", "ReceivedSpan"]
+
+
+@dataclass(frozen=True)
+class ReceivedSpan:
+    name: str
+    trace_id: str
+    span_id: str
+    parent_span_id: str
+    kind: int
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, Any]
+    status_code: int
+    service: str
+
+
+@dataclass
+class OTLPReceiver:
+    port: int = 0
+    spans: list[ReceivedSpan] = field(default_factory=list)
+    bodies: list[bytes] = field(default_factory=list)
+    _loop: asyncio.AbstractEventLoop | None = None
+    _thread: threading.Thread | None = None
+    _runner: web.AppRunner | None = None
+
+    @property
+    def endpoint(self) -> str:
+        """What ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set to (the exporter adds ``/v1/traces``)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def named(self, prefix: str) -> list[ReceivedSpan]:
+        return [s for s in self.spans if s.name.startswith(prefix)]
+
+    def __enter__(self) -> Self:
+        ready = threading.Event()
+        loop = asyncio.new_event_loop()
+
+        def serve() -> None:
+            asyncio.set_event_loop(loop)
+            loop.run_until_complete(self._start())
+            ready.set()
+            loop.run_forever()
+
+        self._loop, self._thread = loop, threading.Thread(target=serve, name="otlp-receiver", daemon=True)
+        self._thread.start()
+        if not ready.wait(timeout=30):
+            raise RuntimeError("the OTLP receiver did not start")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._loop is None or self._thread is None:
+            return
+        if self._runner is not None:
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop = self._thread = None
+
+    async def _start(self) -> None:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.add_routes([web.post("/v1/traces", self._traces)])
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def _traces(self, request: web.Request) -> web.Response:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+            ExportTraceServiceResponse,
+        )
+
+        body = await request.read()
+        if request.headers.get("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
+        self.bodies.append(body)
+        message = ExportTraceServiceRequest()
+        message.ParseFromString(body)
+        for resource_spans in message.resource_spans:
+            resource = {a.key: _value(a.value) for a in resource_spans.resource.attributes}
+            for scope in resource_spans.scope_spans:
+                for span in scope.spans:
+                    self.spans.append(
+                        ReceivedSpan(
+                            name=span.name,
+                            trace_id=span.trace_id.hex(),
+                            span_id=span.span_id.hex(),
+                            parent_span_id=span.parent_span_id.hex(),
+                            kind=span.kind,
+                            start_ns=span.start_time_unix_nano,
+                            end_ns=span.end_time_unix_nano,
+                            attributes={a.key: _value(a.value) for a in span.attributes},
+                            status_code=span.status.code,
+                            service=str(resource.get("service.name", "")),
+                        )
+                    )
+        return web.Response(
+            body=ExportTraceServiceResponse().SerializeToString(), content_type="application/x-protobuf"
+        )
+
+
+def _value(value: Any) -> Any:
+    kind = value.WhichOneof("value")
+    return getattr(value, kind) if kind is not None else None
