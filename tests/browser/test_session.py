@@ -427,8 +427,9 @@ async def test_a_click_that_loads_a_page_reads_its_view_once(
 ) -> None:
     """The scroll offsets of the next screenshot are read once the new page has loaded, and not also
     before: the page already answered the click by asking to navigate (one round trip per step less).
-    Whether the page's request comes before the click's reply depends on the machine's load, so
-    the click is tried a few times: never more than two reads, and one where the request came first."""
+    Whether the page's request comes before the click's reply (and whether a capture is retaken
+    after the new document commits) depends on the machine's load, so the click is tried a few
+    times: one try must read the view once for its one capture (without the change: always twice)."""
     from webagent.browser.devtools import DevTools
 
     frame = frame_for(1280, 800, PROFILES["holo1"])
@@ -440,8 +441,8 @@ async def test_a_click_that_loads_a_page_reads_its_view_once(
         return request(self, method, *args, **kwargs)
 
     monkeypatch.setattr(DevTools, "request", counted)
-    reads: list[int] = []
-    for _ in range(6):
+    tries: list[tuple[int, int]] = []
+    for _ in range(8):
         await session.goto(pages("/clicks"))
         await session.screenshot(frame)
         sent.clear()
@@ -449,11 +450,10 @@ async def test_a_click_that_loads_a_page_reads_its_view_once(
         shot = await session.screenshot(frame)
         assert session.url == pages("/b")
         assert shot.frame == frame
-        assert sent.count("Page.captureScreenshot") == 1, sent
-        reads.append(sent.count("Runtime.evaluate"))
-        if reads[-1] == 1:
+        tries.append((sent.count("Runtime.evaluate"), sent.count("Page.captureScreenshot")))
+        if tries[-1] == (1, 1):
             break
-    assert max(reads) <= 2 and reads[-1] == 1, reads
+    assert tries[-1] == (1, 1), tries  # (view reads, captures) per try
     assert await session.title() == "B"
 
 
