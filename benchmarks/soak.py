@@ -87,6 +87,7 @@ from webagent.batch import BatchRunner, BatchStats, read_results  # noqa: E402
 from webagent.batch.stats import infra_cause  # noqa: E402
 from webagent.batch.tasks import load_tasks  # noqa: E402
 from webagent.browser.launcher import launch_browser  # noqa: E402
+from webagent.browser.pool import OPENS_AT_ONCE  # noqa: E402
 from webagent.browser.scripts import TWO_FRAMES, VIEW_AFTER_FRAME, VIEW_NOW  # noqa: E402
 from webagent.cli import configure_logging  # noqa: E402
 from webagent.config import PROFILES, BrowserConfig  # noqa: E402
@@ -588,10 +589,14 @@ async def floor(
     step_s: list[float] = []
     counts: collections.Counter[str] = collections.Counter()
     finished = [0]
+    # As the agent's pool opens them (a few at a time per browser): hundreds of new contexts and
+    # first loads at once all wait on Chromium's one UI thread, and under load none gets through.
+    opening = asyncio.Semaphore(OPENS_AT_ONCE)
 
     async def session(i: int) -> None:
         s = FloorSession(browser, frame, config, counts)
-        await s.open(urls[i])
+        async with opening:
+            await s.open(urls[i])
         steps: list[Act | None] = [*plans[i], None]  # None: the answer
         for act in steps:
             t0 = time.monotonic()
