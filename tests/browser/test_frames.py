@@ -16,8 +16,9 @@ from playwright.async_api import Browser
 
 from webagent.browser.secretpage import SecretPage
 from webagent.browser.session import BrowserSession
-from webagent.config import BrowserConfig
+from webagent.config import PROFILES, BrowserConfig
 from webagent.errors import ActionError
+from webagent.images import frame_for
 from webagent.secrets import Secrets
 from webagent.testing.teampages import FRAME_COLUMNS, FRAME_ROWS
 from webagent.testing.teamsite import TeamSite
@@ -69,6 +70,11 @@ async def _frames_page(session: BrowserSession, site: TeamSite) -> None:
     await _until(lambda: len(page.frames) >= 3 and all(f.url != "about:blank" for f in page.frames))
     cross = next(f for f in page.frames if "who=cross" in f.url)
     assert cross.url.startswith(site.other_origin)  # another site: Chromium's own process for it
+    # As the agent acts: on what a screenshot showed. A frame's URL is known from its commit, before
+    # its document is laid out and painted; a click at it before then can find nothing to hit.
+    for frame in page.frames:
+        await frame.wait_for_load_state("load", timeout=15_000)
+    await session.screenshot(frame_for(*session.viewport, PROFILES["holo1"]))
 
 
 @pytest.mark.parametrize("place", PLACES)
@@ -119,7 +125,10 @@ async def test_an_upload_button_gets_the_file_through_its_chooser(
         await session.goto(f"{team_site.url}{path}", start=True)
         assert await session.upload_file(400, 200, upload) == "ok, gave the file 'report.pdf' to the page"
         await _until(lambda origin=origin: [u for u in team_site.uploads if u["from"] == origin])
-        assert "Uploaded: report.pdf" in await session.page.inner_text("#result")
+        # The page writes its result once the server's reply is back, after the site recorded it.
+        await session.page.wait_for_function(
+            "() => document.querySelector('#result').innerText.includes('Uploaded: report.pdf')", timeout=15_000
+        )
     assert not [e for e in session.drain_events() if "file chooser" in e]  # the chooser was answered, not dismissed
 
 

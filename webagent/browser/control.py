@@ -32,6 +32,8 @@ from .tabs import TabFollower
 __all__ = ["PageControl"]
 
 _TYPE_FAST_ABOVE = 64  # longer texts are inserted at once instead of key by key
+_FOCUS_WAIT_S = 2.0  # how long a secret waits for the focus a click gave a field (a frame in another process)
+_FOCUS_POLL_MS = 100  # each look in the located frame waits this long for the focus
 
 
 class PageControl:
@@ -182,8 +184,15 @@ class PageControl:
 
     async def _mask_focused(self, x: float, y: float) -> bool:
         """Show the focused field as discs from now on: in the frame at (x, y), where the click put the focus."""
-        target = await locate(self._state.page, x, y)
-        return bool(await target.frame.evaluate(MASK_FOCUSED))
+        # A frame in another process may not be known yet (located as its <iframe> element in the
+        # parent) or get the focus a moment after the click's reply: looked for again, up to a bound.
+        until = time.monotonic() + _FOCUS_WAIT_S
+        while True:
+            target = await locate(self._state.page, x, y)
+            if await target.frame.evaluate(MASK_FOCUSED, _FOCUS_POLL_MS):
+                return True
+            if time.monotonic() >= until:
+                return False
 
     async def scroll(self, direction: str) -> None:
         await self._settler.before_action()

@@ -92,10 +92,21 @@ FILE_INPUT_OF = """el => {
 
 
 # Renders the focused field's text as discs (like a password field) in every later screenshot.
-MASK_FOCUSED = """() => {
-  let el = document.activeElement;
-  while (el && el.shadowRoot && el.shadowRoot.activeElement) el = el.shadowRoot.activeElement;
-  if (!el || el === document.body || el.tagName === "IFRAME") return false;
-  el.style.setProperty("-webkit-text-security", "disc", "important");
-  return true;
-}"""
+# The click reaches a frame in another process after its reply has come back: the focus may land a
+# moment later, so the focused field is waited for (up to ``ms``) before it is found missing.
+MASK_FOCUSED = """(ms) => new Promise((resolve) => {
+  const until = performance.now() + ms;
+  const attempt = () => {
+    let el = document.activeElement;
+    while (el && el.shadowRoot && el.shadowRoot.activeElement) el = el.shadowRoot.activeElement;
+    if (el && el !== document.body && el.tagName !== "IFRAME") {
+      el.style.setProperty("-webkit-text-security", "disc", "important");
+      resolve(true);
+    } else if (performance.now() >= until) {
+      resolve(false);
+    } else {
+      setTimeout(attempt, 20);
+    }
+  };
+  attempt();
+})"""
