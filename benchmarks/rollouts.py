@@ -151,16 +151,18 @@ async def webagent_side(n: int, episodes: int, tasks: list[str], every_wrong: in
     return summarize("webagent", n, records, wall, peak)
 
 
-def browsergym_side(n: int, episodes: int, tasks: list[str], every_wrong: int, python: Path) -> dict[str, Any]:
+def browsergym_side(
+    n: int, episodes: int, tasks: list[str], every_wrong: int, python: Path, timeout_s: float
+) -> dict[str, Any]:
     spec = {
         "envs": n, "episodes": episodes, "tasks": tasks, "plan": PLAN, "wrong": WRONG,
-        "every_wrong": every_wrong, "chromium": "/usr/bin/chromium", "timeout_s": 3600,
+        "every_wrong": every_wrong, "chromium": "/usr/bin/chromium", "timeout_s": timeout_s,
     }  # fmt: skip
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(spec, f)
     done = subprocess.run(
         [str(python), str(ROOT / "benchmarks" / "rollouts_browsergym.py"), f.name],
-        capture_output=True, text=True, timeout=4000,
+        capture_output=True, text=True, timeout=timeout_s + 600,
     )  # fmt: skip
     os.unlink(f.name)
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
@@ -306,6 +308,10 @@ def main() -> None:
     parser.add_argument("--every-wrong", type=int, default=5, help="every k-th episode plays a failing plan")
     parser.add_argument("--browsergym-python", default=str(BG_PYTHON), help="BrowserGym's venv Python")
     parser.add_argument("--skip-browsergym", action="store_true")
+    parser.add_argument(
+        "--browsergym-timeout", type=float, default=900.0, metavar="S",
+        help="BrowserGym's side ends after S seconds: its unfinished episodes count as lost (default 900)",
+    )  # fmt: skip
     parser.add_argument("--openenv-clients", type=int, default=0, metavar="M")
     parser.add_argument("--kill", type=int, default=0, metavar="N", help="the kill -9 check under N environments")
     parser.add_argument("--out", help="write the figures as JSON here")
@@ -319,7 +325,7 @@ def main() -> None:
         line = {k: v for k, v in ours.items() if k != "rewards"}
         print(json.dumps(line), flush=True)
         if not args.skip_browsergym and bg_python.exists():
-            theirs = browsergym_side(n, args.episodes, tasks, args.every_wrong, bg_python)
+            theirs = browsergym_side(n, args.episodes, tasks, args.every_wrong, bg_python, args.browsergym_timeout)
             report["runs"].append(theirs)
             print(json.dumps({k: v for k, v in theirs.items() if k != "rewards"}), flush=True)
             both = set(ours["rewards"]) & set(theirs["rewards"])

@@ -18,6 +18,7 @@ import http.server
 import json
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 import time
@@ -75,6 +76,7 @@ def action_code(planned: dict, scale: float) -> str:
 
 
 def worker(index: int, spec: dict, out: multiprocessing.Queue) -> None:
+    os.setsid()  # its own process group: its browsers and driver end with it (killpg) past the deadline
     import browsergym.miniwob  # noqa: F401  (registers the tasks)
     import gymnasium as gym
     from browsergym.core.action.highlevel import HighLevelActionSet
@@ -164,10 +166,13 @@ def main() -> None:
             finished += 1
         print(json.dumps(record), flush=True)
     print(json.dumps({"wall_s": time.perf_counter() - t0, "workers_finished": finished}), flush=True)
+    grace = time.monotonic() + 10
     for p in procs:
-        p.join(timeout=10)
-        if p.is_alive():
-            p.kill()
+        p.join(timeout=max(0.0, grace - time.monotonic()))
+    for p in procs:
+        if p.is_alive() and p.pid is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(p.pid, signal.SIGKILL)  # the worker, its Playwright driver and its Chromiums
 
 
 if __name__ == "__main__":

@@ -414,12 +414,24 @@ class FloorSession:
         self.browser, self.frame, self.config, self.counts = browser, frame, config, counts
         self.scroll = (0.0, 0.0)
         self.last = "the start page"  # the action before the next screenshot
+        #: Tabs that opened after the wait for them was over (a loaded machine): followed after the
+        #: next action, as the agent's TabFollower does, so the floor renders every page the agent does.
+        self.late: list[Any] = []
+
+    def _on_page(self, page: Any) -> None:
+        self.late.append(page)
+
+    def _own(self, page: Any) -> Any:
+        """``page``, opened by the session itself (not a tab the site opened)."""
+        self.late = [p for p in self.late if p is not page]
+        return page
 
     async def open(self, url: str) -> None:
         self.context = await self.browser.new_context(
             viewport={"width": VIEWPORT[0], "height": VIEWPORT[1]}, device_scale_factor=1
         )
-        self.page = await self.context.new_page()
+        self.context.on("page", self._on_page)
+        self.page = self._own(await self.context.new_page())
         try:
             await self.page.goto(url, wait_until="load", timeout=30_000)
         except PlaywrightError:
@@ -505,7 +517,7 @@ class FloorSession:
         """The agent's last resort: a new tab at the page's URL in place of the page (closed)."""
         self.counts["pages_replaced"] += 1
         old, url = self.page, self.page.url
-        self.page = await self.context.new_page()
+        self.page = self._own(await self.context.new_page())
         self.scroll = (0.0, 0.0)
         with contextlib.suppress(PlaywrightError, TimeoutError):
             async with asyncio.timeout(COMMAND_S):
@@ -544,17 +556,11 @@ class FloorSession:
             try:
                 async with self.context.expect_page(timeout=SETTLE_S * 1000) as info:
                     await page.mouse.click(*ELEMENTS[arg])
-                new = await info.value
+                await info.value
             except PlaywrightError:
-                self.counts["tabs_missed"] += 1
+                self.counts["tabs_late"] += 1  # followed after the next action, if it ever opens
             else:
-                with contextlib.suppress(PlaywrightError):
-                    await new.wait_for_load_state("load", timeout=max(1.0, (deadline - time.monotonic()) * 1000))
-                with contextlib.suppress(PlaywrightError):
-                    await new.bring_to_front()
-                self.page = new
-                self.cdp = await self.context.new_cdp_session(new)
-                self.counts["tabs_followed"] += 1
+                await self._follow(deadline)
         elif kind == "click":
             await self._navigating(lambda: page.mouse.click(*ELEMENTS[arg]))
         elif kind == "write":
@@ -571,7 +577,22 @@ class FloorSession:
                 await page.go_back(wait_until="load", timeout=SETTLE_S * 1000)
             except PlaywrightError:
                 self.counts["loads_capped"] += 1
+        if self.late and not (kind == "click" and arg == "new tab link"):
+            await self._follow(time.monotonic() + SETTLE_S)  # a tab that opened late: followed now
         await self.view(after_frame=kind == "scroll")
+
+    async def _follow(self, deadline: float) -> None:
+        """Move to the newest tab the page opened (its load awaited up to ``deadline``)."""
+        new, self.late = self.late[-1], []
+        if new.is_closed():
+            return
+        with contextlib.suppress(PlaywrightError):
+            await new.wait_for_load_state("load", timeout=max(1.0, (deadline - time.monotonic()) * 1000))
+        with contextlib.suppress(PlaywrightError):
+            await new.bring_to_front()
+        self.page = new
+        self.cdp = await self.context.new_cdp_session(new)
+        self.counts["tabs_followed"] += 1
 
 
 async def floor(

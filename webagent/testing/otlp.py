@@ -5,13 +5,13 @@ the raw request bodies."""
 
 from __future__ import annotations
 
-import asyncio
 import gzip
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Self
 
 from aiohttp import web
+
+from .threaded import LoopThread, serve_app
 
 __all__ = ["OTLPReceiver", "ReceivedSpan"]
 
@@ -35,8 +35,7 @@ class OTLPReceiver:
     port: int = 0
     spans: list[ReceivedSpan] = field(default_factory=list)
     bodies: list[bytes] = field(default_factory=list)
-    _loop: asyncio.AbstractEventLoop | None = None
-    _thread: threading.Thread | None = None
+    _thread: LoopThread = field(default_factory=lambda: LoopThread("otlp-receiver"))
     _runner: web.AppRunner | None = None
 
     @property
@@ -48,38 +47,17 @@ class OTLPReceiver:
         return [s for s in self.spans if s.name.startswith(prefix)]
 
     def __enter__(self) -> Self:
-        ready = threading.Event()
-        loop = asyncio.new_event_loop()
-
-        def serve() -> None:
-            asyncio.set_event_loop(loop)
-            loop.run_until_complete(self._start())
-            ready.set()
-            loop.run_forever()
-
-        self._loop, self._thread = loop, threading.Thread(target=serve, name="otlp-receiver", daemon=True)
-        self._thread.start()
-        if not ready.wait(timeout=30):
-            raise RuntimeError("the OTLP receiver did not start")
+        self._thread.start(self._start)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._loop is None or self._thread is None:
-            return
-        if self._runner is not None:
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(timeout=10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
-        self._loop = self._thread = None
+        runner = self._runner
+        self._thread.stop(runner.cleanup if runner is not None else None)
 
     async def _start(self) -> None:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.add_routes([web.post("/v1/traces", self._traces)])
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._runner, self.port = await serve_app(app, "127.0.0.1", self.port)
 
     async def _traces(self, request: web.Request) -> web.Response:
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (

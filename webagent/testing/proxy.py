@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import threading
 from dataclasses import dataclass, field
 from typing import Self
 from urllib.parse import urlsplit
+
+from .threaded import LoopThread
 
 __all__ = ["Forwarded", "LoggingProxy"]
 
@@ -36,8 +37,7 @@ class LoggingProxy:
     port: int = 0
     forwarded: list[Forwarded] = field(default_factory=list)
     refused: int = 0  # requests answered 407
-    _loop: asyncio.AbstractEventLoop | None = None
-    _thread: threading.Thread | None = None
+    _thread: LoopThread = field(default_factory=lambda: LoopThread("logging-proxy"))
     _server: asyncio.Server | None = None
 
     @property
@@ -45,30 +45,19 @@ class LoggingProxy:
         return f"http://127.0.0.1:{self.port}"
 
     def __enter__(self) -> Self:
-        ready = threading.Event()
-        loop = asyncio.new_event_loop()
-
-        def serve() -> None:
-            asyncio.set_event_loop(loop)
-            self._server = loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", self.port))
-            self.port = self._server.sockets[0].getsockname()[1]
-            ready.set()
-            loop.run_forever()
-
-        self._loop, self._thread = loop, threading.Thread(target=serve, name="logging-proxy", daemon=True)
-        self._thread.start()
-        if not ready.wait(timeout=30):
-            raise RuntimeError("the proxy did not start")
+        self._thread.start(self._start)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._loop is None or self._thread is None:
-            return
+        self._thread.stop(self._close)
+
+    async def _start(self) -> None:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def _close(self) -> None:
         if self._server is not None:
-            self._loop.call_soon_threadsafe(self._server.close)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
-        self._loop = self._thread = None
+            self._server.close()
 
     def _authorized(self, headers: dict[str, str]) -> bool:
         if self.username is None:

@@ -24,12 +24,10 @@ the site (a proxy, a header, a cookie).
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import json
 import secrets
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Self
 
@@ -46,6 +44,7 @@ from .teampages import (
     item_page,
     page,
 )
+from .threaded import LoopThread, serve_app
 
 __all__ = [
     "BASIC_PASSWORD",
@@ -94,8 +93,7 @@ class TeamSite:
     sign_ins: int = 0
     _sessions: dict[str, str] = field(default_factory=dict)  # sid -> user
     _pending: dict[str, str] = field(default_factory=dict)  # pending token -> user
-    _thread: threading.Thread | None = None
-    _loop: asyncio.AbstractEventLoop | None = None
+    _thread: LoopThread = field(default_factory=lambda: LoopThread("team-site"))
     _runner: web.AppRunner | None = None
 
     @property
@@ -114,29 +112,12 @@ class TeamSite:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def __enter__(self) -> Self:
-        ready = threading.Event()
-        loop = asyncio.new_event_loop()
-
-        def serve() -> None:
-            asyncio.set_event_loop(loop)
-            loop.run_until_complete(self._start())
-            ready.set()
-            loop.run_forever()
-
-        self._loop, self._thread = loop, threading.Thread(target=serve, name="team-site", daemon=True)
-        self._thread.start()
-        if not ready.wait(timeout=30):
-            raise RuntimeError("the team site did not start")
+        self._thread.start(self._start)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._loop is None or self._thread is None:
-            return
-        if self._runner is not None:
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(timeout=10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
-        self._loop = self._thread = None
+        runner = self._runner
+        self._thread.stop(runner.cleanup if runner is not None else None)
 
     async def _start(self) -> None:
         app = web.Application(middlewares=[self._record], client_max_size=8 * 1024 * 1024)
@@ -161,11 +142,7 @@ class TeamSite:
                 web.post("/frames/event", self._event),
             ]
         )
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._runner, self.port = await serve_app(app, self.host, self.port)
 
     @web.middleware
     async def _record(self, request: web.Request, handler: Any) -> web.StreamResponse:
