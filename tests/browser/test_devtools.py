@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -371,34 +370,6 @@ async def test_a_click_sends_its_three_events_together_in_order(connection: DevT
 
     alone = session.request("Page.captureScreenshot")  # nothing follows: it goes out anyway
     assert (await fake.command())["method"] == "Page.captureScreenshot"
-    alone.cancel()
-
-
-@pytest.mark.skipif(not hasattr(socket, "TCP_CORK"), reason="TCP_CORK is Linux's")
-async def test_the_commands_of_one_turn_leave_in_one_segment(
-    connection: DevTools, fake: FakeBrowser, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    sock = connection._ws.get_extra_info("socket")
-    corked: list[int] = []  # TCP_CORK as each frame is written
-    send = connection._ws.send_str
-
-    async def watched(text: str, compress: int | None = None) -> None:
-        corked.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK))
-        await send(text)
-
-    monkeypatch.setattr(connection._ws, "send_str", watched)
-    session = with_session(connection)
-    clicking = asyncio.ensure_future(session.click(10, 20))
-    commands = [await fake.command() for _ in range(3)]  # they left: the cork was pulled
-    assert corked == [1, 1, 1]
-    assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK) == 0
-    for c in commands:
-        await fake.send({"id": c["id"], "result": {}, "sessionId": "S"})
-    await asyncio.wait_for(clicking, 5)
-
-    alone = session.request("Page.captureScreenshot")  # one frame: written as it is, no cork
-    assert (await fake.command())["method"] == "Page.captureScreenshot"
-    assert corked == [1, 1, 1, 0]
     alone.cancel()
 
 

@@ -21,7 +21,7 @@ The WebSocket itself is aiohttp's (``ClientSession.ws_connect``: handshake, fram
 pings, closing); this module keeps the CDP part: command ids, replies, deadlines, flattened
 sessions and their events. A reader task dispatches each message as it arrives (handlers
 registered with ``on`` must be plain functions); a writer task sends the commands of a loop turn
-right after it, one text frame each, in one TCP segment (``TCP_CORK``) when there are several.
+right after it, one text frame each.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import contextlib
 import json
 import socket
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import aiohttp
@@ -59,7 +59,6 @@ CLOSE_TIMEOUT_S = 2.0  # for the closing handshake, after close() has failed eve
 MAX_MESSAGE = 256 * 1024 * 1024  # a full-page screenshot can be tens of MB (Playwright's own limit)
 _CLOSED = "Target page, context or browser has been closed"  # what PageState.target_closed looks for
 _CLOSING: set[asyncio.Task[None]] = set()
-_TCP_CORK: int | None = getattr(socket, "TCP_CORK", None)  # Linux only
 
 
 class CDPChannel(Protocol):
@@ -293,28 +292,11 @@ class DevTools:
         try:
             while self._out and not self.closed:
                 batch, self._out = self._out, []
-                with self._corked(len(batch) > 1):
-                    for text in batch:
-                        await self._ws.send_str(text)
+                for text in batch:
+                    await self._ws.send_str(text)
         except (aiohttp.ClientError, OSError, RuntimeError) as exc:  # the socket is closing or gone
             log.debug("devtools_write_failed", error=str(exc) or type(exc).__name__)
             self.close()
-
-    @contextlib.contextmanager
-    def _corked(self, several: bool) -> Iterator[None]:
-        """Several frames of one turn leave as one TCP segment (Linux ``TCP_CORK``): on loopback each
-        segment costs a wake-up of Chromium's IO thread and the kernel's receive path, charged to
-        the sender (a click is three commands). One frame goes out as it is written."""
-        sock = self._ws.get_extra_info("socket") if several and _TCP_CORK is not None else None
-        if sock is None:
-            yield
-            return
-        sock.setsockopt(socket.IPPROTO_TCP, _TCP_CORK, 1)
-        try:
-            yield
-        finally:
-            with contextlib.suppress(OSError):  # the socket closed meanwhile
-                sock.setsockopt(socket.IPPROTO_TCP, _TCP_CORK, 0)
 
     def _expire(self, key: int, seconds: float) -> None:
         """A command's deadline passed: more time on a saturated machine where this browser still
