@@ -146,3 +146,8 @@ def test_the_demo_installs_the_runtime_only_and_the_tests_add_their_extras() -> 
     # CI runs the README's test command.
     assert "./scripts/test.sh" in (ROOT / ".ci" / "run").read_text()
     assert "./scripts/test.sh" in (ROOT / "README.md").read_text()
+    ci_lines = {line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()}
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```(?:bash|sh)?\n(.*?)```", readme, flags=re.S)
+    commands = {line.strip() for block in blocks for line in block.splitlines() if line.strip()}
+    assert "./scripts/test.sh" in commands & ci_lines, "CI must run a command of the README's code blocks as written"
