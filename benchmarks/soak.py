@@ -583,6 +583,8 @@ class FloorSession:
 
     async def _follow(self, deadline: float) -> None:
         """Move to the newest tab the page opened (its load awaited up to ``deadline``)."""
+        if not self.late:
+            return
         new, self.late = self.late[-1], []
         if new.is_closed():
             return

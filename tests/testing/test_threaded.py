@@ -47,3 +47,19 @@ def test_a_failed_start_is_raised_by_start() -> None:
     with pytest.raises(OSError, match="address already in use"):
         thread.start(start)
     assert not thread.running
+
+
+def test_a_failing_clean_up_still_stops_the_thread() -> None:
+    thread = LoopThread("site-with-a-bad-clean-up")
+
+    async def start() -> threading.Thread:
+        return threading.current_thread()
+
+    async def cleanup() -> None:
+        raise RuntimeError("clean-up failed")
+
+    served_by = thread.start(start)
+    with pytest.raises(RuntimeError, match="clean-up failed"):
+        thread.stop(cleanup)
+    served_by.join(timeout=10)
+    assert not served_by.is_alive()

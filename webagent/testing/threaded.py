@@ -66,10 +66,12 @@ class LoopThread:
         if loop is None or thread is None:
             return
         self._loop = self._thread = None
-        if cleanup is not None:
-            asyncio.run_coroutine_threadsafe(cleanup(), loop).result(timeout=STOP_TIMEOUT_S)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=STOP_TIMEOUT_S)
+        try:
+            if cleanup is not None:
+                asyncio.run_coroutine_threadsafe(cleanup(), loop).result(timeout=STOP_TIMEOUT_S)
+        finally:  # a clean-up that failed or ran past its deadline still stops the loop
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=STOP_TIMEOUT_S)
 
 
 async def serve_app(app: web.Application, host: str = "127.0.0.1", port: int = 0) -> tuple[web.AppRunner, int]:
