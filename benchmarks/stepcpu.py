@@ -178,6 +178,26 @@ class Profiler:
 SHOTS = "screenshots"
 
 
+def _script(expression: str) -> str:
+    """The name of a script of ``webagent.browser.scripts`` sent as ``expression``."""
+    from webagent.browser import scripts
+
+    names = [k for k, v in vars(scripts).items() if k.isupper() and v == expression]
+    return names[0] if names else expression[:24]
+
+
+def _caller() -> str:
+    """The two innermost webagent functions (outside the DevTools connection) up the calling stack."""
+    names: list[str] = []
+    frame = sys._getframe(2)
+    while frame is not None and len(names) < 2:
+        module = frame.f_globals.get("__name__", "")
+        if module.startswith("webagent.") and not module.endswith(".devtools"):
+            names.append(frame.f_code.co_qualname)
+        frame = frame.f_back  # type: ignore[assignment]
+    return " < ".join(names) or "?"
+
+
 class Messages:
     """Messages per step, by kind and method: the commands this process sends over its direct DevTools
     connection and through Playwright, and the events it receives from each (patched in for a phase)."""
@@ -201,6 +221,9 @@ class Messages:
             counts[f"CDP command {method}"] += 1
             if method == "Page.captureScreenshot":
                 counts[SHOTS] += 1
+            elif method == "Runtime.evaluate":  # which script, asked by whom (the ones that cost a frame)
+                params = (args[0] if args else kwargs.get("params")) or {}
+                counts[f"  Runtime.evaluate {_script(params.get('expression', ''))} from {_caller()}"] += 1
             return request(self, method, *args, **kwargs)
 
         def counted_dispatch(self: Any, method: str, params: Any) -> None:

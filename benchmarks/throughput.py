@@ -124,6 +124,32 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
+#: Chromium processes whose CPU is also split by thread (one of each per browser: cheap to read).
+THREADED = ("chromium browser", "chromium gpu-process")
+#: The prefix of a per-thread entry in a split: a part of its process's figure, not added to the total.
+THREAD = "thread "
+#: The prefix of a count of Chromium processes started (a count per step, not CPU ms, in a split).
+STARTED = "processes started per step: "
+
+
+def thread_cpu_s(pid: int) -> dict[str, float]:
+    """CPU seconds of ``pid``'s threads by thread name (digits dropped: a pool's workers are one entry)."""
+    out: dict[str, float] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            head, _, tail = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rpartition(")")
+        except OSError:
+            continue
+        name = head.split("(", 1)[-1].rstrip("0123456789") or "?"
+        fields = tail.split()
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / TICK
+    return out
+
+
 class Meter:
     """Peak PSS and a time series of CPU seconds of this process and its children (minus excluded trees).
 
@@ -186,6 +212,8 @@ def monitor(root: int, exclude: set[int]) -> None:
     last: dict[int, float] = dict(start)
     kinds: dict[int, str] = {}
     settled: set[int] = set()  # pids whose kind was read when they were at least a second old
+    thread_start: dict[tuple[int, str], float] = {}  # (pid, thread name) -> CPU seconds when first seen
+    thread_last: dict[tuple[int, str], float] = {}
     print("ready", flush=True)
     records = []
     tick = 0
@@ -201,6 +229,12 @@ def monitor(root: int, exclude: set[int]) -> None:
                 kinds[pid] = _kind(pid, root)
                 if _age_s(pid) >= 1.0:
                     settled.add(pid)
+        for pid in pids:
+            if kinds.get(pid) in THREADED:  # by thread too (what in the browser process costs)
+                for name, value in thread_cpu_s(pid).items():
+                    key = (pid, name)
+                    thread_last[key] = max(thread_last.get(key, 0.0), value)
+                    thread_start.setdefault(key, value if pid in start else 0.0)
         pss = sum(pss_kib(p) for p in pids) if tick % 5 == 0 else 0
         tick += 1
         split: dict[str, float] = {}
@@ -210,6 +244,13 @@ def monitor(root: int, exclude: set[int]) -> None:
                 continue
             split[kind] = split.get(kind, 0.0) + value - start.get(pid, 0.0)
         cpu = sum(split.values())
+        for (pid, name), value in thread_last.items():
+            key = f"{THREAD}{kinds.get(pid, 'chromium').removeprefix('chromium ')}/{name}"
+            split[key] = split.get(key, 0.0) + value - thread_start[(pid, name)]
+        for pid, kind in kinds.items():  # processes started so far (as a count / 1000: per step once split)
+            if pid not in start and kind.startswith("chromium "):
+                key = f"{STARTED}{kind.removeprefix('chromium ')}"
+                split[key] = split.get(key, 0.0) + 0.001
         records.append({"t": time.monotonic(), "cpu": cpu, "pss_kib": pss, "split": split})
         if ready:
             break
