@@ -4,8 +4,9 @@ own session set up beside Playwright's.
 
 N pages of one Chromium (a static page with a button), each doing ``--rounds`` times a JPEG
 ``Page.captureScreenshot`` at the model's size, a click (three ``Input.dispatchMouseEvent``) and one
-``Runtime.evaluate`` reading the view, concurrently. Modes, run one after the other, each in its own
-browser:
+``Runtime.evaluate`` reading the view (``--evals``), concurrently, one command after the other or
+(``--together``) as the agent sends them, with ``--pause`` seconds between a page's steps. Modes,
+run one after the other, each in its own browser:
 
 - ``pw``: the commands over Playwright's CDP session, no other session on the page;
 - ``ws``: over a direct DevTools session, nothing enabled on it;
@@ -58,14 +59,23 @@ CLICK = [
 ]
 
 
-async def step(channel: Any) -> None:
+async def step(channel: Any, evals: int, together: bool) -> None:
+    view = {"expression": VIEW_NOW, "returnByValue": True, "awaitPromise": True}
+    if together:  # as the agent sends them: the click's events in one go, the capture with settle's check
+        await asyncio.gather(*(channel.send("Input.dispatchMouseEvent", event) for event in CLICK))
+        await asyncio.gather(
+            channel.send("Page.captureScreenshot", SHOT),
+            *(channel.send("Runtime.evaluate", view) for _ in range(evals)),
+        )
+        return
     await channel.send("Page.captureScreenshot", SHOT)
     for event in CLICK:
         await channel.send("Input.dispatchMouseEvent", event)
-    await channel.send("Runtime.evaluate", {"expression": VIEW_NOW, "returnByValue": True, "awaitPromise": True})
+    for _ in range(evals):
+        await channel.send("Runtime.evaluate", view)
 
 
-async def run(mode: str, n: int, rounds: int) -> str:
+async def run(mode: str, n: int, rounds: int, args: argparse.Namespace) -> str:
     async with async_playwright() as pw:
         browser = await launch_browser(pw, BrowserConfig(contexts_per_browser=n, direct_cdp=True))
         devtools = devtools_for(browser)
@@ -94,7 +104,8 @@ async def run(mode: str, n: int, rounds: int) -> str:
 
         async def session(channel: Any) -> None:
             for _ in range(rounds):
-                await step(channel)
+                await step(channel, args.evals, args.together)
+                await asyncio.sleep(args.pause)
 
         with Meter(set()) as meter:
             t0 = time.monotonic()
@@ -117,10 +128,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20, help="steps per page")
     parser.add_argument("--repeat", type=int, default=1, help="passes over the modes, alternating")
     parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--evals", type=int, default=1, help="Runtime.evaluate reads of the view per step")
+    parser.add_argument("--together", action="store_true", help="send a step's commands as the agent does")
+    parser.add_argument("--pause", type=float, default=0.0, help="seconds between a page's steps (a model's latency)")
     args = parser.parse_args()
     for _ in range(args.repeat):
         for mode in args.modes.split(","):
-            print(asyncio.run(run(mode, args.sessions, args.rounds)), flush=True)
+            print(asyncio.run(run(mode, args.sessions, args.rounds, args)), flush=True)
 
 
 if __name__ == "__main__":
