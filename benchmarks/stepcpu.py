@@ -49,7 +49,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import soak  # noqa: E402
-from throughput import cpu_s  # noqa: E402
+from throughput import STARTED, THREAD, cpu_s  # noqa: E402
 
 from webagent.cli import configure_logging  # noqa: E402
 
@@ -315,7 +315,9 @@ async def side(
 def table(f: dict[str, Any], a: dict[str, Any]) -> list[str]:
     """Markdown rows: CPU ms per step by process kind, then the Python process's by phase."""
     rows = ["| CPU ms per step | floor | agent | agent − floor |", "|---|---|---|---|"]
-    kinds = sorted({*f["split"], *a["split"]} - {"model server (not counted)"}, key=lambda k: (k != "python", k))
+    keys = {*f["split"], *a["split"]} - {"model server (not counted)"}
+    parts = [k for k in keys if k.startswith((THREAD, STARTED))]  # within a process's figure, or counts
+    kinds = sorted(keys - set(parts), key=lambda k: (k != "python", k))
     for kind in kinds:
         x, y = f["split"].get(kind, 0.0), a["split"].get(kind, 0.0)
         if max(abs(x), abs(y)) >= 0.05:
@@ -324,6 +326,12 @@ def table(f: dict[str, Any], a: dict[str, Any]) -> list[str]:
         f"| **all** | {f['cpu_per_step_ms']:.1f} | {a['cpu_per_step_ms']:.1f} | "
         f"{a['cpu_per_step_ms'] - f['cpu_per_step_ms']:+.1f} |"
     )
+    for part in sorted(parts):  # threads: parts of the rows above (not added to them); then counts
+        x, y = f["split"].get(part, 0.0), a["split"].get(part, 0.0)
+        if max(abs(x), abs(y)) >= (0.005 if part.startswith(STARTED) else 0.05):
+            label = f"({part.removeprefix(THREAD)}, within its process)" if part.startswith(THREAD) else f"({part})"
+            digits = 3 if part.startswith(STARTED) else 1
+            rows.append(f"| {label} | {x:.{digits}f} | {y:.{digits}f} | {y - x:+.{digits}f} |")
     if f["phases"] or a["phases"]:
         py_f, py_a = f["split"].get("python", 0.0), a["split"].get("python", 0.0)
         tot_f, tot_a = sum(f["phases"].values()) or 1, sum(a["phases"].values()) or 1

@@ -132,9 +132,10 @@ THREAD = "thread "
 STARTED = "processes started per step: "
 
 
-def thread_cpu_s(pid: int) -> dict[str, float]:
-    """CPU seconds of ``pid``'s threads by thread name (digits dropped: a pool's workers are one entry)."""
-    out: dict[str, float] = {}
+def thread_cpu_s(pid: int) -> dict[int, tuple[str, float]]:
+    """CPU seconds of each of ``pid``'s threads, by thread id, with its name (digits dropped: a
+    pool's workers are reported as one entry)."""
+    out: dict[int, tuple[str, float]] = {}
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
@@ -144,9 +145,8 @@ def thread_cpu_s(pid: int) -> dict[str, float]:
             head, _, tail = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rpartition(")")
         except OSError:
             continue
-        name = head.split("(", 1)[-1].rstrip("0123456789") or "?"
         fields = tail.split()
-        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / TICK
+        out[int(tid)] = (head.split("(", 1)[-1].rstrip("0123456789") or "?", (int(fields[11]) + int(fields[12])) / TICK)
     return out
 
 
@@ -212,8 +212,11 @@ def monitor(root: int, exclude: set[int]) -> None:
     last: dict[int, float] = dict(start)
     kinds: dict[int, str] = {}
     settled: set[int] = set()  # pids whose kind was read when they were at least a second old
-    thread_start: dict[tuple[int, str], float] = {}  # (pid, thread name) -> CPU seconds when first seen
-    thread_last: dict[tuple[int, str], float] = {}
+    # (pid, tid) -> CPU seconds when first seen, and last seen (a thread that exits keeps its last
+    # figure), and its name
+    thread_start: dict[tuple[int, int], float] = {}
+    thread_last: dict[tuple[int, int], float] = {}
+    thread_name: dict[tuple[int, int], str] = {}
     print("ready", flush=True)
     records = []
     tick = 0
@@ -231,10 +234,11 @@ def monitor(root: int, exclude: set[int]) -> None:
                     settled.add(pid)
         for pid in pids:
             if kinds.get(pid) in THREADED:  # by thread too (what in the browser process costs)
-                for name, value in thread_cpu_s(pid).items():
-                    key = (pid, name)
+                for tid, (name, value) in thread_cpu_s(pid).items():
+                    key = (pid, tid)
                     thread_last[key] = max(thread_last.get(key, 0.0), value)
                     thread_start.setdefault(key, value if pid in start else 0.0)
+                    thread_name[key] = name
         pss = sum(pss_kib(p) for p in pids) if tick % 5 == 0 else 0
         tick += 1
         split: dict[str, float] = {}
@@ -244,9 +248,11 @@ def monitor(root: int, exclude: set[int]) -> None:
                 continue
             split[kind] = split.get(kind, 0.0) + value - start.get(pid, 0.0)
         cpu = sum(split.values())
-        for (pid, name), value in thread_last.items():
-            key = f"{THREAD}{kinds.get(pid, 'chromium').removeprefix('chromium ')}/{name}"
-            split[key] = split.get(key, 0.0) + value - thread_start[(pid, name)]
+        for (pid, tid), value in thread_last.items():
+            if kinds.get(pid) not in THREADED:  # read while a new child still had its parent's command line
+                continue
+            key = f"{THREAD}{kinds[pid].removeprefix('chromium ')}/{thread_name[(pid, tid)]}"
+            split[key] = split.get(key, 0.0) + value - thread_start[(pid, tid)]
         for pid, kind in kinds.items():  # processes started so far (as a count / 1000: per step once split)
             if pid not in start and kind.startswith("chromium "):
                 key = f"{STARTED}{kind.removeprefix('chromium ')}"
@@ -266,7 +272,7 @@ def steady(times: list[float], meter: Meter) -> tuple[float, float, dict[str, fl
     steps = (len(times) * 9) // 10 - len(times) // 10
     if hi <= lo or steps <= 0:
         return float("nan"), float("nan"), {}
-    split = {k: round(v / steps * 1000, 1) for k, v in meter.split(lo, hi).items()}
+    split = {k: round(v / steps * 1000, 3 if k.startswith(STARTED) else 1) for k, v in meter.split(lo, hi).items()}
     return steps / (hi - lo), (meter.cpu_at(hi) - meter.cpu_at(lo)) / steps * 1000, split
 
 

@@ -64,7 +64,12 @@ def span_cost(receiver: OTLPReceiver, steps: int) -> str:
     """The Python CPU of tracing ``steps`` steps (a policy and a localizer call each, 3 spans) in this
     process, exported over OTLP/HTTP to ``receiver`` (a thread of this process: its decoding is in
     the export's figure, which so overstates the exporter's own cost)."""
+    for name in [k for k in os.environ if k.startswith("OTEL_")]:
+        del os.environ[name]  # the shell's settings are not this measurement's
     os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.endpoint
+    # One export, after the spans are made: none while they are (a batch every 512 spans otherwise).
+    os.environ["OTEL_BSP_MAX_QUEUE_SIZE"] = os.environ["OTEL_BSP_MAX_EXPORT_BATCH_SIZE"] = str(3 * steps + 16)
+    os.environ["OTEL_BSP_SCHEDULE_DELAY"] = "600000"
     from webagent.records import ModelCall, RoleUsage, Step, Timings
     from webagent.telemetry import runs
 
