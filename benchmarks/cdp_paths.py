@@ -86,7 +86,8 @@ async def run(mode: str, n: int, rounds: int, args: argparse.Namespace) -> str:
             context = await browser.new_context(viewport={"width": 1280, "height": 800}, device_scale_factor=1)
             page = await context.new_page()
             await page.goto(PAGE)
-            channel: Any = await context.new_cdp_session(page)
+            # Playwright's session only where it carries the commands (no idle one beside the direct one).
+            channel: Any = await context.new_cdp_session(page) if mode in ("pw", "pw+idle") else None
             if mode != "pw":
                 own = await devtools.attach(context, page)
                 if mode in ("ws-enable", "pw+idle"):  # as PageState._set_up does
@@ -131,10 +132,19 @@ def main() -> None:
     parser.add_argument("--evals", type=int, default=1, help="Runtime.evaluate reads of the view per step")
     parser.add_argument("--together", action="store_true", help="send a step's commands as the agent does")
     parser.add_argument("--pause", type=float, default=0.0, help="seconds between a page's steps (a model's latency)")
+    parser.add_argument("--deadline", type=float, default=900.0, help="seconds a mode may take in all")
     args = parser.parse_args()
     for _ in range(args.repeat):
         for mode in args.modes.split(","):
-            print(asyncio.run(run(mode, args.sessions, args.rounds, args)), flush=True)
+            try:
+                print(
+                    asyncio.run(asyncio.wait_for(run(mode, args.sessions, args.rounds, args), args.deadline)),
+                    flush=True,
+                )
+            except TimeoutError:
+                raise SystemExit(
+                    f"{mode}: not done within {args.deadline:g} s (a browser that stopped answering?)"
+                ) from None
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import functools
 import json
 import os
 import random
@@ -178,8 +179,10 @@ class Profiler:
 SHOTS = "screenshots"
 
 
+@functools.cache
 def _script(expression: str) -> str:
-    """The name of a script of ``webagent.browser.scripts`` sent as ``expression``."""
+    """The name of a script of ``webagent.browser.scripts`` sent as ``expression`` (looked up once
+    per script: the count runs in the measured process)."""
     from webagent.browser import scripts
 
     names = [k for k, v in vars(scripts).items() if k.isupper() and v == expression]
