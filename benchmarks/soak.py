@@ -40,7 +40,8 @@ thread dump, if even the clean-up does not come back).
 
 Printed per N: tasks finished and succeeded, sessions hung, stop reasons, captures recovered and
 pages replaced (counted from the trajectories' ``recoveries``/``events``: ``RECOVERY_KINDS``),
-steps/s of agent and floor and their ratio, CPU per step of each and their ratio, PSS per session,
+steps/s of agent and floor and their ratio, CPU per step of each and their ratio, the sessions open
+at once on each side (the floor's from its first page loaded, the agent's from its tab), PSS per session,
 step latency p50/p90 (screenshot to end of the action, model waits included).
 
     python benchmarks/soak.py --sessions 100,200,500 --steps 12 --latency 1.0
@@ -205,6 +206,18 @@ def pss_per_open_session(pss: list[tuple[float, int]], opened: list[tuple[float,
         "pss_per_open_mib": peak / 1024 / max(open_at(t_pss), 1),
         "pss_at_open_peak_mib": pss_at(t_open) / 1024 / max(most, 1),
     }
+
+
+def open_sessions(opened: list[tuple[float, int]], ends: list[float]) -> dict[str, float]:
+    """The sessions open at once: their peak, and their mean over the middle 80% of the steps (the
+    window of steps/s). Fewer open than running means the sessions wait for their turn to open
+    (``OPENS_AT_ONCE`` a browser): the rate they open at then bounds the steps/s."""
+    if not opened:
+        return {"open_peak": float("nan"), "open_mean": float("nan")}
+    times = sorted(ends)
+    lo, hi = (times[len(times) // 10], times[(len(times) * 9) // 10]) if len(times) >= 10 else (0.0, math.inf)
+    inside = [count for when, count in opened if lo <= when <= hi] or [count for _, count in opened]
+    return {"open_peak": float(max(count for _, count in opened)), "open_mean": sum(inside) / len(inside)}
 
 
 def soak_script(plans: list[list[Act]], latency: float) -> dict[str, Any]:
@@ -615,11 +628,25 @@ async def floor(
     # As the agent's pool opens them (a few at a time per browser): hundreds of new contexts and
     # first loads at once all wait on Chromium's one UI thread, and under load none gets through.
     opening = asyncio.Semaphore(OPENS_AT_ONCE)
+    live = [0]  # sessions open (their first page loaded), not ended yet
+    opened: list[tuple[float, int]] = []  # (time, sessions open)
 
     async def session(i: int) -> None:
         s = FloorSession(browser, frame, config, counts)
         async with opening:
             await s.open(urls[i])
+        live[0] += 1
+        try:
+            await run(s, i)
+        finally:
+            live[0] -= 1
+
+    async def count_open() -> None:
+        while True:
+            opened.append((time.monotonic(), live[0]))
+            await asyncio.sleep(0.5)
+
+    async def run(s: FloorSession, i: int) -> None:
         steps: list[Act | None] = [*plans[i], None]  # None: the answer
         for act in steps:
             t0 = time.monotonic()
@@ -645,8 +672,10 @@ async def floor(
         with Meter(exclude) as meter:
             browser = await launch_browser(pw, config)
             tasks = {asyncio.create_task(session(i), name=f"floor-{i}") for i in range(n)}
+            counter = asyncio.create_task(count_open(), name="count-open")
             started = time.monotonic()
             why = await wait_phase(tasks, *limits, lambda: ends[-1] if ends else started)
+            counter.cancel()
             pending = {t for t in tasks if not t.done()}
             done = tasks - pending
             hung = len(pending)
@@ -684,6 +713,7 @@ async def floor(
         "cpu_per_step_ms": cpu,
         "split": split,
         "pss_mib": meter.peak_kib / 1024 / max(n, 1),
+        **open_sessions(opened, ends),
         "step_p50_s": percentile(step_s, 0.5),
         "step_p90_s": percentile(step_s, 0.9),
         "counts": other,
@@ -824,6 +854,7 @@ async def agent(
         "split": {**split, "model server (not counted)": round(server_cpu / max(stats.steps, 1) * 1000, 1)},
         "pss_mib": meter.peak_kib / 1024 / max(n, 1),
         **pss_per_open_session(meter.pss, opened),
+        **open_sessions(opened, ends),
         "step_p50_s": percentile(totals, 0.5),
         "step_p90_s": percentile(totals, 0.9),
         "counts": trajectory_counts(out),
@@ -988,7 +1019,8 @@ def print_row(row: dict[str, Any]) -> None:
         print(
             f"N={n:<4} floor: {f['finished']}/{n} sessions finished, {f['hung']} hung, {f['steps']} steps, "
             f"{f['steps_per_s']:.1f} steps/s, CPU/step {f['cpu_per_step_ms']:.0f} ms, PSS/session "
-            f"{f['pss_mib']:.0f} MiB, step p50 {f['step_p50_s']:.2f} s p90 {f['step_p90_s']:.2f} s\n"
+            f"{f['pss_mib']:.0f} MiB, open at once {f['open_mean']:.0f} (peak {f['open_peak']:.0f}), step p50 "
+            f"{f['step_p50_s']:.2f} s p90 {f['step_p90_s']:.2f} s\n"
             f"       counts {f['counts']}  capture timeouts after {f['capture_timeouts_after']}  "
             f"failures {f['top_failures']}\n"
             f"       CPU ms/step by process {f['split']}\n       site {f['site']}",
@@ -1001,7 +1033,7 @@ def print_row(row: dict[str, Any]) -> None:
             f"stop reasons {a['stop_reasons']}{errors}, {a['steps']} steps, {a['steps_per_s']:.1f} steps/s, CPU/step "
             f"{a['cpu_per_step_ms']:.0f} ms, PSS/session {a['pss_mib']:.0f} MiB (per open session "
             f"{a['pss_per_open_mib']:.0f} MiB at the PSS peak, {a['pss_at_open_peak_mib']:.0f} MiB with "
-            f"{a['open_peak']:.0f} open), step p50 {a['step_p50_s']:.2f} s "
+            f"{a['open_peak']:.0f} open; open at once {a['open_mean']:.0f}), step p50 {a['step_p50_s']:.2f} s "
             f"p90 {a['step_p90_s']:.2f} s, {a['retried']} re-run\n       counts {a['counts']}\n"
             + (f"       killed {a['killed']}\n" if a["killed"] else "")
             + (f"       frozen {a['frozen']}\n" if a["frozen"] else "")

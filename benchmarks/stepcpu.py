@@ -24,6 +24,13 @@ screenshot, settle, navigation tracking and the guard, the DevTools connection, 
 trajectory and report writing, the watchdog and deadlines, ...), and the Python process's CPU per step
 is shared out by those counts (over the whole phase, launch and teardown included).
 
+The messages table counts per step (the window is counted in screenshots sent, then divided by the
+side's screenshots per step, its first row). With ``--chromium-trace S`` each side's browser is also
+traced for S seconds a third of the way in (``benchmarks/chrometrace.py``): thread time per step by
+Chromium task on the browser's UI and IO threads, the display compositor, MemoryInfra and the
+renderers' main threads.
+
+    python benchmarks/stepcpu.py --sessions 200 --steps 8 --chromium-trace 10
     python benchmarks/stepcpu.py --sessions 10 --profile
     python benchmarks/stepcpu.py --sessions 10,50,100 --steps 10 --latency 1.0 --repeat 3
 """
@@ -43,12 +50,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import chrometrace  # noqa: E402
 import soak  # noqa: E402
 from throughput import STARTED, THREAD, cpu_s  # noqa: E402
 
@@ -296,23 +305,55 @@ async def side(
         window["stop"] = messages.counts.copy()
 
     with Messages() as messages:
-        watcher = asyncio.create_task(watch(messages))
-        try:
-            if name == "floor":
-                result = await soak.floor(plans, urls, args.latency, exclude, limits, workdir)
-            else:
-                result = await soak.agent(
-                    plans, urls, args.latency, workdir, exclude, limits, children, soak_args(args)
-                )
-        finally:
-            watcher.cancel()
-            prof.stop()
+        ready = lambda: messages.counts[SHOTS] >= n * args.steps / 3  # noqa: E731
+        async with traced(args.chromium_trace, ready) as tracer:
+            watcher = asyncio.create_task(watch(messages))
+            try:
+                if name == "floor":
+                    result = await soak.floor(plans, urls, args.latency, exclude, limits, workdir)
+                else:
+                    result = await soak.agent(
+                        plans, urls, args.latency, workdir, exclude, limits, children, soak_args(args)
+                    )
+            finally:
+                watcher.cancel()
+                prof.stop()
     counts = window.get("stop", messages.counts) - window.get("start", collections.Counter())
-    steps = max(counts.pop(SHOTS, 0), 1)  # ~ one screenshot a step
+    # The window is counted in screenshots sent; a side that sends more than one a step (a capture
+    # taken ahead and dropped, one sent again after a commit) has fewer steps in it: its counts are
+    # per step at the phase's own captures per step, not per capture.
+    per_step = messages.counts[SHOTS] / max(result["steps"], 1)
+    steps = max(counts.pop(SHOTS, 0) / max(per_step, 1e-9), 1.0)
+    result["chromium_trace"] = chrometrace.per_step(tracer.traces, result["steps_per_s"])
+    result["captures_per_step"] = per_step
     result["phases"] = prof.phases()
     result["profiler_ms"] = prof.cpu_s / steps * 1000
     result["messages"] = {k: v / steps for k, v in counts.items()}
     return result
+
+
+@contextlib.asynccontextmanager
+async def traced(seconds: float, ready: Callable[[], bool]) -> AsyncIterator[chrometrace.BrowserTracer]:
+    """A tracer given every browser the phase launches (the floor's and the agent's pool's)."""
+    from webagent.browser import launcher
+
+    tracer = chrometrace.BrowserTracer(seconds, ready)
+    saved = (soak.launch_browser, launcher.launch_browser)
+
+    def watched(launch: Callable[..., Any]) -> Callable[..., Any]:
+        async def launch_and_watch(*args: Any, **kwargs: Any) -> Any:
+            browser = await launch(*args, **kwargs)
+            tracer.watch(browser)
+            return browser
+
+        return launch_and_watch
+
+    soak.launch_browser, launcher.launch_browser = watched(saved[0]), watched(saved[1])  # type: ignore[assignment]
+    try:
+        yield tracer
+    finally:
+        soak.launch_browser, launcher.launch_browser = saved  # type: ignore[assignment]
+        await tracer.close()
 
 
 def table(f: dict[str, Any], a: dict[str, Any]) -> list[str]:
@@ -348,6 +389,7 @@ def table(f: dict[str, Any], a: dict[str, Any]) -> list[str]:
     if model is not None:
         rows.append(f"| (model server, not counted) | | {model:.1f} | |")
     rows += ["", "| messages per step | floor | agent |", "|---|---|---|"]
+    rows.append(f"| screenshots sent per step | {f['captures_per_step']:.2f} | {a['captures_per_step']:.2f} |")
     names = sorted(
         {*f["messages"], *a["messages"]}, key=lambda k: -max(f["messages"].get(k, 0), a["messages"].get(k, 0))
     )
@@ -373,6 +415,8 @@ async def measure(args: argparse.Namespace, origin: str, workdir: Path, exclude:
                 flush=True,
             )
             print("\n".join(table(f, a)), flush=True)
+            if f["chromium_trace"] or a["chromium_trace"]:
+                print("\n" + "\n".join(chrometrace.table(f["chromium_trace"], a["chromium_trace"])), flush=True)
             summary.append((n, r + 1, f, a, rate, cpu))
             if args.json:
                 with open(args.json, "a") as out:  # noqa: ASYNC230 (once per round, between phases)
@@ -399,6 +443,13 @@ def main() -> None:
     parser.add_argument("--guard", choices=("off", "allow"), default="off", help="the agent's guard (soak.py's)")
     parser.add_argument("--profile", action="store_true", help="the Python process's CPU by phase (py-spy)")
     parser.add_argument("--profile-rate", type=int, default=100, help="py-spy samples per second")
+    parser.add_argument(
+        "--chromium-trace",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="trace each side's browser for S seconds a third of the way in: thread time per step by task",
+    )
     parser.add_argument("--seed", type=int, default=0, help="draws the tasks' plans")
     parser.add_argument("--json", metavar="FILE", help="append each round's figures to FILE (JSON lines)")
     parser.add_argument("--keep", metavar="DIR", help="keep the runs and py-spy's raw stacks under DIR")

@@ -9,7 +9,17 @@ import contextlib
 import pytest
 
 from webagent.batch import BatchStats
-from webagent.batch.admission import BETA, COOLDOWN_S, HIGH_USE, INITIAL, LOW_USE, SETTLE_S, WINDOW_S, Admission
+from webagent.batch.admission import (
+    BETA,
+    COOLDOWN_S,
+    HIGH_USE,
+    INITIAL,
+    LOW_USE,
+    OPEN_QUEUE,
+    SETTLE_S,
+    WINDOW_S,
+    Admission,
+)
 from webagent.batch.cli import BatchProgress
 from webagent.batch.summary import summarize
 from webagent.browser.load import BrowserLoad
@@ -39,16 +49,19 @@ class Machine:
         for _ in range(n):
             self.load.answer(use * 10.0, 10.0)
 
-    def later(self, seconds: float, use: float | None, *, running: int | None = None, waiting: int = 0) -> int:
+    def later(
+        self, seconds: float, use: float | None, *, running: int | None = None, waiting: int = 0, opening: int = 0
+    ) -> int:
         """``seconds`` on; commands answered at ``use`` (None: none); the limit reconsidered with
-        ``running`` sessions (default: as many as allowed) and ``waiting`` tasks. The limit then."""
+        ``running`` sessions (default: as many as allowed), ``waiting`` tasks and ``opening`` of
+        the running ones waiting for their turn to open. The limit then."""
         self.clock.t += seconds
         if use is not None:
             self.answers(use)
         a = self.admission
         a.running = a.allowed if running is None else running
         a.waiting = waiting
-        a.update()
+        a.update(opening)
         return a.allowed
 
 
@@ -103,6 +116,33 @@ def test_no_cut_while_more_run_than_the_limit_already_and_never_under_the_floor(
     for _ in range(10):
         m.later(COOLDOWN_S, high, running=m.admission.allowed, waiting=5)
     assert m.admission.allowed == 1  # the floor: the batch always makes progress
+
+
+def test_sessions_waiting_to_open_hold_the_limit_then_bring_it_down_to_what_the_browsers_open() -> None:
+    m = Machine(500)
+    low = LOW_USE / 2  # the commands answered quickly: by deadline use alone the limit would grow
+    assert m.later(SETTLE_S, low, waiting=400) == 2 * INITIAL
+    assert m.later(SETTLE_S, low, waiting=400, opening=OPEN_QUEUE) == 4 * INITIAL  # a short queue: fine
+    assert m.later(SETTLE_S, low, waiting=400, opening=OPEN_QUEUE + 1) == 4 * INITIAL  # a longer one: it holds
+    assert "9 sessions waiting for their turn to open: holding" in m.admission.reason
+    assert m.later(SETTLE_S, low, waiting=400, opening=40) == 4 * INITIAL  # not at once: it may be a moment's
+    assert m.admission.decreases == 0
+    assert m.later(COOLDOWN_S, low, waiting=400, opening=40) == 64 - 40 + OPEN_QUEUE  # it lasted: open + the queue
+    assert m.admission.decreases == 1 and "fewer sessions" in m.admission.reason
+    # the queue drains as the browsers open the sessions: growth again, a tenth at a time
+    assert m.later(SETTLE_S, low, running=64, waiting=400, opening=30) == 32  # still long: holding
+    assert m.later(SETTLE_S, low, running=32, waiting=400, opening=2) == 35
+    assert m.later(SETTLE_S, low, running=35, waiting=400, opening=0) == 38
+    assert m.admission.lowest == INITIAL and m.admission.highest == 64
+
+
+def test_a_queue_to_open_never_takes_the_limit_under_the_floor() -> None:
+    m = Machine(500, floor=2)
+    assert m.later(COOLDOWN_S, 0.01, running=16, waiting=10, opening=16) == 16
+    assert m.later(COOLDOWN_S, 0.01, running=16, waiting=10, opening=16) == 8  # 0 open + OPEN_QUEUE
+    m2 = Machine(500, floor=12)
+    m2.later(COOLDOWN_S, 0.01, running=16, waiting=10, opening=16)
+    assert m2.later(COOLDOWN_S, 0.01, running=16, waiting=10, opening=16) == 12
 
 
 def test_time_held_back_is_counted_while_tasks_wait_under_the_ceiling() -> None:

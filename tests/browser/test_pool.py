@@ -146,8 +146,32 @@ async def test_a_browser_opens_a_few_sessions_at_a_time() -> None:
             async with pool.session():
                 pass
 
+    seen: list[int] = []
+
+    async def watch() -> None:
+        while True:
+            seen.append(pool.waiting_to_open)
+            await asyncio.sleep(0)
+
+    watcher = asyncio.create_task(watch())
     await asyncio.gather(*(open_one() for _ in range(3 * OPENS_AT_ONCE)))
+    watcher.cancel()
     assert browser.peak == OPENS_AT_ONCE  # the others waited their turn
+    assert max(seen) == 2 * OPENS_AT_ONCE  # counted while they waited (admission reads it) ...
+    assert pool.waiting_to_open == 0  # ... and no longer once their turn came, failed opens included
+
+
+async def test_a_session_cancelled_while_it_waits_its_turn_is_not_counted_as_waiting() -> None:
+    browser = FakeBrowser(frozen=True)
+    pool = BrowserPool(BrowserConfig(), browser=browser)  # type: ignore[arg-type]
+    opens = [asyncio.create_task(_open(pool)) for _ in range(OPENS_AT_ONCE + 3)]
+    while browser.calls < OPENS_AT_ONCE or pool.waiting_to_open < 3:  # noqa: ASYNC110 (counters, polled)
+        await asyncio.sleep(0)
+    assert pool.waiting_to_open == 3
+    for task in opens:
+        task.cancel()
+    await asyncio.gather(*opens, return_exceptions=True)
+    assert pool.waiting_to_open == 0
 
 
 async def test_sessions_waiting_on_a_browser_that_is_retired_go_to_another(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,7 +10,14 @@ guard). The number of sessions allowed at once (``limit``, between ``floor`` and
   that the sessions just admitted show in the measure first;
 - above ``HIGH_USE`` it shrinks to ``BETA`` times the sessions running (at most once per
   ``COOLDOWN_S``; not while more run than the limit already, as the running ones are never stopped);
-- in between it holds.
+- in between it holds;
+- while more than ``OPEN_QUEUE`` admitted sessions wait for their turn to open (the pool opens a
+  few at a time a browser: ``webagent.browser.pool``), the limit does not grow: the browsers open
+  sessions slower than they are admitted, and a session waiting there is held, not served (on a
+  saturated machine hundreds did, each with its run, its watchdog and its clients: 0.69 of a bare
+  loop's steps/s beside 4 hogs at 500 sessions; 0.85 held by this rule). When such a queue
+  lasts ``COOLDOWN_S``, the limit comes down to the sessions open or opening, plus ``OPEN_QUEUE``
+  (a decrease, after which it grows by a tenth at a time).
 
 At least ``floor`` (1) session always runs, so a batch always makes progress; the limit never passes
 the ceiling. The model side keeps its own limits (a server's 429 and queue, the client's retries):
@@ -31,7 +38,18 @@ import structlog
 from ..browser.load import BrowserLoad
 from .stats import AdmissionState
 
-__all__ = ["BETA", "COOLDOWN_S", "HIGH_USE", "INITIAL", "LOW_USE", "SETTLE_S", "TICK_S", "WINDOW_S", "Admission"]
+__all__ = [
+    "BETA",
+    "COOLDOWN_S",
+    "HIGH_USE",
+    "INITIAL",
+    "LOW_USE",
+    "OPEN_QUEUE",
+    "SETTLE_S",
+    "TICK_S",
+    "WINDOW_S",
+    "Admission",
+]
 
 log = structlog.get_logger("webagent.batch")
 
@@ -51,6 +69,8 @@ SETTLE_S = 2.0
 COOLDOWN_S = 5.0
 #: How often the limit is reconsidered.
 TICK_S = 1.0
+#: Admitted sessions that may wait for their turn to open before the limit stops growing.
+OPEN_QUEUE = 8
 
 
 class Admission:
@@ -82,15 +102,46 @@ class Admission:
         self.peak_running = 0
         self.held_s = 0.0  # time with tasks waiting while the limit was under the ceiling
         self._last_increase = self._last_decrease = self._last_tick = clock()
+        self._queued_since: float | None = None  # since when more than OPEN_QUEUE wait to open
         self._waiters: deque[asyncio.Future[None]] = deque()
 
     # -- the decision ---------------------------------------------------------------------------
-    def update(self) -> None:
-        """Reconsider the limit from the measure of the last ``WINDOW_S`` (called every ``TICK_S``)."""
+    def update(self, opening: int = 0) -> None:
+        """Reconsider the limit from the measure of the last ``WINDOW_S`` (called every ``TICK_S``);
+        ``opening``: the sessions admitted that wait for their turn to open."""
         now = self.clock()
         if self.waiting and self.allowed < self.ceiling:
             self.held_s += now - self._last_tick
         self._last_tick = now
+        if opening > OPEN_QUEUE:
+            self._opening_queue(now, opening)
+        else:
+            self._queued_since = None
+            self._on_use(now)
+        self.lowest = min(self.lowest, self.allowed)
+        self.highest = max(self.highest, self.allowed)
+        self._wake()
+
+    def _opening_queue(self, now: float, opening: int) -> None:
+        """More sessions wait for their turn to open than ``OPEN_QUEUE``: no more admitted; once the
+        queue has lasted ``COOLDOWN_S``, the limit comes down to the sessions open or opening, plus
+        ``OPEN_QUEUE``."""
+        shown = f"{opening} sessions waiting for their turn to open"
+        if self._queued_since is None:
+            self._queued_since = now
+        cap = max(float(self.floor), float(self.running - opening + OPEN_QUEUE))
+        if now - self._queued_since >= COOLDOWN_S and cap < self.limit and now - self._last_decrease >= COOLDOWN_S:
+            self.limit = cap
+            self.slow_start = False
+            self.decreases += 1
+            self._last_decrease = now
+            self.reason = f"{shown}: fewer sessions"
+            log.info("admission_decrease", limit=self.allowed, running=self.running, opening=opening)
+        else:
+            self.reason = f"{shown}: holding"
+
+    def _on_use(self, now: float) -> None:
+        """The AIMD step on the browsers' deadline use."""
         use = self.load.use(0.9, window_s=WINDOW_S)
         if use is None:
             return  # no answer lately: nothing new to go by
@@ -116,9 +167,6 @@ class Admission:
                 self.reason = shown
         else:
             self.reason = f"{shown}: holding"
-        self.lowest = min(self.lowest, self.allowed)
-        self.highest = max(self.highest, self.allowed)
-        self._wake()
 
     @property
     def allowed(self) -> int:

@@ -288,7 +288,8 @@ class BatchRunner:
             await asyncio.sleep(TICK_S)
             if admission:
                 if self._admit:
-                    self.admission.update()
+                    opening = self.agent.browsers.waiting_to_open if self.agent is not None else 0
+                    self.admission.update(opening)
                 self._show()
             self.on_update(self.stats)
 

@@ -102,6 +102,9 @@ class BrowserPool:
         self.crashes = 0
         self.stuck = 0  # browsers retired because they did not answer opening a session
         self.open_sessions = 0  # sessions opened and not closed yet (for monitoring)
+        #: Sessions waiting for their turn to open (``OPENS_AT_ONCE`` at a time a browser): a batch's
+        #: admission holds new sessions back while more wait than the browsers open.
+        self.waiting_to_open = 0
         self.disconnect_wait_s = DISCONNECT_WAIT_S
         if browser is not None:
             self._watch(_Slot(browser, owned=False))
@@ -231,7 +234,7 @@ class BrowserPool:
                     # Chromium's one UI thread, and the deadline would measure that queue.
                     if on_queue is not None:
                         on_queue(True)
-                    async with slot.opening:
+                    async with self._turn(slot):
                         if on_queue is not None:
                             on_queue(False)
                         if slot.retiring:
@@ -271,6 +274,19 @@ class BrowserPool:
                 await self._release(slot)
             with contextlib.suppress(ValueError):  # closed from another context: nothing to unset here
                 session_browser.reset(token)
+
+    @contextlib.asynccontextmanager
+    async def _turn(self, slot: _Slot) -> AsyncIterator[None]:
+        """A session's turn to open on ``slot`` (``OPENS_AT_ONCE`` at a time), counted while it waits."""
+        self.waiting_to_open += 1
+        try:
+            await slot.opening.acquire()
+        finally:
+            self.waiting_to_open -= 1
+        try:
+            yield
+        finally:
+            slot.opening.release()
 
     async def aclose(self) -> None:
         for slot in list(self._slots):  # runs cancelled a moment ago may still release theirs
