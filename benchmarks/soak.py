@@ -674,8 +674,10 @@ async def floor(
             tasks = {asyncio.create_task(session(i), name=f"floor-{i}") for i in range(n)}
             counter = asyncio.create_task(count_open(), name="count-open")
             started = time.monotonic()
-            why = await wait_phase(tasks, *limits, lambda: ends[-1] if ends else started)
-            counter.cancel()
+            try:
+                why = await wait_phase(tasks, *limits, lambda: ends[-1] if ends else started)
+            finally:
+                counter.cancel()
             pending = {t for t in tasks if not t.done()}
             done = tasks - pending
             hung = len(pending)

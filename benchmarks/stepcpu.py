@@ -26,7 +26,7 @@ is shared out by those counts (over the whole phase, launch and teardown include
 
 The messages table counts per step (the window is counted in screenshots sent, then divided by the
 side's screenshots per step, its first row). With ``--chromium-trace S`` each side's browser is also
-traced for S seconds a third of the way in (``benchmarks/chrometrace.py``): thread time per step by
+traced for S seconds a third of the way in (counted in screenshots sent: ``benchmarks/chrometrace.py``): thread time per step by
 Chromium task on the browser's UI and IO threads, the display compositor, MemoryInfra and the
 renderers' main threads.
 

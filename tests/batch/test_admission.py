@@ -143,6 +143,26 @@ def test_a_queue_to_open_never_takes_the_limit_under_the_floor() -> None:
     m2 = Machine(500, floor=12)
     m2.later(COOLDOWN_S, 0.01, running=16, waiting=10, opening=16)
     assert m2.later(COOLDOWN_S, 0.01, running=16, waiting=10, opening=16) == 12
+    assert m2.admission.limit == 12  # the limit itself, not only what is allowed of it
+
+
+def test_the_queue_must_last_and_growth_waits_until_it_has_drained() -> None:
+    m = Machine(500)
+    m.later(SETTLE_S, LOW_USE / 2, waiting=100)  # 32
+    assert m.later(1.0, 0.01, waiting=100, opening=20) == 32  # holding
+    assert m.later(1.0, 0.01, waiting=100, opening=OPEN_QUEUE) == 32  # drained a moment ago: no growth yet
+    assert m.later(1.0, 0.01, waiting=100, opening=20) == 32  # a new queue: its own clock
+    assert m.later(COOLDOWN_S - 1.0, 0.01, waiting=100, opening=20) == 32 and m.admission.decreases == 0
+    assert m.later(1.0, 0.01, waiting=100, opening=20) == 32 - 20 + OPEN_QUEUE  # it lasted COOLDOWN_S
+
+
+def test_a_cut_on_the_deadline_use_still_happens_while_sessions_queue_to_open() -> None:
+    m = Machine(500)
+    for _ in range(3):
+        m.later(SETTLE_S, 0.01, waiting=400)
+    assert m.admission.allowed == 128
+    assert m.later(COOLDOWN_S, HIGH_USE * 2, waiting=400, opening=20) == int(128 * BETA)
+    assert "of their deadlines" in m.admission.reason and m.admission.decreases == 1
 
 
 def test_time_held_back_is_counted_while_tasks_wait_under_the_ceiling() -> None:

@@ -165,8 +165,9 @@ async def test_a_session_cancelled_while_it_waits_its_turn_is_not_counted_as_wai
     browser = FakeBrowser(frozen=True)
     pool = BrowserPool(BrowserConfig(), browser=browser)  # type: ignore[arg-type]
     opens = [asyncio.create_task(_open(pool)) for _ in range(OPENS_AT_ONCE + 3)]
-    while browser.calls < OPENS_AT_ONCE or pool.waiting_to_open < 3:  # noqa: ASYNC110 (counters, polled)
-        await asyncio.sleep(0)
+    async with asyncio.timeout(10):
+        while browser.calls < OPENS_AT_ONCE or pool.waiting_to_open < 3:  # noqa: ASYNC110 (counters, polled)
+            await asyncio.sleep(0)
     assert pool.waiting_to_open == 3
     for task in opens:
         task.cancel()

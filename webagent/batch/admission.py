@@ -17,7 +17,8 @@ guard). The number of sessions allowed at once (``limit``, between ``floor`` and
   saturated machine hundreds did, each with its run, its watchdog and its clients: 0.69 of a bare
   loop's steps/s beside 4 hogs at 500 sessions; 0.85 held by this rule). When such a queue
   lasts ``COOLDOWN_S``, the limit comes down to the sessions open or opening, plus ``OPEN_QUEUE``
-  (a decrease, after which it grows by a tenth at a time).
+  (a decrease, after which it grows by a tenth at a time); the cut on the deadline use applies
+  meanwhile as above.
 
 At least ``floor`` (1) session always runs, so a batch always makes progress; the limit never passes
 the ceiling. The model side keeps its own limits (a server's 429 and queue, the client's retries):
@@ -113,22 +114,25 @@ class Admission:
         if self.waiting and self.allowed < self.ceiling:
             self.held_s += now - self._last_tick
         self._last_tick = now
-        if opening > OPEN_QUEUE:
-            self._opening_queue(now, opening)
-        else:
+        queued = opening > OPEN_QUEUE
+        if not queued:
             self._queued_since = None
-            self._on_use(now)
+        elif self._queued_since is None:
+            self._queued_since = now
+        cut = self._on_use(now, grow=not queued)  # a cut on the deadline use holds during a queue too
+        if queued and not cut:
+            self._opening_queue(now, opening)
         self.lowest = min(self.lowest, self.allowed)
         self.highest = max(self.highest, self.allowed)
         self._wake()
 
     def _opening_queue(self, now: float, opening: int) -> None:
-        """More sessions wait for their turn to open than ``OPEN_QUEUE``: no more admitted; once the
-        queue has lasted ``COOLDOWN_S``, the limit comes down to the sessions open or opening, plus
-        ``OPEN_QUEUE``."""
+        """More sessions wait for their turn to open than ``OPEN_QUEUE``: the limit does not grow (nor
+        for ``SETTLE_S`` after the queue is gone); once the queue has lasted ``COOLDOWN_S``, it comes
+        down to the sessions open or opening, plus ``OPEN_QUEUE`` (at most once per ``COOLDOWN_S``)."""
         shown = f"{opening} sessions waiting for their turn to open"
-        if self._queued_since is None:
-            self._queued_since = now
+        self._last_increase = now  # growth waits until the queue has drained and settled
+        assert self._queued_since is not None
         cap = max(float(self.floor), float(self.running - opening + OPEN_QUEUE))
         if now - self._queued_since >= COOLDOWN_S and cap < self.limit and now - self._last_decrease >= COOLDOWN_S:
             self.limit = cap
@@ -140,11 +144,11 @@ class Admission:
         else:
             self.reason = f"{shown}: holding"
 
-    def _on_use(self, now: float) -> None:
-        """The AIMD step on the browsers' deadline use."""
+    def _on_use(self, now: float, *, grow: bool) -> bool:
+        """The AIMD step on the browsers' deadline use (``grow``: an increase allowed); whether it cut."""
         use = self.load.use(0.9, window_s=WINDOW_S)
         if use is None:
-            return  # no answer lately: nothing new to go by
+            return False  # no answer lately: nothing new to go by
         shown = f"browser commands at {use:.0%} of their deadlines (p90)"
         if use > HIGH_USE:
             if self.running > self.allowed:
@@ -156,9 +160,10 @@ class Admission:
                 self._last_decrease = now
                 self.reason = f"{shown}: fewer sessions"
                 log.info("admission_decrease", limit=self.allowed, running=self.running, use=round(use, 3))
+                return True
         elif use < LOW_USE:
             binding = self.waiting > 0 and self.running >= self.allowed
-            if binding and self.allowed < self.ceiling and now - self._last_increase >= SETTLE_S:
+            if grow and binding and self.allowed < self.ceiling and now - self._last_increase >= SETTLE_S:
                 grown = self.limit * 2 if self.slow_start else self.limit + max(1.0, self.limit / 10)
                 self.limit = min(float(self.ceiling), grown)
                 self._last_increase = now
@@ -167,6 +172,7 @@ class Admission:
                 self.reason = shown
         else:
             self.reason = f"{shown}: holding"
+        return False
 
     @property
     def allowed(self) -> int:
