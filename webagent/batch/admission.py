@@ -15,7 +15,7 @@ guard). The number of sessions allowed at once (``limit``, between ``floor`` and
   few at a time a browser: ``webagent.browser.pool``), the limit does not grow: the browsers open
   sessions slower than they are admitted, and a session waiting there is held, not served (on a
   saturated machine hundreds did, each with its run, its watchdog and its clients: 0.69 of a bare
-  loop's steps/s beside 4 hogs at 500 sessions; 0.85 held by this rule). When such a queue
+  loop's steps/s beside 4 hogs at 500 sessions; 0.72-0.85 held by this rule). When such a queue
   lasts ``COOLDOWN_S``, the limit comes down to the sessions open or opening, plus ``OPEN_QUEUE``
   (a decrease, after which it grows by a tenth at a time); the cut on the deadline use applies
   meanwhile as above.
