@@ -50,7 +50,7 @@ class BrowserTracer:
         while not self.ready():  # noqa: ASYNC110 (a counter, polled)
             await asyncio.sleep(0.5)
         with contextlib.suppress(Exception):  # a browser closed meanwhile: no trace
-            await browser.start_tracing(categories=["toplevel"])
+            await asyncio.wait_for(browser.start_tracing(categories=["toplevel"]), 60)
             await asyncio.sleep(self.seconds)
             self.traces.append(await asyncio.wait_for(browser.stop_tracing(), 300))
 

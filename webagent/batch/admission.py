@@ -120,21 +120,20 @@ class Admission:
         elif self._queued_since is None:
             self._queued_since = now
         cut = self._on_use(now, grow=not queued)  # a cut on the deadline use holds during a queue too
-        if queued and not cut:
-            self._opening_queue(now, opening)
+        if self._queued_since is not None and not cut:
+            self._opening_queue(now, opening, self._queued_since)
         self.lowest = min(self.lowest, self.allowed)
         self.highest = max(self.highest, self.allowed)
         self._wake()
 
-    def _opening_queue(self, now: float, opening: int) -> None:
+    def _opening_queue(self, now: float, opening: int, since: float) -> None:
         """More sessions wait for their turn to open than ``OPEN_QUEUE``: the limit does not grow (nor
         for ``SETTLE_S`` after the queue is gone); once the queue has lasted ``COOLDOWN_S``, it comes
         down to the sessions open or opening, plus ``OPEN_QUEUE`` (at most once per ``COOLDOWN_S``)."""
         shown = f"{opening} sessions waiting for their turn to open"
         self._last_increase = now  # growth waits until the queue has drained and settled
-        assert self._queued_since is not None
         cap = max(float(self.floor), float(self.running - opening + OPEN_QUEUE))
-        if now - self._queued_since >= COOLDOWN_S and cap < self.limit and now - self._last_decrease >= COOLDOWN_S:
+        if now - since >= COOLDOWN_S and cap < self.limit and now - self._last_decrease >= COOLDOWN_S:
             self.limit = cap
             self.slow_start = False
             self.decreases += 1
