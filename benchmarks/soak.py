@@ -815,6 +815,7 @@ async def agent(
             frozen = await _thawed(freezer)
             counter.cancel()
         server_cpu = cpu_s(server.proc.pid) - server_cpu
+        server_timings = server.stats().get("timings", {})
     finally:
         server.stop()
     results = read_results(out)
@@ -846,6 +847,7 @@ async def agent(
             if x.reason == "infrastructure"
         ).most_common(3),
         "admission": summarize_admission(stats),
+        "model_calls": model_call_times(results, server_timings),
         "commands": dict(stats.commands),
         "abandoned": abandoned,
         "stop_reasons": dict(reasons),
@@ -864,6 +866,21 @@ async def agent(
         "hung_at": hung_at,
         "out": str(out),
     }
+
+
+def model_call_times(results: list[Any], server: dict[str, Any]) -> dict[str, Any]:
+    """A model call's mean seconds as the agent saw it, by role, beside the offline server's own
+    split of it (the body read and reply prepared before its scripted wait, its lateness after):
+    what a call costs past ``--latency``, and which side of the wire it is on."""
+    times: dict[str, Any] = {}
+    for role in ("policy", "localizer", "validator"):
+        usages = [r.usage.role(role) for r in results]
+        calls = sum(u.calls for u in usages)
+        if calls:
+            times[f"{role} mean s"] = round(sum(u.latency_s for u in usages) / calls, 3)
+    for name, q in server.items():
+        times[f"server {name.removesuffix('_s')} mean / p90 s"] = f"{q['mean']:.3f} / {q['p90']:.3f}"
+    return times
 
 
 def chromium_pids(kind: str, exclude: set[int]) -> list[int]:
@@ -1042,6 +1059,7 @@ def print_row(row: dict[str, Any]) -> None:
             + f"       errors {a['errors']} (infrastructure {a['infra_errors']}), re-runs {a['rerun_reasons']}, "
             f"infrastructure re-runs {a['infra_reruns']} {a['infra_causes']}\n"
             f"       admission {a['admission']}, browser commands {a['commands']}\n"
+            f"       model calls {a['model_calls']}\n"
             + f"       CPU ms/step by process {a['split']}\n       site {a['site']}",
             flush=True,
         )

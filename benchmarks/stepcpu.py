@@ -33,6 +33,7 @@ renderers' main threads.
     python benchmarks/stepcpu.py --sessions 200 --steps 8 --chromium-trace 10
     python benchmarks/stepcpu.py --sessions 10 --profile
     python benchmarks/stepcpu.py --sessions 10,50,100 --steps 10 --latency 1.0 --repeat 3
+    python benchmarks/stepcpu.py --sessions 300 --steps 6 --hog 4 --chromium-trace 10   # beside a busy machine
 """
 
 from __future__ import annotations
@@ -450,6 +451,9 @@ def main() -> None:
         metavar="S",
         help="trace each side's browser for S seconds a third of the way in: thread time per step by task",
     )
+    parser.add_argument(
+        "--hog", type=int, default=0, metavar="N", help="N busy processes beside both sides (soak.py's)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="draws the tasks' plans")
     parser.add_argument("--json", metavar="FILE", help="append each round's figures to FILE (JSON lines)")
     parser.add_argument("--keep", metavar="DIR", help="keep the runs and py-spy's raw stacks under DIR")
@@ -457,6 +461,7 @@ def main() -> None:
     configure_logging(0)
     children: list[subprocess.Popen[str]] = []
     site, origins = soak.start_site(children)
+    hogs = soak.start_hogs(args.hog, children)  # not counted: only the phase's own processes are
     try:
         with contextlib.ExitStack() as stack:
             if args.keep:
@@ -464,9 +469,13 @@ def main() -> None:
             else:
                 workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="webagent-stepcpu-")))
             started = time.monotonic()
-            asyncio.run(measure(args, origins[0], workdir, {site.pid}, children))
+            asyncio.run(measure(args, origins[0], workdir, {site.pid, *hogs}, children))
             print(f"\n({time.monotonic() - started:.0f} s)")
     finally:
+        for child in children:
+            if child.pid in hogs:
+                child.kill()
+                child.wait()
         site.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
             site.communicate(timeout=15)

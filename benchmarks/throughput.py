@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -358,6 +359,15 @@ class OfflineServer:
         )
         assert self.proc.stdout is not None
         self.url = self.proc.stdout.readline().strip().rsplit(" ", 1)[-1]
+
+    def stats(self) -> dict[str, Any]:
+        """The server's ``/_stats`` (requests, tokens, and its own answer times); {} if it does not answer."""
+        try:
+            with urllib.request.urlopen(self.url + "/_stats", timeout=10) as response:
+                stats: dict[str, Any] = json.loads(response.read())
+                return stats
+        except (OSError, ValueError):
+            return {}
 
     def stop(self) -> None:
         self.proc.terminate()

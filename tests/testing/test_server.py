@@ -504,7 +504,14 @@ async def test_reset_stats_and_record_false(server: FakeModelServer) -> None:
     status, stats = await asyncio.to_thread(raw_http, "GET", server.url + "/_stats")
     assert status == 200 and stats["requests"] == {"policy": 1, "localizer": 0, "validator": 0}
     assert stats["faults"]["500"] == 0
+    # the answer's time, split: before the scripted wait, and how late after it (one of each)
+    timings = stats["timings"]
+    assert timings["before_wait_s"]["count"] == timings["late_s"]["count"] == 1
+    assert 0.0 <= timings["before_wait_s"]["p50"] < 5.0
+    assert timings["late_s"]["p90"] > -0.01  # asyncio may wake a tick early
     await asyncio.to_thread(raw_http, "POST", server.url + "/_reset", b"")
+    _, stats = await asyncio.to_thread(raw_http, "GET", server.url + "/_stats")
+    assert stats["timings"]["late_s"] == {"count": 0, "mean": 0.0, "p50": 0.0, "p90": 0.0}
     assert server.requests == [] and server.request_counts["policy"] == 0
     async with FakeModelServer(SCRIPT, record=False) as quiet:
         await act(quiet, policy_text("http://shop.test/", 1))

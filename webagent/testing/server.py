@@ -13,6 +13,7 @@ import math
 import signal
 import sys
 import threading
+import time
 from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -119,6 +120,10 @@ class FakeModelServer:
         self.request_counts.update(dict.fromkeys(ROLES, 0))
         self.fault_counts.update(dict.fromkeys(FAULT_KINDS, 0))
         self._faults.reset()
+        #: Per answered chat request: seconds from its arrival to the scripted wait (the body read
+        #: and the reply prepared), and how far past the scripted wait the reply was ready (the
+        #: server's event loop, late on a busy machine): a benchmark's model latency, split.
+        self.timings: dict[str, list[float]] = {"before_wait_s": [], "late_s": []}
 
     async def start(self) -> None:
         """Bind and start serving."""
@@ -219,7 +224,15 @@ class FakeModelServer:
         return json_reply([r.model_dump(mode="json") for r in self.requests])
 
     async def _stats(self, request: web.Request) -> web.Response:
-        return json_reply({"requests": self.request_counts, "faults": self.fault_counts, "tokens": self.token_stats})
+        timings = {name: quantiles(values) for name, values in self.timings.items()}
+        return json_reply(
+            {
+                "requests": self.request_counts,
+                "faults": self.fault_counts,
+                "tokens": self.token_stats,
+                "timings": timings,
+            }
+        )
 
     async def _metrics(self, request: web.Request) -> web.Response:
         lines = []
@@ -243,6 +256,7 @@ class FakeModelServer:
     # ---- chat completions
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
+        arrived = time.monotonic()
         if (request.content_length or 0) > MAX_BODY:  # refused at once (read() would take MAX_BODY first)
             raise web.HTTPRequestEntityTooLarge(MAX_BODY, request.content_length or 0)
         raw = await request.read()
@@ -271,7 +285,9 @@ class FakeModelServer:
             rec.messages = digest_images(messages)
             self.requests.append(rec)
         tokens = request_tokens(body, messages, image_digests(raw), self.family or family_of(model))
-        await asyncio.sleep(self.script.latency(role) + (self.script.slow_s if fault == "slow" else 0.0))
+        wait_s = self.script.latency(role) + (self.script.slow_s if fault == "slow" else 0.0)
+        waited = time.monotonic()
+        await asyncio.sleep(wait_s)
         if fault == "disconnect":
             return hang_up(request)
         if fault == "500":
@@ -283,6 +299,8 @@ class FakeModelServer:
         reply = completion(model, reply_message, usage)
         if wants_tokens(body):  # vLLM's return_token_ids and logprobs
             reply = add_tokens(reply, body, tokens, reply_tokens(*reply_message.generated()))
+        self.timings["before_wait_s"].append(waited - arrived)
+        self.timings["late_s"].append(time.monotonic() - waited - wait_s)
         return await stall(request, reply) if fault == "stall" else json_reply(reply)
 
     def _prefill(
@@ -332,6 +350,15 @@ async def _serve(
         await stop.wait()
     finally:
         await server.stop()
+
+
+def quantiles(values: Sequence[float]) -> dict[str, float]:
+    """Count, mean, median and 90th percentile of ``values`` (zeros when there are none)."""
+    if not values:
+        return {"count": 0, "mean": 0.0, "p50": 0.0, "p90": 0.0}
+    ordered = sorted(values)
+    p50, p90 = (ordered[min(len(ordered) - 1, int(q * len(ordered)))] for q in (0.5, 0.9))
+    return {"count": len(ordered), "mean": sum(ordered) / len(ordered), "p50": p50, "p90": p90}
 
 
 def _positive(text: str) -> int:
