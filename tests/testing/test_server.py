@@ -26,7 +26,7 @@ from PIL import Image
 
 from webagent.testing.images import image_size, shrink_images
 from webagent.testing.script import load_script, parse_policy_prompt
-from webagent.testing.server import MAX_BODY, READY_PREFIX, FakeModelServer
+from webagent.testing.server import MAX_BODY, READY_PREFIX, TIMINGS_KEPT, FakeModelServer, quantiles
 
 GOAL = "Find the price of the Blue Widget in the catalog."
 
@@ -516,6 +516,16 @@ async def test_reset_stats_and_record_false(server: FakeModelServer) -> None:
     async with FakeModelServer(SCRIPT, record=False) as quiet:
         await act(quiet, policy_text("http://shop.test/", 1))
         assert quiet.requests == [] and quiet.request_counts["policy"] == 1
+
+
+def test_timings_are_summarized_over_the_latest_answers_only() -> None:
+    assert quantiles([]) == {"count": 0, "mean": 0.0, "p50": 0.0, "p90": 0.0}
+    assert quantiles(float(x) for x in range(10, 0, -1)) == {"count": 10, "mean": 5.5, "p50": 6.0, "p90": 10.0}
+    server = FakeModelServer(SCRIPT)
+    late = server.timings["late_s"]
+    late.extend([9.0] * TIMINGS_KEPT)
+    late.append(1.0)  # the oldest answer's figure drops out: the server's memory stays bounded
+    assert len(late) == TIMINGS_KEPT and quantiles(late)["count"] == TIMINGS_KEPT
 
 
 async def test_latency_per_role_and_concurrency() -> None:

@@ -14,7 +14,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Hashable, Mapping, Sequence
+from collections import deque
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
@@ -54,6 +55,10 @@ __all__ = ["MAX_BODY", "READY_PREFIX", "FakeModelServer", "RecordedRequest", "ma
 READY_PREFIX = "webagent fake model server listening on "
 MAX_BODY = 64 * 1024 * 1024
 _ROLE = "/{role:policy|localizer|validator}"
+
+
+#: Answers whose timings ``/_stats`` summarizes (the latest; a long-running server keeps no more).
+TIMINGS_KEPT = 100_000
 
 
 class FakeModelServer:
@@ -120,10 +125,13 @@ class FakeModelServer:
         self.request_counts.update(dict.fromkeys(ROLES, 0))
         self.fault_counts.update(dict.fromkeys(FAULT_KINDS, 0))
         self._faults.reset()
-        #: Per answered chat request: seconds from its arrival to the scripted wait (the body read
-        #: and the reply prepared), and how far past the scripted wait the reply was ready (the
-        #: server's event loop, late on a busy machine): a benchmark's model latency, split.
-        self.timings: dict[str, list[float]] = {"before_wait_s": [], "late_s": []}
+        #: Per answered chat request (the last ``TIMINGS_KEPT``): seconds from its arrival to the
+        #: scripted wait (the body read and the reply prepared), and how far past the scripted wait
+        #: the reply was ready (the server's event loop, late on a busy machine): a benchmark's
+        #: model latency, split.
+        self.timings: dict[str, deque[float]] = {
+            name: deque(maxlen=TIMINGS_KEPT) for name in ("before_wait_s", "late_s")
+        }
 
     async def start(self) -> None:
         """Bind and start serving."""
@@ -352,11 +360,11 @@ async def _serve(
         await server.stop()
 
 
-def quantiles(values: Sequence[float]) -> dict[str, float]:
+def quantiles(values: Iterable[float]) -> dict[str, float]:
     """Count, mean, median and 90th percentile of ``values`` (zeros when there are none)."""
-    if not values:
-        return {"count": 0, "mean": 0.0, "p50": 0.0, "p90": 0.0}
     ordered = sorted(values)
+    if not ordered:
+        return {"count": 0, "mean": 0.0, "p50": 0.0, "p90": 0.0}
     p50, p90 = (ordered[min(len(ordered) - 1, int(q * len(ordered)))] for q in (0.5, 0.9))
     return {"count": len(ordered), "mean": sum(ordered) / len(ordered), "p50": p50, "p90": p90}
 
