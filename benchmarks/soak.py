@@ -87,7 +87,7 @@ from throughput import Meter, OfflineServer, _children, _kind, cpu_s, process_tr
 from webagent.batch import BatchRunner, BatchStats, read_results  # noqa: E402
 from webagent.batch.stats import infra_cause  # noqa: E402
 from webagent.batch.tasks import load_tasks  # noqa: E402
-from webagent.browser.launcher import launch_browser  # noqa: E402
+from webagent.browser.launcher import find_chromium, launch_browser  # noqa: E402
 from webagent.browser.pool import OPENS_AT_ONCE  # noqa: E402
 from webagent.browser.scripts import TWO_FRAMES, VIEW_AFTER_FRAME, VIEW_NOW  # noqa: E402
 from webagent.cli import configure_logging  # noqa: E402
@@ -617,9 +617,12 @@ async def floor(
     exclude: set[int],
     limits: tuple[float, float],
     workdir: Path,
+    executable: str | None = None,
 ) -> dict[str, Any]:
     n = len(plans)
-    config = BrowserConfig(contexts_per_browser=max(n, 1), direct_cdp=False, args=[RESOLVER_RULE])
+    config = BrowserConfig(
+        contexts_per_browser=max(n, 1), direct_cdp=False, args=[RESOLVER_RULE], executable_path=executable
+    )
     frame = frame_for(*VIEWPORT, PROFILES[DEFAULT_PROFILE])
     ends: list[float] = []
     step_s: list[float] = []
@@ -758,6 +761,7 @@ async def agent(
         config.browser.contexts_per_browser = max(math.ceil(n / max(args.browsers, 1)), 1)
         config.browser.recycle_after = 10_000
         config.browser.args = [RESOLVER_RULE]
+        config.browser.executable_path = args.executable
         if command_timeout_s:
             config.browser.command_timeout_s = command_timeout_s
         if guard == "allow":  # every request judged, the allow-list's proxy net, hardened browsers
@@ -1012,7 +1016,7 @@ async def measure_round(
     if args.only in (None, "floor"):
         before = site_stats(origins[0], reset_peak=True)
         with Watchdog(deadline + 300, f"the floor at N={n}", children):
-            row["floor"] = await floor(plans, urls, args.latency, exclude, limits, workdir)
+            row["floor"] = await floor(plans, urls, args.latency, exclude, limits, workdir, args.executable)
         row["floor"]["site"] = _delta(before, site_stats(origins[0]))
     if args.only in (None, "agent"):
         before = site_stats(origins[0], reset_peak=True)
@@ -1233,6 +1237,9 @@ def main() -> None:
     )
     parser.add_argument("--freeze-at", type=float, default=20.0, help="seconds into the agent phase (default 20)")
     parser.add_argument("--freeze-for", type=float, default=60.0, help="seconds frozen with --freeze resume")
+    parser.add_argument(
+        "--executable", metavar="PATH", help="the Chromium binary of both sides (default: the agent's own choice)"
+    )
     parser.add_argument("--browsers", type=int, default=1, help="browsers the agent's sessions are spread over")
     parser.add_argument("--no-admission", action="store_true", help="the agent opens every session at once")
     parser.add_argument(
@@ -1255,6 +1262,9 @@ def main() -> None:
     children: list[subprocess.Popen[str]] = []
     site, origins = start_site(children)
     print(f"soak site: {' '.join(origins)}", flush=True)
+    print(
+        f"chromium: {find_chromium(BrowserConfig(executable_path=args.executable)) or 'Playwright bundled'}", flush=True
+    )
     exclude = {site.pid}  # the site server is not the harness
     hogs = start_hogs(args.hog, children)  # nor are the hogs
     exclude |= set(hogs)

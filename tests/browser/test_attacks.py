@@ -98,6 +98,9 @@ class Pools:
                 direct_cdp=direct,
                 settle_timeout_s=2.0,
                 blocked_domains=FORBIDDEN_NAMES if config_blocks else [],
+                # The unguarded runs on the binary guarded sessions get (the full Chromium: the
+                # headless shell has no WebTransport, PaymentRequest or FedCM to attack with).
+                headless_shell=False,
             )
             self._pools[key] = BrowserPool(config)
         return self._pools[key]

@@ -11,6 +11,7 @@ from pathlib import Path
 import playwright
 import pytest
 
+from webagent.browser import launcher
 from webagent.browser.launcher import CHROMIUM_ARGS, DISABLED_FEATURES, find_chromium, launch_browser
 from webagent.config import BrowserConfig
 from webagent.errors import BrowserError
@@ -116,7 +117,77 @@ def test_find_chromium_returns_a_configured_executable(tmp_path: Path) -> None:
 @pytest.mark.skipif(not Path("/usr/bin/chromium").is_file(), reason="no /usr/bin/chromium on this machine")
 def test_find_chromium_defaults_to_the_system_chromium() -> None:
     assert os.access("/usr/bin/chromium", os.X_OK)
-    assert find_chromium(BrowserConfig()) == "/usr/bin/chromium"
+    assert find_chromium(BrowserConfig(headless=False)) == "/usr/bin/chromium"
+    assert find_chromium(BrowserConfig(headless_shell=False)) == "/usr/bin/chromium"
+
+
+def _shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, executable: bool = True) -> str:
+    shell = tmp_path / "chromium-headless-shell"
+    shell.write_text("#!/bin/sh\n")
+    shell.chmod(0o755 if executable else 0o644)
+    monkeypatch.setattr(launcher, "SYSTEM_HEADLESS_SHELL", (str(shell),))
+    return str(shell)
+
+
+def test_find_chromium_prefers_the_headless_shell_for_a_headless_browser(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shell = _shell(tmp_path, monkeypatch)
+    assert find_chromium(BrowserConfig()) == shell
+    assert find_chromium(BrowserConfig(headless=False)) != shell  # a window needs the full browser
+    assert find_chromium(BrowserConfig(), headless=False) != shell  # the launch's headless wins
+    assert find_chromium(BrowserConfig(headless=False), headless=True) == shell
+    assert find_chromium(BrowserConfig(headless_shell=False)) != shell  # turned off
+    assert find_chromium(BrowserConfig(), hardened=True) != shell  # its WebRTC switch does nothing there
+    mine = tmp_path / "my-chromium"
+    mine.write_text("#!/bin/sh\n")
+    mine.chmod(0o755)
+    assert find_chromium(BrowserConfig(executable_path=str(mine))) == str(mine)  # a configured binary wins
+
+
+def test_find_chromium_skips_a_headless_shell_that_is_not_executable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shell = _shell(tmp_path, monkeypatch, executable=False)
+    assert find_chromium(BrowserConfig()) != shell
+
+
+async def test_a_headed_or_hardened_launch_gets_the_full_browser_and_a_headless_one_the_shell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shell = _shell(tmp_path, monkeypatch)
+    fake = _Launcher()
+    config = BrowserConfig(direct_cdp=False)
+    await launch_browser(fake, config)  # type: ignore[arg-type]
+    assert fake.kwargs["executable_path"] == shell
+    await launch_browser(fake, config, options={"headless": False})  # type: ignore[arg-type]
+    assert fake.kwargs["executable_path"] == find_chromium(config, headless=False) != shell
+    assert fake.kwargs["headless"] is False
+    await launch_browser(fake, config, hardened=True)  # type: ignore[arg-type]
+    assert fake.kwargs["executable_path"] == find_chromium(config, hardened=True) != shell
+
+
+@pytest.mark.skipif(
+    not os.access("/usr/lib/chromium/chromium-headless-shell", os.X_OK), reason="no chromium-headless-shell here"
+)
+async def test_the_system_headless_shell_runs_a_page() -> None:
+    """Debian's headless shell is what a default headless launch gets here: it loads a page and
+    takes a screenshot, over Playwright and over the direct DevTools connection."""
+    from playwright.async_api import async_playwright
+
+    config = BrowserConfig()
+    assert find_chromium(config) == "/usr/lib/chromium/chromium-headless-shell"  # not the wrapper script
+    async with async_playwright() as pw:
+        browser = await launch_browser(pw, config)
+        try:
+            page = await browser.new_page()
+            await page.set_content("<h1>shell</h1>")
+            assert await page.inner_text("h1") == "shell"
+            cdp = await page.context.new_cdp_session(page)
+            shot = await cdp.send("Page.captureScreenshot", {"format": "png"})
+            assert len(shot["data"]) > 100
+        finally:
+            await browser.close()
 
 
 class _Launcher:
@@ -146,7 +217,7 @@ async def test_launch_options_of_pytest_playwright_reach_the_launch() -> None:
     assert isinstance(args, list)
     assert args[: len(CHROMIUM_ARGS)] == list(CHROMIUM_ARGS)  # webagent's flags first ...
     assert args[len(CHROMIUM_ARGS) :] == ["--lang=fr", "--window-size=800,600"]  # ... each flag once
-    assert fake.kwargs["executable_path"] == find_chromium(config)
+    assert fake.kwargs["executable_path"] == find_chromium(config, headless=False)
 
 
 async def test_launch_options_executable_and_channel_win_over_the_lookup() -> None:

@@ -193,8 +193,30 @@ def test_the_system_chromium_only_when_playwrights_own_is_missing() -> None:
     config = BrowserConfig()
     assert extend_launch_args({}, config, browser_name="chromium", bundled_installed=True) == {}
     missing = extend_launch_args({}, config, browser_name="chromium", bundled_installed=False)
-    assert missing.get("executable_path") == find_chromium(config)  # /usr/bin/chromium on these machines
+    assert missing.get("executable_path") == find_chromium(config)  # the system's, on these machines
     assert missing.get("executable_path") is not None
+
+
+def test_a_guarded_or_headed_plugin_browser_is_never_the_headless_shell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shell ignores the switch that closes WebRTC's UDP (HARDENED_ARGS), and has no window."""
+    from webagent.browser import launcher
+
+    shell = tmp_path / "chromium-headless-shell"
+    shell.write_text("#!/bin/sh\n")
+    shell.chmod(0o755)
+    monkeypatch.setattr(launcher, "SYSTEM_HEADLESS_SHELL", (str(shell),))
+
+    def executable(config: BrowserConfig, base: dict[str, object] | None = None) -> object:
+        args = extend_launch_args(base or {}, config, browser_name="chromium", bundled_installed=False)
+        return args.get("executable_path")
+
+    assert executable(BrowserConfig()) == str(shell)
+    assert executable(BrowserConfig(allowed_domains=["example.com"])) not in (None, str(shell))
+    assert executable(BrowserConfig(private_network="block")) not in (None, str(shell))
+    assert executable(BrowserConfig(headless=False)) not in (None, str(shell))
+    assert executable(BrowserConfig(), {"headless": False}) not in (None, str(shell))  # --headed
 
 
 def test_bundled_chromium_is_looked_for_where_playwright_installs_it(

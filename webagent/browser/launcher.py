@@ -1,6 +1,6 @@
-"""Launching Chromium (system Chromium when present, Playwright's bundled build otherwise), or
-connecting to a remote one: a Playwright browser server (``browser.ws_endpoint``) or a Chromium
-with a remote-debugging port (``browser.cdp_endpoint``)."""
+"""Launching Chromium (the system's when present, its headless shell for an unguarded headless
+browser; Playwright's bundled build otherwise), or connecting to a remote one: a Playwright browser
+server (``browser.ws_endpoint``) or a Chromium with a remote-debugging port (``browser.cdp_endpoint``)."""
 
 from __future__ import annotations
 
@@ -39,6 +39,17 @@ __all__ = [
 log = structlog.get_logger("webagent.browser")
 
 SYSTEM_CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
+#: Chromium's headless shell (Debian's ``chromium-headless-shell``): Chromium's content layer without
+#: the browser UI, what Playwright itself launches for headless Chromium. The full browser's headless
+#: mode draws a window per context whose tab throbber animates while a page loads: 28 ms of CPU a
+#: second for each page still loading, against 0.3 here, and twice the CPU to open a session
+#: (docs/benchmarks.md, "The headless shell"). Not for guarded sessions: the shell is Chromium's
+#: content layer only, where ``--webrtc-ip-handling-policy`` (a Chrome switch) does nothing and
+#: WebRTC's UDP would leave past the guard (tests/browser/test_attacks.py), so hardened browsers
+#: stay on the full Chromium.
+#: Debian's binary first: its /usr/bin wrapper script stays alive as the browser's parent (no
+#: ``exec``), a process more per browser and the one a signal meant for the browser would reach.
+SYSTEM_HEADLESS_SHELL = ("/usr/lib/chromium/chromium-headless-shell", "/usr/bin/chromium-headless-shell")
 
 #: Playwright's own --disable-features list (a later --disable-features flag replaces it, so it is
 #: repeated here), plus the omnibox WebUI renderers that Debian's headless Chromium starts per
@@ -137,8 +148,11 @@ def browser_args(
     return list(dict.fromkeys(merged))
 
 
-def find_chromium(config: BrowserConfig) -> str | None:
-    """The Chromium binary to use: configured, else the system's, else None (Playwright's bundled)."""
+def find_chromium(config: BrowserConfig, *, headless: bool | None = None, hardened: bool = False) -> str | None:
+    """The Chromium binary to use: configured, else the system's (its headless shell for a headless
+    browser that is not hardened, when installed and ``browser.headless_shell`` is on), else None
+    (Playwright's bundled). ``headless``: the launch's, when it is not the config's."""
+    headless = config.headless if headless is None else headless
     if config.executable_path:
         path = Path(config.executable_path)
         if not path.is_file() or not os.access(path, os.X_OK):
@@ -147,6 +161,10 @@ def find_chromium(config: BrowserConfig) -> str | None:
                 "fix the path or remove it to use the system or bundled Chromium"
             )
         return str(path)
+    if headless and config.headless_shell and not hardened:
+        for candidate in SYSTEM_HEADLESS_SHELL:
+            if os.access(candidate, os.X_OK):
+                return candidate
     for candidate in SYSTEM_CHROMIUM:
         if Path(candidate).is_file():
             return candidate
@@ -169,8 +187,10 @@ async def launch_browser(
     guarded sessions (``HARDENED_ARGS``).
     """
     extra = dict(options or {})
-    executable = extra.pop("executable_path", None) or (None if extra.get("channel") else find_chromium(config))
     headless = bool(extra.pop("headless", config.headless))
+    executable = extra.pop("executable_path", None) or (
+        None if extra.get("channel") else find_chromium(config, headless=headless, hardened=hardened)
+    )
     args = browser_args([*config.args, *extra.pop("args", [])], hardened=hardened, blocked=config.blocked_domains)
     # A DevTools port of our own for the per-step commands (webagent.browser.devtools), unless
     # turned off or the configured flags already set up remote debugging (a port, or an address

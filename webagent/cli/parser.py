@@ -115,7 +115,11 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--budget-usd", type=float, metavar="USD", help="hard limit on dollars per run (per-role prices)")
     g = p.add_argument_group("browser")
     g.add_argument("--headed", action="store_true", help="show the browser window (default headless)")
-    g.add_argument("--executable-path", metavar="PATH", help="Chromium binary (default /usr/bin/chromium if present)")
+    g.add_argument(
+        "--executable-path",
+        metavar="PATH",
+        help="Chromium binary (default: the system's chromium-headless-shell when headless, else /usr/bin/chromium)",
+    )
     g.add_argument("--viewport", metavar="WxH", help="viewport size in CSS pixels (default 1280x800)")
     g.add_argument("--ws-endpoint", metavar="URL", help="use a Playwright browser server (playwright run-server)")
     g.add_argument("--cdp-endpoint", metavar="URL", help="use a running Chromium's remote-debugging endpoint")

@@ -112,7 +112,12 @@ def extend_launch_args(
     extra = [*(hardened_args(config) if guarded else []), *config.args]
     if "channel" not in args and "executable_path" not in args:
         # the configured binary, else the system's when Playwright's own is not installed
-        executable = find_chromium(config) if config.executable_path or not bundled_installed else None
+        headless = bool(args.get("headless", True)) and config.headless
+        executable = (
+            find_chromium(config, headless=headless, hardened=guarded)
+            if config.executable_path or not bundled_installed
+            else None
+        )
         if executable is not None:
             args["executable_path"] = executable
             extra = [*CHROMIUM_ARGS, *extra]
