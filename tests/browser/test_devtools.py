@@ -63,6 +63,49 @@ async def test_a_launched_browser_gives_sessions_a_direct_connection(browser: Br
         await session.close()
 
 
+@pytest.mark.browser
+async def test_the_target_id_is_asked_while_the_start_page_loads(
+    browser: Browser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The three Playwright round trips for a page's target id start with the session, not at its
+    first screenshot (12 of that screenshot's 14 s at 500 sessions beside 4 hogs)."""
+    order: list[str] = []
+    target_info, goto = DevTools.target_info, BrowserSession.goto
+
+    async def asked(self: DevTools, *args: Any) -> dict[str, Any]:
+        order.append("target id asked")
+        info: dict[str, Any] = await target_info(self, *args)
+        order.append("target id known")
+        return info
+
+    async def going(self: BrowserSession, *args: Any, **kwargs: Any) -> None:
+        await goto(self, *args, **kwargs)
+        order.append("start page loaded")
+
+    monkeypatch.setattr(DevTools, "target_info", asked)
+    monkeypatch.setattr(BrowserSession, "goto", going)
+    session = await BrowserSession.create(browser, BrowserConfig())
+    try:
+        await session.goto(COUNTER, start=True)
+        await session.screenshot(frame_for(1280, 800, PROFILES["holo1.5"]))
+        assert isinstance(session._state.cdp, DevToolsSession)  # attached with the id asked ahead
+        assert order[0] == "target id asked"  # asked as the session opened, while the start page loaded
+        assert order.count("target id asked") == 1  # and not again at the first screenshot
+    finally:
+        await session.close()
+
+
+@pytest.mark.browser
+async def test_a_session_closed_before_its_first_screenshot_leaves_no_probe(browser: Browser) -> None:
+    session = await BrowserSession.create(browser, BrowserConfig())
+    probes = [t for t in asyncio.all_tasks() if "target_info" in repr(t.get_coro())]
+    assert len(probes) == 1
+    await session.close()
+    await asyncio.sleep(0)
+    assert probes[0].done()  # stopped with the session (its page is closed: nothing to attach to)
+    assert not [t for t in asyncio.all_tasks() if "target_info" in repr(t.get_coro()) and not t.done()]
+
+
 async def assert_playwright_only(config: BrowserConfig) -> None:
     """A browser launched with ``config`` has no direct connection, and its sessions work on
     Playwright's CDP sessions."""

@@ -35,6 +35,7 @@ from ..images import Frame, Screenshot
 from .capture import ScreenCapture
 from .control import PageControl
 from .deadline import CommandTimeout, within
+from .devtools import devtools_for
 from .faults import PageFaults
 from .guard import NavigationGuard
 from .scripts import PAGE_TEXT
@@ -111,6 +112,9 @@ class BrowserSession:
             if isinstance(exc, PlaywrightError):
                 raise BrowserError(f"cannot open a browser tab: {first_line(exc)}") from None
             raise
+        devtools = devtools_for(browser) if config.direct_cdp else None
+        if devtools is not None:  # its target id, while the start page loads (the first screenshot attaches)
+            devtools.prefetch_target(context, page)
         return cls(page, config, owns_context=True)
 
     # -- what the session drives --------------------------------------------------------------
@@ -281,6 +285,9 @@ class BrowserSession:
         step bounded (a browser that stopped answering is left to the pool, which closes it)."""
         state = self._state
         self._capture.drop_prefetch()
+        devtools = devtools_for(state.context.browser) if self.config.direct_cdp else None
+        if devtools is not None:
+            devtools.forget_target(state.page)  # closed before its first screenshot: nothing to attach
         if state.browser_stuck:  # it answers nothing: the pool retires it and closes it (bounded)
             return
         timeout_s = self.config.open_timeout_s
