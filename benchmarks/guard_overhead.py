@@ -83,7 +83,9 @@ def _policy(mode: str, site: SiteServer) -> NavigationPolicy:
 
 
 async def run(site: SiteServer, n: int, steps: int, mode: str, direct: bool) -> dict[str, float]:
-    config = BrowserConfig(direct_cdp=direct)
+    # Every mode on the binary a guarded browser gets (the full Chromium), so that the guard's cost is
+    # not mixed with the headless shell's (which an unguarded browser would get).
+    config = BrowserConfig(direct_cdp=direct, headless_shell=False)
     frame = frame_for(config.viewport.width, config.viewport.height, None)
     policy = _policy(mode, site)
     async with async_playwright() as playwright:

@@ -1259,6 +1259,8 @@ def main() -> None:
     if args.steps < 3:
         parser.error("--steps must be at least 3")
     sessions = [int(x) for x in args.sessions.split(",")]
+    if args.guard == "allow" and not args.executable:  # both sides on the binary a guarded agent gets
+        args.executable = find_chromium(BrowserConfig(), hardened=True)
     children: list[subprocess.Popen[str]] = []
     site, origins = start_site(children)
     print(f"soak site: {' '.join(origins)}", flush=True)

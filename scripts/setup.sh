@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up everything webagent needs on a fresh Debian/Ubuntu machine (idempotent):
-#   Chromium, its headless shell + fonts (Debian packages, when missing), a virtualenv in .venv,
+#   Chromium + fonts and its headless shell (Debian packages, when missing), a virtualenv in .venv,
 #   and the package (editable), in one of two modes:
 #     scripts/setup.sh runtime   the package and its runtime dependencies (what scripts/demo.sh needs)
 #     scripts/setup.sh [test]    those and the test extras: pytest, ruff, mypy, Ray, the MCP SDK...
@@ -27,16 +27,30 @@ if [ -n "${SETUP_DRY_RUN:-}" ]; then
   exit 0
 fi
 
-if { [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromium-headless-shell ]; } && [ -z "${WEBAGENT_SKIP_APT:-}" ]; then
+if [ ! -x /usr/bin/chromium ] && [ -z "${WEBAGENT_SKIP_APT:-}" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "setup: installing Debian's chromium, its headless shell and fonts" >&2
+    echo "setup: installing Debian's chromium and fonts" >&2
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      chromium chromium-headless-shell fonts-liberation fonts-dejavu-core libatomic1 >/dev/null
+      chromium fonts-liberation fonts-dejavu-core libatomic1 >/dev/null
   elif command -v sudo >/dev/null && command -v apt-get >/dev/null && sudo -n true 2>/dev/null; then
     sudo apt-get update -qq
     sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      chromium chromium-headless-shell fonts-liberation fonts-dejavu-core libatomic1 >/dev/null
+      chromium fonts-liberation fonts-dejavu-core libatomic1 >/dev/null
+  fi
+fi
+# Chromium's headless shell, which unguarded headless browsers prefer (half the CPU: docs/benchmarks.md,
+# "The headless shell"); best effort: without it they run on the full Chromium.
+if [ -x /usr/bin/chromium ] && [ ! -x /usr/lib/chromium/chromium-headless-shell ] && [ -z "${WEBAGENT_SKIP_APT:-}" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "setup: installing Debian's chromium-headless-shell" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium-headless-shell >/dev/null 2>&1 \
+      || { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        --no-install-recommends chromium-headless-shell >/dev/null 2>&1; } \
+      || echo "setup: no chromium-headless-shell; headless browsers use the full Chromium" >&2
+  elif command -v sudo >/dev/null && command -v apt-get >/dev/null && sudo -n true 2>/dev/null; then
+    sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium-headless-shell \
+      >/dev/null 2>&1 || echo "setup: no chromium-headless-shell; headless browsers use the full Chromium" >&2
   fi
 fi
 

@@ -88,10 +88,10 @@ class Pools:
 
     def __init__(self, sites: AttackSites) -> None:
         self._sites = sites
-        self._pools: dict[tuple[bool, bool], BrowserPool] = {}
+        self._pools: dict[tuple[bool, bool, bool], BrowserPool] = {}
 
-    def get(self, *, direct: bool, config_blocks: bool = False) -> BrowserPool:
-        key = (direct, config_blocks)
+    def get(self, *, direct: bool, config_blocks: bool = False, unguarded: bool = False) -> BrowserPool:
+        key = (direct, config_blocks, unguarded)
         if key not in self._pools:
             config = BrowserConfig(
                 args=self._sites.browser_args(),
@@ -99,8 +99,9 @@ class Pools:
                 settle_timeout_s=2.0,
                 blocked_domains=FORBIDDEN_NAMES if config_blocks else [],
                 # The unguarded runs on the binary guarded sessions get (the full Chromium: the
-                # headless shell has no WebTransport, PaymentRequest or FedCM to attack with).
-                headless_shell=False,
+                # headless shell has no WebTransport, PaymentRequest or FedCM to attack with);
+                # the guarded ones on the default, whichever binary the launcher picks for them.
+                headless_shell=not unguarded,
             )
             self._pools[key] = BrowserPool(config)
         return self._pools[key]
@@ -136,7 +137,8 @@ async def _attack(
     sites.clear()
     url = sites.url(attack, target=target, secret=secret is not None or attack == "popup-redirect")  # type: ignore[arg-type]
     guard = NavigationGuard(NavigationPolicy.build(start_url=url, **policy_args))
-    async with pools.get(direct=direct, config_blocks=config_blocks).session(guard=guard) as session:
+    pool = pools.get(direct=direct, config_blocks=config_blocks, unguarded=mode is None)
+    async with pool.session(guard=guard) as session:
         await session.set_guard(guard)
         await session.goto(url, start=True)
         driver: BrowserSession | SecretPage = session

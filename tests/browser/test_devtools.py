@@ -96,13 +96,39 @@ async def test_the_target_id_is_asked_while_the_start_page_loads(
 
 
 @pytest.mark.browser
+async def test_a_target_id_asked_ahead_in_vain_is_asked_again_at_attach(
+    browser: Browser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its deadline may run out during a slow first load: the session then asks again rather than
+    falling back to Playwright's CDP session for the rest of its life."""
+    calls: list[int] = []
+    target_info = DevTools.target_info
+
+    async def flaky(self: DevTools, *args: Any) -> dict[str, Any]:
+        calls.append(1)
+        if len(calls) == 1:
+            raise CommandTimeout("Target.getTargetInfo: no answer from the browser within 30 s")
+        info: dict[str, Any] = await target_info(self, *args)
+        return info
+
+    monkeypatch.setattr(DevTools, "target_info", flaky)
+    session = await BrowserSession.create(browser, BrowserConfig())
+    try:
+        await session.goto(COUNTER, start=True)
+        await session.screenshot(frame_for(1280, 800, PROFILES["holo1.5"]))
+        assert len(calls) == 2
+        assert isinstance(session._state.cdp, DevToolsSession)  # on the direct connection all the same
+    finally:
+        await session.close()
+
+
+@pytest.mark.browser
 async def test_a_session_closed_before_its_first_screenshot_leaves_no_probe(browser: Browser) -> None:
     session = await BrowserSession.create(browser, BrowserConfig())
     probes = [t for t in asyncio.all_tasks() if "target_info" in repr(t.get_coro())]
     assert len(probes) == 1
     await session.close()
-    await asyncio.sleep(0)
-    assert probes[0].done()  # stopped with the session (its page is closed: nothing to attach to)
+    assert probes[0].cancelled()  # stopped with the session (its page is closed: nothing to attach to)
     assert not [t for t in asyncio.all_tasks() if "target_info" in repr(t.get_coro()) and not t.done()]
 
 

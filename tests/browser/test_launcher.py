@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import playwright
 import pytest
 
 from webagent.browser import launcher
-from webagent.browser.launcher import CHROMIUM_ARGS, DISABLED_FEATURES, find_chromium, launch_browser
+from webagent.browser.launcher import CHROMIUM_ARGS, DISABLED_FEATURES, connect_browser, find_chromium, launch_browser
 from webagent.config import BrowserConfig
 from webagent.errors import BrowserError
 
@@ -167,26 +169,77 @@ async def test_a_headed_or_hardened_launch_gets_the_full_browser_and_a_headless_
     assert fake.kwargs["executable_path"] == find_chromium(config, hardened=True) != shell
 
 
+async def test_a_guarded_browser_left_to_playwright_gets_its_full_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no system Chromium, Playwright's own headless launch is its headless shell, where WebRTC's
+    UDP is not closed: a hardened browser asks for its full build (channel "chromium")."""
+    monkeypatch.setattr(launcher, "find_chromium", lambda *_, **__: None)
+    fake = _Launcher()
+    config = BrowserConfig(direct_cdp=False)
+    await launch_browser(fake, config, hardened=True)  # type: ignore[arg-type]
+    assert fake.kwargs["channel"] == launcher.FULL_CHROMIUM_CHANNEL == "chromium"
+    await launch_browser(fake, config)  # type: ignore[arg-type]
+    assert "channel" not in fake.kwargs  # unguarded: Playwright's default (its shell)
+    await launch_browser(fake, config, hardened=True, options={"headless": False})  # type: ignore[arg-type]
+    assert "channel" not in fake.kwargs  # a window: the full build anyway
+    await launch_browser(fake, config, hardened=True, options={"channel": "chrome"})  # type: ignore[arg-type]
+    assert fake.kwargs["channel"] == "chrome"  # the caller's channel stays
+
+
+async def test_a_guarded_remote_browser_server_is_asked_for_the_full_build() -> None:
+    sent: list[dict[str, object]] = []
+
+    class _Chromium:
+        async def connect(self, endpoint: str, **kwargs: Any) -> object:
+            sent.append(json.loads(kwargs["headers"]["x-playwright-launch-options"]))
+
+            class Browser:
+                version = "0"
+
+            return Browser()
+
+    class _Playwright:
+        chromium = _Chromium()
+
+    config = BrowserConfig(ws_endpoint="ws://127.0.0.1:1/x")
+    await connect_browser(_Playwright(), config, hardened=True)  # type: ignore[arg-type]
+    await connect_browser(_Playwright(), config)  # type: ignore[arg-type]
+    assert sent[0]["channel"] == "chromium" and "channel" not in sent[1]
+    mine = BrowserConfig(ws_endpoint="ws://127.0.0.1:1/x", executable_path="/opt/chromium")
+    await connect_browser(_Playwright(), mine, hardened=True)  # type: ignore[arg-type]
+    assert sent[2]["executablePath"] == "/opt/chromium" and "channel" not in sent[2]
+
+
 @pytest.mark.skipif(
     not os.access("/usr/lib/chromium/chromium-headless-shell", os.X_OK), reason="no chromium-headless-shell here"
 )
 async def test_the_system_headless_shell_runs_a_page() -> None:
-    """Debian's headless shell is what a default headless launch gets here: it loads a page and
-    takes a screenshot, over Playwright and over the direct DevTools connection."""
+    """Debian's headless shell is what a default headless launch gets here: a session on it loads a
+    page, clicks and takes a screenshot over the direct DevTools connection."""
     from playwright.async_api import async_playwright
+
+    from webagent.browser.devtools import DevToolsSession
+    from webagent.browser.session import BrowserSession
+    from webagent.config import PROFILES
+    from webagent.images import frame_for
 
     config = BrowserConfig()
     assert find_chromium(config) == "/usr/lib/chromium/chromium-headless-shell"  # not the wrapper script
+    counter = (
+        "data:text/html,<title>0</title><body style='margin:0'><button style='width:400px;height:300px' "
+        "onclick='document.title = String(+document.title + 1)'>count</button></body>"
+    )
     async with async_playwright() as pw:
         browser = await launch_browser(pw, config)
+        session = await BrowserSession.create(browser, config)
         try:
-            page = await browser.new_page()
-            await page.set_content("<h1>shell</h1>")
-            assert await page.inner_text("h1") == "shell"
-            cdp = await page.context.new_cdp_session(page)
-            shot = await cdp.send("Page.captureScreenshot", {"format": "png"})
-            assert len(shot["data"]) > 100
+            await session.goto(counter, start=True)
+            await session.click(100, 100)
+            shot = await session.screenshot(frame_for(1280, 800, PROFILES["holo1.5"]))
+            assert isinstance(session._state.cdp, DevToolsSession)
+            assert await session.title() == "1"
+            assert shot.b64
         finally:
+            await session.close()
             await browser.close()
 
 

@@ -219,6 +219,20 @@ def test_a_guarded_or_headed_plugin_browser_is_never_the_headless_shell(
     assert executable(BrowserConfig(), {"headless": False}) not in (None, str(shell))  # --headed
 
 
+def test_a_guarded_plugin_browser_left_to_playwright_gets_its_full_build() -> None:
+    """Playwright's own headless Chromium is its headless shell: a guarded config asks for its full
+    build (channel "chromium"), where the WebRTC switch of HARDENED_ARGS works."""
+    guarded = extend_launch_args(
+        {}, BrowserConfig(allowed_domains=["example.com"]), browser_name="chromium", bundled_installed=True
+    )
+    assert guarded["channel"] == "chromium"
+    assert "channel" not in extend_launch_args({}, BrowserConfig(), browser_name="chromium", bundled_installed=True)
+    headed = extend_launch_args(
+        {"headless": False}, BrowserConfig(private_network="block"), browser_name="chromium", bundled_installed=True
+    )
+    assert "channel" not in headed
+
+
 def test_bundled_chromium_is_looked_for_where_playwright_installs_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -219,8 +219,7 @@ class DevTools:
         """Ask Playwright for ``page``'s target id now, in the background, for a later ``attach``:
         three round trips through its driver (its CDP session, ``Target.getTargetInfo``, the detach),
         12 of the first screenshot's 14 s at 500 sessions beside 4 hogs, hidden behind the page's
-        first load. Its failure is ``attach``'s (a Playwright error: the session falls back to a
-        Playwright CDP session, as when it is asked then)."""
+        first load. Should that fail (its deadline ran during the load), ``attach`` asks once more."""
         if page not in self._targets:
             task = asyncio.ensure_future(self.target_info(context, page))
             task.add_done_callback(_retrieve)
@@ -236,7 +235,12 @@ class DevTools:
         """A CDP session of ``page`` on this connection (its target id asked of Playwright once,
         ahead of time when ``prefetch_target`` was called)."""
         ahead = self._targets.pop(page, None)
-        info = await ahead if ahead is not None else await self.target_info(context, page)
+        try:
+            info = await ahead if ahead is not None else await self.target_info(context, page)
+        except PlaywrightError:
+            if ahead is None:
+                raise
+            info = await self.target_info(context, page)  # asked ahead, during a slow load: once more now
         reply = await self.request("Target.attachToTarget", {"targetId": info["targetId"], "flatten": True})
         return self.adopt(str(reply["sessionId"]))
 

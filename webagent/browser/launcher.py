@@ -27,6 +27,7 @@ from .netrules import resolver_rules
 __all__ = [
     "CHROMIUM_ARGS",
     "DISABLED_FEATURES",
+    "FULL_CHROMIUM_CHANNEL",
     "HARDENED_ARGS",
     "browser_args",
     "connect_browser",
@@ -41,8 +42,8 @@ log = structlog.get_logger("webagent.browser")
 SYSTEM_CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 #: Chromium's headless shell (Debian's ``chromium-headless-shell``): Chromium's content layer without
 #: the browser UI, what Playwright itself launches for headless Chromium. The full browser's headless
-#: mode draws a window per context whose tab throbber animates while a page loads: 28 ms of CPU a
-#: second for each page still loading, against 0.3 here, and twice the CPU to open a session
+#: mode draws a window per context whose tab throbber animates while a page loads: 27 ms of CPU a
+#: second for each page still loading, against 0.2 here, and twice the CPU to open a session
 #: (docs/benchmarks.md, "The headless shell"). Not for guarded sessions: the shell is Chromium's
 #: content layer only, where ``--webrtc-ip-handling-policy`` (a Chrome switch) does nothing and
 #: WebRTC's UDP would leave past the guard (tests/browser/test_attacks.py), so hardened browsers
@@ -50,6 +51,9 @@ SYSTEM_CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 #: Debian's binary first: its /usr/bin wrapper script stays alive as the browser's parent (no
 #: ``exec``), a process more per browser and the one a signal meant for the browser would reach.
 SYSTEM_HEADLESS_SHELL = ("/usr/lib/chromium/chromium-headless-shell", "/usr/bin/chromium-headless-shell")
+#: Playwright's channel for its full Chromium build in headless mode (its default headless launch
+#: is its own headless shell): what a guarded browser gets when there is no system Chromium.
+FULL_CHROMIUM_CHANNEL = "chromium"
 
 #: Playwright's own --disable-features list (a later --disable-features flag replaces it, so it is
 #: repeated here), plus the omnibox WebUI renderers that Debian's headless Chromium starts per
@@ -201,6 +205,10 @@ async def launch_browser(
     ):
         port = free_port()
         args.append(f"--remote-debugging-port={port}")
+    if hardened and headless and executable is None and not extra.get("channel"):
+        # Playwright's own headless Chromium is its headless shell (no system one here): a guarded
+        # browser gets its full build instead, as it gets the system's full Chromium.
+        extra["channel"] = FULL_CHROMIUM_CHANNEL
     try:
         # Playwright's own launch timeout first (it cleans up); ours too, in case its driver stops answering:
         # the pool launches one browser at a time, and sessions waiting for it are not stalls.
@@ -246,6 +254,8 @@ async def connect_browser(playwright: Playwright, config: BrowserConfig, *, hard
             }
             if config.executable_path:  # a path on the server's machine
                 options["executablePath"] = config.executable_path
+            elif hardened and config.headless:  # the server's full Chromium, not its headless shell
+                options["channel"] = FULL_CHROMIUM_CHANNEL
             headers = {"x-playwright-launch-options": json.dumps(options)}
             connecting = playwright.chromium.connect(config.ws_endpoint, timeout=timeout_ms, headers=headers)
             browser = await within(connecting, config.open_timeout_s + config.command_timeout_s, "chromium.connect")

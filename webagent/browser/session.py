@@ -62,6 +62,7 @@ class BrowserSession:
         self._capture = ScreenCapture(state, self._faults)
         self._settler = Settler(state, self._capture, self._tabs)
         self._control = PageControl(state, self._capture, self._settler, self._tabs, self._faults)
+        self._first_page: Page | None = None  # its target id asked ahead (create), until close
 
     @classmethod
     async def create(
@@ -112,10 +113,12 @@ class BrowserSession:
             if isinstance(exc, PlaywrightError):
                 raise BrowserError(f"cannot open a browser tab: {first_line(exc)}") from None
             raise
+        session = cls(page, config, owns_context=True)
         devtools = devtools_for(browser) if config.direct_cdp else None
         if devtools is not None:  # its target id, while the start page loads (the first screenshot attaches)
             devtools.prefetch_target(context, page)
-        return cls(page, config, owns_context=True)
+            session._first_page = page
+        return session
 
     # -- what the session drives --------------------------------------------------------------
     @property
@@ -285,9 +288,10 @@ class BrowserSession:
         step bounded (a browser that stopped answering is left to the pool, which closes it)."""
         state = self._state
         self._capture.drop_prefetch()
-        devtools = devtools_for(state.context.browser) if self.config.direct_cdp else None
-        if devtools is not None:
-            devtools.forget_target(state.page)  # closed before its first screenshot: nothing to attach
+        devtools = devtools_for(state.context.browser) if self._first_page is not None else None
+        if devtools is not None and self._first_page is not None:
+            devtools.forget_target(self._first_page)  # closed (or replaced) before its first attach
+            self._first_page = None
         if state.browser_stuck:  # it answers nothing: the pool retires it and closes it (bounded)
             return
         timeout_s = self.config.open_timeout_s

@@ -118,7 +118,8 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--executable-path",
         metavar="PATH",
-        help="Chromium binary (default: the system's chromium-headless-shell when headless, else /usr/bin/chromium)",
+        help="Chromium binary (default: the system's chromium-headless-shell when headless and unguarded, "
+        "else /usr/bin/chromium)",
     )
     g.add_argument("--viewport", metavar="WxH", help="viewport size in CSS pixels (default 1280x800)")
     g.add_argument("--ws-endpoint", metavar="URL", help="use a Playwright browser server (playwright run-server)")

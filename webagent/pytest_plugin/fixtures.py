@@ -9,8 +9,9 @@ Chromium, this project's machines), the launch goes to the Chromium webagent its
   executable file);
 * else, only when Playwright's bundled Chromium is not installed (``bundled_chromium_installed``:
   its revision in Playwright's ``browsers.json``, looked for where ``playwright install`` puts it,
-  without starting Playwright), the system's Chromium (``/usr/bin/chromium``, ``chromium`` on the
-  PATH).
+  without starting Playwright), the system's Chromium (headless and unguarded: its headless shell
+  when installed; else ``/usr/bin/chromium``, ``chromium`` on the PATH); a guarded headless
+  browser left to Playwright gets its full build (``channel="chromium"``), not its headless shell.
 
 With a binary of webagent's choosing the launch also gets webagent's Chromium flags
 (``CHROMIUM_ARGS``). When the config sets a domain list or ``private_network = "block"`` (a
@@ -39,7 +40,7 @@ import pytest
 import structlog
 
 from ..browser.context import context_options
-from ..browser.launcher import CHROMIUM_ARGS, find_chromium, hardened_args
+from ..browser.launcher import CHROMIUM_ARGS, FULL_CHROMIUM_CHANNEL, find_chromium, hardened_args
 from ..config import AgentConfig, BrowserConfig, ContextSettings
 from ..errors import WebAgentError
 from ..secrets import Secrets
@@ -121,6 +122,8 @@ def extend_launch_args(
         if executable is not None:
             args["executable_path"] = executable
             extra = [*CHROMIUM_ARGS, *extra]
+        elif guarded and headless:  # Playwright's headless default is its shell: its full build instead
+            args["channel"] = FULL_CHROMIUM_CHANNEL
     if extra:
         args["args"] = [*args.get("args", []), *(a for a in extra if a not in args.get("args", []))]
     if not config.headless and "headless" not in args:
