@@ -288,9 +288,10 @@ class BrowserSession:
         step bounded (a browser that stopped answering is left to the pool, which closes it)."""
         state = self._state
         self._capture.drop_prefetch()
-        devtools = devtools_for(state.context.browser) if self._first_page is not None else None
-        if devtools is not None and self._first_page is not None:
-            devtools.forget_target(self._first_page)  # closed (or replaced) before its first attach
+        if self._first_page is not None:  # closed (or replaced) before its first attach: nothing to attach
+            devtools = devtools_for(state.context.browser)
+            if devtools is not None:
+                devtools.forget_target(self._first_page)
             self._first_page = None
         if state.browser_stuck:  # it answers nothing: the pool retires it and closes it (bounded)
             return

@@ -24,8 +24,8 @@ class BrowserConfig(ContextSettings):
     headless: bool = True
     executable_path: str | None = Field(
         default=None,
-        description="Chromium binary (default: the system's headless shell when headless, else /usr/bin/chromium, "
-        "if present; else Playwright's own)",
+        description="Chromium binary (default: the system's headless shell when headless and unguarded, else "
+        "/usr/bin/chromium, if present; else Playwright's own)",
     )
     headless_shell: bool = Field(
         default=True,
