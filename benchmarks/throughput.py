@@ -347,7 +347,11 @@ def bench_script(steps: int, latency: float) -> dict[str, Any]:
 
 
 class OfflineServer:
-    """The offline model server in its own process, so its CPU is not the harness's."""
+    """The offline model server in its own process, so its CPU is not the harness's, and in its own
+    session: it stands for a model server on another machine, so where the kernel shares the CPU
+    out by session first (``/proc/sys/kernel/sched_autogroup_enabled``) it must not take its share
+    from the benchmark's session, which holds the agent, its Playwright driver and any ``--hog``
+    (the bare loop it is compared with runs no model server there)."""
 
     def __init__(self, script: dict[str, Any], workdir: Path) -> None:
         path = workdir / "script.json"
@@ -356,6 +360,7 @@ class OfflineServer:
             [sys.executable, "-m", "webagent.testing.server", "--script", str(path), "--no-record"],
             stdout=subprocess.PIPE,
             text=True,
+            start_new_session=True,
         )
         assert self.proc.stdout is not None
         self.url = self.proc.stdout.readline().strip().rsplit(" ", 1)[-1]

@@ -61,6 +61,10 @@ def test_body_equals_plain_json() -> None:
         "chat_template_kwargs": {"thinking": False},
     }
     assert json.loads(encode_chat_body(body)) == json.loads(json.dumps(body))
+    # byte for byte what json.dumps writes (UTF-8, compact; the messages first), non-ASCII text
+    # beside the screenshots
+    ordered = {"messages": body["messages"]} | body
+    assert encode_chat_body(body) == json.dumps(ordered, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 @given(

@@ -47,66 +47,89 @@ class DataURL(str):
 # mutate it.
 _CONSTANT_KEYS = frozenset({"response_format", "structured_outputs", "tools"})
 _CACHE_LIMIT = 64
-_texts: dict[str, str] = {}
-_values: dict[int, tuple[object, str]] = {}
+_texts: dict[str, bytes] = {}
+_values: dict[int, tuple[object, bytes]] = {}
 
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _constant_text(text: str) -> str:
+def _constant_text(text: str) -> bytes:
     encoded = _texts.get(text)
     if encoded is None:
         if len(_texts) >= _CACHE_LIMIT:
             _texts.clear()
-        encoded = _texts[text] = _dumps(text)
+        encoded = _texts[text] = _dumps(text).encode()
     return encoded
 
 
-def _constant_value(value: Any) -> str:
+def _constant_value(value: Any) -> bytes:
     if not isinstance(value, dict | list):
-        return _dumps(value)
+        return _dumps(value).encode()
     hit = _values.get(id(value))
     if hit is not None and hit[0] is value:
         return hit[1]
     if len(_values) >= _CACHE_LIMIT:
         _values.clear()
-    encoded = _dumps(value)
+    encoded = _dumps(value).encode()
     _values[id(value)] = (value, encoded)  # holding the value keeps its id from being reused
     return encoded
 
 
 def encode_chat_body(body: dict[str, Any]) -> bytes:
-    """``json.dumps(body)`` as bytes, without re-scanning the screenshots."""
-    parts = ['{"messages":[', ",".join(_message(m) for m in body.get("messages", [])), "]"]
+    """``json.dumps(body)`` as bytes, without re-scanning the screenshots.
+
+    The pieces are encoded to bytes one by one and joined once, so a screenshot's ~200 kB are
+    copied twice (its ASCII encode, the join) whatever the nesting, and an ASCII screenshot never
+    shares a ``str`` with non-ASCII text (which would widen the whole body to 2-4 bytes a character).
+    """
+    out: list[bytes] = [b'{"messages":[']
+    for n, message in enumerate(body.get("messages", ())):
+        if n:
+            out.append(b",")
+        _message(message, out)
+    out.append(b"]")
     for key, value in body.items():
         if key != "messages":
-            encoded = _constant_value(value) if key in _CONSTANT_KEYS else _dumps(value)
-            parts += [",", _dumps(key), ":", encoded]
-    parts.append("}")
-    return "".join(parts).encode()
+            encoded = _constant_value(value) if key in _CONSTANT_KEYS else _dumps(value).encode()
+            out += (b",", _dumps(key).encode(), b":", encoded)
+    out.append(b"}")
+    return b"".join(out)
 
 
-def _message(message: dict[str, Any]) -> str:
+def _message(message: dict[str, Any], out: list[bytes]) -> None:
     content = message.get("content")
     if isinstance(content, str) and message.get("role") == "system" and len(message) == 2:
-        return '{"role":"system","content":' + _constant_text(content) + "}"
+        out += (b'{"role":"system","content":', _constant_text(content), b"}")
+        return
     if not isinstance(content, list):
-        return _dumps(message)
+        out.append(_dumps(message).encode())
+        return
     others = {k: v for k, v in message.items() if k != "content"}
-    parts = ",".join(_part(p) for p in content)
-    head = _dumps(others)[:-1]
-    return head + ("," if others else "") + '"content":[' + parts + "]}"
+    out.append((_dumps(others)[:-1] + ("," if others else "") + '"content":[').encode())
+    for n, part in enumerate(content):
+        if n:
+            out.append(b",")
+        _part(part, out)
+    out.append(b"]}")
 
 
-def _part(part: Any) -> str:
+def _part(part: Any, out: list[bytes]) -> None:
     if isinstance(part, dict) and part.get("type") == "image_url":
         image = part.get("image_url")
         if isinstance(image, dict) and isinstance(image.get("url"), DataURL) and len(image) == 1:
             url: str = image["url"]
             if len(part) == 2:
-                return '{"type":"image_url","image_url":{"url":"' + url + '"}}'
+                out += (b'{"type":"image_url","image_url":{"url":"', url.encode("ascii"), b'"}}')
+                return
             if len(part) == 3 and isinstance(part.get("uuid"), str):  # vLLM's stable image id
-                return '{"type":"image_url","image_url":{"url":"' + url + '"},"uuid":' + _dumps(part["uuid"]) + "}"
-    return _dumps(part)
+                out += (
+                    b'{"type":"image_url","image_url":{"url":"',
+                    url.encode("ascii"),
+                    b'"},"uuid":',
+                    _dumps(part["uuid"]).encode(),
+                    b"}",
+                )
+                return
+    out.append(_dumps(part).encode())
