@@ -15,7 +15,7 @@ from webagent.config import load_config
 from webagent.errors import ActionError, ConfigError
 from webagent.model.replies import short
 from webagent.records import RunResult, Step
-from webagent.secrets import Secrets, redact_log_event, shorten
+from webagent.secrets import Secrets, redact_log_event, shorten, well_formed
 
 VALUE = "s3cr3t-Pa55!#x"
 
@@ -172,3 +172,10 @@ def test_shortened_text_is_redacted_before_it_is_cut() -> None:
     answer = describe_action(Answer(content="y" * 115 + VALUE))
     assert "s3cr" not in answer and answer.endswith('{{PW…"')
     assert "s3cr" not in short(RuntimeError("z" * 190 + VALUE))
+
+
+def test_well_formed_replaces_only_lone_surrogates() -> None:
+    assert well_formed("plain") == "plain"
+    assert well_formed("a\ud800b\udfffc") == "a\ufffdb\ufffdc"
+    assert well_formed("pair \U0001f600 é") == "pair \U0001f600 é"  # a valid pair is one character here
+    well_formed("\udc80" * 3).encode("utf-8")

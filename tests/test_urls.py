@@ -58,6 +58,8 @@ def test_bare_ipv6_loopback_gets_http() -> None:
         ("https:///path", "no host name"),
         ("http://example.com[", "invalid URL 'http://example.com[': Invalid IPv6 URL"),
         ("http://[not-an-ip]/", "does not appear to be an IPv4 or IPv6 address"),
+        # b"\xff" in a command line, as Python reads it: a lone surrogate
+        ("http://example.com/a\udcff", "invalid URL: not valid text at character 21; give it in UTF-8"),
     ],
 )
 def test_invalid_urls_raise_input_error(url: str, fragment: str) -> None:

@@ -153,6 +153,13 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 
 def check_text(text: str, what: str, *, limit: int = MAX_GOAL_CHARS) -> None:
     """Refuse a goal (statement, description) longer than ``limit`` characters: it would be sent
-    to the models at every step."""
+    to the models at every step; or one UTF-8 cannot carry (a byte of another encoding in a
+    command line arrives as a lone surrogate): no request, trajectory or result could hold it."""
     if len(text) > limit:
         raise InputError(f"{what} is {len(text)} characters long; the limit is {limit}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(
+            f"{what} is not valid text at character {exc.start + 1} (a byte of another encoding?); give it in UTF-8"
+        ) from None

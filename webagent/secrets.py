@@ -31,6 +31,7 @@ __all__ = [
     "redact_live",
     "redact_log_event",
     "shorten",
+    "well_formed",
 ]
 
 SECRET_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
@@ -239,6 +240,21 @@ def shorten(text: str, limit: int, *, secrets: Secrets | None = None) -> str:
     with an ellipsis. Always in that order: a secret cut in two would escape redaction in part."""
     text = secrets.redact(text) if secrets is not None else redact_live(text)
     return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def well_formed(text: str) -> str:
+    """``text`` as UTF-8 can carry it: a lone surrogate replaced by U+FFFD.
+
+    A page's strings are UTF-16 (JavaScript), and Playwright and DevTools hand a lone surrogate in a
+    title or a dialog's message over as it is; JSON decodes a valid pair to one character, so what
+    is left is lone. Unreplaced, it cannot be written as UTF-8: a trajectory line or a request body
+    with the page's title would fail."""
+    if text.isascii():
+        return text
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def redact_log_event(logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:

@@ -155,7 +155,14 @@ NO_BFCACHE_B = _page(
     title="B again",
 )
 
+# A title set by script to hold a lone surrogate (a JavaScript string is UTF-16; UTF-8 has no such character).
+LONE_SURROGATE = _page(
+    "<p id='p'></p><script>document.title = 'a\\uD800b'; document.getElementById('p').textContent = 'c\\uDFFFd'</script>",
+    title="x",
+)
+
 PAGES = {
+    "/lone-surrogate": LONE_SURROGATE,
     "/back-button": BACK_BUTTON,
     "/no-bfcache-b": NO_BFCACHE_B,
     "/slow-load": SLOW_LOAD,
@@ -704,6 +711,19 @@ async def test_go_back_returns_to_the_previous_page(session: BrowserSession, pag
     assert session.url == pages("/clicks")
     assert await js(session, "document.readyState") == "complete"
     assert await js(session, "!!document.getElementById('btn')") is True
+
+
+async def test_a_title_with_a_lone_surrogate_comes_as_utf_8_can_carry_it(
+    session: BrowserSession, pages: PageServer
+) -> None:
+    await session.goto(pages("/lone-surrogate"))
+    assert await js(session, "document.title.charCodeAt(1)") == 0xD800  # the page's own title
+    title = await session.title()
+    assert title == "a\ufffdb"
+    title.encode("utf-8")
+    text = await session.page_text()  # what a replay fingerprint hashes
+    assert "c\ufffdd" in text
+    text.encode("utf-8")
 
 
 async def test_a_history_navigation_the_page_starts_is_waited_for(session: BrowserSession, pages: PageServer) -> None:

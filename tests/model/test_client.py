@@ -11,7 +11,7 @@ import pytest
 from webagent.config import RoleConfig
 from webagent.errors import ModelError, ModelReplyError, ModelUnavailableError
 from webagent.model.client import ModelClient
-from webagent.model.parsing import ReplyParseError, extract_json
+from webagent.model.parsing import ReplyParseError, extract_json, loads_well_formed
 from webagent.model.replies import read_completion
 from webagent.records import RoleUsage
 
@@ -165,6 +165,25 @@ def test_a_reply_s_tool_calls_are_read_and_its_reasoning_left_out() -> None:
         ("call_7", "click", '{"element": "OK"}'),
         ("call_1", "scroll", '{"direction": "down"}'),
     ]
+
+
+def test_a_reply_s_lone_surrogates_become_replacement_characters() -> None:
+    """A JSON escape of half a pair (``"\\ud800"``) decodes to a character UTF-8 cannot carry: the
+    step's record and the next request could not be written."""
+    raw = b'{"choices": [{"message": {"content": "a \\ud800 b", "tool_calls": [{"function": {"name": "type_text", "arguments": {"text": "x\\udfff"}}}]}}]}'
+    text, *_ = read_completion(raw)
+    assert text == "a \ufffd b"
+    text.encode("utf-8")
+    arguments = text.tool_calls[0].arguments  # given as an object: written as JSON, the half pair escaped
+    arguments.encode("ascii")
+    assert loads_well_formed(arguments) == {"text": "x\ufffd"}  # as the policy's contract reads it
+    escaped = b'{"choices": [{"message": {"tool_calls": [{"function": {"name": "t", "arguments": "{\\"text\\": \\"y\\\\ud800\\"}"}}]}}]}'
+    (call,) = read_completion(escaped)[0].tool_calls
+    assert json.loads(call.arguments) == {"text": "y\ufffd"}  # escaped in the arguments' own JSON too
+    paired = b'{"choices": [{"message": {"tool_calls": [{"function": {"name": "t", "arguments": "{\\"t\\": \\"\\\\ud83d\\\\ude00\\"}"}}]}}]}'
+    assert read_completion(paired)[0].tool_calls[0].arguments == '{"t": "\\ud83d\\ude00"}'  # as written
+    backslash = b'{"choices": [{"message": {"tool_calls": [{"function": {"name": "t", "arguments": "{\\"p\\":\\"C:\\\\\\\\udemo\\"}"}}]}}]}'
+    assert read_completion(backslash)[0].tool_calls[0].arguments == '{"p":"C:\\\\udemo"}'  # no surrogate: as written
 
 
 TOOLS = {

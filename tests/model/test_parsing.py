@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from webagent.actions import PolicyReply, Scroll
-from webagent.model.parsing import ReplyParseError, extract_json, parse_reply
+from webagent.model.parsing import ReplyParseError, extract_json, loads_well_formed, parse_reply
 from webagent.roles.validator import ValidatorReply
 
 from ..strategies import JSON_VALUES as FENCE_SAFE_VALUES
@@ -168,3 +168,14 @@ def test_an_object_inside_a_quoted_reply_wins_over_the_string() -> None:
     assert extract_json('"{}"') == {}
     assert extract_json('"{"action": "scroll"}"') == {"action": "scroll"}
     assert extract_json('"just words"') == "just words"  # no object anywhere: the string it is
+
+
+def test_an_escaped_half_pair_parses_to_a_replacement_character() -> None:
+    value = extract_json('Sure: {"action": "type_text", "text": "a\\ud800b", "k\\udfff": ["\\ud83d\\ude00"]}')
+    assert value == {"action": "type_text", "text": "a\ufffdb", "k\ufffd": ["\U0001f600"]}  # a pair stays one
+    json.dumps(value, ensure_ascii=False).encode("utf-8")
+
+
+def test_a_reply_nested_past_the_walk_still_parses() -> None:
+    deep = "[" * 600 + '"\\ud800"' + "]" * 600  # json.loads goes this deep; a recursive walk would not
+    assert loads_well_formed(deep) == json.loads(deep)  # not a RecursionError

@@ -67,10 +67,14 @@ def test_body_equals_plain_json() -> None:
     assert encode_chat_body(body) == json.dumps(ordered, ensure_ascii=False, separators=(",", ":")).encode()
 
 
+#: Any text, lone surrogates included (a page's title or text can hold one: JavaScript strings are UTF-16).
+ANY_TEXT = st.text(st.characters(exclude_categories=()))
+
+
 @given(
     st.lists(
         st.one_of(
-            st.builds(lambda t: {"type": "text", "text": t}, st.text()),
+            st.builds(lambda t: {"type": "text", "text": t}, ANY_TEXT),
             st.just(SHOT.image_part()),
             st.just(SHOT.image_part(uuid=True)),
             st.builds(lambda u: {"type": "image_url", "image_url": {"url": SHOT.data_url}, "uuid": u}, st.text()),
@@ -78,11 +82,21 @@ def test_body_equals_plain_json() -> None:
         ),
         max_size=5,
     ),
-    st.dictionaries(st.sampled_from(["model", "temperature", "max_tokens"]), st.integers() | st.text(), max_size=3),
+    st.dictionaries(st.sampled_from(["model", "temperature", "max_tokens"]), st.integers() | ANY_TEXT, max_size=3),
+    ANY_TEXT,
 )
-def test_any_body_round_trips(parts: list[dict[str, Any]], rest: dict[str, Any]) -> None:
-    body = {"messages": [{"role": "user", "content": parts}, {"role": "system", "content": "s"}], **rest}
-    assert json.loads(encode_chat_body(body)) == json.loads(json.dumps(body))
+def test_any_body_round_trips(parts: list[dict[str, Any]], rest: dict[str, Any], system: str) -> None:
+    body = {"messages": [{"role": "user", "content": parts}, {"role": "system", "content": system}], **rest}
+    encoded = encode_chat_body(body)
+    encoded.decode("utf-8")  # valid UTF-8 on the wire, whatever the text held
+    assert json.loads(encoded) == json.loads(json.dumps(body))
+
+
+def test_a_lone_surrogate_in_a_page_s_text_goes_out_as_json_s_escape() -> None:
+    body = {"messages": [{"role": "user", "content": [{"type": "text", "text": "title \ud800 é"}, SHOT.image_part()]}]}
+    encoded = encode_chat_body(body)
+    assert b'"title \\ud800 \xc3\xa9"' in encoded
+    assert json.loads(encoded) == body
 
 
 @given(st.text(max_size=40))

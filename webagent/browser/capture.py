@@ -37,6 +37,7 @@ from playwright.async_api import Page
 
 from ..errors import BrowserError, BrowserTimeoutError
 from ..images import Frame, Screenshot
+from ..secrets import well_formed
 from .deadline import CommandTimeout, within
 from .devtools import CDPChannel, DevToolsSession
 from .faults import PageFaults
@@ -155,7 +156,7 @@ class ScreenCapture:
                 "Runtime.evaluate", {"expression": script, "returnByValue": True, "awaitPromise": True}
             )
             x, y, title = reply["result"]["value"]  # an exception in the page: no "value" (KeyError)
-        self._title = str(title)
+        self._title = well_formed(str(title))  # a page's title may hold a lone surrogate
         return (float(x), float(y))
 
     def invalidate_view(self) -> None:

@@ -32,6 +32,7 @@ from playwright.async_api import Error as PlaywrightError
 from ..config import BrowserConfig
 from ..errors import BrowserError, BrowserStuckError
 from ..images import Frame, Screenshot
+from ..secrets import well_formed
 from .capture import ScreenCapture
 from .control import PageControl
 from .deadline import CommandTimeout, within
@@ -202,7 +203,7 @@ class BrowserSession:
                 text = await self._state.page.evaluate(PAGE_TEXT)
         except (PlaywrightError, TimeoutError):
             return ""
-        return str(text)
+        return well_formed(str(text))  # a page's text may hold a lone surrogate (JavaScript's UTF-16)
 
     async def screenshot(self, frame: Frame) -> Screenshot:
         """One screenshot, encoded by the browser at the frame's size (``webagent.browser.capture``)."""

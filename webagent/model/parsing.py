@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-__all__ = ["ReplyParseError", "extract_json", "parse_reply"]
+from ..secrets import well_formed
+
+__all__ = ["ReplyParseError", "extract_json", "loads_well_formed", "parse_reply", "well_formed_json"]
 
 T = TypeVar("T", bound=BaseModel)
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
+#: A JSON escape of a surrogate (``\\ud800``), which may decode to half a pair.
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 class ReplyParseError(ValueError):
@@ -33,7 +38,7 @@ def extract_json(text: str) -> Any:
         if not candidate:
             continue
         try:
-            value = json.loads(candidate)
+            value = loads_well_formed(candidate)
         except json.JSONDecodeError:
             continue
         if not isinstance(value, str):
@@ -50,6 +55,42 @@ def extract_json(text: str) -> Any:
             f"the reply is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
         ) from None
     raise ReplyParseError("the reply is not valid JSON")  # pragma: no cover
+
+
+def loads_well_formed(text: str) -> Any:
+    """``json.loads(text)``, with every string UTF-8 can carry: an escape of half a surrogate pair
+    (``"\\ud800"``, which a model may write) decodes to U+FFFD, not to a lone surrogate that no
+    trajectory line or request could hold."""
+    value = json.loads(text)
+    if not _ESCAPED_SURROGATE.search(text):
+        return value
+    try:
+        return _well_formed(value)
+    except RecursionError:  # nested deeper than the walk goes: left as parsed
+        return value
+
+
+def well_formed_json(text: str) -> str:
+    """JSON ``text`` (a tool call's arguments) whose parse gives no lone surrogate: unchanged
+    unless its parse holds one (an escaped half pair), then written again with U+FFFD for it; raw
+    lone surrogates become U+FFFD either way. Valid arguments stay as the model wrote them."""
+    if _ESCAPED_SURROGATE.search(text):
+        with contextlib.suppress(ValueError, RecursionError):
+            value = json.loads(text)
+            fixed = _well_formed(value)
+            if fixed != value:
+                return json.dumps(fixed, ensure_ascii=False)
+    return well_formed(text)
+
+
+def _well_formed(value: Any) -> Any:
+    if isinstance(value, str):
+        return well_formed(value)
+    if isinstance(value, list):
+        return [_well_formed(v) for v in value]
+    if isinstance(value, dict):
+        return {well_formed(k): _well_formed(v) for k, v in value.items()}
+    return value
 
 
 def _matching_brace(text: str, start: int) -> int:

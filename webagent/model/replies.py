@@ -18,7 +18,8 @@ import openai
 from tenacity import RetryCallState
 
 from ..records import TokenRecord, ToolCall
-from ..secrets import shorten
+from ..secrets import shorten, well_formed
+from .parsing import well_formed_json
 
 __all__ = [
     "RETRY_BASE_S",
@@ -107,7 +108,7 @@ def read_completion(raw: bytes) -> tuple[Reply, int, int, int]:
     details = usage.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
     return (
-        Reply(str(text), calls),
+        Reply(well_formed(str(text)), calls),  # a JSON escape can make a lone surrogate
         _count(usage.get("prompt_tokens")),
         _count(usage.get("completion_tokens")),
         _count(cached),
@@ -165,11 +166,19 @@ def _tool_calls(value: object) -> tuple[ToolCall, ...]:
         function = item.get("function") if isinstance(item, dict) else None
         if not isinstance(function, dict) or not isinstance(function.get("name"), str):
             continue
-        arguments = function.get("arguments")
-        text = arguments if isinstance(arguments, str) else json.dumps(arguments if arguments is not None else {})
+        text = _arguments(function.get("arguments"))
         call_id = item.get("id") if isinstance(item.get("id"), str) and item.get("id") else f"call_{index}"
-        calls.append(ToolCall(id=call_id, name=function["name"], arguments=text))
+        calls.append(ToolCall(id=call_id, name=well_formed(function["name"]), arguments=text))
     return tuple(calls)
+
+
+def _arguments(value: object) -> str:
+    """A tool call's arguments as JSON text UTF-8 can carry, as the model wrote them where they
+    hold no lone surrogate (``parsing.well_formed_json``); arguments given as an object are
+    written as JSON."""
+    if isinstance(value, str):
+        return well_formed_json(value)
+    return json.dumps(value if value is not None else {})  # ASCII: a lone surrogate escaped, and read back as U+FFFD
 
 
 def _count(value: object) -> int:

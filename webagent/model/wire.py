@@ -55,24 +55,31 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def _utf8(value: Any) -> bytes:
+    """``_dumps(value)`` in UTF-8. A lone surrogate (a page's title or text can hold one: JavaScript
+    strings are UTF-16) cannot be UTF-8; it can only stand inside a JSON string here, where
+    ``backslashreplace`` writes it as the ``\\udXXX`` escape ``json.dumps`` would."""
+    return _dumps(value).encode("utf-8", "backslashreplace")
+
+
 def _constant_text(text: str) -> bytes:
     encoded = _texts.get(text)
     if encoded is None:
         if len(_texts) >= _CACHE_LIMIT:
             _texts.clear()
-        encoded = _texts[text] = _dumps(text).encode()
+        encoded = _texts[text] = _utf8(text)
     return encoded
 
 
 def _constant_value(value: Any) -> bytes:
     if not isinstance(value, dict | list):
-        return _dumps(value).encode()
+        return _utf8(value)
     hit = _values.get(id(value))
     if hit is not None and hit[0] is value:
         return hit[1]
     if len(_values) >= _CACHE_LIMIT:
         _values.clear()
-    encoded = _dumps(value).encode()
+    encoded = _utf8(value)
     _values[id(value)] = (value, encoded)  # holding the value keeps its id from being reused
     return encoded
 
@@ -92,8 +99,8 @@ def encode_chat_body(body: dict[str, Any]) -> bytes:
     out.append(b"]")
     for key, value in body.items():
         if key != "messages":
-            encoded = _constant_value(value) if key in _CONSTANT_KEYS else _dumps(value).encode()
-            out += (b",", _dumps(key).encode(), b":", encoded)
+            encoded = _constant_value(value) if key in _CONSTANT_KEYS else _utf8(value)
+            out += (b",", _utf8(key), b":", encoded)
     out.append(b"}")
     return b"".join(out)
 
@@ -104,10 +111,10 @@ def _message(message: dict[str, Any], out: list[bytes]) -> None:
         out += (b'{"role":"system","content":', _constant_text(content), b"}")
         return
     if not isinstance(content, list):
-        out.append(_dumps(message).encode())
+        out.append(_utf8(message))
         return
     others = {k: v for k, v in message.items() if k != "content"}
-    out.append((_dumps(others)[:-1] + ("," if others else "") + '"content":[').encode())
+    out += (_utf8(others)[:-1], b',"content":[' if others else b'"content":[')
     for n, part in enumerate(content):
         if n:
             out.append(b",")
@@ -128,8 +135,8 @@ def _part(part: Any, out: list[bytes]) -> None:
                     b'{"type":"image_url","image_url":{"url":"',
                     url.encode("ascii"),
                     b'"},"uuid":',
-                    _dumps(part["uuid"]).encode(),
+                    _utf8(part["uuid"]),
                     b"}",
                 )
                 return
-    out.append(_dumps(part).encode())
+    out.append(_utf8(part))

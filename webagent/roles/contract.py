@@ -29,7 +29,7 @@ from ..actions import ACTION_TYPES, ELEMENT_ACTIONS, PolicyReply
 from ..families import TOOL_ACTIONS, TOOL_NAMES, Output, PointSpace, ReplyShape, SchemaField
 from ..images import Frame
 from ..model.client import Message, Reply
-from ..model.parsing import ReplyParseError, extract_json
+from ..model.parsing import ReplyParseError, extract_json, loads_well_formed
 from ..model.schema import json_schema_format, strict_schema
 from ..prompts import render
 from ..records import ToolCall
@@ -97,7 +97,7 @@ class Contract:
                 raise ReplyParseError("the reply calls no tool: call exactly one of the tools")
             call = reply.tool_calls[0]
             try:
-                arguments = json.loads(call.arguments) if call.arguments.strip() else {}
+                arguments = loads_well_formed(call.arguments) if call.arguments.strip() else {}
             except json.JSONDecodeError as exc:
                 raise ReplyParseError(f"the arguments of {call.name} are not valid JSON ({exc.msg})") from None
             if not isinstance(arguments, dict):
