@@ -25,6 +25,7 @@ __all__ = [
     "check_text",
     "load_json",
     "load_yaml",
+    "not_utf8_at",
     "read_text",
 ]
 
@@ -151,15 +152,21 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
+def not_utf8_at(text: str) -> int | None:
+    """The 1-based position of the first character UTF-8 cannot carry (a lone surrogate: a byte of
+    another encoding in a command line arrives as one), or None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start + 1
+    return None
+
+
 def check_text(text: str, what: str, *, limit: int = MAX_GOAL_CHARS) -> None:
     """Refuse a goal (statement, description) longer than ``limit`` characters: it would be sent
     to the models at every step; or one UTF-8 cannot carry (a byte of another encoding in a
     command line arrives as a lone surrogate): no request, trajectory or result could hold it."""
     if len(text) > limit:
         raise InputError(f"{what} is {len(text)} characters long; the limit is {limit}")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InputError(
-            f"{what} is not valid text at character {exc.start + 1} (a byte of another encoding?); give it in UTF-8"
-        ) from None
+    if (at := not_utf8_at(text)) is not None:
+        raise InputError(f"{what} is not valid text at character {at} (a byte of another encoding?); give it in UTF-8")

@@ -6,6 +6,7 @@ import re
 from urllib.parse import urlsplit
 
 from .errors import InputError, WebAgentError
+from .inputs import not_utf8_at
 
 __all__ = ["normalize_url"]
 
@@ -21,10 +22,8 @@ def normalize_url(url: str, *, error: type[WebAgentError] = InputError) -> str:
     text = (url or "").strip()
     if not text:
         raise error("no URL given: pass the start page, e.g. --url https://example.com")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:  # a byte of another encoding in a command line: a lone surrogate
-        raise error(f"invalid URL: not valid text at character {exc.start + 1}; give it in UTF-8") from None
+    if (at := not_utf8_at(text)) is not None:
+        raise error(f"invalid URL: not valid text at character {at}; give it in UTF-8")
     if "://" not in text and not text.startswith(("about:", "file:")):
         match = _HOSTLIKE.match(text)
         host = match.group("host").lower() if match else ""

@@ -36,7 +36,7 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from ..errors import BrowserError, BrowserTimeoutError
-from ..secrets import shorten, well_formed
+from ..secrets import shorten
 from .deadline import CommandTimeout, within
 from .state import PageState, first_line
 from .tabs import TabFollower
@@ -74,7 +74,7 @@ class PageFaults:
     # -- events ---------------------------------------------------------------------------
     async def _on_dialog(self, dialog: Dialog) -> None:
         kind = dialog.type
-        message = shorten(" ".join(well_formed(dialog.message).split()), 300)
+        message = shorten(" ".join(dialog.message.split()), 300)
         current = dialog.page is self._state.page  # settle() waits only for the current tab's dialogs
         try:
             try:
@@ -99,7 +99,7 @@ class PageFaults:
     def _on_download(self, download: Download) -> None:
         # A link to a file asked for a navigation that will never commit: end the wait for it.
         self._state.nav.settled()
-        name = well_formed(download.suggested_filename) or "a file"
+        name = download.suggested_filename or "a file"
         self._state.report(
             f"The page started a download of {name!r} ({download.url}); downloads are not kept, so it was cancelled."
         )

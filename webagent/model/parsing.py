@@ -62,12 +62,7 @@ def loads_well_formed(text: str) -> Any:
     (``"\\ud800"``, which a model may write) decodes to U+FFFD, not to a lone surrogate that no
     trajectory line or request could hold."""
     value = json.loads(text)
-    if not _ESCAPED_SURROGATE.search(text):
-        return value
-    try:
-        return _well_formed(value)
-    except RecursionError:  # nested deeper than the walk goes: left as parsed
-        return value
+    return _repaired(value)[0] if _ESCAPED_SURROGATE.search(text) else value
 
 
 def well_formed_json(text: str) -> str:
@@ -75,22 +70,34 @@ def well_formed_json(text: str) -> str:
     unless its parse holds one (an escaped half pair), then written again with U+FFFD for it; raw
     lone surrogates become U+FFFD either way. Valid arguments stay as the model wrote them."""
     if _ESCAPED_SURROGATE.search(text):
-        with contextlib.suppress(ValueError, RecursionError):
-            value = json.loads(text)
-            fixed = _well_formed(value)
-            if fixed != value:
+        with contextlib.suppress(ValueError):
+            fixed, changed = _repaired(json.loads(text))
+            if changed:
                 return json.dumps(fixed, ensure_ascii=False)
     return well_formed(text)
 
 
-def _well_formed(value: Any) -> Any:
-    if isinstance(value, str):
-        return well_formed(value)
-    if isinstance(value, list):
-        return [_well_formed(v) for v in value]
-    if isinstance(value, dict):
-        return {well_formed(k): _well_formed(v) for k, v in value.items()}
-    return value
+def _repaired(value: Any) -> tuple[Any, bool]:
+    """``value`` with its lone surrogates replaced, and whether there were any (a value nested
+    deeper than the walk goes is left as it is)."""
+    found: list[bool] = []
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, str):
+            fixed = well_formed(v)
+            if fixed != v:
+                found.append(True)
+            return fixed
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        if isinstance(v, dict):
+            return {walk(k): walk(x) for k, x in v.items()}
+        return v
+
+    try:
+        return walk(value), bool(found)
+    except RecursionError:
+        return value, False
 
 
 def _matching_brace(text: str, start: int) -> int:
