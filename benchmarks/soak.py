@@ -85,6 +85,7 @@ from soaksite.server import ELEMENTS, READY_PREFIX, VIEWPORT  # noqa: E402
 from throughput import Meter, OfflineServer, _children, _kind, cpu_s, process_tree, steady  # noqa: E402
 
 from webagent.batch import BatchRunner, BatchStats, read_results  # noqa: E402
+from webagent.batch.processes import auto_workers  # noqa: E402
 from webagent.batch.stats import infra_cause  # noqa: E402
 from webagent.batch.tasks import load_tasks  # noqa: E402
 from webagent.browser.launcher import find_chromium, launch_browser  # noqa: E402
@@ -778,8 +779,15 @@ async def agent(
                 ends.extend([time.monotonic()] * (stats.steps - seen[0]))
                 seen[0] = stats.steps
 
+        workers = auto_workers(n) if args.workers == "auto" else int(args.workers)
         runner = BatchRunner(
-            config, load_tasks(tasks_file), out, concurrency=n, on_update=on_update, admission=not args.no_admission
+            config,
+            load_tasks(tasks_file),
+            out,
+            concurrency=n,
+            on_update=on_update,
+            admission=not args.no_admission,
+            workers=workers,
         )
         server_cpu = cpu_s(server.proc.pid)
         stuck: list[tuple[str, int]] = []
@@ -788,8 +796,8 @@ async def agent(
 
         async def count_open() -> None:
             while True:
-                if runner.agent is not None:
-                    opened.append((time.monotonic(), runner.agent.browsers.open_sessions))
+                if runner.agent is not None or runner.processes is not None:
+                    opened.append((time.monotonic(), runner.open_sessions))
                 await asyncio.sleep(0.5)
 
         with Meter(exclude | {server.proc.pid}) as meter:
@@ -831,6 +839,7 @@ async def agent(
     rate, cpu, split = steady(ends, meter) if len(ends) >= 10 else (float("nan"), float("nan"), {})
     return {
         "sessions": n,
+        "workers": workers,
         "finished": len(results),
         "succeeded": sum(r.success for r in results),
         "hung": n - len(results),
@@ -1052,7 +1061,7 @@ def print_row(row: dict[str, Any]) -> None:
     if a:
         errors = f" (errors: {a['top_errors']})" if a["top_errors"] else ""
         print(
-            f"N={n:<4} agent: {a['finished']}/{n} tasks finished ({a['succeeded']} succeeded), {a['hung']} hung, "
+            f"N={n:<4} agent ({a.get('workers', 1)} worker processes): {a['finished']}/{n} tasks finished ({a['succeeded']} succeeded), {a['hung']} hung, "
             f"stop reasons {a['stop_reasons']}{errors}, {a['steps']} steps, {a['steps_per_s']:.1f} steps/s, CPU/step "
             f"{a['cpu_per_step_ms']:.0f} ms, PSS/session {a['pss_mib']:.0f} MiB (per open session "
             f"{a['pss_per_open_mib']:.0f} MiB at the PSS peak, {a['pss_at_open_peak_mib']:.0f} MiB with "
@@ -1242,6 +1251,11 @@ def main() -> None:
     )
     parser.add_argument("--browsers", type=int, default=1, help="browsers the agent's sessions are spread over")
     parser.add_argument("--no-admission", action="store_true", help="the agent opens every session at once")
+    parser.add_argument(
+        "--workers",
+        default="auto",
+        help="the agent's worker processes (batch --workers: default auto, one per 100 sessions, at most one per CPU)",
+    )
     parser.add_argument(
         "--guard",
         choices=("off", "allow"),

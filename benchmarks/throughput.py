@@ -92,6 +92,8 @@ def _kind(pid: int, root: int) -> str:
         return "chromium"
     if comm.startswith("node"):
         return "driver"
+    if comm.startswith("python"):  # a batch's worker process (``--workers``)
+        return "python"
     if comm == "py-spy":  # benchmarks/stepcpu.py --profile: measuring, not measured
         return NOT_COUNTED
     kind = next((a[7:].decode() for a in cmdline if a.startswith(b"--type=")), "browser")

@@ -124,10 +124,10 @@ def wait_until(predicate: Any, timeout: float, what: str, proc: subprocess.Popen
         time.sleep(0.05)
 
 
-def start_batch(tasks: Path, out: Path, server: FakeModelServer, log: Path) -> subprocess.Popen[str]:
+def start_batch(tasks: Path, out: Path, server: FakeModelServer, log: Path, *extra: str) -> subprocess.Popen[str]:
     with log.open("w") as fh:
         return subprocess.Popen(
-            batch_args(tasks, out, server, "--concurrency", "1"),
+            batch_args(tasks, out, server, *(extra or ("--concurrency", "1"))),
             stdout=fh,
             stderr=subprocess.STDOUT,
             text=True,
@@ -199,6 +199,42 @@ def test_kill_9_then_resume(slow: FakeModelServer, site: SiteServer, tmp_path: P
     assert summary["run"]["tasks_resumed"] == len(first) and summary["finished"] == 5
 
 
+def test_worker_processes_end_with_a_killed_batch(slow: FakeModelServer, site: SiteServer, tmp_path: Path) -> None:
+    """kill -9 of a batch run with --workers: its workers (and their browsers) see their input end
+    and exit by themselves; the same command then resumes."""
+    tasks = local_task_file(site, tmp_path / "local.jsonl")
+    out = tmp_path / "batch"
+    extra = ("--concurrency", "2", "--workers", "2")
+    proc = start_batch(tasks, out, slow, tmp_path / "first.log", *extra)
+    family: list[tuple[int, bytes]] = []
+    try:
+        wait_until(lambda: complete_lines(out) >= 1, 60, "a finished task", proc)
+        family = family_of(proc.pid)
+        workers = [pid for pid, args in family if b"webagent.batch.worker" in args]
+        assert len(workers) == 2, family
+        assert any(b"chromium" in args for _, args in family)
+        proc.kill()
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 60
+        while any(alive(p) for p, _ in family) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        leftovers = [(p, args[:80]) for p, args in family if alive(p)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        kill_all(family)
+    assert leftovers == [], f"processes left running after the batch was killed: {leftovers}"
+    first = result_lines(out)
+    assert 1 <= len(first) < 5
+
+    done = webagent_batch(tasks, out, slow, *extra, "-q")
+    assert done.returncode == 0, done.stderr
+    rows = result_lines(out)
+    assert len(rows) == 5 and {r["id"] for r in rows} == LOCAL_IDS and all(r["success"] for r in rows)
+    assert rows[: len(first)] == first
+
+
 def test_sigterm_stops_cleanly_then_resume(slow: FakeModelServer, site: SiteServer, tmp_path: Path) -> None:
     tasks = local_task_file(site, tmp_path / "local.jsonl")
     out = tmp_path / "batch"
@@ -262,6 +298,8 @@ def test_bad_task_file_exits_2(fast: FakeModelServer, tmp_path: Path, lines: lis
     [
         ([], "does not exist"),
         (["--concurrency", "0"], "--concurrency must be at least 1"),
+        (["--workers", "none"], "--workers must be a whole number of at least 1, or auto"),
+        (["--workers", "2", "--ray"], "not both"),
     ],
 )
 def test_bad_arguments_exit_2(

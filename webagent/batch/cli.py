@@ -23,6 +23,7 @@ from ..config import AgentConfig
 from ..errors import InputError
 from ..files import write_atomic
 from ..runtime import checked_sessions
+from .processes import auto_workers
 from .ray import RayCluster
 from .results import read_results
 from .runner import DEFAULT_STALL_TIMEOUT_S, BatchPhase, BatchRunner, BatchStats
@@ -30,7 +31,16 @@ from .servermetrics import sample, server_report
 from .summary import print_summary, summarize
 from .tasks import load_references, load_tasks
 
-__all__ = ["EXIT_DONE", "EXIT_ERRORS", "EXIT_INTERRUPTED", "BatchProgress", "exit_code", "ray_cluster", "run_batch"]
+__all__ = [
+    "EXIT_DONE",
+    "EXIT_ERRORS",
+    "EXIT_INTERRUPTED",
+    "BatchProgress",
+    "exit_code",
+    "ray_cluster",
+    "run_batch",
+    "worker_count",
+]
 
 EXIT_DONE, EXIT_ERRORS, EXIT_INTERRUPTED = 0, 1, 130
 
@@ -148,6 +158,7 @@ def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:
     config.require_endpoints()
     output = Path(args.output)
     ray = ray_cluster(args)
+    workers = worker_count(getattr(args, "workers", "1"), args.concurrency, ray=ray is not None)
     progress = BatchProgress(quiet=args.quiet)
     runner = BatchRunner(
         config,
@@ -161,6 +172,7 @@ def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:
         stall_timeout_s=stall_timeout_s,
         retry_infra=not getattr(args, "no_retry_infra", False),
         ray=ray,
+        workers=workers,
     )
 
     async def main() -> tuple[BatchStats, dict[str, Any] | None]:
@@ -175,6 +187,19 @@ def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:
 
     stats, server = asyncio.run(main())
     return _finish(args, output, stats, server, config, interrupted=runner.stopping)
+
+
+def worker_count(value: str, concurrency: int, *, ray: bool) -> int:
+    """The worker processes ``--workers N|auto`` names (``auto``: ``auto_workers``; 1 on Ray)."""
+    if value == "auto":
+        return 1 if ray else auto_workers(concurrency)
+    try:
+        workers = int(value)
+    except ValueError:
+        workers = 0
+    if workers < 1:
+        raise InputError(f"--workers must be a whole number of at least 1, or auto (not {value!r})")
+    return workers
 
 
 def ray_cluster(args: argparse.Namespace) -> RayCluster | None:

@@ -39,6 +39,7 @@ from .attempts import TaskLimits, TaskRunner
 from .results import TaskResult
 from .stats import BatchStats, StepFigures
 from .tasks import TaskSpec
+from .worker import config_payload
 
 __all__ = ["ACTOR_RETRIES", "RayCluster", "RayPool", "TaskActor", "check_reachable"]
 
@@ -200,7 +201,7 @@ class RayPool:
             # One CPU each, spread over the nodes; a restarted actor would lose its tasks anyway.
             self._remote = ray.remote(num_cpus=1, max_restarts=0, scheduling_strategy="SPREAD")(TaskActor)
         handle = self._remote.options(max_concurrency=self.concurrency).remote(
-            _config_payload(self.config),
+            config_payload(self.config),
             str(self.output.resolve()),
             dataclasses.asdict(self.limits),
             str(self.cache.resolve()) if self.cache is not None else None,
@@ -284,10 +285,3 @@ def check_reachable(address: str | None, timeout_s: float = CONNECT_S) -> None:
     raise ConfigError(
         f"cannot connect to Ray at {address}: {reason}; start a cluster (ray start --head) or pass its address to --ray"
     )
-
-
-def _config_payload(config: AgentConfig) -> dict[str, Any]:
-    """The config as JSON for the actors, with secret values (a JSON dump masks them as ******)."""
-    data: dict[str, Any] = config.model_dump(mode="json")
-    data["secrets"] = {name: value.get_secret_value() for name, value in config.secrets.items()}
-    return data

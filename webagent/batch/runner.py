@@ -9,15 +9,18 @@ Each task is run to its line by the one task runner (``TaskRunner``, ``attempts.
 and the re-runs of a run whose browser died (``CRASH_RERUNS``), that ended with an infrastructure
 error (``INFRA_RERUNS``) or that the watchdog stopped for making no progress (``STALL_RERUNS``).
 Cancelling a run closes its browser context; that cleanup is bounded too (``cleanup_timeout_s``),
-so a task always ends with its one line. The tasks run here (N workers on one ``Agent``) or, with
-``ray=RayCluster(...)``, on Ray actors (``ray.py``), each calling the same ``TaskRunner``; either way
-this runner alone writes the lines and counts them.
+so a task always ends with its one line. The tasks run here (N coroutines on one ``Agent``), in
+``workers`` processes of this machine (``processes.py``: each its own agent, driver and admission,
+for batches larger than one Python thread can drive), or, with ``ray=RayCluster(...)``, on Ray
+actors (``ray.py``), each calling the same ``TaskRunner``; either way this runner alone writes the
+lines and counts them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -37,6 +40,7 @@ from ..replay import ReplayCache
 from ..stream import TRACE_TIMEOUT_S
 from .admission import INITIAL, TICK_S, Admission
 from .attempts import CRASH_RERUNS, INFRA_RERUNS, STALL_RERUNS, TaskLimits, TaskRunner
+from .processes import WorkerPool
 from .ray import RayCluster, RayPool
 from .results import ResultsFile, ResumePlan, TaskResult, resume_plan
 from .stats import BatchPhase, BatchStats, StepFigures
@@ -86,6 +90,7 @@ class BatchRunner:
         cache: ReplayCache | None = None,
         budgets: Sequence[Budget] = (),
         ray: RayCluster | None = None,
+        workers: int = 1,
     ) -> None:
         """``stall_timeout_s``: seconds without progress before a run is cancelled and re-run (0: never);
         ``cleanup_timeout_s``: what a cancelled run gets to stop its trace and close its browser
@@ -95,7 +100,9 @@ class BatchRunner:
         the ceiling; off: always ``concurrency`` at once); ``cache``: a replay cache (each task's
         recording under its id); ``budgets``: limits every run shares (a suite's: not on Ray, where
         runs are in several processes); ``ray``: run the tasks on that Ray cluster's actors, each
-        running up to ``concurrency`` at once."""
+        running up to ``concurrency`` at once; ``workers``: processes of this machine the
+        ``concurrency`` sessions are spread over (1: all in this one; ``processes.auto_workers``
+        says how many a size of batch wants)."""
         if cleanup_timeout_s is None:
             cleanup_timeout_s = TRACE_TIMEOUT_S + config.browser.open_timeout_s + DEFAULT_CLEANUP_TIMEOUT_S
         if concurrency < 1 or attempts < 1:
@@ -104,6 +111,15 @@ class BatchRunner:
             raise ValueError("stall_timeout_s must be at least 0 and cleanup_timeout_s more than 0")
         if ray is not None and ray.actors < 1:
             raise ValueError("a Ray cluster needs at least 1 actor")
+        if workers < 1:
+            raise ValueError("workers must be at least 1")
+        if ray is not None and workers > 1:
+            raise ConfigError("a batch runs on Ray's actors or in worker processes here, not both: drop --workers")
+        if workers > 1 and budgets:
+            raise ConfigError(
+                "a budget shared by every run (a suite's budget) is kept in one process and cannot span worker "
+                "processes; drop the suite budget or run with --workers 1"
+            )
         if ray is not None and budgets:
             raise ConfigError(
                 "a budget shared by every run (a suite's budget) is kept in one process and cannot span Ray's "
@@ -124,8 +140,11 @@ class BatchRunner:
         self.cache = cache
         self.budgets = list(budgets)
         self.ray = ray
+        self.workers = workers
         #: The Ray actors of the running batch (``ray`` set).
         self.pool: RayPool | None = None
+        #: The worker processes of the running batch (``workers`` over 1).
+        self.processes: WorkerPool | None = None
         #: What the browsers' answers say about the machine (admission and deadlines read it).
         self.load = BrowserLoad()
         self.admission = Admission(concurrency, self.load, initial=INITIAL if admission else concurrency)
@@ -187,10 +206,13 @@ class BatchRunner:
             )
             self.on_update(self.stats)
         try:
-            if self.ray is None:
+            if self.ray is not None:
+                if plan.pending:
+                    await self._run_on_ray(self.ray, plan.pending)
+            elif self.workers > 1 and plan.pending:
+                await self._run_in_processes(plan.pending)
+            else:
                 await self._run_here(plan.pending)
-            elif plan.pending:
-                await self._run_on_ray(self.ray, plan.pending)
         finally:
             self.results.close()
             self.on_update(self.stats)
@@ -259,6 +281,43 @@ class BatchRunner:
             finally:
                 ticking.cancel()
 
+    async def _run_in_processes(self, pending: list[TaskSpec]) -> None:
+        self.on_update(self.stats)  # phase "launch"
+        cache = self.cache.path if self.cache is not None else None
+        root = logging.getLogger().getEffectiveLevel()  # the workers log as this process was set to
+        pool = self.processes = WorkerPool(
+            self.config,
+            self.output,
+            self.limits,
+            workers=self.workers,
+            concurrency=self.concurrency,
+            admission=self._admit,
+            cache=cache,
+            verbosity=2 if root <= logging.DEBUG else 1 if root <= logging.INFO else 0,
+        )
+        async with pool:  # each worker's browser launched
+            self.stats.phase = "run"
+            self.on_update(self.stats)
+            ticking = asyncio.create_task(self._tick(admission=False), name="webagent-progress")
+            try:
+                with self._signals():
+                    self._workers = [asyncio.create_task(self._gather(pool, deque(pending)))]
+                    for outcome in await asyncio.gather(*self._workers, return_exceptions=True):
+                        if isinstance(outcome, Exception):  # not a stop (a cancel): the pool's own failure
+                            raise outcome
+            finally:
+                ticking.cancel()
+                self._show()
+
+    async def _gather(self, pool: WorkerPool, pending: deque[TaskSpec]) -> None:
+        async with contextlib.aclosing(pool.results(pending, self.stats)) as results:
+            async for item in results:
+                if isinstance(item, TaskResult):
+                    self._finished(item)
+                else:
+                    self.stats.count_step(item)
+                    self.on_update(self.stats)
+
     async def _drive(self, pool: RayPool, pending: deque[TaskSpec]) -> None:
         async with contextlib.aclosing(pool.results(pending, self.stats)) as results:
             async for result, steps in results:
@@ -283,20 +342,31 @@ class BatchRunner:
 
     async def _tick(self, *, admission: bool) -> None:
         """The progress shown every second, with the admission's limit reconsidered (``admission``:
-        the sessions are this process's; a Ray actor runs its own)."""
+        the sessions are this process's; a worker process and a Ray actor run their own)."""
         while True:
             await asyncio.sleep(TICK_S)
-            if admission:
-                if self._admit:
-                    opening = self.agent.browsers.waiting_to_open if self.agent is not None else 0
-                    self.admission.update(opening)
+            if admission and self._admit:
+                opening = self.agent.browsers.waiting_to_open if self.agent is not None else 0
+                self.admission.update(opening)
+            if admission or self.processes is not None:
                 self._show()
             self.on_update(self.stats)
 
     def _show(self) -> None:
+        if self.processes is not None:  # what the workers last reported
+            self.stats.admission = self.processes.admission_state() or self.stats.admission
+            self.stats.commands = self.processes.commands()
+            return
         self.stats.admission = self.admission.state()
         load = self.load
         self.stats.commands = {"answered": load.answered, "extended": load.extended, "expired": load.expired}
+
+    @property
+    def open_sessions(self) -> int:
+        """Sessions open now, in this process's browsers or the workers' (as they last reported)."""
+        if self.processes is not None:
+            return self.processes.open_sessions
+        return self.agent.browsers.open_sessions if self.agent is not None else 0
 
     async def _worker(self, runner: TaskRunner, queue: asyncio.Queue[TaskSpec]) -> None:
         while not self.stopping:

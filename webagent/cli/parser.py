@@ -245,6 +245,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="on resume, keep the lines of tasks that ended with an infrastructure error (a browser that died "
         "or did not answer in time, a model server that kept failing) instead of running them again",
     )
+    batch.add_argument(
+        "--workers",
+        default="auto",
+        metavar="N",
+        help="processes of this machine the sessions are spread over, each with its own browsers, driver and "
+        "admission (default auto: one per 100 sessions of --concurrency, at most one per CPU; 1: all in this "
+        "process)",
+    )
     _add_ray_options(batch, "tasks", "TASKS.jsonl")
     batch.add_argument("--json", action="store_true", help="print summary.json on stdout")
     _add_config_options(batch)

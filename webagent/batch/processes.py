@@ -1,0 +1,298 @@
+"""A batch's sessions spread over worker processes on this machine (``--workers N``).
+
+One Python thread drives every session of a local batch: its event loop, the Playwright driver's
+messages, the model calls' HTTP, the run files. At a few hundred sessions that thread is the limit
+(on a busy machine it waits for a CPU between every browser round trip: docs/benchmarks.md, issue
+27). ``WorkerPool`` starts N processes (``worker.py``), each with its own agent, browser pool,
+driver and admission control, hands each task to the worker with the fewest in flight (each holds at
+most its share of ``--concurrency``) and yields the lines and step figures they send back, for the
+one ``BatchRunner`` that writes ``results.jsonl`` and counts them. A worker that dies (killed, out of
+memory) is replaced and its tasks in flight handed out again, up to ``WORKER_RETRIES`` times each;
+a worker that stops answering at all is found by its silence (it reports every second): killed,
+then handled like a death.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+from collections import deque
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from ..config import AgentConfig
+from ..errors import BrowserError
+from .attempts import TaskLimits
+from .results import TaskResult
+from .stats import AdmissionState, BatchStats, StepFigures
+from .tasks import TaskSpec
+from .worker import LINE_LIMIT, config_payload
+
+__all__ = ["CLOSE_S", "SILENT_S", "START_S", "WORKER_RETRIES", "WorkerPool", "auto_workers"]
+
+log = structlog.get_logger("webagent.batch")
+
+#: Times a task is handed out again after the worker running it died.
+WORKER_RETRIES = 2
+#: Seconds a worker gets to start its browser (beyond the browser's own launch deadline).
+START_S = 60.0
+#: Seconds without a word from a running worker (it reports every second) before it is killed.
+SILENT_S = 120.0
+#: Seconds the workers get to close their browsers at the end (beyond the runs' clean-up bound).
+CLOSE_S = 10.0
+#: A worker's program: its logging set up as the command's (``-v`` given as its argument), then ``worker.main``.
+WORKER_MAIN = (
+    "import sys; from webagent.cli import configure_logging; configure_logging(int(sys.argv[1])); "
+    "from webagent.batch.worker import main; main()"
+)
+#: Sessions one worker process carries before ``auto_workers`` adds another.
+SESSIONS_PER_WORKER = 100
+
+
+def auto_workers(concurrency: int, cpus: int | None = None) -> int:
+    """Worker processes for ``concurrency`` sessions: one per ``SESSIONS_PER_WORKER`` (a batch below
+    that runs in the command's own process: 1), at most one per CPU."""
+    cpus = cpus or os.cpu_count() or 1
+    return max(1, min(cpus, math.ceil(concurrency / SESSIONS_PER_WORKER)))
+
+
+@dataclass(eq=False)
+class _Worker:
+    proc: asyncio.subprocess.Process
+    share: int
+    tasks: dict[str, TaskSpec] = field(default_factory=dict)
+    state: dict[str, Any] = field(default_factory=dict)
+    heard: float = field(default_factory=time.monotonic)
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+
+    async def read(self) -> dict[str, Any] | None:
+        """The worker's next message; None once its stdout has ended (it exited or died) or says
+        something that is not a message (then it is killed: handled as a death)."""
+        assert self.proc.stdout is not None
+        try:
+            line = await self.proc.stdout.readline()
+            message = json.loads(line) if line else None
+        except (ValueError, ConnectionError):  # a line past the limit, or not JSON
+            log.warning("batch_worker_garbled", pid=self.proc.pid)
+            return None
+        if not isinstance(message, dict):
+            return None
+        self.heard = time.monotonic()
+        return message
+
+
+class WorkerPool:
+    """The worker processes of one batch: started (``async with``, each browser launched), tasks
+    handed out, their lines and step figures yielded as they come (``results``)."""
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        output: Path,
+        limits: TaskLimits,
+        *,
+        workers: int,
+        concurrency: int,
+        admission: bool = True,
+        cache: Path | None = None,
+        verbosity: int = 0,
+    ) -> None:
+        if workers < 1:
+            raise ValueError("a worker pool needs at least 1 worker")
+        self.config = config
+        self.output = output
+        self.limits = limits
+        self.workers = workers
+        self.concurrency = concurrency
+        self.admission = admission
+        self.cache = cache
+        self.verbosity = verbosity
+        self.pool: list[_Worker] = []
+        self.deaths = 0
+        self._setup = {
+            "config": config_payload(config),
+            "output": str(output.resolve()),
+            "limits": dataclasses.asdict(limits),
+            "cache": str(cache.resolve()) if cache is not None else None,
+            "admission": admission,
+        }
+
+    def _shares(self) -> list[int]:
+        """Each worker's part of ``concurrency`` (they differ by one at most)."""
+        n = min(self.workers, self.concurrency)
+        return [self.concurrency // n + (i < self.concurrency % n) for i in range(n)]
+
+    async def _spawn(self, share: int) -> _Worker:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            WORKER_MAIN,
+            str(self.verbosity),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            limit=LINE_LIMIT,
+        )
+        worker = _Worker(proc, share)
+        worker.send({**self._setup, "ceiling": share})
+        return worker
+
+    async def _started(self, worker: _Worker) -> str | None:
+        """Wait for the worker's browser: None when it is up, else why not."""
+        b = self.config.browser
+        deadline = b.open_timeout_s + b.command_timeout_s + START_S
+        try:
+            message = await asyncio.wait_for(worker.read(), deadline)
+        except TimeoutError:
+            return f"a batch worker process did not start its browser within {deadline:g} s"
+        if message is None:
+            return f"a batch worker process exited while starting (exit status {await worker.proc.wait()})"
+        error: str | None = message.get("started")
+        return error
+
+    async def __aenter__(self) -> WorkerPool:
+        try:
+            self.pool = [await self._spawn(share) for share in self._shares()]
+            errors = [e for e in await asyncio.gather(*(self._started(w) for w in self.pool)) if e]
+            if errors:  # as in a local batch: a browser that cannot launch is one usage error, not N failures
+                raise BrowserError(errors[0])
+        except BaseException:
+            await self.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        pool, self.pool = self.pool, []
+        await asyncio.gather(*(self._close(w) for w in pool), return_exceptions=True)
+
+    async def _close(self, worker: _Worker) -> None:
+        """End its stdin (it abandons what runs, closes its browsers, exits); kill it if it does not."""
+        if worker.proc.returncode is None and worker.proc.stdin is not None:
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                worker.proc.stdin.close()
+        bound = self.limits.cleanup_timeout_s + CLOSE_S
+        try:
+            await asyncio.wait_for(worker.proc.wait(), bound)
+        except (TimeoutError, asyncio.CancelledError):
+            with contextlib.suppress(ProcessLookupError):
+                worker.proc.kill()
+            await asyncio.shield(worker.proc.wait())
+
+    # -- what the workers report --------------------------------------------------------------------
+    def admission_state(self) -> AdmissionState | None:
+        """The workers' admission taken together (each judges its own browsers)."""
+        states = [w.state["admission"] for w in self.pool if w.state]
+        if not states:
+            return None
+        held = [s for s in states if s["held"]]
+        return AdmissionState(
+            limit=sum(s["limit"] for s in states),
+            ceiling=self.concurrency,
+            held=sum(s["held"] for s in states),
+            reason=(held or states)[0]["reason"],
+            lowest=sum(s["lowest"] for s in states),
+            highest=sum(s["highest"] for s in states),
+            peak_running=sum(s["peak_running"] for s in states),
+            decreases=sum(s["decreases"] for s in states),
+            held_back_s=max(s["held_back_s"] for s in states),
+        )
+
+    def commands(self) -> dict[str, int]:
+        total = {"answered": 0, "extended": 0, "expired": 0}
+        for worker in self.pool:
+            for key, value in worker.state.get("commands", {}).items():
+                total[key] = total.get(key, 0) + value
+        return total
+
+    @property
+    def open_sessions(self) -> int:
+        return sum(w.state.get("open", 0) for w in self.pool)
+
+    # -- the tasks ----------------------------------------------------------------------------------
+    async def results(self, pending: deque[TaskSpec], stats: BatchStats) -> AsyncGenerator[TaskResult | StepFigures]:
+        """Hand ``pending`` out, each worker up to its share at once; yield each step's figures and
+        each task's line as they come (``stats``: tasks in flight, and handed out again after a
+        worker died)."""
+        deaths: dict[str, int] = {}
+        readers: dict[asyncio.Task[dict[str, Any] | None], _Worker] = {}
+        try:
+            while pending or any(w.tasks for w in self.pool):
+                for worker in self.pool:
+                    while pending and len(worker.tasks) < worker.share:
+                        task = pending.popleft()
+                        worker.tasks[task.id] = task
+                        worker.send({"run": task.model_dump(mode="json")})
+                    if worker not in readers.values():
+                        readers[asyncio.create_task(worker.read())] = worker
+                stats.in_flight = sum(len(w.tasks) for w in self.pool)
+                done, _ = await asyncio.wait(readers, timeout=SILENT_S / 4, return_when=asyncio.FIRST_COMPLETED)
+                for reader in done:
+                    worker = readers.pop(reader)
+                    message = reader.result()
+                    if message is None:
+                        for result in await self._lost(worker, pending, deaths, stats):
+                            yield result
+                    elif "step" in message:
+                        yield StepFigures(*message["step"])
+                    elif "result" in message:
+                        result = TaskResult.model_validate(message["result"])
+                        worker.tasks.pop(result.id, None)
+                        stats.in_flight = sum(len(w.tasks) for w in self.pool)
+                        yield result
+                    elif "state" in message:
+                        worker.state = message["state"]
+                if not self.pool:  # no worker could be started again: what is left ends with a line
+                    while pending:
+                        yield TaskResult.failed(pending.popleft(), "internal error: no batch worker process is left")
+                for worker in self.pool:
+                    if time.monotonic() - worker.heard > SILENT_S and worker.proc.returncode is None:
+                        log.warning("batch_worker_silent", pid=worker.proc.pid, silent_s=SILENT_S)
+                        with contextlib.suppress(ProcessLookupError):
+                            worker.proc.kill()  # its reader ends next: handled as a death
+        finally:
+            for reader in readers:
+                reader.cancel()
+            stats.in_flight = 0  # abandoned (the batch stops): they run again on resume
+
+    async def _lost(
+        self, worker: _Worker, pending: deque[TaskSpec], deaths: dict[str, int], stats: BatchStats
+    ) -> list[TaskResult]:
+        """A worker's stdout ended: it died. Its tasks go back to the queue, or end after
+        ``WORKER_RETRIES`` (their lines returned); a new worker takes its place (none if it cannot
+        start: the others go on)."""
+        with contextlib.suppress(ProcessLookupError):
+            worker.proc.kill()
+        status = await worker.proc.wait()
+        self.deaths += 1
+        log.warning("batch_worker_died", pid=worker.proc.pid, status=status, tasks=len(worker.tasks))
+        ended: list[TaskResult] = []
+        for task in worker.tasks.values():
+            deaths[task.id] = deaths.get(task.id, 0) + 1
+            if deaths[task.id] > WORKER_RETRIES:
+                message = f"internal error: the batch worker process running it died {deaths[task.id]} times"
+                ended.append(TaskResult.failed(task, message))
+            else:
+                stats.retried += 1
+                pending.appendleft(task)
+        index = self.pool.index(worker)
+        replacement = await self._spawn(worker.share)
+        error = await self._started(replacement)
+        if error is None:
+            self.pool[index] = replacement
+        else:
+            log.warning("batch_worker_not_replaced", error=error)
+            del self.pool[index]
+            await self._close(replacement)
+        return ended
