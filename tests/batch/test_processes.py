@@ -101,6 +101,40 @@ async def test_a_killed_worker_is_replaced_and_its_tasks_run_again(site: SiteSer
 
 
 @real_browser
+async def test_a_task_whose_worker_keeps_dying_ends_as_infrastructure_and_resume_runs_it(
+    site: SiteServer, tmp_path: Path
+) -> None:
+    tasks = task_file(tmp_path / "t.jsonl", slow_copies(site, "doomed", "fine-1", "fine-2"))
+    out = tmp_path / "batch"
+    killed: list[int] = []
+    async with FakeModelServer(load_task_script("local")) as server:
+        config = make_config(server)
+        runner = BatchRunner(config, tasks, out, concurrency=2, workers=2)
+
+        def update(stats: object) -> None:  # every worker that takes "doomed" is killed
+            pool = runner.processes
+            for worker in pool.pool if pool is not None else []:
+                if "doomed" in worker.tasks and worker.ready and worker.proc.pid not in killed:
+                    killed.append(worker.proc.pid)
+                    os.kill(worker.proc.pid, signal.SIGKILL)
+
+        runner.on_update = update
+        stats = await asyncio.wait_for(runner.run(), 240)
+        rows = {r["id"]: r for r in lines_of(out / "results.jsonl")}
+        assert sorted(rows) == ["doomed", "fine-1", "fine-2"]
+        assert len(killed) == 3 and runner.processes is not None and runner.processes.deaths >= 3
+        doomed = rows["doomed"]
+        assert doomed["stop_reason"] == "error" and doomed["infrastructure"] is True
+        assert "batch worker process running it died 3 times" in doomed["message"]
+        assert stats.errors == 1
+
+        again = await asyncio.wait_for(BatchRunner(config, tasks, out, concurrency=2, workers=2).run(), 120)
+    assert again.resumed_infra == 1  # an infrastructure line is run again, not kept
+    rows = {r["id"]: r for r in lines_of(out / "results.jsonl")}
+    assert rows["doomed"]["success"] is True and len(rows) == 3
+
+
+@real_browser
 async def test_a_stopped_batch_of_workers_ends_them_and_resumes(site: SiteServer, tmp_path: Path) -> None:
     script = {**load_task_script("local"), "latency_s": {"policy": 0.3}}
     ids = [f"slow-{i}" for i in range(6)]
@@ -130,9 +164,14 @@ async def test_a_stopped_batch_of_workers_ends_them_and_resumes(site: SiteServer
 
 
 async def test_workers_whose_browser_cannot_launch_are_one_error(tmp_path: Path) -> None:
+    # A "browser" that fails after 2 s: past the workers' first progress reports (every second), so the
+    # parent must wait for their word on the browser itself, not take any message for a start.
+    chromium = tmp_path / "failing-chromium"
+    chromium.write_text("#!/bin/sh\nsleep 2\necho 'no display here' >&2\nexit 1\n")
+    chromium.chmod(0o755)
     async with FakeModelServer(load_task_script("local")) as server:
         config = make_config(server)
-        config.browser.executable_path = str(tmp_path / "no-such-chromium")
+        config.browser.executable_path = str(chromium)
         tasks = [TaskSpec(id=f"t{i}", url="http://127.0.0.1:9/", goal="g") for i in range(3)]
         runner = BatchRunner(config, tasks, tmp_path / "b", concurrency=4, workers=2)
         with pytest.raises(BrowserError):

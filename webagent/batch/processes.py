@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+from pydantic import ValidationError
 
 from ..config import AgentConfig
 from ..errors import BrowserError
@@ -50,9 +51,11 @@ START_S = 60.0
 SILENT_S = 120.0
 #: Seconds the workers get to close their browsers at the end (beyond the runs' clean-up bound).
 CLOSE_S = 10.0
-#: A worker's program: its logging set up as the command's (``-v`` given as its argument), then ``worker.main``.
+#: A worker's program: Ctrl-C and SIGTERM ignored from the start (the parent stops it), its logging set
+#: up as the command's (``-v`` given as its argument), then ``worker.main``.
 WORKER_MAIN = (
-    "import sys; from webagent.cli import configure_logging; configure_logging(int(sys.argv[1])); "
+    "import signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "from webagent.cli import configure_logging; configure_logging(int(sys.argv[1])); "
     "from webagent.batch.worker import main; main()"
 )
 #: Sessions one worker process carries before ``auto_workers`` adds another.
@@ -73,6 +76,17 @@ class _Worker:
     tasks: dict[str, TaskSpec] = field(default_factory=dict)
     state: dict[str, Any] = field(default_factory=dict)
     heard: float = field(default_factory=time.monotonic)
+    #: Its browser is up (``{"started": null}`` came): it is given tasks.
+    ready: bool = False
+
+    @property
+    def running(self) -> int:
+        """Its tasks running now (the others wait for its admission), as it last reported."""
+        return min(len(self.tasks), int(self.state.get("running", len(self.tasks))))
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.kill()
 
     def send(self, message: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
@@ -136,35 +150,50 @@ class WorkerPool:
         return [self.concurrency // n + (i < self.concurrency % n) for i in range(n)]
 
     async def _spawn(self, share: int) -> _Worker:
+        # The modules this process imports, not those of the directory it was started in (-P).
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
+            "-P",
             "-c",
             WORKER_MAIN,
             str(self.verbosity),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             limit=LINE_LIMIT,
+            env=env,
         )
         worker = _Worker(proc, share)
         worker.send({**self._setup, "ceiling": share})
         return worker
 
-    async def _started(self, worker: _Worker) -> str | None:
-        """Wait for the worker's browser: None when it is up, else why not."""
+    @property
+    def start_s(self) -> float:
+        """Seconds a worker gets to say its browser is up: the browser's launch deadline and ``START_S``."""
         b = self.config.browser
-        deadline = b.open_timeout_s + b.command_timeout_s + START_S
-        try:
-            message = await asyncio.wait_for(worker.read(), deadline)
-        except TimeoutError:
-            return f"a batch worker process did not start its browser within {deadline:g} s"
-        if message is None:
-            return f"a batch worker process exited while starting (exit status {await worker.proc.wait()})"
-        error: str | None = message.get("started")
-        return error
+        return b.open_timeout_s + b.command_timeout_s + START_S
+
+    async def _started(self, worker: _Worker) -> str | None:
+        """Wait for the worker's browser: None when it is up, else why not (the worker then killed)."""
+        deadline = time.monotonic() + self.start_s
+        while True:
+            try:
+                message = await asyncio.wait_for(worker.read(), max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                worker.kill()
+                return f"a batch worker process did not start its browser within {self.start_s:g} s"
+            if message is None:
+                worker.kill()
+                return f"a batch worker process exited while starting (exit status {await worker.proc.wait()})"
+            if "started" in message:
+                error: str | None = message["started"]
+                worker.ready = error is None
+                return error
 
     async def __aenter__(self) -> WorkerPool:
         try:
-            self.pool = [await self._spawn(share) for share in self._shares()]
+            for share in self._shares():
+                self.pool.append(await self._spawn(share))
             errors = [e for e in await asyncio.gather(*(self._started(w) for w in self.pool)) if e]
             if errors:  # as in a local batch: a browser that cannot launch is one usage error, not N failures
                 raise BrowserError(errors[0])
@@ -185,10 +214,13 @@ class WorkerPool:
         bound = self.limits.cleanup_timeout_s + CLOSE_S
         try:
             await asyncio.wait_for(worker.proc.wait(), bound)
-        except (TimeoutError, asyncio.CancelledError):
-            with contextlib.suppress(ProcessLookupError):
-                worker.proc.kill()
+        except TimeoutError:
+            worker.kill()
+            await worker.proc.wait()
+        except asyncio.CancelledError:  # killed, and the cancel goes on
+            worker.kill()
             await asyncio.shield(worker.proc.wait())
+            raise
 
     # -- what the workers report --------------------------------------------------------------------
     def admission_state(self) -> AdmissionState | None:
@@ -221,23 +253,37 @@ class WorkerPool:
         return sum(w.state.get("open", 0) for w in self.pool)
 
     # -- the tasks ----------------------------------------------------------------------------------
+    def _hand_out(self, pending: deque[TaskSpec]) -> None:
+        """Each pending task to the started worker with the fewest in flight, while one has room."""
+        while pending:
+            room = [w for w in self.pool if w.ready and len(w.tasks) < w.share]
+            if not room:
+                return
+            worker = min(room, key=lambda w: len(w.tasks))
+            task = pending.popleft()
+            worker.tasks[task.id] = task
+            worker.send({"run": task.model_dump(mode="json")})
+
     async def results(self, pending: deque[TaskSpec], stats: BatchStats) -> AsyncGenerator[TaskResult | StepFigures]:
         """Hand ``pending`` out, each worker up to its share at once; yield each step's figures and
-        each task's line as they come (``stats``: tasks in flight, and handed out again after a
-        worker died)."""
+        each task's line as they come (``stats``: tasks running, and handed out again after a
+        worker died). Raises ``BrowserError`` once no worker is left (none could be started again):
+        the tasks without a line then run again on resume."""
         deaths: dict[str, int] = {}
         readers: dict[asyncio.Task[dict[str, Any] | None], _Worker] = {}
         try:
             while pending or any(w.tasks for w in self.pool):
+                if not self.pool:
+                    raise BrowserError(
+                        f"no batch worker process could be started again ({self.deaths} died); the {len(pending)} "
+                        "tasks without a line run again when the same command is run again"
+                    )
+                self._hand_out(pending)
                 for worker in self.pool:
-                    while pending and len(worker.tasks) < worker.share:
-                        task = pending.popleft()
-                        worker.tasks[task.id] = task
-                        worker.send({"run": task.model_dump(mode="json")})
                     if worker not in readers.values():
                         readers[asyncio.create_task(worker.read())] = worker
-                stats.in_flight = sum(len(w.tasks) for w in self.pool)
-                done, _ = await asyncio.wait(readers, timeout=SILENT_S / 4, return_when=asyncio.FIRST_COMPLETED)
+                stats.in_flight = sum(w.running for w in self.pool)
+                done, _ = await asyncio.wait(readers, timeout=SILENT_S / 8, return_when=asyncio.FIRST_COMPLETED)
                 for reader in done:
                     worker = readers.pop(reader)
                     message = reader.result()
@@ -247,52 +293,63 @@ class WorkerPool:
                     elif "step" in message:
                         yield StepFigures(*message["step"])
                     elif "result" in message:
-                        result = TaskResult.model_validate(message["result"])
+                        try:
+                            result = TaskResult.model_validate(message["result"])
+                        except ValidationError:
+                            log.warning("batch_worker_garbled", pid=worker.proc.pid)
+                            worker.kill()  # its reader ends next: handled as a death
+                            continue
                         worker.tasks.pop(result.id, None)
-                        stats.in_flight = sum(len(w.tasks) for w in self.pool)
+                        stats.in_flight = sum(w.running for w in self.pool)
                         yield result
                     elif "state" in message:
                         worker.state = message["state"]
-                if not self.pool:  # no worker could be started again: what is left ends with a line
-                    while pending:
-                        yield TaskResult.failed(pending.popleft(), "internal error: no batch worker process is left")
-                for worker in self.pool:
-                    if time.monotonic() - worker.heard > SILENT_S and worker.proc.returncode is None:
-                        log.warning("batch_worker_silent", pid=worker.proc.pid, silent_s=SILENT_S)
-                        with contextlib.suppress(ProcessLookupError):
-                            worker.proc.kill()  # its reader ends next: handled as a death
+                    elif "started" in message:  # a replacement's browser is up, or cannot launch
+                        worker.ready = message["started"] is None
+                        if not worker.ready:
+                            log.warning("batch_worker_not_replaced", error=message["started"])
+                            worker.kill()
+                self._silence()
         finally:
             for reader in readers:
                 reader.cancel()
             stats.in_flight = 0  # abandoned (the batch stops): they run again on resume
 
+    def _silence(self) -> None:
+        """Kill a worker that said nothing for ``SILENT_S`` (one starting: ``start_s``); its reader
+        then ends, and it is handled as a death."""
+        now = time.monotonic()
+        for worker in self.pool:
+            limit = SILENT_S if worker.ready else self.start_s
+            if now - worker.heard > limit and worker.proc.returncode is None:
+                log.warning("batch_worker_silent", pid=worker.proc.pid, silent_s=limit)
+                worker.kill()
+
     async def _lost(
         self, worker: _Worker, pending: deque[TaskSpec], deaths: dict[str, int], stats: BatchStats
     ) -> list[TaskResult]:
         """A worker's stdout ended: it died. Its tasks go back to the queue, or end after
-        ``WORKER_RETRIES`` (their lines returned); a new worker takes its place (none if it cannot
-        start: the others go on)."""
-        with contextlib.suppress(ProcessLookupError):
-            worker.proc.kill()
+        ``WORKER_RETRIES`` (their lines returned, marked as the infrastructure's: a resume runs them
+        again). A worker that had started is replaced (its replacement starts while the others go on);
+        one that died starting is not."""
+        worker.kill()
         status = await worker.proc.wait()
-        self.deaths += 1
-        log.warning("batch_worker_died", pid=worker.proc.pid, status=status, tasks=len(worker.tasks))
+        self.pool.remove(worker)
         ended: list[TaskResult] = []
+        if worker.ready or worker.tasks:
+            self.deaths += 1
+            log.warning("batch_worker_died", pid=worker.proc.pid, status=status, tasks=len(worker.tasks))
         for task in worker.tasks.values():
             deaths[task.id] = deaths.get(task.id, 0) + 1
             if deaths[task.id] > WORKER_RETRIES:
                 message = f"internal error: the batch worker process running it died {deaths[task.id]} times"
-                ended.append(TaskResult.failed(task, message))
+                ended.append(TaskResult.failed(task, message, infrastructure=True))
             else:
                 stats.retried += 1
                 pending.appendleft(task)
-        index = self.pool.index(worker)
-        replacement = await self._spawn(worker.share)
-        error = await self._started(replacement)
-        if error is None:
-            self.pool[index] = replacement
-        else:
-            log.warning("batch_worker_not_replaced", error=error)
-            del self.pool[index]
-            await self._close(replacement)
+        if worker.ready:
+            try:
+                self.pool.append(await self._spawn(worker.share))
+            except OSError as exc:  # no process to be had (memory, limits): the others go on
+                log.warning("batch_worker_not_replaced", error=str(exc))
         return ended

@@ -113,8 +113,9 @@ class TaskResult(BaseModel):
     )
 
     @classmethod
-    def failed(cls, task: TaskSpec, message: str) -> TaskResult:
-        """The line of a task that could not run at all (stop reason ``error``)."""
+    def failed(cls, task: TaskSpec, message: str, *, infrastructure: bool = False) -> TaskResult:
+        """The line of a task that could not run at all (stop reason ``error``; ``infrastructure``:
+        because of the machinery under it, so that a resume runs it again)."""
         return cls(
             id=task.id,
             url=task.url,
@@ -130,6 +131,7 @@ class TaskResult(BaseModel):
             cost_usd=0.0,
             duration_s=0.0,
             retried=False,
+            infrastructure=infrastructure,
             benchmark=task.benchmark,
         )
 

@@ -14,8 +14,9 @@ else can write there): ``{"started": ERROR|null}`` once its browser is up (or ca
 ``{"step": [FIGURES]}`` as each step ends, ``{"result": LINE}`` as each task ends, and every
 ``TICK_S`` ``{"state": ...}`` (its admission, its browsers' commands, sessions open). The end of
 stdin (the parent closed it, stopped or died) stops the worker: tasks in flight are abandoned (they
-run again on resume, as in a local batch), the browsers closed, the process gone. SIGINT is ignored:
-the parent decides (a terminal's Ctrl-C reaches every process of its group).
+run again on resume, as in a local batch), the browsers closed, the process gone. SIGINT and SIGTERM
+are ignored: the parent decides (a terminal's Ctrl-C, or a service manager's SIGTERM, reaches every
+process of the group); SIGKILL ends a worker, and its parent then hands its tasks out again.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ from .tasks import TaskSpec
 
 __all__ = ["LINE_LIMIT", "config_payload", "main", "serve"]
 
+#: Seconds the last messages get to leave at the end.
+CLOSE_DRAIN_S = 5.0
 #: The longest line either side reads (a task's results line with its attempts' records).
 LINE_LIMIT = 64 * 1024 * 1024
 
@@ -144,20 +147,22 @@ async def serve(receive: asyncio.StreamReader, send: asyncio.StreamWriter) -> No
     setup = json.loads(first)
     worker = Worker(setup, send)
     token = browser_load.set(worker.load)  # every bounded browser wait of this worker is measured
-    ticking = asyncio.create_task(worker.tick(), name="webagent-worker-tick")
+    ticking: asyncio.Task[None] | None = None
     try:
         if await worker.start():
+            ticking = asyncio.create_task(worker.tick(), name="webagent-worker-tick")
+            # Read on whatever is unsent: the end of stdin must be seen even when the parent reads no more.
             while line := await receive.readline():
                 message = json.loads(line)
                 if "run" in message:
                     worker.run(message["run"])
-                await send.drain()
     finally:
-        ticking.cancel()
+        if ticking is not None:
+            ticking.cancel()
         await worker.aclose()
         browser_load.reset(token)
-        with contextlib.suppress(ConnectionError):
-            await send.drain()
+        with contextlib.suppress(ConnectionError, TimeoutError):
+            await asyncio.wait_for(send.drain(), CLOSE_DRAIN_S)
 
 
 async def _pipes() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -178,6 +183,7 @@ async def _main() -> None:
 
 
 def main() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the batch; it ends this worker's stdin
+    for sig in (signal.SIGINT, signal.SIGTERM):  # ignored from the first statement (``processes.WORKER_MAIN``)
+        signal.signal(sig, signal.SIG_IGN)  # the parent stops the batch; it ends this worker's stdin
     with contextlib.suppress(BrokenPipeError, ConnectionError):
         asyncio.run(_main())
