@@ -22,20 +22,20 @@ from webagent.testing.sites import SiteServer
 
 from ..conftest import load_task_script, make_config
 from ..procs import alive, cmdline, descendants
-from .test_runner import LOCAL_ANSWERS, LOCAL_STEPS, lines_of, local_lines, real_browser, slow_copies, task_file
+from .test_runner import (
+    LOCAL_ANSWERS,
+    LOCAL_STEPS,
+    lines_of,
+    local_lines,
+    real_browser,
+    slow_copies,
+    task_file,
+    wait_for,
+)
 
 
 def workers_below(root: int) -> list[int]:
     return [pid for pid in descendants(root) if "webagent.batch.worker" in cmdline(pid)]
-
-
-async def wait_until(predicate: object, within: float, what: str) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not predicate():  # type: ignore[operator]
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 @real_browser
@@ -146,7 +146,7 @@ async def test_a_stopped_batch_of_workers_ends_them_and_resumes(site: SiteServer
         runner = BatchRunner(config, tasks, out, concurrency=2, workers=2)
 
         async def stop_soon() -> None:
-            await wait_until(lambda: runner.stats.steps >= 3, 60, "steps in the workers")
+            await wait_for(lambda: runner.stats.steps >= 3, 60, "steps in the workers")
             os.kill(me, signal.SIGINT)  # as Ctrl-C does: the parent's handler stops the batch
 
         stopper = asyncio.create_task(stop_soon())
@@ -155,7 +155,7 @@ async def test_a_stopped_batch_of_workers_ends_them_and_resumes(site: SiteServer
         assert runner.stopping and stats.in_flight == 0
         done = [r["id"] for r in lines_of(out / "results.jsonl")] if (out / "results.jsonl").exists() else []
         assert len(done) < 6
-        await wait_until(lambda: not workers_below(me), 30, "the worker processes to exit")
+        await wait_for(lambda: not workers_below(me), 30, "the worker processes to exit")
 
         again = await asyncio.wait_for(BatchRunner(config, tasks, out, concurrency=3, workers=2).run(), 180)
     rows = lines_of(out / "results.jsonl")
@@ -177,7 +177,7 @@ async def test_workers_whose_browser_cannot_launch_are_one_error(tmp_path: Path)
         with pytest.raises(BrowserError):
             await asyncio.wait_for(runner.run(), 120)
     assert not (tmp_path / "b" / "results.jsonl").exists() or lines_of(tmp_path / "b" / "results.jsonl") == []
-    await wait_until(lambda: not workers_below(os.getpid()), 30, "the worker processes to exit")
+    await wait_for(lambda: not workers_below(os.getpid()), 30, "the worker processes to exit")
 
 
 def test_how_many_workers() -> None:

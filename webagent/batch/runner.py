@@ -23,7 +23,7 @@ import contextlib
 import logging
 import signal
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -269,17 +269,7 @@ class BatchRunner:
         cache = self.cache.path if self.cache is not None else None
         pool = self.pool = RayPool(cluster, self.config, self.output, self.limits, self.concurrency, cache=cache)
         async with pool:  # Ray started (or joined), each actor's browser launched
-            self.stats.phase = "run"
-            self.on_update(self.stats)
-            ticking = asyncio.create_task(self._tick(admission=False), name="webagent-progress")
-            try:
-                with self._signals():  # after ray.init, which sets its own
-                    self._workers = [asyncio.create_task(self._drive(pool, deque(pending)))]
-                    for outcome in await asyncio.gather(*self._workers, return_exceptions=True):
-                        if isinstance(outcome, Exception):  # not a stop (a cancel): the driver's own failure
-                            raise outcome
-            finally:
-                ticking.cancel()
+            await self._elsewhere(self._drive(pool, deque(pending)))  # signals after ray.init, which sets its own
 
     async def _run_in_processes(self, pending: list[TaskSpec]) -> None:
         self.on_update(self.stats)  # phase "launch"
@@ -296,18 +286,24 @@ class BatchRunner:
             verbosity=2 if root <= logging.DEBUG else 1 if root <= logging.INFO else 0,
         )
         async with pool:  # each worker's browser launched
-            self.stats.phase = "run"
-            self.on_update(self.stats)
-            ticking = asyncio.create_task(self._tick(admission=False), name="webagent-progress")
-            try:
-                with self._signals():
-                    self._workers = [asyncio.create_task(self._gather(pool, deque(pending)))]
-                    for outcome in await asyncio.gather(*self._workers, return_exceptions=True):
-                        if isinstance(outcome, Exception):  # not a stop (a cancel): the pool's own failure
-                            raise outcome
-            finally:
-                ticking.cancel()
-                self._show()
+            await self._elsewhere(self._gather(pool, deque(pending)))
+
+    async def _elsewhere(self, collecting: Coroutine[Any, Any, None]) -> None:
+        """The runs started in other processes (Ray's actors, the workers): ``collecting`` takes their
+        lines as they come, with the progress shown every second, until done or stopped (``stop``)."""
+        self.stats.phase = "run"
+        self.on_update(self.stats)
+        ticking = asyncio.create_task(self._tick(admission=False), name="webagent-progress")
+        try:
+            with self._signals():
+                self._workers = [asyncio.create_task(collecting)]
+                for outcome in await asyncio.gather(*self._workers, return_exceptions=True):
+                    if isinstance(outcome, Exception):  # not a stop (a cancel): the pool's own failure
+                        raise outcome
+        finally:
+            ticking.cancel()
+            if self.processes is not None:
+                self._show()  # the workers' last figures
 
     async def _gather(self, pool: WorkerPool, pending: deque[TaskSpec]) -> None:
         async with contextlib.aclosing(pool.results(pending, self.stats)) as results:
