@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import re
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +29,11 @@ pytestmark = pytest.mark.browser
 
 @contextlib.contextmanager
 def process(args: list[str], ready: str, stream: str = "stderr") -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """Start ``args`` in its own process group; yield it and its first output line matching ``ready``."""
+    """Start ``args`` in its own process group; yield it and its first output line matching ``ready``.
+
+    The output is read on a thread so the deadline holds even when the process prints nothing; what it
+    printed is in the error when the line never comes (a loaded machine or a taken port shows there).
+    """
     proc = subprocess.Popen(
         args,
         stdout=subprocess.PIPE if stream == "stdout" else subprocess.DEVNULL,
@@ -35,18 +41,30 @@ def process(args: list[str], ready: str, stream: str = "stderr") -> Iterator[tup
         text=True,
         start_new_session=True,
     )
+    lines: queue.Queue[str] = queue.Queue()
+    pipe = proc.stdout if stream == "stdout" else proc.stderr
+    assert pipe is not None
+
+    def read() -> None:
+        for line in pipe:
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    seen: list[str] = []
     try:
-        pipe = proc.stdout if stream == "stdout" else proc.stderr
-        assert pipe is not None
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            line = pipe.readline()
+        deadline = time.monotonic() + 90
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = lines.get(timeout=min(left, 1.0))
+            except queue.Empty:
+                if proc.poll() is not None and lines.empty():
+                    raise RuntimeError(f"{args[0]} exited with {proc.returncode}: {''.join(seen[-20:])}") from None
+                continue
+            seen.append(line)
             if m := re.search(ready, line):
                 break
-            if not line and proc.poll() is not None:
-                raise RuntimeError(f"{args[0]} exited with {proc.returncode}")
         else:
-            raise RuntimeError(f"{args[0]} did not print {ready!r}")
+            raise RuntimeError(f"{args[0]} did not print {ready!r} within 90 s; it printed: {''.join(seen[-20:])}")
         yield proc, m.group(1)
     finally:
         with contextlib.suppress(ProcessLookupError):
@@ -55,6 +73,7 @@ def process(args: list[str], ready: str, stream: str = "stderr") -> Iterator[tup
 
 
 def remote_chromium(port: int, profile: Path) -> contextlib.AbstractContextManager[tuple[subprocess.Popen[str], str]]:
+    """A Chromium serving CDP on ``port`` (0: one it picks, read back from the ws:// address it prints)."""
     args = ["/usr/bin/chromium", "--headless", *CHROMIUM_ARGS, f"--remote-debugging-port={port}"]
     return process([*args, f"--user-data-dir={profile}", "about:blank"], r"DevTools listening on (ws://\S+)")
 
@@ -70,12 +89,15 @@ async def test_cdp_endpoint_runs_tasks_and_reconnects_after_the_browser_restarts
     model_server: ServerFactory, local_tasks: dict[str, Any], tmp_path: Path
 ) -> None:
     task = local_tasks["catalog-price"]
-    port = free_port()
     async with model_server(load_task_script("catalog-price")) as server:
-        agent = Agent(remote_config(server, cdp_endpoint=f"http://127.0.0.1:{port}"))
+        agent: Agent | None = None
         try:
-            with remote_chromium(port, tmp_path / "a") as (_, ws_url):
-                assert ws_url.startswith(f"ws://127.0.0.1:{port}/devtools/browser/")
+            # Port 0: Chromium takes a port itself, so nothing started meanwhile can hold the one it was given.
+            with remote_chromium(0, tmp_path / "a") as (_, ws_url):
+                found = re.match(r"ws://127\.0\.0\.1:(\d+)/devtools/browser/", ws_url)
+                assert found, ws_url
+                port = int(found.group(1))
+                agent = Agent(remote_config(server, cdp_endpoint=f"http://127.0.0.1:{port}"))
                 assert (await agent.run(task["url"], task["goal"])).success
                 assert agent.browsers.launched == 1
             # The remote browser went away and came back on the same address: the pool reconnects.
@@ -83,7 +105,8 @@ async def test_cdp_endpoint_runs_tasks_and_reconnects_after_the_browser_restarts
                 assert (await agent.run(task["url"], task["goal"])).success
                 assert agent.browsers.launched == 2 and agent.browsers.crashes == 1
         finally:
-            await agent.aclose()
+            if agent is not None:
+                await agent.aclose()
 
 
 async def test_ws_endpoint_on_a_playwright_browser_server(
