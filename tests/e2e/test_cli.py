@@ -163,6 +163,8 @@ def test_max_steps_is_the_number_of_steps_everywhere(
         (["--url", DEAD, "--goal", "x", "--localizer-profile", "holotron"], "invalid choice"),
         (["--goal", "x"], "the following arguments are required: --url"),
     ],
+    # Ids of their own: the dead port differs from one collection to the next (pytest-xdist's workers).
+    ids=["no-url", "invalid", "scheme", "refused", "unresolved", "bracket", "bad-choice", "url-missing"],
 )
 def test_bad_input_is_one_line_exit_2(fake: FakeModelServer, args: list[str], message: str, tmp_path: Path) -> None:
     proc = webagent("run", *args, "--output", str(tmp_path / "out"), *role_flags(fake))
