@@ -3,7 +3,7 @@
 A command of the session passes its deadline; a probe over the browser's direct connection (a
 browser-level command no page takes part in) gets no answer either: the run ends at once with an
 infrastructure error, rather than retaking the screenshot and reopening the page on a browser that
-answers nothing, and the pool retires the browser. A browser that is only slow answers the probe.
+answers nothing, the browser is killed (its other sessions end at once) and the pool retires it. A browser that is only slow answers the probe.
 Only the Chromium this test launched is signalled (found by a switch of its own on its command line).
 """
 
@@ -67,14 +67,21 @@ async def test_a_frozen_browser_ends_the_run_at_once_and_is_retired(site: SiteSe
         async with pool.session() as session:
             await session.goto(site.url + "/catalog/", start=True)
             await session.screenshot(FRAME)
-            with frozen(chromium_main(marker)):
+            main = chromium_main(marker)
+            with frozen(main):
                 with pytest.raises(BrowserTimeoutError, match=r"the browser answers nothing: no screenshot") as caught:
                     async with asyncio.timeout(60):  # a missing deadline fails here instead of hanging the suite
                         await session.screenshot(FRAME)
                 assert caught.value.infrastructure and session.browser_stuck
                 assert session.pages_replaced == 0  # no page-level recovery on a browser that answers nothing
                 assert f"within {PROBE_S:g} s" in str(caught.value)
-        assert pool.stuck == 1 and pool.browsers == 0  # retired: no new session goes to it
+                # Killed (it is ours): whatever else waits on it ends at once, not on its own deadlines.
+                for _ in range(200):  # 10 s at most
+                    if not alive(main):
+                        break
+                    await asyncio.sleep(0.05)
+                assert not alive(main)
+        assert pool.stuck == 1 and pool.crashes == 0 and pool.browsers == 0  # retired, not a crash
     finally:
         await pool.aclose()
 

@@ -10,6 +10,7 @@ re-runs are counted apart, each with its cause. Only processes below the batch's
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -42,8 +43,9 @@ navigation_timeout_s = 5.0
 
 def frozen_batch(
     server: FakeModelServer, site: SiteServer, tmp_path: Path, *, frozen_s: float | None
-) -> tuple[int, dict[str, dict[str, Any]], dict[str, Any], str]:
-    """Three tasks; once each has taken a step, the browser is frozen for ``frozen_s`` (None: for good)."""
+) -> tuple[int, dict[str, dict[str, Any]], dict[str, Any], str, bool]:
+    """Three tasks; once each has taken a step, the browser is frozen for ``frozen_s`` (None: for good).
+    Last: whether the frozen browser's main process was still there when the batch had ended."""
     n = 3
     tasks, out = long_tasks(site, tmp_path / "t.jsonl", n), tmp_path / "b"
     config = tmp_path / "webagent.toml"
@@ -57,33 +59,39 @@ def frozen_batch(
         try:
             if frozen_s is not None:
                 time.sleep(frozen_s)  # the injected fault itself: how long the browser stays frozen
-                os.kill(main, signal.SIGCONT)
+                with contextlib.suppress(ProcessLookupError):  # the batch ended it first
+                    os.kill(main, signal.SIGCONT)
             returncode = batch.wait(240)
+            left = alive(main)
         finally:
             if alive(main):
                 os.kill(main, signal.SIGCONT if frozen_s is not None else signal.SIGKILL)
     output = batch.log.read_text()
     summary = json.loads((out / "summary.json").read_text())
-    return returncode, one_line_each(out, n), summary, output
+    return returncode, one_line_each(out, n), summary, output, left
 
 
-def infra_reruns(row: dict[str, Any]) -> list[dict[str, Any]]:
-    return [x for a in row["attempt_records"] for x in a["reruns"] if x["reason"] == "infrastructure"]
+def reruns(row: dict[str, Any]) -> list[dict[str, Any]]:
+    return [x for a in row["attempt_records"] for x in a["reruns"]]
 
 
 def test_a_browser_frozen_for_good_has_its_sessions_rerun_elsewhere_and_they_succeed(
     paced: FakeModelServer, site: SiteServer, tmp_path: Path
 ) -> None:
-    returncode, rows, summary, output = frozen_batch(paced, site, tmp_path, frozen_s=None)
+    returncode, rows, summary, output, left = frozen_batch(paced, site, tmp_path, frozen_s=None)
     assert returncode == 0, output[-3000:]
     assert "Traceback" not in output
+    # The first session whose command went unanswered probed the browser, got no answer either, and the
+    # browser was killed: the other sessions on it ended at once, as after a crash, not each on its deadlines.
+    assert not left and "browser_killed_frozen" in output, output[-3000:]
     for task_id, row in rows.items():
         assert row["success"] and row["answer"] == ANSWER, (task_id, row["message"])
         assert not row["infrastructure"] and row["retried"]
-        reruns = infra_reruns(row)
-        assert reruns and row["infra_reruns"] == len(reruns), row["attempt_records"]
-        assert all("answer" in x["message"] for x in reruns), reruns  # "answers nothing", "no answer ... within"
-    assert summary["errors"] == 0 and summary["infra_reruns"] >= 3
+        assert {x["reason"] for x in reruns(row)} <= {"infrastructure", "browser_crash"}, reruns(row)
+        assert row["infra_reruns"] == sum(x["reason"] == "infrastructure" for x in reruns(row))
+    infra = [x for row in rows.values() for x in reruns(row) if x["reason"] == "infrastructure"]
+    assert infra and all("answers nothing" in x["message"] for x in infra), infra
+    assert summary["errors"] == 0 and summary["infra_reruns"] == len(infra)
     assert summary["run"]["infra_rerun_causes"], summary["run"]
     assert summary["run"]["browser_commands"]["expired"] > 0  # the frozen browser's deadlines stood
 
@@ -91,9 +99,9 @@ def test_a_browser_frozen_for_good_has_its_sessions_rerun_elsewhere_and_they_suc
 def test_a_browser_frozen_for_a_while_ends_no_task_in_error(
     paced: FakeModelServer, site: SiteServer, tmp_path: Path
 ) -> None:
-    returncode, rows, summary, output = frozen_batch(paced, site, tmp_path, frozen_s=12.0)
+    returncode, rows, summary, output, _ = frozen_batch(paced, site, tmp_path, frozen_s=12.0)
     assert returncode == 0, output[-3000:]
     assert all(r["success"] and r["answer"] == ANSWER for r in rows.values()), rows
     assert summary["errors"] == 0
-    # Frozen past the deadlines of a screenshot, its retakes and a reopened page: re-run, each with its cause.
+    # Frozen past a deadline and the probe: re-run, each with its cause.
     assert summary["infra_reruns"] >= 1 and summary["run"]["infra_rerun_causes"], summary

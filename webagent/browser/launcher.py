@@ -8,6 +8,8 @@ import contextlib
 import json
 import os
 import shutil
+import signal
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -33,11 +35,18 @@ __all__ = [
     "connect_browser",
     "find_chromium",
     "hardened_args",
+    "kill_frozen",
+    "killed_frozen",
     "launch_browser",
     "open_browser",
 ]
 
 log = structlog.get_logger("webagent.browser")
+
+#: The main process of each browser launched here (``SystemInfo.getProcessInfo`` at launch).
+_LAUNCHED: weakref.WeakKeyDictionary[Browser, int] = weakref.WeakKeyDictionary()
+#: The browsers ``kill_frozen`` ended (their disconnect is not a crash).
+_KILLED: weakref.WeakSet[Browser] = weakref.WeakSet()
 
 SYSTEM_CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 #: Chromium's headless shell (Debian's ``chromium-headless-shell``): Chromium's content layer without
@@ -228,13 +237,41 @@ async def launch_browser(
         ) from None
     if port is not None:
         try:
-            await connect_devtools(browser, "127.0.0.1", port, timeout_s=config.command_timeout_s)
+            devtools = await connect_devtools(browser, "127.0.0.1", port, timeout_s=config.command_timeout_s)
         except BaseException:  # a failed or cancelled launch leaves no Chromium behind
             with contextlib.suppress(Exception):
                 await within(browser.close(), config.open_timeout_s, "browser.close")
             raise
+        if devtools is not None:  # its main process, for ``kill_frozen`` (the browser is ours)
+            with contextlib.suppress(PlaywrightError, LookupError, TypeError, ValueError):
+                info = await devtools.request("SystemInfo.getProcessInfo", None)
+                _LAUNCHED[browser] = next(int(p["id"]) for p in info["processInfo"] if p["type"] == "browser")
     log.debug("browser_launched", executable=executable or "bundled", version=browser.version, devtools_port=port)
     return browser
+
+
+def kill_frozen(browser: Browser | None) -> bool:
+    """SIGKILL the main process of a browser this process launched that answers nothing (frozen: a
+    probe over its direct connection went unanswered). Every session on it then fails at once, as
+    after a crash, instead of each waiting out its own deadlines on a browser that will not answer
+    (a tab being followed, a CDP session being opened). False for a browser not launched here (a
+    remote one is never signalled) or already gone."""
+    pid = _LAUNCHED.pop(browser, None) if browser is not None else None
+    if pid is None or browser is None or not browser.is_connected():
+        return False
+    _KILLED.add(browser)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        _KILLED.discard(browser)
+        return False
+    log.warning("browser_killed_frozen", pid=pid)
+    return True
+
+
+def killed_frozen(browser: Browser) -> bool:
+    """Whether ``kill_frozen`` ended ``browser``."""
+    return browser in _KILLED
 
 
 async def connect_browser(playwright: Playwright, config: BrowserConfig, *, hardened: bool = False) -> Browser:

@@ -43,7 +43,7 @@ from ..errors import BrowserError, BrowserStuckError
 from .deadline import on_wait_over, session_browser, within
 from .devtools import devtools_for
 from .guard import NavigationGuard
-from .launcher import open_browser
+from .launcher import killed_frozen, open_browser
 from .session import BrowserSession
 
 __all__ = ["LAUNCH_TRIES", "OPENS_AT_ONCE", "SESSION_TRIES", "BrowserPool"]
@@ -175,6 +175,10 @@ class BrowserPool:
 
     def _on_disconnected(self, slot: _Slot) -> None:
         slot.gone.set()
+        if not slot.dead and killed_frozen(slot.browser):  # it answered nothing, so it was ended: not a crash
+            slot.dead = True
+            self.stuck += 1
+            log.warning("browser_retired_frozen", active_sessions=slot.active)
         if not slot.dead:
             slot.dead = True
             self.crashes += 1

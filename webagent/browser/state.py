@@ -30,6 +30,7 @@ from ..errors import BrowserError, BrowserTimeoutError
 from .deadline import BoundedCDPSession, CommandTimeout, within
 from .devtools import CDPChannel, DevToolsSession, devtools_for
 from .guard import NavigationGuard
+from .launcher import kill_frozen
 from .scripts import HIDE_CARET, SHOW_CARET
 
 __all__ = ["Navigation", "PageState", "first_line"]
@@ -252,6 +253,7 @@ class PageState:
                 return
             self.browser_stuck = True
             log.warning("browser_frozen", what=what, probe_s=PROBE_S)
+            kill_frozen(self.context.browser)  # its other sessions end now, not each on its deadlines
             raise BrowserTimeoutError(
                 f"the browser answers nothing: {what}, and a probe got no answer within {PROBE_S:g} s either"
             ) from None
