@@ -244,7 +244,10 @@ async def launch_browser(
             raise
         if devtools is not None:  # its main process, for ``kill_frozen`` (the browser is ours)
             with contextlib.suppress(PlaywrightError, LookupError, TypeError, ValueError):
-                info = await devtools.request("SystemInfo.getProcessInfo", None)
+                # A few seconds at most: without it, a frozen browser is only retired, as a remote one.
+                info = await devtools.request(
+                    "SystemInfo.getProcessInfo", None, timeout_s=min(5.0, config.command_timeout_s)
+                )
                 _LAUNCHED[browser] = next(int(p["id"]) for p in info["processInfo"] if p["type"] == "browser")
     log.debug("browser_launched", executable=executable or "bundled", version=browser.version, devtools_port=port)
     return browser
