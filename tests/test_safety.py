@@ -299,6 +299,42 @@ def test_an_allowed_entry_naming_a_private_host_allows_it() -> None:
     assert policy.check("http://10.0.0.6:8080/", navigation=True) is not None
 
 
+def test_local_hosts_let_one_private_server_through_and_nothing_else_local() -> None:
+    # An untrusted local start (a client's, a task file's) vouched for as that one host:port.
+    policy = NavigationPolicy.build(
+        start_url="http://127.0.0.1:8000/", trust_start=False, local_hosts=["127.0.0.1:8000"]
+    )
+    assert policy.block_private and not policy.allow_file
+    assert policy.check("http://127.0.0.1:8000/page", navigation=True) is None
+    assert policy.check("ws://127.0.0.1:8000/socket", navigation=False) is None
+    for url in ("http://127.0.0.1:8001/", "http://localhost:8000/", "http://10.0.0.5:8000/", "file:///etc/passwd"):
+        assert policy.check(url, navigation=True) is not None, url
+    assert policy.check("https://example.com/", navigation=True) is None
+    # A blocked entry still wins; an allow-list still applies.
+    blocked = NavigationPolicy.build(
+        start_url="https://x.example/", blocked=["127.0.0.1"], local_hosts=["127.0.0.1:8000"]
+    )
+    assert blocked.check("http://127.0.0.1:8000/", navigation=True) is not None
+    listed = NavigationPolicy.build(
+        start_url="https://x.example/", allowed=["x.example"], local_hosts=["127.0.0.1:8000"]
+    )
+    assert listed.check("http://127.0.0.1:8000/", navigation=True) is not None
+    for entry in ("127.0.0.1", "*.local:80"):
+        with pytest.raises(ValueError, match="one host:port"):
+            NavigationPolicy.build(start_url="https://x.example/", local_hosts=[entry])
+
+
+async def test_local_hosts_skip_the_dns_check() -> None:
+    async def private(host: str) -> list[str]:
+        return ["10.0.0.7"]
+
+    policy = NavigationPolicy.build(
+        start_url="https://x.example/", local_hosts=["intranet.test:8080"], resolver=private
+    )
+    assert await policy.check_resolved("http://intranet.test:8080/", navigation=True) is None
+    assert await policy.check_resolved("http://other.test:8080/", navigation=True) is not None
+
+
 def test_file_urls() -> None:
     assert NavigationPolicy.build(start_url="file:///tmp/a.html", allowed=["example.com"]).allow_file
     assert not NavigationPolicy.build(start_url="http://127.0.0.1/", allowed=["127.0.0.1"]).allow_file

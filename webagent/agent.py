@@ -79,9 +79,11 @@ class Agent:
         """Dollar cost of one model call at the configured per-role prices."""
         return self.runtime.price(call)
 
-    def navigation_policy(self, start_url: str, *, trust_start: bool = True) -> NavigationPolicy:
+    def navigation_policy(
+        self, start_url: str, *, trust_start: bool = True, local_hosts: Sequence[str] = ()
+    ) -> NavigationPolicy:
         """The navigation policy of a run starting at ``start_url`` (``Runtime.navigation_policy``)."""
-        return self.runtime.navigation_policy(start_url, trust_start=trust_start)
+        return self.runtime.navigation_policy(start_url, trust_start=trust_start, local_hosts=local_hosts)
 
     def new_roles(self, policy: NavigationPolicy | None = None) -> Roles:
         """Role objects for one session (each sticks to the endpoint it first uses)."""

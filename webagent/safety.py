@@ -22,7 +22,10 @@ Schemes, once any rule is active:
 
 Private, loopback, link-local and other non-global addresses (and names such as ``localhost``,
 ``*.local``, ``*.internal``) are refused when ``block_private`` is set -- by default whenever the
-start URL is not itself local -- unless an allowed entry names the host explicitly.
+start URL is not itself local, or was chosen by someone other than the operator -- unless an
+allowed entry names the host explicitly, or the host is one of the policy's ``local_hosts``: a
+server the operator vouches for (a task set's own local server, the local start of a task file
+that is not trusted), let through as that one ``host:port`` and nothing else local.
 """
 
 from __future__ import annotations
@@ -139,6 +142,9 @@ class NavigationPolicy:
 
     allowed: tuple[HostRule, ...] = ()
     blocked: tuple[HostRule, ...] = ()
+    #: Private hosts let through although private addresses are refused (each ``host:port``); not
+    #: an allow-list: under ``allowed`` they must be allowed too.
+    local_hosts: tuple[HostRule, ...] = ()
     block_private: bool = False
     allow_file: bool = True
     #: Check every request (subresources too), not only navigations: lists or private_network="block".
@@ -156,21 +162,30 @@ class NavigationPolicy:
         start_url: str = "",
         resolver: Resolver | None = None,
         trust_start: bool = True,
+        local_hosts: Sequence[str] = (),
     ) -> NavigationPolicy:
         """The policy of one run. ``private_network="auto"`` blocks private addresses unless the start URL is local.
 
-        ``trust_start=False`` for a start URL that someone else chose (an MCP client): it proves
-        nothing, so a local one neither opens private networks in ``auto`` mode nor allows
-        ``file:`` URLs (only ``private_network="allow"`` or an allowed entry naming a host does).
+        ``trust_start=False`` for a start URL that someone else chose (an MCP or environment
+        client, a task file): it proves nothing, so a local one neither opens private networks in
+        ``auto`` mode nor allows ``file:`` URLs (only ``private_network="allow"`` or an allowed
+        entry naming a host does). ``local_hosts``: ``host:port`` entries of private servers the
+        operator vouches for, let through however private networks are ruled (a blocked entry
+        still wins, and an allow-list still applies).
         """
         local_start = trust_start and bool(start_url) and is_local_url(start_url)
         local_ok = private_network == "allow" or (private_network == "auto" and local_start)
         allowed_rules, blocked_rules = parse_rules(allowed), parse_rules(blocked)
         file_start = start_url.strip().lower().startswith("file:")
         allow_file = trust_start and (file_start or (local_ok and not allowed_rules))
+        local_rules = parse_rules(local_hosts)
+        for rule in local_rules:
+            if rule.port is None or rule.wildcard:
+                raise ValueError(f"a local host is one host:port, not {str(rule)!r}")
         return cls(
             allowed=allowed_rules,
             blocked=blocked_rules,
+            local_hosts=local_rules,
             block_private=not local_ok,
             allow_file=allow_file,
             every_request=bool(allowed_rules or blocked_rules or private_network == "block"),
@@ -231,7 +246,8 @@ class NavigationPolicy:
         explicit = any(rule.matches(host, port) for rule in self.allowed)
         if self.allowed and not explicit:
             return f"{host} is not in allowed_domains"
-        if self.block_private and not explicit and is_private_host(host):
+        vouched = explicit or any(rule.matches(host, port) for rule in self.local_hosts)
+        if self.block_private and not vouched and is_private_host(host):
             return f"{host} is a private or local network address"
         return None
 
@@ -249,7 +265,7 @@ class NavigationPolicy:
         if parsed is None or ip_of(parsed[1]) is not None:
             return None
         host = parsed[1]
-        if any(rule.matches(host, parsed[2]) for rule in self.allowed):
+        if any(rule.matches(host, parsed[2]) for rule in (*self.allowed, *self.local_hosts)):
             return None
         private = self._resolved.get(host)
         if private is None:

@@ -81,6 +81,31 @@ def test_the_allow_list_net_lets_only_the_allowed_hosts_through() -> None:
     assert mapped["bypass"].split(",") == ["<-loopback>", "127.0.0.1:8000", "[::ffff:127.0.0.1]:8000", "0.0.0.0:8000"]
 
 
+def test_local_hosts_pass_the_nets_only_where_private_networks_are_refused() -> None:
+    policy = NavigationPolicy.build(
+        start_url="http://localhost:8000/", trust_start=False, local_hosts=["127.0.0.1:8000", "localhost:8000"]
+    )
+    net = proxy_net(policy)
+    assert net is not None
+    bypass = net["bypass"].split(",")
+    assert bypass[-4:] == ["127.0.0.1:8000", "[::ffff:127.0.0.1]:8000", "0.0.0.0:8000", "localhost:8000"]
+    assert bypass.index("<-loopback>") < bypass.index("127.0.0.1:8000")  # evaluated before loopback's refusal
+    sockets = websocket_conditions(policy)
+    assert sockets[0] == {"urlPattern": "ws{s}?://127.0.0.1:8000/*", **_pass(sockets[0])}
+    assert not sockets[1].get("offline") and sockets[1]["urlPattern"] == "ws{s}?://localhost:8000/*"
+    assert all(r.get("offline") for r in sockets[2:])
+    # Under an allow-list only the allowed entries pass.
+    listed = NavigationPolicy.build(
+        start_url="https://x.example/", allowed=["x.example"], local_hosts=["127.0.0.1:8000"]
+    )
+    listed_net = proxy_net(listed)
+    assert listed_net is not None and "127.0.0.1:8000" not in listed_net["bypass"].split(",")
+
+
+def _pass(rule: dict[str, object]) -> dict[str, object]:
+    return {k: v for k, v in rule.items() if k != "urlPattern"}
+
+
 def test_no_net_where_there_is_nothing_to_refuse_or_only_a_block_list() -> None:
     assert proxy_net(NavigationPolicy.build(start_url="http://127.0.0.1:8000/")) is None
     assert proxy_net(NavigationPolicy.build(start_url="http://127.0.0.1/", blocked=["evil.example"])) is None

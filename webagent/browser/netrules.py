@@ -126,7 +126,8 @@ def websocket_conditions(policy: NavigationPolicy) -> list[dict[str, Any]]:
         return []
     # A blocked entry wins over an allowed one, as in NavigationPolicy.check; an allowed entry
     # wins over the rest.
-    allowed = [{"urlPattern": p, **_NOOP} for rule in policy.allowed for p in _socket_patterns(rule)]
+    passing = policy.allowed if policy.allowed else policy.local_hosts
+    allowed = [{"urlPattern": p, **_NOOP} for rule in passing for p in _socket_patterns(rule)]
     return [*blocked, *allowed, *rest]
 
 
@@ -181,7 +182,8 @@ def proxy_net(policy: NavigationPolicy) -> dict[str, str] | None:
         # Host names whose last label starts with a letter (every top-level domain does; no IP
         # literal does): DNS names go direct, as the Python checks judge them by name.
         names = [f"*.{c}*" for c in string.ascii_lowercase]
-        bypass = [*map(str, PUBLIC_NETWORKS), *names, "<-loopback>", *explicit]
+        vouched = [entry for rule in policy.local_hosts for entry in _bypass_entries(rule)]
+        bypass = [*map(str, PUBLIC_NETWORKS), *names, "<-loopback>", *explicit, *vouched]
     else:
         return None
     return {"server": dead_proxy(), "bypass": ",".join(bypass)}

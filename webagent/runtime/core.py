@@ -126,9 +126,12 @@ class Runtime:
 
     # -- the guard -------------------------------------------------------------------------------
 
-    def navigation_policy(self, start_url: str, *, trust_start: bool = True) -> NavigationPolicy:
+    def navigation_policy(
+        self, start_url: str, *, trust_start: bool = True, local_hosts: Sequence[str] = ()
+    ) -> NavigationPolicy:
         """The allowed/blocked hosts and private-network rule of a run starting at ``start_url``
-        (``trust_start=False``: a URL a remote client chose, see ``NavigationPolicy.build``)."""
+        (``trust_start=False``: a URL a remote client chose; ``local_hosts``: private ``host:port``
+        servers let through, see ``NavigationPolicy.build``)."""
         browser = self.config.browser
         return NavigationPolicy.build(
             allowed=browser.allowed_domains,
@@ -136,6 +139,7 @@ class Runtime:
             private_network=browser.private_network,
             start_url=start_url,
             trust_start=trust_start,
+            local_hosts=local_hosts,
         )
 
     def guard(self, policy: NavigationPolicy) -> NavigationGuard:
