@@ -38,7 +38,7 @@ from ..budget import Budget
 from ..config import ContextSettings
 from ..errors import BrowserError, InputError, SessionError
 from ..pilot import Pilot
-from .access import checked_start
+from ..runtime.access import client_start
 
 __all__ = ["CLOSE_WAIT_S", "DEFAULT_IDLE_TIMEOUT_S", "KeptSession", "SessionStore"]
 
@@ -125,10 +125,10 @@ class SessionStore:
 
     async def open(self, url: str, profile: str | None = None) -> KeptSession:
         """A new session on ``url`` (SessionError past the limit; InputError or NavigationError when
-        the URL is invalid, refused (``access.checked_start``) or cannot be opened), with the named
+        the URL is invalid, refused (``runtime.access.client_start``) or cannot be opened), with the named
         ``profile``'s state when it has one. Closed again when anything fails before it is handed out."""
         profile_path = self._profile(profile)
-        url, policy = await checked_start(self.agent, url)
+        url, policy = await client_start(self.agent.runtime, url, server="the MCP server")
         await self.close_idle()
         async with self._lock:
             if len(self._open) + self._opening >= self.limit:

@@ -29,7 +29,7 @@ from ..errors import InputError, WebAgentError
 from ..model.parsing import ReplyParseError, extract_json
 from ..records import RunResult
 from ..roles.extractor import ExtractionSchema
-from .access import checked_start
+from ..runtime.access import client_start
 from .handoff import elicitation_asker
 from .sessions import SessionStore
 
@@ -154,7 +154,7 @@ class WebTools:
         settings = self.agent.config.agent
         if max_steps is not None:
             settings = settings.model_copy(update={"max_steps": max_steps})
-        url, policy = await checked_start(self.agent, url)
+        url, policy = await client_start(self.agent.runtime, url, server="the MCP server")
         output = self.output_dir / _run_name(self.agent.secrets.redact(goal)) if self.output_dir is not None else None
         ask = elicitation_asker(ctx) if ctx is not None else None
         result = await self.agent.run(url, goal, output_dir=output, settings=settings, policy=policy, ask_user=ask)
