@@ -37,7 +37,7 @@ from .attempts import TaskLimits
 from .results import TaskResult
 from .stats import AdmissionState, BatchStats, StepFigures
 from .tasks import TaskSpec
-from .worker import LINE_LIMIT, config_payload
+from .worker import LINE_LIMIT, config_payload, payload
 
 __all__ = ["CLOSE_S", "SILENT_S", "START_S", "WORKER_RETRIES", "WorkerPool", "auto_workers"]
 
@@ -262,7 +262,7 @@ class WorkerPool:
             worker = min(room, key=lambda w: len(w.tasks))
             task = pending.popleft()
             worker.tasks[task.id] = task
-            worker.send({"run": task.model_dump(mode="json")})
+            worker.send({"run": payload(task)})
 
     async def results(self, pending: deque[TaskSpec], stats: BatchStats) -> AsyncGenerator[TaskResult | StepFigures]:
         """Hand ``pending`` out, each worker up to its share at once; yield each step's figures and

@@ -39,7 +39,7 @@ from .attempts import TaskLimits, TaskRunner
 from .results import TaskResult
 from .stats import BatchStats, StepFigures
 from .tasks import TaskSpec
-from .worker import config_payload
+from .worker import config_payload, payload
 
 __all__ = ["ACTOR_RETRIES", "RayCluster", "RayPool", "TaskActor", "check_reachable"]
 
@@ -223,7 +223,7 @@ class RayPool:
                     if slot.in_flight >= self.concurrency:
                         break
                     task = pending.popleft()
-                    ref = slot.handle.run.remote(task.model_dump(mode="json"))
+                    ref = slot.handle.run.remote(payload(task))
                     in_flight[asyncio.wrap_future(ref.future())] = (task, slot)
                     slot.in_flight += 1
                 stats.in_flight = len(in_flight)

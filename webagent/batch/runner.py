@@ -127,6 +127,7 @@ class BatchRunner:
             )
         check_run_dirs(task.id for task in tasks)  # no run overwrites another's files
         self.config = config
+        self._redaction = config.secret_set()
         self.tasks = tasks
         self.output = Path(output)
         self.concurrency = concurrency
@@ -219,7 +220,9 @@ class BatchRunner:
         return self.stats
 
     def _finished(self, result: TaskResult) -> None:
-        """A task's line: written, then counted (the one place either is done)."""
+        """A task's line: written, then counted (the one place either is done). Redacted here too: a
+        task's own url and goal may hold a suite variable's value (``AgentConfig.variables``)."""
+        result = self._redaction.redact_model(result)
         self.results.append(result)  # a task that finished is kept, even while stopping
         self.stats.count_line(result)
         self.on_update(self.stats)
@@ -233,15 +236,6 @@ class BatchRunner:
         for task in pending:
             queue.put_nowait(task)
         agent = self.agent = Agent(self.config)
-        if pending:
-            self.on_update(self.stats)  # phase "launch"
-            try:
-                await agent.browsers.start()  # a browser that cannot launch is a usage error, not N failures
-            except BaseException:
-                await agent.aclose()
-                raise
-            self.stats.phase = "run"
-            self.on_update(self.stats)
         runner = TaskRunner(
             agent,
             self.output,
@@ -251,6 +245,15 @@ class BatchRunner:
             on_step=self._stepped,
             stopping=lambda: self.stopping,
         )
+        if pending:
+            self.on_update(self.stats)  # phase "launch"
+            try:  # a browser that cannot launch is a usage error, not N failures; of the first task's kind
+                await agent.browsers.start(hardened=runner.guarded(pending[0]))
+            except BaseException:
+                await agent.aclose()
+                raise
+            self.stats.phase = "run"
+            self.on_update(self.stats)
         ticking = asyncio.create_task(self._tick(admission=True), name="webagent-admission")
         try:
             with self._signals():
