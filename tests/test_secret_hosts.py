@@ -154,3 +154,5 @@ def test_a_suite_variable_is_redacted_as_itself() -> None:
     secrets = config.secret_set()
     assert secrets.redact("open http://127.0.0.1:8123/login") == "open ${SITE}/login"
     assert secrets.names == [] and secrets.placeholders("{{SITE}}") == []  # never typed, never named
+    assert secrets and not secrets.credentials  # a trace may still be kept (it is the pages' own record)
+    assert Secrets({"PW": VALUE}).credentials and Secrets(hidden={"STATE": ["cookie-value-1"]}).credentials

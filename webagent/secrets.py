@@ -168,6 +168,12 @@ class Secrets:
     def __bool__(self) -> bool:
         return self._pattern is not None
 
+    @property
+    def credentials(self) -> bool:
+        """Whether these hold a secret or a hidden value (a state's cookies, a password), not only a
+        suite's variables: what a Playwright trace, which cannot be redacted, must not record."""
+        return bool(self._values or any(self._hidden.values()))
+
     def with_hidden(self, hidden: Mapping[str, Sequence[str]]) -> Secrets:
         """These secrets and ``hidden`` values more (see ``__init__``); ``self`` when there are none."""
         if not any(len(v) >= MIN_SECRET_CHARS for found in hidden.values() for v in found):
