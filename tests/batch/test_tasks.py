@@ -437,3 +437,15 @@ def test_distinct_task_ids_get_distinct_run_directories(ids: list[str]) -> None:
     # An id that looks like another one's generated name does not take that name.
     generated = run_dir_name("a/b")
     assert run_dir_name(generated) != generated
+
+
+def test_a_task_of_a_file_not_trusted_is_always_guarded(tmp_path: Path) -> None:
+    from webagent.batch.tasks import guarded
+    from webagent.config import AgentConfig
+
+    config = AgentConfig()
+    local = TaskSpec(id="l", url="http://127.0.0.1:8000/", goal="g")
+    assert not guarded(local, config)  # the operator's local start: every local address open, no guard
+    assert guarded(local.model_copy(update={"trusted": False}), config)  # a file's: that host:port only
+    assert guarded(TaskSpec(id="p", url="https://example.com/", goal="g"), config)  # private networks shut
+    assert guarded(local, AgentConfig.model_validate({"browser": {"allowed_domains": ["127.0.0.1"]}}))

@@ -184,24 +184,6 @@ class TaskRunner:
             return task_set_policy(self.agent.runtime, url)
         return data_start(self.agent.runtime, task.url) if not task.trusted else None
 
-    def guarded(self, task: TaskSpec) -> bool:
-        """Whether ``task``'s sessions are guarded (they want a hardened browser: ``BrowserPool.start``).
-        A start someone else chose always is (no ``file:``, no other local address: ``policy``); the
-        operator's as ``Runtime.navigation_policy`` rules it (a bad URL: no, its run says why)."""
-        if task.benchmark is not None or not task.trusted:
-            return True
-        browser = self.agent.config.browser
-        try:
-            policy = NavigationPolicy.build(
-                allowed=browser.allowed_domains,
-                blocked=browser.blocked_domains,
-                private_network=browser.private_network,
-                start_url=task.url,
-            )
-        except ValueError:
-            return False
-        return policy.active
-
     async def run(self, task: TaskSpec) -> TaskResult:
         """The task's results line: its attempts, each with its re-runs. A bug of the runner is
         recorded on the line (stop reason ``error``, "internal error: ..."), never raised."""

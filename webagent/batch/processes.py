@@ -123,7 +123,10 @@ class WorkerPool:
         admission: bool = True,
         cache: Path | None = None,
         verbosity: int = 0,
+        hardened: bool = False,
     ) -> None:
+        """``hardened``: each worker's first browser is of the kind guarded sessions get (its first
+        task's, ``tasks.guarded``)."""
         if workers < 1:
             raise ValueError("a worker pool needs at least 1 worker")
         self.config = config
@@ -142,6 +145,7 @@ class WorkerPool:
             "limits": dataclasses.asdict(limits),
             "cache": str(cache.resolve()) if cache is not None else None,
             "admission": admission,
+            "hardened": hardened,
         }
 
     def _shares(self) -> list[int]:

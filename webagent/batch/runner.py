@@ -44,7 +44,7 @@ from .processes import WorkerPool
 from .ray import RayCluster, RayPool
 from .results import ResultsFile, ResumePlan, TaskResult, resume_plan
 from .stats import BatchPhase, BatchStats, StepFigures
-from .tasks import TaskSpec, check_run_dirs
+from .tasks import TaskSpec, check_run_dirs, guarded
 from .watchdog import BROWSER_LOST_GRACE_S
 
 __all__ = [
@@ -248,7 +248,7 @@ class BatchRunner:
         if pending:
             self.on_update(self.stats)  # phase "launch"
             try:  # a browser that cannot launch is a usage error, not N failures; of the first task's kind
-                await agent.browsers.start(hardened=runner.guarded(pending[0]))
+                await agent.browsers.start(hardened=guarded(pending[0], self.config))
             except BaseException:
                 await agent.aclose()
                 raise
@@ -270,7 +270,10 @@ class BatchRunner:
         self.stats.phase = "ray"
         self.on_update(self.stats)
         cache = self.cache.path if self.cache is not None else None
-        pool = self.pool = RayPool(cluster, self.config, self.output, self.limits, self.concurrency, cache=cache)
+        hardened = guarded(pending[0], self.config)
+        pool = self.pool = RayPool(
+            cluster, self.config, self.output, self.limits, self.concurrency, cache=cache, hardened=hardened
+        )
         async with pool:  # Ray started (or joined), each actor's browser launched
             await self._elsewhere(self._drive(pool, deque(pending)))  # signals after ray.init, which sets its own
 
@@ -287,6 +290,7 @@ class BatchRunner:
             admission=self._admit,
             cache=cache,
             verbosity=2 if root <= logging.DEBUG else 1 if root <= logging.INFO else 0,
+            hardened=guarded(pending[0], self.config),
         )
         async with pool:  # each worker's browser launched
             await self._elsewhere(self._gather(pool, deque(pending)))

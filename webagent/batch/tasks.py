@@ -30,9 +30,10 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ..config import AgentSettings, ContextSettings
+from ..config import AgentConfig, AgentSettings, ContextSettings
 from ..errors import InputError
 from ..inputs import MAX_GOAL_CHARS, check_text, load_json, read_text
+from ..safety import NavigationPolicy
 from ..stream import TraceMode
 from ..urls import normalize_url
 
@@ -45,6 +46,7 @@ __all__ = [
     "TaskSpec",
     "check_run_dirs",
     "distrust",
+    "guarded",
     "load_references",
     "load_tasks",
     "reference_matches",
@@ -192,6 +194,26 @@ def _placeholder_at(value: Any, where: str) -> str | None:
             if found is not None:
                 return found
     return None
+
+
+def guarded(task: TaskSpec, config: AgentConfig) -> bool:
+    """Whether ``task``'s sessions are guarded under ``config``: they want a hardened browser, which
+    the first one launched (``BrowserPool.start``) had better be. A start someone else chose always
+    is (no ``file:``, no other local address: ``attempts.TaskRunner.policy``); the operator's as
+    ``Runtime.navigation_policy`` rules it (a bad URL: no, its run says why)."""
+    if task.benchmark is not None or not task.trusted:
+        return True
+    browser = config.browser
+    try:
+        policy = NavigationPolicy.build(
+            allowed=browser.allowed_domains,
+            blocked=browser.blocked_domains,
+            private_network=browser.private_network,
+            start_url=task.url,
+        )
+    except ValueError:
+        return False
+    return policy.active
 
 
 def load_tasks(path: str | Path, *, trusted: bool = False) -> list[TaskSpec]:

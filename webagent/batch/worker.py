@@ -8,7 +8,7 @@ local batch does in one process, on a share of the sessions. The parent alone wr
 ``results.jsonl``; a worker writes its runs' directories, as a Ray actor does.
 
 The wire is JSON lines. Parent to worker, on stdin: first the set-up (``config``, ``output``,
-``limits``, ``cache``, ``ceiling``, ``admission``), then ``{"run": TASK}`` per task.
+``limits``, ``cache``, ``ceiling``, ``admission``, ``hardened``), then ``{"run": TASK}`` per task.
 Worker to parent, on the stdout it had at start (``sys.stdout`` is pointed at stderr, so nothing
 else can write there): ``{"started": ERROR|null}`` once its browser is up (or cannot launch),
 ``{"step": [FIGURES]}`` as each step ends, ``{"result": LINE}`` as each task ends, and every
@@ -102,6 +102,7 @@ class Worker:
         cache = ReplayCache(setup["cache"]) if setup.get("cache") else None
         ceiling = int(setup["ceiling"])
         self.admit = bool(setup.get("admission", True))
+        self.hardened = bool(setup.get("hardened", False))
         self.load = BrowserLoad()
         self.admission = Admission(ceiling, self.load, initial=INITIAL if self.admit else ceiling)
         self.agent = Agent(self.config)
@@ -126,7 +127,7 @@ class Worker:
     async def start(self) -> bool:
         """Launch the first browser; say so (or why it cannot launch: a usage error for the parent)."""
         try:
-            await self.agent.browsers.start()
+            await self.agent.browsers.start(hardened=self.hardened)
         except WebAgentError as exc:
             self._write({"started": str(exc)})
             return False
