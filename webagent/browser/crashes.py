@@ -18,13 +18,27 @@ from collections.abc import Awaitable
 from typing import TypeVar
 
 from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Page
 
 from ..errors import BrowserCrashError, BrowserError, BrowserTimeoutError
 from .deadline import CommandTimeout
 
-__all__ = ["DEAD_TARGET", "browser_failure", "dead_target", "first_line", "unless_crashed"]
+__all__ = [
+    "CRASH_PROBE_AFTER_S",
+    "DEAD_TARGET",
+    "browser_failure",
+    "crashed_already",
+    "dead_target",
+    "first_line",
+    "unless_crashed",
+]
 
 T = TypeVar("T")
+
+#: Seconds a new CDP session's first command waits before the page is asked whether its renderer
+#: died already (a crash its session never saw: a caller's page that crashed between two calls).
+CRASH_PROBE_AFTER_S = 2.0
+_PROBE_S = 5.0
 
 #: How Playwright, Chromium and the DevTools channel word a target that is gone (lower case).
 DEAD_TARGET = (
@@ -81,3 +95,17 @@ async def unless_crashed(opening: Awaitable[T], crash: asyncio.Event, doing: str
     if task.cancelled():
         raise PlaywrightError(f"{doing}: Target crashed")
     return task.result()
+
+
+async def crashed_already(page: Page) -> bool:
+    """Whether ``page``'s renderer died before anything of ours watched it: Playwright, which saw it,
+    answers a script on a crashed page at once ("Target crashed"), where a CDP command sent to its
+    target is never answered. False if the page answers, or does not within a few seconds (busy)."""
+    try:
+        async with asyncio.timeout(_PROBE_S):
+            await page.evaluate("0")
+    except PlaywrightError as exc:
+        return "target crashed" in first_line(exc).lower()
+    except TimeoutError:
+        return False
+    return False

@@ -27,7 +27,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from ..config import BrowserConfig
 from ..errors import BrowserTimeoutError
-from .crashes import browser_failure, dead_target, first_line, unless_crashed
+from .crashes import CRASH_PROBE_AFTER_S, browser_failure, crashed_already, dead_target, first_line, unless_crashed
 from .deadline import BoundedCDPSession, CommandTimeout, within
 from .devtools import CDPChannel, DevToolsSession, devtools_for
 from .guard import NavigationGuard
@@ -362,14 +362,23 @@ class PageState:
         if self.crashed:
             raise PlaywrightError("Page.enable: Target crashed")
         timeout_s = self.config.command_timeout_s
+        enabled = asyncio.ensure_future(cdp.send("Page.enable", timeout_s=timeout_s))  # its own deadline
         try:
-            await cdp.send("Page.enable", timeout_s=timeout_s)  # its own deadline (more on a saturated machine)
+            # A page whose crash this session never saw (a caller's page, between two calls) would let
+            # Page.enable wait out its deadline: asked after a moment (only when it is slow to answer).
+            slow = not (await asyncio.wait({enabled}, timeout=CRASH_PROBE_AFTER_S))[0]
+            if slow and await crashed_already(self.page):
+                self.note_crash(self.page)
+            await unless_crashed(enabled, self._crash, "Page.enable")
         except CommandTimeout:
             if self.crashed:
                 raise PlaywrightError("Page.enable: Target crashed") from None
             raise BrowserTimeoutError(
                 f"the page does not answer DevTools requests (none within {timeout_s:g} s)"
             ) from None
+        finally:
+            if not enabled.done():  # cancelled meanwhile
+                enabled.cancel()
         # Choosers are intercepted here rather than through Playwright's "filechooser" event, which
         # the driver reports a round trip later: a chooser then reaches the very next observation.
         # Its failure (an old browser) costs only that report, as Playwright ignores it too.
