@@ -186,7 +186,8 @@ async def test_a_renderer_crash_at_the_final_screenshot_of_a_callers_page_is_the
 async def test_a_renderer_crash_at_the_validators_screenshot_is_a_crash(
     server: FakeModelServer, local_tasks: dict[str, Any], browser: Browser
 ) -> None:
-    """``Pilot.check`` (the screenshot at the validator's size, what MCP's ``check`` answers from)."""
+    """``Pilot.check`` (the screenshot at the validator's size, what MCP's ``check`` answers from) and
+    ``Pilot.screenshot``."""
     context = await browser.new_context(viewport={"width": 1280, "height": 800})
     try:
         page = await context.new_page()
@@ -196,6 +197,8 @@ async def test_a_renderer_crash_at_the_validators_screenshot_is_a_crash(
             await crash_page(page)
             with pytest.raises(BrowserCrashError, match="the page crashed") as raised:
                 await pilot.check("the catalog's search box is shown")
+            with pytest.raises(BrowserCrashError, match="cannot take a screenshot of the page"):
+                await pilot.screenshot()  # (MCP's screenshot tool)
         assert raised.value.infrastructure
     finally:
         await context.close()

@@ -35,9 +35,10 @@ __all__ = [
 
 T = TypeVar("T")
 
-#: Seconds a new CDP session's first command waits before the page is asked whether its renderer
-#: died already (a crash its session never saw: a caller's page that crashed between two calls).
-CRASH_PROBE_AFTER_S = 2.0
+#: Seconds opening a CDP session on a page (or its first command) waits before the page is asked
+#: whether its renderer died already: a crash not reported yet (a renderer killed as the session set
+#: up), or to no one watching (a caller's page that crashed between two calls).
+CRASH_PROBE_AFTER_S = 3.0
 _PROBE_S = 5.0
 
 #: How Playwright, Chromium and the DevTools channel word a target that is gone (lower case).
@@ -80,13 +81,21 @@ def browser_failure(exc: BaseException, doing: str, *, dead: bool = False) -> Br
     return BrowserError(text)
 
 
-async def unless_crashed(opening: Awaitable[T], crash: asyncio.Event, doing: str) -> T:
+async def unless_crashed(opening: Awaitable[T], crash: asyncio.Event, doing: str, *, page: Page | None = None) -> T:
     """``await opening``, or a PlaywrightError ("Target crashed") as soon as ``crash`` is set: a target
-    whose renderer died may never answer (attaching to one waited out its whole deadline, 30 s)."""
+    whose renderer died may never answer (attaching to one waited out its whole deadline, 30 s).
+    ``page``: when ``opening`` takes longer than ``CRASH_PROBE_AFTER_S``, ask it whether its renderer
+    died already (``crashed_already``: a crash not reported yet, or to no one watching); if so,
+    ``crash`` is set."""
     task = asyncio.ensure_future(opening)
     waiter = asyncio.ensure_future(crash.wait())
     try:
-        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        pending = {task, waiter}
+        if page is not None:
+            done, _ = await asyncio.wait(pending, timeout=CRASH_PROBE_AFTER_S, return_when=asyncio.FIRST_COMPLETED)
+            if not done and await crashed_already(page):
+                crash.set()
+        await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
     finally:
         waiter.cancel()
         if not task.done():

@@ -18,8 +18,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import weakref
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar
 
 import structlog
 from playwright.async_api import BrowserContext, Page
@@ -27,7 +27,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from ..config import BrowserConfig
 from ..errors import BrowserTimeoutError
-from .crashes import CRASH_PROBE_AFTER_S, browser_failure, crashed_already, dead_target, first_line, unless_crashed
+from .crashes import browser_failure, dead_target, first_line, unless_crashed
 from .deadline import BoundedCDPSession, CommandTimeout, within
 from .devtools import CDPChannel, DevToolsSession, devtools_for
 from .guard import NavigationGuard
@@ -37,6 +37,7 @@ from .scripts import HIDE_CARET, SHOW_CARET
 __all__ = ["Navigation", "PageState", "first_line"]  # first_line: from .crashes, for the parts
 
 log = structlog.get_logger("webagent.browser")
+T = TypeVar("T")
 
 #: Seconds a caller's page gets to show its caret again when the session lets go of it.
 CARET_RESTORE_S = 2.0
@@ -336,15 +337,23 @@ class PageState:
             devtools = devtools_for(self.context.browser)
             if devtools is not None:
                 try:
-                    return await unless_crashed(devtools.attach(self.context, self.page), self._crash, "attach")
+                    return await self._unless_crashed(devtools.attach(self.context, self.page), "attach")
                 except PlaywrightError as exc:
                     if self.crashed:
                         raise
                     log.debug("devtools_attach_failed", error=first_line(exc))
         timeout_s = self.config.command_timeout_s
         opening = within(self.context.new_cdp_session(self.page), timeout_s, "new_cdp_session")
-        session = await unless_crashed(opening, self._crash, "new_cdp_session")
+        session = await self._unless_crashed(opening, "new_cdp_session")
         return BoundedCDPSession(session, timeout_s)
+
+    async def _unless_crashed(self, opening: Awaitable[T], doing: str) -> T:
+        """``opening``, unless the page's renderer dies first (or died before, unseen: asked when slow)."""
+        try:
+            return await unless_crashed(opening, self._crash, doing, page=self.page)
+        finally:
+            if self._crash.is_set() and not self.crashed:
+                self.note_crash(self.page)
 
     def _while_current(self, cdp: CDPChannel, handler: Callable[[Any], None]) -> Callable[[Any], None]:
         """``handler`` for the events of ``cdp`` while it is the session's own: a tab the session
@@ -362,23 +371,14 @@ class PageState:
         if self.crashed:
             raise PlaywrightError("Page.enable: Target crashed")
         timeout_s = self.config.command_timeout_s
-        enabled = asyncio.ensure_future(cdp.send("Page.enable", timeout_s=timeout_s))  # its own deadline
-        try:
-            # A page whose crash this session never saw (a caller's page, between two calls) would let
-            # Page.enable wait out its deadline: asked after a moment (only when it is slow to answer).
-            slow = not (await asyncio.wait({enabled}, timeout=CRASH_PROBE_AFTER_S))[0]
-            if slow and await crashed_already(self.page):
-                self.note_crash(self.page)
-            await unless_crashed(enabled, self._crash, "Page.enable")
+        try:  # its own deadline; a page whose crash this session never saw would let it wait it out
+            await self._unless_crashed(cdp.send("Page.enable", timeout_s=timeout_s), "Page.enable")
         except CommandTimeout:
             if self.crashed:
                 raise PlaywrightError("Page.enable: Target crashed") from None
             raise BrowserTimeoutError(
                 f"the page does not answer DevTools requests (none within {timeout_s:g} s)"
             ) from None
-        finally:
-            if not enabled.done():  # cancelled meanwhile
-                enabled.cancel()
         # Choosers are intercepted here rather than through Playwright's "filechooser" event, which
         # the driver reports a round trip later: a chooser then reaches the very next observation.
         # Its failure (an old browser) costs only that report, as Playwright ignores it too.
