@@ -83,6 +83,7 @@ class BatchProgress:
             f"{s.steps / wall:.1f} steps/s, {s.tokens / wall:,.0f} model tokens/s, "
             f"{s.errors} errors, {s.retried} retried"
             + (f", {s.stalled} stalled" if s.stalled else "")
+            + (f", {s.setup_crashes} re-run after a crash in set-up" if s.setup_crashes else "")
             + (f", {s.infra_reruns} re-run after an infrastructure failure" if s.infra_reruns else "")
         )
 

@@ -39,9 +39,10 @@ __all__ = [
 
 log = structlog.get_logger("webagent.batch")
 
-#: Why a run was replaced: its browser died, the watchdog stopped it, or it ended with an error of the
-#: infrastructure under it (``WebAgentError.infrastructure``).
-RerunReason = Literal["browser_crash", "stalled", "infrastructure"]
+#: Why a run was replaced: its browser (or its page's renderer) died under it, the browser failed before
+#: its first step (a crash or a deadline while its session was set up), the watchdog stopped it, or it
+#: ended with an error of the infrastructure under it (``WebAgentError.infrastructure``).
+RerunReason = Literal["browser_crash", "setup_crash", "stalled", "infrastructure"]
 
 
 class Rerun(BaseModel):

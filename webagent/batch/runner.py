@@ -6,8 +6,9 @@ crashed machine is cut off on resume). Re-running the same command skips finishe
 and SIGTERM stop new work and cleanly abandon in-flight tasks (they rerun on resume).
 
 Each task is run to its line by the one task runner (``TaskRunner``, ``attempts.py``): its attempts,
-and the re-runs of a run whose browser died (``CRASH_RERUNS``), that ended with an infrastructure
-error (``INFRA_RERUNS``) or that the watchdog stopped for making no progress (``STALL_RERUNS``).
+and the re-runs of a run whose browser died (``CRASH_RERUNS``), whose browser failed before its
+first step (``SETUP_RERUNS``), that ended with an infrastructure error (``INFRA_RERUNS``) or that
+the watchdog stopped for making no progress (``STALL_RERUNS``).
 Cancelling a run closes its browser context; that cleanup is bounded too (``cleanup_timeout_s``),
 so a task always ends with its one line. The tasks run here (N coroutines on one ``Agent``), in
 ``workers`` processes of this machine (``processes.py``: each its own agent, driver and admission,
@@ -39,7 +40,7 @@ from ..records import Step
 from ..replay import ReplayCache
 from ..stream import TRACE_TIMEOUT_S
 from .admission import INITIAL, TICK_S, Admission
-from .attempts import CRASH_RERUNS, INFRA_RERUNS, STALL_RERUNS, TaskLimits, TaskRunner
+from .attempts import CRASH_RERUNS, INFRA_RERUNS, SETUP_RERUNS, STALL_RERUNS, TaskLimits, TaskRunner
 from .processes import WorkerPool
 from .ray import RayCluster, RayPool
 from .results import ResultsFile, ResumePlan, TaskResult, resume_plan
@@ -52,6 +53,7 @@ __all__ = [
     "DEFAULT_CLEANUP_TIMEOUT_S",
     "DEFAULT_STALL_TIMEOUT_S",
     "INFRA_RERUNS",
+    "SETUP_RERUNS",
     "STALL_RERUNS",
     "BatchPhase",
     "BatchRunner",

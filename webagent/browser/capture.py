@@ -35,9 +35,10 @@ import structlog
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 
-from ..errors import BrowserError, BrowserTimeoutError
+from ..errors import BrowserTimeoutError
 from ..images import Frame, Screenshot
 from ..secrets import well_formed
+from .crashes import browser_failure
 from .deadline import CommandTimeout, within
 from .devtools import CDPChannel, DevToolsSession
 from .faults import PageFaults
@@ -210,13 +211,12 @@ class ScreenCapture:
                 result = await self._capture(frame)
                 break
             except PlaywrightError as exc:
+                dead = state.dead(exc)
+                if state.crashed and attempt < 2:
+                    continue  # reopened above
+                if attempt == 2 or state.page.is_closed():  # gone, or no screenshot three times
+                    raise browser_failure(exc, "cannot take a screenshot", dead=dead) from None
                 # Right after a navigation the new document may have no frame to capture yet.
-                if state.crashed:
-                    continue
-                state.target_closed(exc)
-                if attempt == 2 or state.page.is_closed():
-                    error = BrowserTimeoutError if isinstance(exc, CommandTimeout) else BrowserError
-                    raise error(f"cannot take a screenshot: {first_line(exc)}") from None
                 with contextlib.suppress(PlaywrightError, TimeoutError):
                     async with asyncio.timeout(0.5):
                         await state.page.evaluate(TWO_FRAMES)

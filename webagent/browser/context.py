@@ -30,12 +30,13 @@ from playwright.async_api import BrowserContext
 from playwright.async_api import Error as PlaywrightError
 
 from ..config import ContextSettings, Viewport
-from ..errors import BrowserError, ConfigError
+from ..errors import ConfigError
 from ..files import write_atomic
 from ..hosts import url_host
 from ..inputs import check_nesting, read_text
 from ..secrets import Secrets
-from .deadline import CommandTimeout, within
+from .crashes import browser_failure
+from .deadline import within
 
 __all__ = [
     "MAX_STATE_BYTES",
@@ -90,11 +91,14 @@ def _readable_by_others(path: Path) -> bool:
 
 async def save_storage_state(context: BrowserContext, path: Path, *, timeout_s: float) -> Path:
     """Write the context's state (cookies, local storage, IndexedDB) to ``path``, readable by its
-    owner only (0600), atomically; BrowserError when the browser does not give it."""
+    owner only (0600), atomically; BrowserError when the browser does not give it (BrowserCrashError
+    when the context or browser is gone, BrowserTimeoutError past ``timeout_s``)."""
     try:
         state = await within(context.storage_state(indexed_db=True), timeout_s, "context.storage_state")
-    except (CommandTimeout, PlaywrightError) as exc:
-        raise BrowserError(f"cannot read the browser's signed-in state: {str(exc).splitlines()[0]}") from None
+    except PlaywrightError as exc:  # CommandTimeout too
+        browser = context.browser
+        dead = browser is not None and not browser.is_connected()
+        raise browser_failure(exc, "cannot read the browser's signed-in state", dead=dead) from None
     write_atomic(path, json.dumps(state, indent=1) + "\n", private=True)
     return path
 

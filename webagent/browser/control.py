@@ -1,8 +1,8 @@
 """What a browser session does on the page: open a URL, go back, reload, mouse and keyboard.
 
 Each action starts from a page that has not crashed (``Settler.before_action``), bounds every
-browser call it makes (a Playwright failure becomes an ActionError, or a BrowserError when the page
-or browser is gone), and ends with ``settle``: the wait until the page has reacted.
+browser call it makes (a Playwright failure becomes an ActionError, or a BrowserCrashError when the
+page or browser is gone), and ends with ``settle``: the wait until the page has reacted.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from playwright.async_api import Frame
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from ..actions import normalize_key
-from ..errors import ActionError, BrowserError, NavigationError
+from ..errors import ActionError, BrowserCrashError, NavigationError
 from .capture import ScreenCapture
 from .deadline import CommandTimeout, within
 from .devtools import DevToolsSession
@@ -81,8 +81,10 @@ class PageControl:
             state.report(f"The page was still loading after {state.config.navigation_timeout_s:g} s.")
         except PlaywrightError as exc:
             reason = first_line(exc).removeprefix("Page.goto: ")
-            if state.target_closed(exc) and (start or state.browser_crashed):
-                raise BrowserError(f"the page or browser closed while opening {url}: {reason}") from None
+            # Its renderer died past what reopening recovers from, or the page, context or browser
+            # closed: a crash, not the site's fault (nor the task's).
+            if state.dead(exc) and (start or state.browser_crashed):
+                raise BrowserCrashError(f"the page crashed or closed while opening {url}: {reason}") from None
             if start:
                 raise NavigationError(f"cannot open {url}: {reason}; check the URL and that the site is up") from None
             raise ActionError(f"cannot open {url}: {reason}") from None
@@ -281,7 +283,7 @@ class PageControl:
         await self._settler.settle(next_frame=True)
 
     async def _guard(self, awaitable: Any) -> Any:
-        """Turn Playwright failures during an action into ActionError (or BrowserError if gone)."""
+        """Turn Playwright failures during an action into ActionError (or BrowserCrashError if gone)."""
         state = self._state
         timeout_s = state.config.command_timeout_s
         try:
@@ -296,11 +298,11 @@ class PageControl:
                 raise ActionError("the page crashed during the action (its renderer process died)") from None
             if state.target_closed(exc):
                 if state.browser_crashed:
-                    raise BrowserError(f"the browser is gone: {first_line(exc)}") from None
+                    raise BrowserCrashError(f"the browser is gone: {first_line(exc)}") from None
                 if await self._tabs.closed_itself():
                     return None  # the action closed its own tab (window.close()): settle() moves on
             if state.page.is_closed() and not state.context.pages:
-                raise BrowserError(f"the browser page is gone: {first_line(exc)}") from None
+                raise BrowserCrashError(f"the browser page is gone: {first_line(exc)}") from None
             raise ActionError(first_line(exc)) from None
 
 

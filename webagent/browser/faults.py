@@ -17,7 +17,8 @@ policy reads in its next observation:
 * **renderer crash** — the page is replaced by a fresh tab in the same context, reopened at the
   URL it had (reported), before the next screenshot; an action attempted on the crashed page is
   an ActionError. After ``MAX_PAGE_CRASHES`` reopenings — or at the first crash of a page the
-  session does not own (a caller's page) — the run ends with a BrowserError.
+  session does not own (a caller's page) — the run ends with a BrowserCrashError (the
+  infrastructure's failure, never the task's: ``webagent.browser.crashes``).
 
 Pages that never finish loading are capped by ``settle`` and by ``load`` here, the one bounded
 page load of ``goto`` and of reopening a page (after a crash, or a page that gives no screenshot).
@@ -35,9 +36,10 @@ from playwright.async_api import Dialog, Download, Page, Request
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
-from ..errors import BrowserError, BrowserTimeoutError
+from ..errors import BrowserCrashError, BrowserError
 from ..secrets import shorten
-from .deadline import CommandTimeout, within
+from .crashes import browser_failure
+from .deadline import within
 from .state import PageState, first_line
 from .tabs import TabFollower
 
@@ -150,14 +152,14 @@ class PageFaults:
 
     # -- crashes --------------------------------------------------------------------------
     async def reopen_after_crash(self) -> None:
-        """Replace the crashed page by a fresh tab at the same URL (BrowserError past the limit)."""
+        """Replace the crashed page by a fresh tab at the same URL (BrowserCrashError past the limit)."""
         url = self._state.page.url
         if not self._state.recovers:
-            raise BrowserError(f"the page crashed (its renderer process died) at {url}")
+            raise BrowserCrashError(f"the page crashed (its renderer process died) at {url}")
         while True:
             self._crashes += 1
             if self._crashes > MAX_PAGE_CRASHES:
-                raise BrowserError(
+                raise BrowserCrashError(
                     f"the page crashed {self._crashes} times (its renderer process died) at {url}; giving up"
                 )
             try:
@@ -222,9 +224,10 @@ class PageFaults:
         timeout_s = state.config.open_timeout_s
         try:
             page = await within(state.context.new_page(), timeout_s, "new_page")
-        except PlaywrightError as exc:
-            error = BrowserTimeoutError if isinstance(exc, CommandTimeout) else BrowserError
-            raise error(f"cannot open a new tab in place of the page: {first_line(exc)}") from None
+        except PlaywrightError as exc:  # CommandTimeout too
+            raise browser_failure(
+                exc, "cannot open a new tab in place of the page", dead=state.browser_crashed
+            ) from None
         self._tabs.forget(page)  # not a tab the page opened
         with contextlib.suppress(PlaywrightError):
             await within(crashed.close(), timeout_s, "page.close")

@@ -30,11 +30,12 @@ from playwright.async_api import Browser, BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
 
 from ..config import BrowserConfig
-from ..errors import BrowserError, BrowserStuckError
+from ..errors import BrowserCrashError, BrowserError, BrowserStuckError
 from ..images import Frame, Screenshot
 from ..secrets import well_formed
 from .capture import ScreenCapture
 from .control import PageControl
+from .crashes import browser_failure
 from .deadline import CommandTimeout, within
 from .devtools import devtools_for
 from .faults import PageFaults
@@ -103,7 +104,8 @@ class BrowserSession:
         except CommandTimeout as exc:
             raise BrowserStuckError(f"cannot open a browser context: {first_line(exc)}") from None
         except PlaywrightError as exc:
-            raise BrowserError(f"cannot open a browser context: {first_line(exc)}") from None
+            dead = not browser.is_connected()
+            raise browser_failure(exc, "cannot open a browser context", dead=dead) from None
         try:
             page = await _new_page(context, timeout_s)
         except BaseException as exc:  # a cancelled open (watchdog, Ctrl-C) closes its context too
@@ -112,7 +114,8 @@ class BrowserSession:
             if isinstance(exc, CommandTimeout):
                 raise BrowserStuckError(f"cannot open a browser tab: {first_line(exc)}") from None
             if isinstance(exc, PlaywrightError):
-                raise BrowserError(f"cannot open a browser tab: {first_line(exc)}") from None
+                dead = not browser.is_connected()
+                raise browser_failure(exc, "cannot open a browser tab", dead=dead) from None
             raise
         session = cls(page, config, owns_context=True)
         devtools = devtools_for(browser) if config.direct_cdp else None
@@ -281,13 +284,16 @@ class BrowserSession:
 
     async def evaluate(self, script: str, arg: object = None) -> object:
         """Run ``script`` (a JavaScript function or expression) in the page, within ``command_timeout_s``;
-        a page or browser that cannot answer is a BrowserError (what a task reading its own reward from the
-        page needs: ``webagent.loop.task``)."""
+        a page or browser that cannot answer is a BrowserError, a BrowserCrashError when it is gone (what a
+        task reading its own reward from the page needs: ``webagent.loop.task``)."""
+        state = self._state
         try:
-            return await within(self._state.page.evaluate(script, arg), self.config.command_timeout_s, "evaluate")
+            return await within(state.page.evaluate(script, arg), self.config.command_timeout_s, "evaluate")
         except CommandTimeout as exc:
             raise BrowserError(f"the page did not answer a script: {first_line(exc)}") from None
-        except PlaywrightError as exc:
+        except PlaywrightError as exc:  # a script that throws is the page's; a dead page is a crash
+            if state.dead(exc):
+                raise BrowserCrashError(f"the page could not run a script: {first_line(exc)}") from None
             raise BrowserError(f"the page could not run a script: {first_line(exc)}") from None
 
     async def settle(self, *, next_frame: bool = False) -> None:

@@ -113,6 +113,8 @@ class Episode:
         self._opened: bool | None = None  # what open() returned (None: not yet)
         self._limit: asyncio.Timeout | None = None  # the step's time limit, moved on by a person's answer
         self._infrastructure = False  # the error that stops the run is the infrastructure's (errors.py)
+        #: The error that ended the run, if one did (a crash, a model server down: what a batch re-runs for).
+        self.error: ModelError | BrowserError | None = None
         #: The policy's prompt strategy (the one owner of its conversation); ``_messages``: its last
         #: request; ``_reply``: the reply given to it (its text as returned, its tool calls).
         self._prompt = roles.policy.prompt(settings)
@@ -229,6 +231,7 @@ class Episode:
             step.error = str(exc)
             self._stop = ("error", str(exc))
             self._infrastructure = exc.infrastructure
+            self.error = exc
             log.warning("run_error", error=str(exc))
         except BudgetExceeded as exc:
             step.outcome = f"stopped: {exc}"

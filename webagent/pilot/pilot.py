@@ -14,10 +14,11 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 from pydantic import BaseModel, ValidationError
 
+from ..browser.crashes import browser_failure
 from ..browser.deadline import within
 from ..budget import Budget
 from ..config import ROLES, ContextSettings
-from ..errors import BrowserError, InputError, ModelError, NavigationError
+from ..errors import InputError, ModelError, NavigationError
 from ..inputs import check_text
 from ..loop import HumanHandler, Meter
 from ..model.parsing import ReplyParseError
@@ -249,8 +250,8 @@ class Pilot:
             await self._start_url()
         try:
             return await within(self._open_page().screenshot(type="png"), timeout_s, "page.screenshot")
-        except PlaywrightError as exc:
-            raise BrowserError(f"cannot take a screenshot of the page: {str(exc).splitlines()[0]}") from None
+        except PlaywrightError as exc:  # a crash (the page gone) or a deadline: the infrastructure's
+            raise browser_failure(exc, "cannot take a screenshot of the page") from None
 
     # -- the parts -------------------------------------------------------------------------------
 

@@ -15,7 +15,9 @@ from collections.abc import AsyncIterator, Callable, Sequence
 
 import structlog
 from playwright.async_api import Browser, BrowserContext, Page
+from playwright.async_api import Error as PlaywrightError
 
+from ..browser.crashes import browser_failure
 from ..browser.deadline import within
 from ..browser.guard import NavigationGuard
 from ..browser.pool import BrowserPool
@@ -191,7 +193,10 @@ class Runtime:
                 session = BrowserSession(page, config)
                 stack.push_async_callback(session.close)
             elif context is not None:
-                new = await within(context.new_page(), config.open_timeout_s, "new_page")
+                try:
+                    new = await within(context.new_page(), config.open_timeout_s, "new_page")
+                except PlaywrightError as exc:  # a crash (the context closed), a deadline, or else
+                    raise browser_failure(exc, "cannot open a tab in the caller's context") from None
                 session = BrowserSession(new, config, owns_page=True)
                 stack.push_async_callback(session.close)
             else:
