@@ -782,7 +782,7 @@ async def agent(
         workers = auto_workers(n) if args.workers == "auto" else int(args.workers)
         runner = BatchRunner(
             config,
-            load_tasks(tasks_file),
+            load_tasks(tasks_file, trusted=True),  # the benchmark's own tasks
             out,
             concurrency=n,
             on_update=on_update,

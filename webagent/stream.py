@@ -188,9 +188,9 @@ class RunStream:
         secrets = self.secrets
         files = RunFiles(self.output_dir)
         # No trace when secrets are set: a trace's DOM snapshots would hold the typed values (and
-        # its network log a signed-in state's cookies).
+        # its network log a signed-in state's cookies). A suite's variables alone keep it.
         own_page = self.spec.page is None and self.spec.context is None
-        tracing = self.trace != "off" and own_page and not secrets
+        tracing = self.trace != "off" and own_page and not secrets.credentials
         if tracing:
             await _start_tracing(session)
         steps = episode.steps()

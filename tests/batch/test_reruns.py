@@ -177,7 +177,7 @@ class FakePool:
     def __init__(self) -> None:
         self.crashes = 0
 
-    async def start(self) -> None:
+    async def start(self, *, hardened: bool = False) -> None:  # as BrowserPool.start
         pass
 
 

@@ -48,6 +48,8 @@ from ..config import ROLES
 from ..errors import BrowserCrashError, BrowserError, NavigationError, WebAgentError
 from ..records import RunResult, Step, Usage
 from ..replay import ReplayCache
+from ..runtime.access import data_start, task_set_policy
+from ..safety import NavigationPolicy
 from ..stream import RunStream
 from .results import AttemptRecord, Rerun, RerunReason, TaskResult, cost_of
 from .tasks import TaskSpec, reference_matches, run_dir_name
@@ -183,8 +185,20 @@ class TaskRunner:
             from ..env.tasks import benchmark_task
 
             page = benchmark_task(task.benchmark, task.seed)
-            return self.agent.stream(page.url, page.goal, task=page, **how)
-        return self.agent.stream(task.url, task.goal, **how)
+            return self.agent.stream(page.url, page.goal, task=page, policy=self.policy(task, page.url), **how)
+        return self.agent.stream(task.url, task.goal, policy=self.policy(task), **how)
+
+    def policy(self, task: TaskSpec, url: str | None = None) -> NavigationPolicy | None:
+        """The navigation policy of ``task``'s runs other than the one its start URL gives (None):
+        a benchmark page's (its task set's own server at ``url``: that one host:port, nothing else
+        local), a file's not trusted (its start proves nothing: ``data_start``)."""
+        if task.benchmark is not None:
+            if url is None:
+                from ..env.tasks import benchmark_task
+
+                url = benchmark_task(task.benchmark, task.seed).url
+            return task_set_policy(self.agent.runtime, url)
+        return data_start(self.agent.runtime, task.url) if not task.trusted else None
 
     async def run(self, task: TaskSpec) -> TaskResult:
         """The task's results line: its attempts, each with its re-runs. A bug of the runner is

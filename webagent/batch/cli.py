@@ -146,7 +146,7 @@ def admitted(s: BatchStats) -> str:
 
 
 def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:
-    tasks = load_tasks(args.tasks)
+    tasks = load_tasks(args.tasks, trusted=getattr(args, "trust_tasks", False))
     config = checked_sessions(config, (task.browser for task in tasks))
     references = load_references(args.references) if args.references else None
     if args.concurrency < 1:

@@ -45,7 +45,7 @@ from .processes import WorkerPool
 from .ray import RayCluster, RayPool
 from .results import ResultsFile, ResumePlan, TaskResult, resume_plan
 from .stats import BatchPhase, BatchStats, StepFigures
-from .tasks import TaskSpec, check_run_dirs
+from .tasks import TaskSpec, check_run_dirs, guarded
 from .watchdog import BROWSER_LOST_GRACE_S
 
 __all__ = [
@@ -129,6 +129,7 @@ class BatchRunner:
             )
         check_run_dirs(task.id for task in tasks)  # no run overwrites another's files
         self.config = config
+        self._redaction = config.secret_set()
         self.tasks = tasks
         self.output = Path(output)
         self.concurrency = concurrency
@@ -221,7 +222,9 @@ class BatchRunner:
         return self.stats
 
     def _finished(self, result: TaskResult) -> None:
-        """A task's line: written, then counted (the one place either is done)."""
+        """A task's line: written, then counted (the one place either is done). Redacted here too: a
+        task's own url and goal may hold a suite variable's value (``AgentConfig.variables``)."""
+        result = self._redaction.redact_model(result)
         self.results.append(result)  # a task that finished is kept, even while stopping
         self.stats.count_line(result)
         self.on_update(self.stats)
@@ -235,15 +238,6 @@ class BatchRunner:
         for task in pending:
             queue.put_nowait(task)
         agent = self.agent = Agent(self.config)
-        if pending:
-            self.on_update(self.stats)  # phase "launch"
-            try:
-                await agent.browsers.start()  # a browser that cannot launch is a usage error, not N failures
-            except BaseException:
-                await agent.aclose()
-                raise
-            self.stats.phase = "run"
-            self.on_update(self.stats)
         runner = TaskRunner(
             agent,
             self.output,
@@ -253,6 +247,15 @@ class BatchRunner:
             on_step=self._stepped,
             stopping=lambda: self.stopping,
         )
+        if pending:
+            self.on_update(self.stats)  # phase "launch"
+            try:  # a browser that cannot launch is a usage error, not N failures; of the first task's kind
+                await agent.browsers.start(hardened=guarded(pending[0], self.config))
+            except BaseException:
+                await agent.aclose()
+                raise
+            self.stats.phase = "run"
+            self.on_update(self.stats)
         ticking = asyncio.create_task(self._tick(admission=True), name="webagent-admission")
         try:
             with self._signals():
@@ -269,7 +272,10 @@ class BatchRunner:
         self.stats.phase = "ray"
         self.on_update(self.stats)
         cache = self.cache.path if self.cache is not None else None
-        pool = self.pool = RayPool(cluster, self.config, self.output, self.limits, self.concurrency, cache=cache)
+        hardened = guarded(pending[0], self.config)
+        pool = self.pool = RayPool(
+            cluster, self.config, self.output, self.limits, self.concurrency, cache=cache, hardened=hardened
+        )
         async with pool:  # Ray started (or joined), each actor's browser launched
             await self._elsewhere(self._drive(pool, deque(pending)))  # signals after ray.init, which sets its own
 
@@ -286,6 +292,7 @@ class BatchRunner:
             admission=self._admit,
             cache=cache,
             verbosity=2 if root <= logging.DEBUG else 1 if root <= logging.INFO else 0,
+            hardened=guarded(pending[0], self.config),
         )
         async with pool:  # each worker's browser launched
             await self._elsewhere(self._gather(pool, deque(pending)))

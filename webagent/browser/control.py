@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Frame
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from ..actions import normalize_key
@@ -165,14 +166,29 @@ class PageControl:
         cdp = self._state.cdp
         return cdp.click(x, y) if isinstance(cdp, DevToolsSession) else self._state.page.mouse.click(x, y)
 
-    async def write(self, x: float, y: float, text: str, *, press_enter: bool, mask: bool = False) -> None:
-        """Type into the field at (x, y). ``mask``: the field shows discs from now on (a secret)."""
+    async def write(
+        self,
+        x: float,
+        y: float,
+        text: str,
+        *,
+        press_enter: bool,
+        mask: bool = False,
+        before_typing: Callable[[list[str]], None] | None = None,
+    ) -> None:
+        """Type into the field at (x, y). ``mask``: the field shows discs from now on (a secret);
+        ``before_typing`` then gets the URLs of the documents from the focused field's frame up to the
+        top, before any key is pressed (it refuses by raising)."""
         await self._settler.before_action()
         page = self._state.page
         keyboard = page.keyboard
         await self._guard(self._click(x, y))
-        if mask and not await self._guard(self._mask_focused(x, y)):
-            raise ActionError("the secret was not typed: no text field has the focus there")
+        if mask:
+            frame = await self._guard(self._mask_focused(x, y))
+            if frame is None:
+                raise ActionError("the secret was not typed: no text field has the focus there")
+            if before_typing is not None:
+                before_typing(_documents(frame))
         await self._guard(keyboard.press("ControlOrMeta+A"))
         if not text:
             await self._guard(keyboard.press("Backspace"))
@@ -184,17 +200,18 @@ class PageControl:
             await self._guard(keyboard.press("Enter"))
         await self._settler.settle()
 
-    async def _mask_focused(self, x: float, y: float) -> bool:
-        """Show the focused field as discs from now on: in the frame at (x, y), where the click put the focus."""
+    async def _mask_focused(self, x: float, y: float) -> Frame | None:
+        """Show the focused field as discs from now on: in the frame at (x, y), where the click put the
+        focus; that frame (None: no field has the focus there)."""
         # A frame in another process may not be known yet (located as its <iframe> element in the
         # parent) or get the focus a moment after the click's reply: looked for again, up to a bound.
         until = time.monotonic() + _FOCUS_WAIT_S
         while True:
             target = await locate(self._state.page, x, y)
             if await target.frame.evaluate(MASK_FOCUSED, _FOCUS_POLL_MS):
-                return True
+                return target.frame
             if time.monotonic() >= until:
-                return False
+                return None
 
     async def scroll(self, direction: str) -> None:
         await self._settler.before_action()
@@ -292,3 +309,13 @@ class PageControl:
 async def _both(first: asyncio.Event, second: asyncio.Event) -> None:
     await first.wait()
     await second.wait()
+
+
+def _documents(frame: Frame) -> list[str]:
+    """The URLs of ``frame``'s document and of every document above it, up to the tab's top one."""
+    urls: list[str] = []
+    current: Frame | None = frame
+    while current is not None:
+        urls.append(current.url)
+        current = current.parent_frame
+    return urls

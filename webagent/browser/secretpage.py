@@ -4,15 +4,20 @@
 placeholders (and masks the field it typed a value into), while everything read from the page
 that ends up in a prompt or a record -- URL, title, events, option labels, error messages -- is
 redacted to the placeholders.
+
+A secret is typed only where its hosts allow (``Secrets.typing_refusal``): the tab's top document
+is judged before the click, and after it, before the first key, every document from the top down to
+the frame where the field took the focus (a cross-origin frame's page receives what is typed into
+it). A refusal is an ``ActionError``: the policy is told, nothing is typed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from ..errors import WebAgentError
+from ..errors import ActionError, WebAgentError
 from ..images import Frame, Screenshot
 from ..secrets import Secrets
 from .session import BrowserSession
@@ -25,9 +30,12 @@ T = TypeVar("T")
 class SecretPage:
     """``PageDriver`` over a session, with secret substitution on input and redaction on output."""
 
-    def __init__(self, session: BrowserSession, secrets: Secrets) -> None:
+    def __init__(self, session: BrowserSession, secrets: Secrets, *, hosts: Sequence[str] = ()) -> None:
+        """``hosts``: where the secrets without hosts of their own may be typed (host rules; none:
+        nowhere), the run's (``Runtime.secret_hosts``)."""
         self.session = session
         self.secrets = secrets
+        self.hosts = tuple(hosts)
         self.viewport = session.viewport
 
     @property
@@ -74,7 +82,20 @@ class SecretPage:
 
     async def write(self, x: float, y: float, text: str, *, press_enter: bool) -> None:
         value, used = self.secrets.substitute(text)
-        await self._call(self.session.write(x, y, value, press_enter=press_enter, mask=used))
+        if not used:
+            await self._call(self.session.write(x, y, value, press_enter=press_enter))
+            return
+        self._allow(text, [self.session.url])  # not even a click on a page the secret may not reach
+
+        def focused(urls: list[str]) -> None:  # the documents of the field that took the focus
+            self._allow(text, urls)
+
+        await self._call(self.session.write(x, y, value, press_enter=press_enter, mask=True, before_typing=focused))
+
+    def _allow(self, text: str, urls: list[str]) -> None:
+        refusal = self.secrets.typing_refusal(text, urls, self.hosts)
+        if refusal is not None:
+            raise ActionError(self.secrets.redact(refusal))
 
     async def scroll(self, direction: str) -> None:
         await self._call(self.session.scroll(direction))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -250,9 +250,20 @@ class BrowserSession:
     async def click(self, x: float, y: float) -> None:
         await self._control.click(x, y)
 
-    async def write(self, x: float, y: float, text: str, *, press_enter: bool, mask: bool = False) -> None:
-        """Type into the field at (x, y). ``mask``: the field shows discs from now on (a secret)."""
-        await self._control.write(x, y, text, press_enter=press_enter, mask=mask)
+    async def write(
+        self,
+        x: float,
+        y: float,
+        text: str,
+        *,
+        press_enter: bool,
+        mask: bool = False,
+        before_typing: Callable[[list[str]], None] | None = None,
+    ) -> None:
+        """Type into the field at (x, y). ``mask``: the field shows discs from now on (a secret);
+        ``before_typing`` (with ``mask``) is given the URLs of the documents from the field's frame up
+        to the top after the click, before any key, and may refuse by raising."""
+        await self._control.write(x, y, text, press_enter=press_enter, mask=mask, before_typing=before_typing)
 
     async def scroll(self, direction: str) -> None:
         await self._control.scroll(direction)

@@ -9,8 +9,8 @@ from typing import Any, NoReturn
 
 from .. import __version__
 from ..config import ROLES, AgentConfig, load_config
-from ..errors import ConfigError
 from ..families import DEFAULT_PROFILE, FAMILIES, PROFILES
+from .secretflags import SECRET_FLAGS, add_secret_options, secret_overrides
 from .sessionflags import SESSION_FLAGS, add_session_options, session_overrides
 
 __all__ = [
@@ -41,6 +41,14 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_ray_options(parser: argparse.ArgumentParser, what: str, positional: str) -> None:
+    """``--trust-tasks`` and the Ray options of a command that runs a file of ``what``."""
+    parser.add_argument(
+        "--trust-tasks",
+        action="store_true",
+        help=f"{positional} is yours: its {what} may use secrets ({{{{NAME}}}}), signed-in states, upload folders, "
+        "proxies and credentials, and a local or file: start opens what one of 'webagent run' does (without it "
+        "the file is data: docs/security.md)",
+    )
     parser.add_argument(
         "--ray",
         nargs="?",
@@ -137,13 +145,7 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
         choices=["auto", "allow", "block"],
         help="private/loopback addresses: auto (default) = blocked unless the start URL is local",
     )
-    g.add_argument(
-        "--secret",
-        action="append",
-        metavar="NAME=VALUE",
-        help="a secret the policy types as {{NAME}} without seeing it; repeatable "
-        "(prefer WEBAGENT_SECRET_<NAME>: command lines are visible to other users)",
-    )
+    add_secret_options(g)
     add_session_options(p)
 
 
@@ -409,8 +411,8 @@ _FLAGS |= {f"{role}.{field}": f"--{role}-{field.replace('_', '-')}" for role in 
 def cli_option(key: str) -> str | None:
     """The flag that sets a config key (``"policy.base_url"`` -> ``--policy-base-url``): how the
     CLI words a ``ConfigError`` about it."""
-    if key.startswith("secrets."):
-        return "--secret"
+    if key.startswith(("secrets.", "secret_hosts.")):
+        return SECRET_FLAGS[key.partition(".")[0]]
     return _FLAGS.get(key) or SESSION_FLAGS.get(".".join(key.split(".")[:2]))
 
 
@@ -425,9 +427,5 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
         if key not in overrides:
             overrides[key] = getattr(args, flag.removeprefix("--").replace("-", "_"))
     overrides["browser.headless"] = False if args.headed else None
-    for item in args.secret or []:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():  # the argument is not echoed: it may be the value itself
-            raise ConfigError("--secret expects NAME=VALUE, e.g. --secret PASSWORD=...; one argument had no NAME=")
-        overrides[f"secrets.{name.strip()}"] = value
+    overrides |= secret_overrides(args)
     return load_config(args.config, overrides=overrides, option=cli_option)

@@ -105,8 +105,9 @@ class Pilot:
             settings = settings.model_copy(update={"max_steps": max_steps})
         async with self._lock:
             self._acts[goal] += 1
+            start = await self._start_url()
             spec = RunSpec(
-                url=await self._start_url(),
+                url=start,
                 goal=goal,
                 page=self.page,
                 navigate=False,
@@ -114,6 +115,9 @@ class Pilot:
                 policy=self.policy,
                 browser=self.browser,
                 ask_user=ask_user,
+                # The caller's page speaks for the operator, unless the pilot has its caller's policy
+                # (a kept MCP session: a client's start): then allowed_domains only (Runtime.secret_hosts).
+                secret_hosts=self.runtime.secret_hosts(None if self.policy is not None else start),
             )
             stream = RunStream(
                 self.runtime,

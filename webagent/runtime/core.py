@@ -25,6 +25,7 @@ from ..browser.secretpage import SecretPage
 from ..browser.session import BrowserSession
 from ..budget import Budget, BudgetLimits
 from ..config import ROLES, AgentConfig, AgentSettings, ContextSettings
+from ..hosts import is_private_host, url_host
 from ..loop import Episode, HumanHandler, PageDriver, Roles
 from ..model.client import ModelClient
 from ..model.endpoints import EndpointPool
@@ -64,7 +65,8 @@ class Runtime:
             # DevTools port that other local users could reach, unless asked for (browser/devtools.py).
             browser_config = browser_config.model_copy(update={"direct_cdp": False})
         self.browsers = BrowserPool(browser_config, browser=browser)
-        self.sessions = SessionSettings(browser_config, Secrets(config.secrets), self.browsers)
+        self.sessions = SessionSettings(browser_config, config.secret_set(), self.browsers)
+        self.sessions.check_reach()  # a secret of some hosts in a header sent everywhere: refused up front
         #: The config's secrets, and what its [browser] settings hold that is never written down.
         self.secrets = self.sessions.secrets()
         self._endpoints: dict[str, EndpointPool] = {}
@@ -143,6 +145,24 @@ class Runtime:
             trust_start=trust_start,
             local_hosts=local_hosts,
         )
+
+    def secret_hosts(self, start_url: str | None = None) -> tuple[str, ...]:
+        """Where the secrets without hosts of their own may be typed in a run (host rules): the hosts
+        of ``[browser] allowed_domains`` when set; else the host of ``start_url``, a start the operator
+        chose (a private one as that one ``host:port``); else nowhere (None: a start someone else
+        chose, a client's or an untrusted task file's)."""
+        allowed = self.config.browser.allowed_domains
+        if allowed:
+            return tuple(allowed)
+        if start_url is None:
+            return ()
+        parsed = url_host(start_url)
+        if parsed is None:  # file: and the like: no host to type on
+            return ()
+        host = parsed[1]
+        if is_private_host(host):
+            return (f"[{host}]:{parsed[2]}" if ":" in host else f"{host}:{parsed[2]}",)
+        return (f"[{host}]" if ":" in host else host,)
 
     def guard(self, policy: NavigationPolicy) -> NavigationGuard:
         """The guard enforcing ``policy`` on one session's context."""
@@ -224,7 +244,8 @@ class Runtime:
                 on_queue=on_queue,
             )
             async with opening as session:
-                driver: PageDriver = SecretPage(session, secrets) if secrets else session
+                hosts = spec.secret_hosts if spec.secret_hosts is not None else self.secret_hosts()
+                driver: PageDriver = SecretPage(session, secrets, hosts=hosts) if secrets else session
                 yield Episode(
                     roles,
                     driver,
