@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from webagent.config import AgentConfig
 from webagent.errors import ActionError, BrowserError, BrowserTimeoutError
 from webagent.images import Frame, Screenshot
 from webagent.loop import Episode
-from webagent.records import RunResult, Step
+from webagent.records import RunResult, Step, Tab
 
 from ..conftest import ServerFactory, make_config
 
@@ -44,6 +45,11 @@ class FakePage:
         #: What the screenshot shows; with ``changing`` every action changes it.
         self.look = 0
         self.changing = False
+        #: Actions after which the page says elements were added or removed (several actions a turn).
+        self.restructuring: set[str] = set()
+        self._restructured = False
+        self.watched = 0
+        self.open_tabs: list[Tab] = []
 
     @property
     def url(self) -> str:
@@ -73,6 +79,7 @@ class FakePage:
         self.calls.append(call)
         if self.changing:
             self.look += 1
+        self._restructured = call[0] in self.restructuring
         if call[0] in self.fail:
             raise ActionError(self.fail.pop(call[0]))
 
@@ -104,6 +111,42 @@ class FakePage:
 
     async def wait(self, seconds: float) -> None:
         self._record("wait", seconds)
+
+    async def click_with(
+        self, x: float, y: float, *, button: str = "left", count: int = 1, modifiers: Sequence[str] = ()
+    ) -> None:
+        self._record("click_with", round(x), round(y), button, count, tuple(modifiers))
+
+    async def hover(self, x: float, y: float) -> None:
+        self._record("hover", round(x), round(y))
+
+    async def drag(self, x: float, y: float, to_x: float, to_y: float) -> str:
+        self._record("drag", round(x), round(y), round(to_x), round(to_y))
+        return "ok, dragged"
+
+    async def scroll_at(self, x: float, y: float, direction: str) -> str:
+        self._record("scroll_at", round(x), round(y), direction)
+        return f"ok, scrolled {direction}"
+
+    async def tabs(self) -> list[Tab]:
+        return list(self.open_tabs)
+
+    async def switch_tab(self, index: int) -> str:
+        self._record("switch_tab", index)
+        return f"ok, switched to tab {index}"
+
+    async def close_tab(self, index: int) -> str:
+        self._record("close_tab", index)
+        return f"ok, closed tab {index}"
+
+    async def watch_structure(self) -> None:
+        self.watched += 1
+
+    async def structure_changed(self) -> bool:
+        return self._restructured
+
+    async def unwatch_structure(self) -> None:
+        self.watched -= 1
 
 
 def script(policy: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:

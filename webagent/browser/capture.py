@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+from collections.abc import Mapping
 from typing import Any
 
 import structlog
@@ -116,6 +118,9 @@ class ScreenCapture:
         self._capture_in_flight: asyncio.Future[Any] | None = None
         self.pages_replaced = 0
         self._recoveries: list[str] = []
+        #: Expressions read in settle's round trip (``probe``), and their values at the last one.
+        self._probes: dict[str, str] = {}
+        self.probed: dict[str, Any] = {}
         state.on_switch(lambda _: self.invalidate_view())  # another tab: another view
         state.on_cdp("Page.frameNavigated", self._on_frame_committed)
 
@@ -133,29 +138,41 @@ class ScreenCapture:
         except VIEW_ERRORS:
             return (0.0, 0.0)
 
+    def probe(self, name: str, expression: str | None) -> None:
+        """Read the JavaScript ``expression`` in settle's round trip from now on (None: no longer),
+        its value in ``probed[name]`` (None when it threw): what an action changed, at no page read
+        of its own. Without probes the round trip is the same as ever."""
+        if expression is None:
+            self._probes.pop(name, None)
+        else:
+            self._probes[name] = expression
+
     async def read_settled_view(self, *, after_frame: bool, timeout_s: float) -> None:
         """Settle's check that the page handled the action, which reads the scroll offsets of the next
-        screenshot (left unknown if the page cannot answer within ``timeout_s``)."""
+        screenshot (left unknown if the page cannot answer within ``timeout_s``) and the probes."""
+        self.probed = {}
         with contextlib.suppress(*VIEW_ERRORS):
             async with asyncio.timeout(timeout_s):
-                self._settled_scroll = await self._view(after_frame=after_frame)
+                self._settled_scroll = await self._view(after_frame=after_frame, probes=self._probes)
 
-    async def _view(self, *, after_frame: bool = False) -> Scroll:
+    async def _view(self, *, after_frame: bool = False, probes: Mapping[str, str] | None = None) -> Scroll:
         """Scroll offsets and title, read through the page's main thread (so every input handler
         has run). Raw CDP ``Runtime.evaluate`` costs about two thirds of ``page.evaluate``'s CPU,
         counting Python, the Playwright driver and Chromium. Raises on a page that cannot answer."""
         state = self._state
         if state.crashed or state.page.is_closed():
             raise ValueError("the page cannot answer")  # a crashed target may never reply over CDP
-        script = VIEW_AFTER_FRAME if after_frame else VIEW_NOW
+        script = _with_probes(after_frame, probes) if probes else VIEW_AFTER_FRAME if after_frame else VIEW_NOW
         cdp = state.cdp
         if cdp is None:  # no DevTools session yet: none is set up under the caller's deadline
-            x, y, title = await state.page.evaluate(script)
+            x, y, title, *probed = await state.page.evaluate(script)
         else:
             reply = await cdp.send(
                 "Runtime.evaluate", {"expression": script, "returnByValue": True, "awaitPromise": True}
             )
-            x, y, title = reply["result"]["value"]  # an exception in the page: no "value" (KeyError)
+            x, y, title, *probed = reply["result"]["value"]  # an exception in the page: no "value" (KeyError)
+        if probed and isinstance(probed[0], dict):
+            self.probed = probed[0]
         self._title = well_formed(str(title))  # a page's title may hold a lone surrogate
         return (float(x), float(y))
 
@@ -374,3 +391,14 @@ class ScreenCapture:
         if self._prefetched is not None:
             self._prefetched.drop()
             self._prefetched = None
+
+
+def _with_probes(after_frame: bool, probes: Mapping[str, str]) -> str:
+    """The view's expression with the probes' values after its own (each its own try: one that
+    throws is null, the others are read)."""
+    read = ", ".join(
+        f"{json.dumps(name)}: (() => {{ try {{ return ({expression}); }} catch (e) {{ return null; }} }})()"
+        for name, expression in probes.items()
+    )
+    values = f"{VIEW_NOW[:-1]}, {{{read}}}]"
+    return f"new Promise(r => requestAnimationFrame(() => r({values})))" if after_frame else values
