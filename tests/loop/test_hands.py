@@ -168,7 +168,7 @@ async def test_one_action_a_turn_asks_for_one_and_carries_out_one(model_server: 
     policy = [{"when": {"step": 1}, "actions": SEVERAL}, {"action": {"action": "answer", "content": "42"}}]
     page = FakePage()
     async with model_server(script(policy)) as server:
-        result, steps = await run(config_for(server, None, "localizer", "json"), page)
+        _, steps = await run(config_for(server, None, "localizer", "json"), page)
         first = next(r for r in server.requests if r.role == "policy")
     assert "actions" not in first.extra["response_format"]["json_schema"]["schema"]["properties"]
     assert [c[0] for c in page.calls[1:]] == ["write"] and steps[0].actions == [] and page.watched == 0

@@ -42,10 +42,11 @@ _DEEP = """(x, y) => {
   }
   return el;
 }"""
+# An element in a few words: its tag and its name or (an element of few children) its text.
 _LABEL = """(el) => {
-  const text = (el.getAttribute("aria-label") || el.innerText || el.value || el.title || "").trim();
-  const short = text.replace(/\\s+/g, " ").slice(0, 40);
-  return el.tagName.toLowerCase() + (short ? ` "${short}"` : "");
+  const own = el.childElementCount <= 3 ? el.innerText || el.value || "" : "";
+  const text = (el.getAttribute("aria-label") || el.title || own).trim().replace(/\\s+/g, " ");
+  return el.tagName.toLowerCase() + (text ? ` "${text.slice(0, 40)}"` : "");
 }"""
 _STASH = """(key, value) => Object.defineProperty(window, Symbol.for(key), {value, configurable: true})"""
 _TAKE = """(key) => { const k = Symbol.for(key), v = window[k]; delete window[k]; return v; }"""
@@ -253,7 +254,7 @@ def _dragged(what: str, after: Any) -> str:
 
 
 def _scrolled(label: Any, direction: str, after: Any) -> str:
-    what = str(label) if label else "the page"
+    what = f"the panel ({label})" if label else "the page"
     if not isinstance(after, dict):
         return f"ok, turned the wheel {direction} there"
     moved = abs(int(after.get("dx") or 0)) + abs(int(after.get("dy") or 0))
