@@ -1,7 +1,8 @@
 """Tasks on the ``/hands/`` pages of ``SiteServer``: one per hand the agent has beyond clicks and keys.
 
 Each page (``tasks/sites/hands``) needs its hand: a menu that opens only while the pointer rests on
-it (a click on its label closes it), a grid cell edited only after a double-click, a file deleted
+it (a click on its label closes it), a range of documents selected by a click then a shift+click, a
+grid cell edited only after a double-click, a file deleted
 through the page's own context menu, a card moved between columns by HTML5 drag-and-drop, a slider
 dragged with mouse events (its thumb follows the moves), a log panel that scrolls inside a page
 that does not, a coupon opened in a second tab and applied on the first (with the coupon tab
@@ -115,6 +116,27 @@ HAND_TASKS: dict[str, HandTask] = {
             marker="hover-pricing",
             answer="HOV-314",
             event={"page": "hover", "item": "pricing"},
+        ),
+        HandTask(
+            id="range-select",
+            path="list.html",
+            goal="Archive the documents a.txt to d.txt (select the range, then archive it)",
+            elements={"a.txt item": (300, 140), "d.txt item": (300, 260), "Archive selected button": (660, 140)},
+            steps=(
+                _click("a.txt item"),
+                {"action": "click_element", "element": "d.txt item", "modifiers": ["shift"]},
+                _click("Archive selected button"),
+                _answer("archived"),
+            ),
+            without=(
+                _click("a.txt item"),
+                _click("d.txt item"),
+                _click("Archive selected button"),
+                _answer("archived"),
+            ),
+            marker="archived-a-d",
+            answer="archived",
+            event={"page": "list", "archived": "a.txt,b.txt,c.txt,d.txt"},
         ),
         HandTask(
             id="grid-cell",

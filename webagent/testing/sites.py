@@ -14,8 +14,8 @@ dynamic routes:
   :mod:`webagent.testing.safetysites`).
 * ``/trouble/...`` -- pages that misbehave (a download, a file chooser, a redirect loop, a page
   that never finishes loading, a ``beforeunload`` guard); see :mod:`webagent.testing.trouble`.
-* ``/hands/...`` -- a page for each of the agent's pointer hands and tabs (a hover menu, a grid
-  edited after a double-click, a context menu, a drag-and-drop board, a slider, a panel that
+* ``/hands/...`` -- a page for each of the agent's pointer hands and tabs (a hover menu, a range
+  selected with shift held, a grid edited after a double-click, a context menu, a drag-and-drop board, a slider, a panel that
   scrolls in a page that does not, a coupon in a second tab, a six-field form); each reports the
   real event it saw to ``/hands/event`` (:attr:`SiteServer.hand_events`); see
   :mod:`webagent.testing.hands`.
