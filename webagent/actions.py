@@ -73,7 +73,7 @@ _MODIFIER_ALIASES = {
     "super": "meta",
     "option": "alt",
 }
-_HELD = "Keys held during the click (shift, ctrl, alt, meta: range and multi-select); null for none"
+_HELD = "Keys held during the click (shift, ctrl, alt, meta), or null"
 
 
 def _modifiers(value: Any) -> Any:
@@ -93,7 +93,7 @@ def _modifiers(value: Any) -> Any:
 
 
 class ClickElement(_Action):
-    """Click the element the description names (optionally holding keys: shift, ctrl, alt, meta)."""
+    """Click the element the description names."""
 
     action: Literal["click_element"] = "click_element"
     element: str = Field(min_length=1, description="Natural-language description of the element")
@@ -112,14 +112,14 @@ class WriteElement(_Action):
 
 
 class HoverElement(_Action):
-    """Move the pointer over the element and leave it there (menus and tooltips that open on hover)."""
+    """Move the pointer over the element and leave it there (menus that open on hover)."""
 
     action: Literal["hover_element"] = "hover_element"
     element: str = Field(min_length=1, description="Natural-language description of the element")
 
 
 class DoubleClickElement(_Action):
-    """Double-click the element (to edit a cell, select a word, open an item)."""
+    """Double-click the element (to edit a cell, open an item)."""
 
     action: Literal["double_click_element"] = "double_click_element"
     element: str = Field(min_length=1, description="Natural-language description of the element")
@@ -129,18 +129,18 @@ class DoubleClickElement(_Action):
 
 
 class RightClickElement(_Action):
-    """Right-click the element: opens the page's context menu."""
+    """Right-click the element (the page's context menu)."""
 
     action: Literal["right_click_element"] = "right_click_element"
     element: str = Field(min_length=1, description="Natural-language description of the element")
 
 
 class DragElement(_Action):
-    """Press on the element, move to the target in several steps and release there (drag and drop, sliders)."""
+    """Press on the element, move to the target, release there (drag and drop, sliders)."""
 
     action: Literal["drag_element"] = "drag_element"
-    element: str = Field(min_length=1, description="Natural-language description of the element to drag")
-    target: str = Field(min_length=1, description="Natural-language description of where to drop it")
+    element: str = Field(min_length=1, description="Natural-language description of the element")
+    target: str = Field(min_length=1, description="Natural-language description of where to release it")
 
 
 class Scroll(_Action):
@@ -150,7 +150,7 @@ class Scroll(_Action):
     direction: Literal["up", "down", "left", "right"]
     element: str | None = Field(
         default=None,
-        description="The scrollable panel or list to scroll (the wheel turns over it); null: the page",
+        description="The scrollable panel to scroll, or null for the page",
     )
 
     @field_validator("element", mode="before")
@@ -214,17 +214,17 @@ class UploadFile(_Action):
 
 
 class SwitchTab(_Action):
-    """Drive another open tab (by its index in the list of open tabs)."""
+    """Drive the open tab at this index."""
 
     action: Literal["switch_tab"] = "switch_tab"
-    index: int = Field(ge=0, description="The tab's index in the list of open tabs")
+    index: int = Field(ge=0, description="The tab's index among the open tabs")
 
 
 class CloseTab(_Action):
-    """Close an open tab (by its index); closing the current one moves to the last tab left."""
+    """Close the open tab at this index."""
 
     action: Literal["close_tab"] = "close_tab"
-    index: int = Field(ge=0, description="The tab's index in the list of open tabs")
+    index: int = Field(ge=0, description="The tab's index among the open tabs")
 
 
 class AskUser(_Action):

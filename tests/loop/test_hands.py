@@ -3,6 +3,7 @@ real offline model server over HTTP, in each contract)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from webagent import Agent
 from webagent.config import AgentConfig
 from webagent.loop import Episode
 from webagent.records import RunResult, Step, Tab
+from webagent.replay import ReplayCache, StepReplay
 from webagent.testing.offline import offline_config
 from webagent.testing.server import FakeModelServer
 
@@ -51,9 +53,10 @@ def config_for(server: FakeModelServer, family: str | None, grounding: str, outp
     return config
 
 
-async def run(config: AgentConfig, page: FakePage) -> tuple[RunResult, list[Step]]:
+async def run(config: AgentConfig, page: FakePage, *, replay: StepReplay | None = None) -> tuple[RunResult, list[Step]]:
     async with Agent(config) as agent:
-        episode = Episode(agent.new_roles(), page, config.agent, url="http://127.0.0.1:1/start", goal=GOAL)
+        roles = agent.new_roles()
+        episode = Episode(roles, page, config.agent, url="http://127.0.0.1:1/start", goal=GOAL, replay=replay)
         steps = [step async for step in episode.steps()]
     assert episode.result is not None
     return episode.result, steps
@@ -198,3 +201,31 @@ async def test_tabs_are_listed_when_there_are_several_and_a_hover_that_changed_t
     assert steps[1].context is not None and steps[1].context.policy is not None
     assert steps[1].context.policy.tabs[1].current
     assert 'Your last action (hover_element "big button") changed the page' in turns[1]
+
+
+async def test_a_step_of_several_actions_and_a_drag_replay_from_the_cache(
+    model_server: ServerFactory, tmp_path: Path
+) -> None:
+    policy = [
+        {"when": {"step": 1}, "actions": SEVERAL},
+        {"when": {"step": 2}, "action": HANDS[4]},  # the drag
+        {"action": {"action": "answer", "content": "42"}},
+    ]
+    path = tmp_path / "cache.json"
+    async with model_server(script(policy)) as server:
+        config = config_for(server, None, "localizer", "json", max_actions_per_turn=3)
+        first_page = FakePage()
+        first_page.restructuring = {"click"}  # the third action is not carried out: not recorded either
+        cache = ReplayCache(path)
+        replay = cache.replay_for("check", goal=GOAL)
+        first, _ = await run(config, first_page, replay=replay)
+        assert first.success and cache.update("check", replay, url="http://127.0.0.1:1/start", goal=GOAL)
+        recorded = len(server.requests)
+        page = FakePage()
+        again, steps = await run(config, page, replay=ReplayCache(path).replay_for("check", goal=GOAL))
+        assert len(server.requests) == recorded  # zero model calls
+    assert again.success and [s.replayed for s in steps] == [True, True, True]
+    assert page.calls == first_page.calls  # the same actions at the same points, a drag's two included
+    assert [c[0] for c in page.calls[1:]] == ["write", "click", "drag"]
+    # Planned: 3 policy calls, 2 + 2 localizer calls (a list's two placed actions, a drag's two points), 1 validator.
+    assert again.calls_saved == 8

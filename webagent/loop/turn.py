@@ -185,20 +185,22 @@ class StepWork:
                 return
             actions, places = (answer,), [Placed()]
             step.action = answer
-        if len(actions) > 1 or dropped:
-            await self._several(step, actions, places, verdict, dropped)
+        unread = f"; {dropped} more action(s) not read: at most {self.max_actions} a step" if dropped else ""
+        if len(actions) > 1:
+            await self._several(step, actions, places, verdict, unread)
         else:
             action = actions[0]
             try:
                 step.outcome = await self._perform(step, step, action, places[0], verdict)
             except (ActionError, LocalizationError, ModelReplyError) as exc:
                 step.outcome = self._failed(step, step, exc)
+            step.outcome += unread
             line = f"step {step.index}: {describe_action(action)} -> {step.outcome}"
             self._told.told(line, acted=action if step.error is None else None)
         step.timings.total_s = time.perf_counter() - self._t0
 
     async def _several(
-        self, step: Step, actions: Sequence[Action], places: Sequence[Placed], verdict: Verdict | None, dropped: int
+        self, step: Step, actions: Sequence[Action], places: Sequence[Placed], verdict: Verdict | None, unread: str
     ) -> None:
         """Carry out a reply's list of actions in order, up to the first that changes the page."""
 
@@ -209,18 +211,15 @@ class StepWork:
                 return self._failed(step, record, exc)
 
         acted = await self._hands.several(actions, places, perform, lambda: self._stop is not None)
-        if dropped:
-            acted[-1].outcome += f" ({dropped} more action(s) not read: at most {self.max_actions} a step)"
         first = acted[0]
         step.actions = acted
         step.element, step.point, step.target_point = first.element, first.point, first.target_point
         step.error = next((a.error for a in acted if a.error is not None), None)
-        step.outcome = batch_outcome(acted)
+        step.outcome = batch_outcome(acted) + unread
         done = tuple(a.action for a in acted if a.error is None and not a.outcome.startswith("not carried out"))
         outcomes = [f"{describe_action(a.action)} -> {a.outcome}" for a in acted]
-        self._told.told(
-            f"step {step.index}: {batch_line(acted)}", acted=done if step.error is None else None, outcomes=outcomes
-        )
+        line = f"step {step.index}: {batch_line(acted)}{unread}"
+        self._told.told(line, acted=done if step.error is None else None, outcomes=outcomes)
 
     def _failed(self, step: Step, record: Step | Acted, exc: Exception) -> str:
         """An action that failed: recorded, the policy told why (its outcome)."""

@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..actions import ACTION_ADAPTER, ELEMENT_ACTIONS, Action, DragElement, PolicyReply, Scroll
+from ..actions import ELEMENT_ACTIONS, Action, DragElement, PolicyReply, Scroll
 from ..families import TOOL_ACTIONS, TOOL_NAMES, Output, PointSpace, ReplyShape, SchemaField
 from ..images import Frame
 from ..model.client import Message, Reply
@@ -57,6 +57,18 @@ class Spot:
 
 
 NOWHERE = Spot()
+
+
+@dataclass(frozen=True, slots=True)
+class _Named:
+    """One action of a reply before it is validated: its tool, how an error names it, its arguments
+    as the action's fields, and the points taken out of them (x, y, to_x, to_y)."""
+
+    tool: str
+    label: str
+    which: str
+    payload: dict[str, Any]
+    points: tuple[Any, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,47 +188,55 @@ class Contract:
     def _decision(
         self, items: Sequence[tuple[Any, dict[str, Any]]], note: Any, thought: Any, frame: Frame, dropped: int
     ) -> Decision:
-        read = [
-            self._action(tool, arguments, frame, _which(i, len(items))) for i, (tool, arguments) in enumerate(items)
-        ]
-        actions = [action for action, _ in read]
-        reply = PolicyReply(
-            note=str(note or ""), thought=str(thought or ""), action=actions[0], more=tuple(actions[1:])
-        )
-        first = read[0][1]
-        return Decision(reply, first.point, first.target, tuple(spot for _, spot in read[1:]), dropped)
+        named = [self._named(tool, arguments, _which(i, len(items))) for i, (tool, arguments) in enumerate(items)]
+        data: dict[str, Any] = {"note": str(note or ""), "thought": str(thought or ""), "action": named[0].payload}
+        if len(named) > 1:
+            data["more"] = [n.payload for n in named[1:]]
+        try:  # one validation for the whole reply (the common case: one action)
+            reply = PolicyReply.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            loc = first["loc"]
+            index, rest = (int(loc[1]) + 1, loc[3:]) if loc[0] == "more" else (0, loc[2:])
+            bad = named[index]
+            where = ".".join(str(p) for p in rest) or bad.tool
+            raise ReplyParseError(f"{bad.label}{bad.which} is not valid ({where}: {first['msg']})") from None
+        if not self.grounded:
+            return Decision(reply, dropped=dropped)
+        spots = [self._spot(action, n, frame) for action, n in zip(reply.actions, named, strict=True)]
+        return Decision(reply, spots[0].point, spots[0].target, tuple(spots[1:]), dropped)
 
-    def _action(self, tool: Any, arguments: dict[str, Any], frame: Frame, which: str) -> tuple[Action, Spot]:
+    def _named(self, tool: Any, arguments: dict[str, Any], which: str) -> _Named:
+        """One action of a reply, its name known and its points taken out of its arguments."""
         name = TOOL_ACTIONS.get(tool) if isinstance(tool, str) else None
         tools = self.shape == "tool_call" or self.output == "tools"
-        label = f"the {tool} call" if tools else f"the {name} action"
         if name is None:
             known, kind = (TOOL_ACTIONS, "tools") if tools else (TOOL_NAMES, "actions")
             unknown = tool if tools else TOOL_ACTIONS.get(tool, tool)
             raise ReplyParseError(f"{unknown!r}{which} is not one of the {kind} ({', '.join(known)})")
-        x, y = arguments.pop("x", None), arguments.pop("y", None)
-        to_x, to_y = arguments.pop("to_x", None), arguments.pop("to_y", None)
-        try:
-            action = ACTION_ADAPTER.validate_python({"action": name, **arguments})
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"][1:]) or tool
-            raise ReplyParseError(f"{label}{which} is not valid ({where}: {first['msg']})") from None
-        if not self.grounded:
-            return action, NOWHERE
+        points = tuple(arguments.pop(k, None) for k in ("x", "y", "to_x", "to_y"))
+        label = f"the {tool} call" if tools else f"the {name} action"
+        return _Named(str(tool), label, which, {"action": name, **arguments}, points)
+
+    def _spot(self, action: Action, named: _Named, frame: Frame) -> Spot:
+        """Where a grounded reply put ``action`` (a ReplyParseError when an element action has no point)."""
+        x, y, to_x, to_y = named.points
         if isinstance(action, Scroll):  # the wheel turns over the point given, else at the page's centre
-            point = self.to_image(float(x), float(y), frame) if _number(x) and _number(y) else None
-            return action, Spot(point)
-        if name not in ELEMENT_ACTIONS:
-            return action, NOWHERE
+            return Spot(self.to_image(float(x), float(y), frame) if _number(x) and _number(y) else None)
+        if action.action not in ELEMENT_ACTIONS:
+            return NOWHERE
         if not _number(x) or not _number(y):
-            raise ReplyParseError(f"{label}{which} needs the point x and y of its element on the screenshot")
+            raise ReplyParseError(
+                f"{named.label}{named.which} needs the point x and y of its element on the screenshot"
+            )
         target = None
         if isinstance(action, DragElement):
             if not _number(to_x) or not _number(to_y):
-                raise ReplyParseError(f"{label}{which} needs the point to_x and to_y of its target on the screenshot")
+                raise ReplyParseError(
+                    f"{named.label}{named.which} needs the point to_x and to_y of its target on the screenshot"
+                )
             target = self.to_image(float(to_x), float(to_y), frame)
-        return action, Spot(self.to_image(float(x), float(y), frame), target)
+        return Spot(self.to_image(float(x), float(y), frame), target)
 
     def to_image(self, x: float, y: float, frame: Frame) -> tuple[float, float]:
         """A point in this contract's space, in pixels of the screenshot."""
