@@ -31,6 +31,9 @@ __all__ = ["TabFollower"]
 
 #: Seconds a tab the agent does not drive gets to give its title (one that does not answer shows none).
 TITLE_S = 1.0
+#: A tab's title is listed on one line, cut to this many characters (a page's own text: it may hold
+#: line breaks that would pass for lines of the prompt).
+TITLE_CHARS = 80
 
 
 class TabFollower:
@@ -189,7 +192,7 @@ class TabFollower:
         titles = await asyncio.gather(*(self._title(p, current_title) for p in pages))
         current = self._state.page
         return [
-            Tab(index=i, title=title, url=page.url, current=page is current)
+            Tab(index=i, title=" ".join(title.split())[:TITLE_CHARS], url=page.url, current=page is current)
             for i, (page, title) in enumerate(zip(pages, titles, strict=True))
         ]
 
