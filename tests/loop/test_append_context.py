@@ -28,7 +28,8 @@ from webagent.roles.validator import Validator
 from webagent.runs.trajectory import RunFiles
 from webagent.training.export import ExportOptions, RunRef, export_sft
 
-from .test_episode import GOAL, FakePage
+from .fakepage import FakePage
+from .test_episode import GOAL
 
 SCROLL = json.dumps({"note": "", "thought": "look further", "action": {"action": "scroll", "direction": "down"}})
 
@@ -243,9 +244,9 @@ def test_context_builder_prefix_and_forced_epochs() -> None:
 
 
 def _tiny(look: int) -> str:
-    from .test_episode import _png
+    from .fakepage import png
 
-    return _png(4, 3, look)
+    return png(4, 3, look)
 
 
 # --------------------------------------------------------------------------- export

@@ -17,7 +17,8 @@ from webagent.testing.offline import offline_config
 from webagent.testing.server import FakeModelServer
 
 from ..conftest import ServerFactory
-from .test_episode import GOAL, FakePage, script
+from .fakepage import FakePage
+from .test_episode import GOAL, script
 
 HANDS: list[dict[str, Any]] = [
     {"action": "hover_element", "element": "big button"},
