@@ -10,11 +10,12 @@ stopped before are recorded as not carried out, and the policy is told why.
 
 Points: a grounded reply brings each action's point (and a drag's release point); a point off the
 screenshot is a ``LocalizationError``, a failed step the policy is told of. Without one the
-localizer is asked, once per point: for a drag both the element and its target.
+localizer is asked, once per point: for a drag both the element and its target, at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -83,20 +84,27 @@ class Hands:
                     f"the policy placed {what or action.action!r} at ({x:g}, {y:g}), outside the "
                     f"{frame.image_width}x{frame.image_height} screenshot"
                 )
-        point = placed.point or await self._locate(step, action_element(action), shot)
-        target = placed.target
-        if isinstance(action, DragElement) and target is None:
-            target = await self._locate(step, action.target, shot)
-        return Placed(point, target)
+        wanted = [placed.point is None, isinstance(action, DragElement) and placed.target is None]
+        if not any(wanted):
+            return placed
+        # The points the reply did not give, asked of the localizer at once (a drag's two together).
+        descriptions = [action_element(action), _target(action)]
+        asks = [self._locate(step, d, shot) for d, want in zip(descriptions, wanted, strict=True) if want]
+        t = time.perf_counter()
+        try:
+            found = await asyncio.gather(*asks, return_exceptions=True)
+        finally:
+            step.timings.localize_s += time.perf_counter() - t
+        failed = next((r for r in found if isinstance(r, BaseException)), None)
+        if failed is not None:
+            raise failed
+        points = iter(p for p in found if isinstance(p, Point))
+        return Placed(next(points) if wanted[0] else placed.point, next(points) if wanted[1] else placed.target)
 
     async def _locate(self, step: Step, description: str, shot: Screenshot) -> Point:
         self.meter.reserve()
-        t = time.perf_counter()
-        try:
-            point, call = await self.localizer.locate(description, shot)
-            self.meter.charge(step, call)
-        finally:
-            step.timings.localize_s += time.perf_counter() - t
+        point, call = await self.localizer.locate(description, shot)
+        self.meter.charge(step, call)
         return point
 
     async def several(
