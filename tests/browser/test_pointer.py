@@ -3,6 +3,8 @@ what each sends the page and what it says it changed."""
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,6 +17,8 @@ from webagent.config import BrowserConfig
 from webagent.errors import ActionError
 from webagent.secrets import Secrets
 from webagent.testing.sites import SiteServer
+
+from ..procs import cmdline, descendants
 
 pytestmark = pytest.mark.browser
 
@@ -139,5 +143,31 @@ async def test_the_tab_list_is_redacted_like_every_page_string(browser: Browser,
         tabs = await page.tabs()
         assert [t.title for t in tabs] == ["{{CODE}}", "Your coupon"]
         assert await page.switch_tab(0) == "ok, switched to tab 0"
+    finally:
+        await session.close()
+
+
+async def test_a_same_document_navigation_shows_in_the_url_at_once(browser: Browser, site: SiteServer) -> None:
+    """A page's replaceState after a click over the direct DevTools connection: the session's URL has
+    it when the click returns, even while Playwright's own channel has not said so yet (its driver
+    paused here, as a loaded machine delays it: runs were judged on the URL before the page's)."""
+    session = await BrowserSession.create(browser, BrowserConfig(direct_cdp=True))
+    try:
+        await session.goto(f"{site.url}/hands/list.html", start=True)
+        await session.click(300, 140)  # a.txt, over the direct connection
+        await session.click_with(300, 260, modifiers=("Shift",))  # to d.txt, through Playwright
+        drivers = [pid for pid in descendants(os.getpid()) if "run-driver" in cmdline(pid)]
+        assert drivers, "no Playwright driver process found"
+        for pid in drivers:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            await session.click(660, 140)  # Archive: the page marks its URL (replaceState)
+            assert not session.page.url.endswith("#archived-a-d")  # Playwright has not heard of it
+            assert session.url.endswith("/hands/list.html#archived-a-d")
+        finally:
+            for pid in drivers:
+                os.kill(pid, signal.SIGCONT)
+        await session.goto(f"{site.url}/hands/grid.html")  # another document: Playwright's to report
+        assert session.url.endswith("/hands/grid.html")
     finally:
         await session.close()

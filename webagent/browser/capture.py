@@ -32,6 +32,7 @@ import contextlib
 import json
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import structlog
 from playwright.async_api import Error as PlaywrightError
@@ -106,6 +107,8 @@ class ScreenCapture:
         self._faults = faults  # reopens a page that crashed or gives no screenshot
         self._settled_scroll: Scroll | None = None  # read by settle, used once by screenshot
         self._title: str | None = None
+        #: The document's URL as the last view read found it, and Playwright's URL of the page then.
+        self._href: tuple[str, str] | None = None
         self._shot_frame: Frame | None = None  # the frame of the last screenshot
         self._shot_scroll: Scroll | None = None  # the scroll offsets its clip used
         self._prefetched: Prefetch | None = None  # started by settle and checked: the next screenshot
@@ -164,21 +167,36 @@ class ScreenCapture:
             raise ValueError("the page cannot answer")  # a crashed target may never reply over CDP
         script = _with_probes(after_frame, probes) if probes else VIEW_AFTER_FRAME if after_frame else VIEW_NOW
         cdp = state.cdp
+        known = state.page.url
         if cdp is None:  # no DevTools session yet: none is set up under the caller's deadline
-            x, y, title, *probed = await state.page.evaluate(script)
+            x, y, title, href, *probed = await state.page.evaluate(script)
         else:
             reply = await cdp.send(
                 "Runtime.evaluate", {"expression": script, "returnByValue": True, "awaitPromise": True}
             )
-            x, y, title, *probed = reply["result"]["value"]  # an exception in the page: no "value" (KeyError)
+            x, y, title, href, *probed = reply["result"]["value"]  # an exception in the page: no "value" (KeyError)
         if probed and isinstance(probed[0], dict):
             self.probed = probed[0]
         self._title = well_formed(str(title))  # a page's title may hold a lone surrogate
+        self._href = (str(href), known) if isinstance(href, str) else None
         return (float(x), float(y))
 
     def invalidate_view(self) -> None:
         self._settled_scroll = None
         self._title = None
+        self._href = None
+
+    def url(self, known: str) -> str:
+        """The page's URL: Playwright's (``known``), or the document's as the last view read found it
+        when Playwright has not caught up with it since: a same-document navigation (``pushState``,
+        ``replaceState``, a fragment) that its channel reports late when the session's commands go
+        over the direct DevTools connection. Never another origin: another document is Playwright's
+        to report, and ``settle`` waits for it."""
+        read = self._href
+        if read is None or read[1] != known or read[0] == known:
+            return known
+        href, base = urlsplit(read[0]), urlsplit(known)
+        return read[0] if (href.scheme, href.netloc) == (base.scheme, base.netloc) else known
 
     # -- screenshots ----------------------------------------------------------------------
     def _params(self, frame: Frame, scroll: Scroll | None) -> dict[str, Any]:

@@ -196,7 +196,8 @@ class BrowserSession:
     # -- observation ----------------------------------------------------------------------
     @property
     def url(self) -> str:
-        return self._state.page.url
+        """The page's URL, a same-document navigation the page made included (``ScreenCapture.url``)."""
+        return self._capture.url(self._state.page.url)
 
     async def title(self) -> str:
         return await self._capture.title()
