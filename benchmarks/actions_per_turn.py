@@ -29,16 +29,20 @@ from playwright.async_api import async_playwright
 from webagent import Agent
 from webagent.browser.launcher import launch_browser
 from webagent.config import BrowserConfig
+from webagent.families import DEFAULT_PROFILE, FAMILIES
 from webagent.testing.hands import SIGNUP, SIGNUP_PLAN, plan_script
 from webagent.testing.offline import offline_config
 from webagent.testing.server import FakeModelServer
 from webagent.testing.sites import SiteServer
 
+#: The first families of the registry that speak H's JSON ``tool_call`` and native tool calls, grounded.
+_H_JSON = next(f.name for f in FAMILIES.values() if f.policy.shape == "tool_call" and f.policy.outputs[0] == "json")
+_H_TOOLS = next(f.name for f in FAMILIES.values() if f.policy.point and "tools" in f.policy.outputs)
 #: (label, policy family, grounding, output): webagent's JSON with a localizer, H's JSON and native tool calls grounded.
 CONTRACTS = [
     ("webagent JSON, localizer", None, "localizer", "json"),
-    ("H tool_call JSON, grounded", "holo3", "policy", "json"),
-    ("H native tool calls, grounded", "holo3.1", "policy", "tools"),
+    ("H tool_call JSON, grounded", _H_JSON, "policy", "json"),
+    ("H native tool calls, grounded", _H_TOOLS, "policy", "tools"),
 ]
 
 
@@ -52,7 +56,7 @@ async def one_run(
     site.hand_events.clear()
     async with FakeModelServer(script) as server:
         config = offline_config(
-            server.url, "holo1.5", family=family, grounding=grounding, max_actions_per_turn=per_turn
+            server.url, DEFAULT_PROFILE, family=family, grounding=grounding, max_actions_per_turn=per_turn
         )
         config.policy.output = output  # type: ignore[assignment]
         async with Agent(config, browser=browser) as agent:
