@@ -549,7 +549,7 @@ class FloorSession:
                 reply = await self.cdp.send(
                     "Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True}
                 )
-            x, y, _ = reply["result"]["value"]
+            x, y, *_ = reply["result"]["value"]
             self.scroll = (float(x), float(y))
         except (PlaywrightError, TimeoutError, KeyError, TypeError, ValueError):
             self.scroll = (0.0, 0.0)

@@ -132,7 +132,7 @@ class PageControl:
     async def go_back(self) -> None:
         await self._settler.before_action()
         cdp = await self._state.cdp_session()
-        history = await self._guard(cdp.send("Page.getNavigationHistory"))
+        history = await self.guard(cdp.send("Page.getNavigationHistory"))
         index = int(history["currentIndex"])
         if index <= 0 or history["entries"][index - 1]["url"] in ("about:blank", ""):
             raise ActionError("there is no previous page in this tab's history")
@@ -158,7 +158,7 @@ class PageControl:
     # -- input ----------------------------------------------------------------------------
     async def click(self, x: float, y: float) -> None:
         await self._settler.before_action()
-        await self._guard(self._click(x, y))
+        await self.guard(self._click(x, y))
         await self._settler.settle()
 
     def _click(self, x: float, y: float) -> Awaitable[None]:
@@ -182,22 +182,22 @@ class PageControl:
         await self._settler.before_action()
         page = self._state.page
         keyboard = page.keyboard
-        await self._guard(self._click(x, y))
+        await self.guard(self._click(x, y))
         if mask:
-            frame = await self._guard(self._mask_focused(x, y))
+            frame = await self.guard(self._mask_focused(x, y))
             if frame is None:
                 raise ActionError("the secret was not typed: no text field has the focus there")
             if before_typing is not None:
                 before_typing(_documents(frame))
-        await self._guard(keyboard.press("ControlOrMeta+A"))
+        await self.guard(keyboard.press("ControlOrMeta+A"))
         if not text:
-            await self._guard(keyboard.press("Backspace"))
+            await self.guard(keyboard.press("Backspace"))
         elif len(text) > _TYPE_FAST_ABOVE:
-            await self._guard(keyboard.insert_text(text))
+            await self.guard(keyboard.insert_text(text))
         else:
-            await self._guard(keyboard.type(text))
+            await self.guard(keyboard.type(text))
         if press_enter:
-            await self._guard(keyboard.press("Enter"))
+            await self.guard(keyboard.press("Enter"))
         await self._settler.settle()
 
     async def _mask_focused(self, x: float, y: float) -> Frame | None:
@@ -218,29 +218,29 @@ class PageControl:
         page = self._state.page
         w, h = self._state.viewport
         dx, dy = {"up": (0, -0.8 * h), "down": (0, 0.8 * h), "left": (-0.8 * w, 0), "right": (0.8 * w, 0)}[direction]
-        await self._guard(page.mouse.move(w / 2, h / 2))
-        await self._guard(page.mouse.wheel(dx, dy))
+        await self.guard(page.mouse.move(w / 2, h / 2))
+        await self.guard(page.mouse.wheel(dx, dy))
         await self._settler.settle(next_frame=True)
 
     async def press(self, key: str) -> None:
         await self._settler.before_action()
-        await self._guard(self._state.page.keyboard.press(normalize_key(key)))
+        await self.guard(self._state.page.keyboard.press(normalize_key(key)))
         await self._settler.settle(next_frame=True)
 
     async def select_option(self, x: float, y: float, option: str) -> str:
         """Choose ``option`` in the native select at (x, y) -- in a frame or a shadow root too;
         returns the chosen label."""
         await self._settler.before_action()
-        target = await self._guard(locate(self._state.page, x, y))
+        target = await self.guard(locate(self._state.page, x, y))
         if target.element is None:
             raise ActionError("there is no element at that point")
-        found = await self._guard(target.element.evaluate(FIND_SELECT, option))
+        found = await self.guard(target.element.evaluate(FIND_SELECT, option))
         if "error" in found:
             raise ActionError(str(found["error"]))
-        select = (await self._guard(target.element.evaluate_handle(SELECT_OF))).as_element()
+        select = (await self.guard(target.element.evaluate_handle(SELECT_OF))).as_element()
         if select is None:
             raise ActionError("the dropdown disappeared")
-        await self._guard(select.select_option(index=int(found["index"]), timeout=self._settler.settle_ms()))
+        await self.guard(select.select_option(index=int(found["index"]), timeout=self._settler.settle_ms()))
         await self._settler.settle()
         return str(found["label"])
 
@@ -248,14 +248,14 @@ class PageControl:
         """Give ``path`` to the file input at (x, y) (in a frame or a shadow root too, or the one a
         label there controls), or to the file chooser a click there opens (an upload button)."""
         await self._settler.before_action()
-        target = await self._guard(locate(self._state.page, x, y))
+        target = await self.guard(locate(self._state.page, x, y))
         field = None
         if target.element is not None:
-            field = (await self._guard(target.element.evaluate_handle(FILE_INPUT_OF))).as_element()
+            field = (await self.guard(target.element.evaluate_handle(FILE_INPUT_OF))).as_element()
         if field is not None:
-            await self._guard(field.set_input_files(path, timeout=self._settler.settle_ms()))
+            await self.guard(field.set_input_files(path, timeout=self._settler.settle_ms()))
         else:
-            await self._guard(self._give_to_chooser(x, y, path))
+            await self.guard(self._give_to_chooser(x, y, path))
         await self._settler.settle()
         return f"ok, gave the file {path.name!r} to the page"
 
@@ -282,7 +282,7 @@ class PageControl:
         await asyncio.sleep(seconds)
         await self._settler.settle(next_frame=True)
 
-    async def _guard(self, awaitable: Any) -> Any:
+    async def guard(self, awaitable: Any) -> Any:
         """Turn Playwright failures during an action into ActionError (or BrowserCrashError if gone)."""
         state = self._state
         timeout_s = state.config.command_timeout_s

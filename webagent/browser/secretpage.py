@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from ..errors import ActionError, WebAgentError
 from ..images import Frame, Screenshot
+from ..records import Tab
 from ..secrets import Secrets
 from .session import BrowserSession
 
@@ -114,3 +115,43 @@ class SecretPage:
 
     async def evaluate(self, script: str, arg: object = None) -> object:
         return await self._call(self.session.evaluate(script, arg))
+
+    async def click_with(
+        self,
+        x: float,
+        y: float,
+        *,
+        button: Literal["left", "right"] = "left",
+        count: int = 1,
+        modifiers: Sequence[str] = (),
+    ) -> None:
+        await self._call(self.session.click_with(x, y, button=button, count=count, modifiers=modifiers))
+
+    async def hover(self, x: float, y: float) -> None:
+        await self._call(self.session.hover(x, y))
+
+    async def drag(self, x: float, y: float, to_x: float, to_y: float) -> str:
+        return self.secrets.redact(await self._call(self.session.drag(x, y, to_x, to_y)))
+
+    async def scroll_at(self, x: float, y: float, direction: str) -> str:
+        return self.secrets.redact(await self._call(self.session.scroll_at(x, y, direction)))
+
+    async def tabs(self) -> list[Tab]:
+        tabs = await self._call(self.session.tabs())
+        redact = self.secrets.redact
+        return [tab.model_copy(update={"title": redact(tab.title), "url": redact(tab.url)}) for tab in tabs]
+
+    async def switch_tab(self, index: int) -> str:
+        return self.secrets.redact(await self._call(self.session.switch_tab(index)))
+
+    async def close_tab(self, index: int) -> str:
+        return self.secrets.redact(await self._call(self.session.close_tab(index)))
+
+    async def watch_structure(self) -> None:
+        await self._call(self.session.watch_structure())
+
+    async def structure_changed(self) -> bool:
+        return await self._call(self.session.structure_changed())
+
+    async def unwatch_structure(self) -> None:
+        await self._call(self.session.unwatch_structure())

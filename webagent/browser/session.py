@@ -11,7 +11,9 @@ CDP session, crash flag, navigation and page events) and the other parts it need
 * ``Settler`` (``settle``) tracks the main frame's navigations and waits after each action only
   as long as the page needs: one round trip through its main thread (plus a frame after
   scrolling), and the load of a navigation or new tab, capped by ``settle_timeout_s``;
-* ``PageControl`` (``control``) opens URLs, goes back, reloads, clicks, types and scrolls.
+* ``PageControl`` (``control``) opens URLs, goes back, reloads, clicks, types and scrolls;
+* ``Pointer`` (``pointer``) clicks holding keys, double and right clicks, hovers, drags, turns the
+  wheel over a panel, and counts the elements a list of actions adds or removes.
 
 Pages that misbehave never hang a run: every browser call is bounded (``deadline``), and each
 problem becomes an event for the policy.
@@ -21,9 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import structlog
 from playwright.async_api import Browser, BrowserContext, Page
@@ -32,6 +34,7 @@ from playwright.async_api import Error as PlaywrightError
 from ..config import BrowserConfig
 from ..errors import BrowserCrashError, BrowserError, BrowserStuckError
 from ..images import Frame, Screenshot
+from ..records import Tab
 from ..secrets import well_formed
 from .capture import ScreenCapture
 from .control import PageControl
@@ -40,6 +43,7 @@ from .deadline import CommandTimeout, within
 from .devtools import devtools_for
 from .faults import PageFaults
 from .guard import NavigationGuard
+from .pointer import Pointer
 from .scripts import PAGE_TEXT
 from .settle import Settler
 from .state import PageState, first_line
@@ -64,6 +68,7 @@ class BrowserSession:
         self._capture = ScreenCapture(state, self._faults)
         self._settler = Settler(state, self._capture, self._tabs)
         self._control = PageControl(state, self._capture, self._settler, self._tabs, self._faults)
+        self._pointer = Pointer(state, self._capture, self._settler, self._control)
         self._first_page: Page | None = None  # its target id asked ahead (create), until close
 
     @classmethod
@@ -194,7 +199,8 @@ class BrowserSession:
     # -- observation ----------------------------------------------------------------------
     @property
     def url(self) -> str:
-        return self._state.page.url
+        """The page's URL, a same-document navigation the page made included (``ScreenCapture.url``)."""
+        return self._capture.url(self._state.page.url)
 
     async def title(self) -> str:
         return await self._capture.title()
@@ -281,6 +287,66 @@ class BrowserSession:
     async def upload_file(self, x: float, y: float, path: Path) -> str:
         """Give ``path`` (an allowed file: ``webagent.uploads``) to the file input or chooser at (x, y)."""
         return await self._control.upload_file(x, y, path)
+
+    # -- more hands (``webagent.browser.pointer``, ``webagent.browser.tabs``) -----------------------
+    async def click_with(
+        self,
+        x: float,
+        y: float,
+        *,
+        button: Literal["left", "right"] = "left",
+        count: int = 1,
+        modifiers: Sequence[str] = (),
+    ) -> None:
+        """A click of ``button``, ``count`` times, holding ``modifiers`` (Shift, Control, Alt, Meta)."""
+        await self._pointer.click_with(x, y, button=button, count=count, modifiers=modifiers)
+
+    async def hover(self, x: float, y: float) -> None:
+        await self._pointer.hover(x, y)
+
+    async def drag(self, x: float, y: float, to_x: float, to_y: float) -> str:
+        return await self._pointer.drag(x, y, to_x, to_y)
+
+    async def scroll_at(self, x: float, y: float, direction: str) -> str:
+        return await self._pointer.scroll_at(x, y, direction)
+
+    async def tabs(self) -> list[Tab]:
+        """The open tabs when there are several, in the order they opened (none read when there is one)."""
+        if len(self._tabs.open_pages()) <= 1:
+            return []
+        return await self._tabs.tabs(await self.title())
+
+    async def switch_tab(self, index: int) -> str:
+        """Drive the open tab at ``index``; its outcome."""
+        await self._settler.before_action()
+        page = await self._tabs.switch(index)
+        if page is None:
+            return f"tab {index} is the current tab already"
+        await self._state.watch_navigations()
+        await self._settler.settle(next_frame=True)
+        return f"ok, switched to tab {index}"
+
+    async def close_tab(self, index: int) -> str:
+        """Close the open tab at ``index`` (never the only one); its outcome."""
+        await self._settler.before_action()
+        current = self._state.page
+        page = await self._tabs.close(index)
+        if page is not current:
+            await self._state.watch_navigations()
+        await self._settler.settle(next_frame=True)
+        where = self._tabs.open_pages().index(page) if page in self._tabs.open_pages() else None
+        return f"ok, closed tab {index}" + (
+            f"; now on tab {where}" if page is not current and where is not None else ""
+        )
+
+    async def watch_structure(self) -> None:
+        await self._pointer.watch_structure()
+
+    async def structure_changed(self) -> bool:
+        return self._pointer.structure_changed()
+
+    async def unwatch_structure(self) -> None:
+        await self._pointer.unwatch_structure()
 
     async def evaluate(self, script: str, arg: object = None) -> object:
         """Run ``script`` (a JavaScript function or expression) in the page, within ``command_timeout_s``;

@@ -118,6 +118,13 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
         help="who places clicks on the screenshot: the policy in its reply (one request a step) or the "
         "localizer (default: the policy family's)",
     )
+    g.add_argument(
+        "--max-actions-per-turn",
+        type=int,
+        metavar="N",
+        help="actions one policy reply may carry, carried out in order up to the first that changes the page "
+        "(default: the policy family's, 1)",
+    )
     g.add_argument("--budget-calls", type=int, metavar="N", help="hard limit on model calls per run")
     g.add_argument("--budget-tokens", type=int, metavar="N", help="hard limit on tokens (all roles) per run")
     g.add_argument("--budget-usd", type=float, metavar="USD", help="hard limit on dollars per run (per-role prices)")
@@ -392,6 +399,7 @@ _FLAGS: dict[str, str] = {
     "agent.max_time_s": "--max-time",
     "agent.screenshots_in_context": "--screenshots",
     "agent.grounding": "--grounding",
+    "agent.max_actions_per_turn": "--max-actions-per-turn",
     "policy.output": "--policy-output",
     "agent.budget_calls": "--budget-calls",
     "agent.budget_tokens": "--budget-tokens",

@@ -32,7 +32,7 @@ from typing import Any
 
 import structlog
 
-from ..actions import Answer
+from ..actions import Answer, Scroll, points_of
 from ..agent import Agent
 from ..batch.tasks import TaskSpec, reference_matches
 from ..browser.session import BrowserSession
@@ -40,15 +40,15 @@ from ..config import AgentConfig
 from ..errors import BrowserError, ConfigError, InputError, LocalizationError, NavigationError
 from ..images import Screenshot
 from ..inputs import check_text
-from ..loop import Episode, Judge
+from ..loop import Episode, Judge, Placed
 from ..model.client import Message
 from ..model.parsing import ReplyParseError
-from ..records import Point, RunResult, Step, ToolCall
+from ..records import RunResult, Step, ToolCall
 from ..roles.contract import Decision
 from ..runs.trajectory import RunFiles
 from ..runtime import RunSpec
 from ..urls import normalize_url
-from .inputs import Action, TaskInput, as_task, needs_point, point_at, read_policy
+from .inputs import Action, TaskInput, as_task, point_at, read_policy
 from .lease import SessionLease, lease_keeper
 from .rewards import RewardMode, judge_for, required_roles
 from .tasks import BenchmarkTask
@@ -229,13 +229,21 @@ class WebEnv:
 
     # -- step --------------------------------------------------------------------------------------
 
-    async def step(self, action: Action, *, point: tuple[float, float] | None = None) -> StepResult:
+    async def step(
+        self,
+        action: Action,
+        *,
+        point: tuple[float, float] | None = None,
+        to_point: tuple[float, float] | None = None,
+    ) -> StepResult:
         """Carry out one action; returns (observation, reward, terminated, truncated, info).
 
         ``action``: a PolicyReply, the policy's reply text, or its JSON as a dict (a whole reply or
         just ``{"action": ...}``). An unusable action is a failed step (told to the policy), not an
         exception. ``point``: where to click, in pixels of the observation's screenshot, instead of
-        asking the localizer. ``info``: ``step``, ``outcome``, ``error``, ``verdict``,
+        asking the localizer (a scroll: the panel the wheel turns over); ``to_point``: where a drag
+        is released. They place the reply's first action; with several actions a turn the others
+        are placed by the reply's own points or the localizer. ``info``: ``step``, ``outcome``, ``error``, ``verdict``,
         ``reference_match``, ``task`` (a benchmark page's own figures); when the episode ends
         ``result``, and when truncated ``truncated_by`` and (the environment's failures) ``failure``.
         """
@@ -248,27 +256,44 @@ class WebEnv:
             await self._end()
             return self._lost(reason)
         async with run.lease.use():
-            return await self._step(run, action, point)
+            return await self._step(run, action, point, to_point)
 
-    async def _step(self, run: _Running, action: Action, point: tuple[float, float] | None) -> StepResult:
+    async def _step(
+        self,
+        run: _Running,
+        action: Action,
+        point: tuple[float, float] | None,
+        to_point: tuple[float, float] | None,
+    ) -> StepResult:
         episode, step, obs = run.episode, run.step, run.obs
         assert step is not None and obs is not None
         episode.resume()  # the time the policy took to decide is not the run's
-        contract = episode.roles.policy.contract(episode.grounding == "policy")
+        contract = episode.roles.policy.contract(episode.grounding == "policy", episode.max_actions)
         raw: str | None = action if isinstance(action, str) else None
         calls: tuple[ToolCall, ...] = ()
-        usable: tuple[Any, Point | None] | None = None
+        usable: tuple[Decision, list[Placed]] | None = None
         try:  # before the step runs: a ConfigError (no localizer, no point) leaves the step to retry
             decision, raw, calls = read_policy(action, contract, obs.screenshot.frame)
-            usable = (decision.reply, self._point(decision, obs, point))
+            usable = (decision, self._places(decision, obs, point, to_point, grounded=episode.grounding == "policy"))
         except (ReplyParseError, LocalizationError) as exc:
             error = str(exc)
 
         async def act() -> None:
             if usable is None:
                 episode.unusable_reply(step, error, raw=raw, tool_calls=calls)
-            else:
-                await episode.apply(step, usable[0], point=usable[1], raw=raw, tool_calls=calls)
+                return
+            decision, places = usable
+            first = places[0]
+            await episode.apply(
+                step,
+                decision.reply,
+                point=first.point,
+                target=first.target,
+                rest=places[1:],
+                raw=raw,
+                tool_calls=calls,
+                dropped=decision.dropped,
+            )
 
         await episode.run_step(step, act())
         result = episode.end_step(step)
@@ -321,17 +346,42 @@ class WebEnv:
         session = run.box.session
         return session is not None and session.browser_crashed
 
-    def _point(self, decision: Decision, obs: Observation, point: tuple[float, float] | None) -> Point | None:
-        if not needs_point(decision.reply):
-            return None
-        point = point if point is not None else decision.point
-        if point is None:
-            if not self.agent.config.localizer.endpoints() or not self.agent.config.localizer.model:
-                raise ConfigError(
-                    "no localizer model is configured: pass point=(x, y) to step() or configure [localizer]"
+    def _places(
+        self,
+        decision: Decision,
+        obs: Observation,
+        point: tuple[float, float] | None,
+        to_point: tuple[float, float] | None,
+        *,
+        grounded: bool,
+    ) -> list[Placed]:
+        """Where each action of the reply acts: the caller's points for the first, else the reply's
+        own (grounded), else the localizer's (asked during the step); a ConfigError when an action
+        needs a point and no localizer is configured (a grounded scroll without one turns the
+        wheel at the page's centre)."""
+        frame = obs.screenshot.frame
+        places: list[Placed] = []
+        for i, (action, spot) in enumerate(zip(decision.reply.actions, decision.spots, strict=True)):
+            wanted = points_of(action)
+            given = (point, to_point) if i == 0 and point is not None else (spot.point, spot.target)
+            if wanted == 0 and not (isinstance(action, Scroll) and given[0] is not None):
+                places.append(Placed())
+                continue
+            missing = given[0] is None or (wanted == 2 and given[1] is None)
+            if missing and not grounded and not self._has_localizer():
+                needs = "point=(x, y) and to_point=(x, y)" if wanted == 2 else "point=(x, y)"
+                raise ConfigError(f"no localizer model is configured: pass {needs} to step() or configure [localizer]")
+            places.append(
+                Placed(
+                    point_at(frame, given[0]) if given[0] is not None else None,
+                    point_at(frame, given[1]) if given[1] is not None and wanted == 2 else None,
                 )
-            return None
-        return point_at(obs.screenshot.frame, point)
+            )
+        return places
+
+    def _has_localizer(self) -> bool:
+        localizer = self.agent.config.localizer
+        return bool(localizer.endpoints() and localizer.model)
 
     def _reference_match(self, step: Step) -> bool | None:
         task = self.task

@@ -92,16 +92,31 @@ class When(_Model):
 
 
 class PolicyRule(_Model):
-    """One scripted policy reply."""
+    """One scripted policy reply: one ``action``, or several (``actions``, written as the request
+    allows: a list, parallel tool calls, or the first alone where only one is asked for)."""
 
     when: When = Field(default_factory=When)
     note: str | None = None
     thought: str | None = None
-    action: dict[str, Any]
+    action: dict[str, Any] | None = None
+    actions: list[dict[str, Any]] | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> PolicyRule:
+        if (self.action is None) == (self.actions is None):
+            raise ValueError("a policy rule gives either 'action' or 'actions'")
+        return self
+
+    @property
+    def all_actions(self) -> list[dict[str, Any]]:
+        """The rule's actions, in order."""
+        return self.actions if self.actions is not None else [self.action or {}]
 
     def reply(self) -> str:
-        """The reply content (a JSON object string)."""
-        return json.dumps({"note": self.note or "", "thought": self.thought or "", "action": self.action})
+        """The reply content (a JSON object string, in webagent's shape)."""
+        acts = self.all_actions
+        body: dict[str, Any] = {"action": acts[0]} if len(acts) == 1 else {"actions": acts}
+        return json.dumps({"note": self.note or "", "thought": self.thought or "", **body})
 
 
 class ValidatorRule(_Model):

@@ -14,6 +14,11 @@ dynamic routes:
   :mod:`webagent.testing.safetysites`).
 * ``/trouble/...`` -- pages that misbehave (a download, a file chooser, a redirect loop, a page
   that never finishes loading, a ``beforeunload`` guard); see :mod:`webagent.testing.trouble`.
+* ``/hands/...`` -- a page for each of the agent's pointer hands and tabs (a hover menu, a range
+  selected with shift held, a grid edited after a double-click, a context menu, a drag-and-drop board, a slider, a panel that
+  scrolls in a page that does not, a coupon in a second tab, a six-field form); each reports the
+  real event it saw to ``/hands/event`` (:attr:`SiteServer.hand_events`); see
+  :mod:`webagent.testing.hands`.
 
 Run ``python -m webagent.testing.sites [--port N]`` to serve them by hand.
 """
@@ -185,6 +190,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self.site.record_submission(values)
             self._send_html(HTTPStatus.OK, render_confirmation(values))
             return
+        if route == "/hands/event":  # what a hands page saw happen (webagent.testing.hands)
+            self.site.record_hand_event(_first_values(parts.query))
+            self._send(HTTPStatus.NO_CONTENT, b"")
+            return
         if route == "/favicon.ico":
             self._send(HTTPStatus.NO_CONTENT, b"", "image/x-icon")
             return
@@ -285,6 +294,8 @@ class SiteServer:
         self.submissions: list[dict[str, str]] = []
         self.safety_hits: list[tuple[str, str]] = []
         self.logins: list[dict[str, str]] = []
+        #: What the /hands/ pages reported (each an event's fields, ``page`` among them).
+        self.hand_events: list[dict[str, str]] = []
         self.stopping = threading.Event()  # releases handlers that hold a response open
         self._lock = threading.Lock()
         self._httpd: _HTTPServer | None = None
@@ -324,6 +335,10 @@ class SiteServer:
     def record_login(self, values: dict[str, str]) -> None:
         with self._lock:
             self.logins.append(dict(values))
+
+    def record_hand_event(self, values: dict[str, str]) -> None:
+        with self._lock:
+            self.hand_events.append(dict(values))
 
     def clear_submissions(self) -> None:
         with self._lock:
