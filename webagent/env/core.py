@@ -257,7 +257,7 @@ class WebEnv:
         is released. They place the reply's first action; with several actions a turn the others
         are placed by the reply's own points or the localizer. ``info``: ``step``, ``outcome``, ``error``, ``verdict``,
         ``reference_match``, ``task`` (a benchmark page's own figures), ``downloads`` (the files its
-        pages downloaded and it kept so far: ``DownloadedFile``); when the episode ends
+        pages downloaded and it kept, up to the observation returned: ``DownloadedFile``); when the episode ends
         ``result``, and when truncated ``truncated_by`` and (the environment's failures) ``failure``.
         """
         run = self._run
@@ -324,7 +324,9 @@ class WebEnv:
         }
         if result is None:
             try:
-                return await self._observe(), 0.0, False, False, info
+                observed = await self._observe()
+                info["downloads"] = self._downloads_kept(run)  # those its observation told too
+                return observed, 0.0, False, False, info
             except BrowserError as exc:
                 result = episode.finish(
                     "error", f"the browser failed while observing the page: {exc}", infrastructure=exc.infrastructure
