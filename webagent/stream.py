@@ -62,11 +62,19 @@ class RunStream:
         self.spec = spec.replace(settings=settings, budgets=runtime.run_budgets(settings, budgets or []))
         #: What the run redacts: the config's secrets and what its browser settings hold (a state's cookies).
         self.secrets = runtime.sessions.secrets(spec.browser)
+        #: Whether what it writes is its owner's only: it types secrets, holds a signed-in state or a
+        #: password, or saves one (its downloads folder 0700, their files 0600).
+        self.private = (
+            bool(runtime.config.secrets)
+            or runtime.sessions.effective(spec.browser).secret_bearing
+            or spec.save_state is not None
+        )
         self.url = spec.url
         self.goal = spec.goal
         self.output_dir = Path(output_dir) if output_dir is not None else None
         if self.spec.downloads is None and self.output_dir is not None:  # made at the first download
-            self.spec = self.spec.replace(downloads=DownloadFolder(self.output_dir / FOLDER_NAME))
+            folder = DownloadFolder(self.output_dir / FOLDER_NAME, private=self.private)
+            self.spec = self.spec.replace(downloads=folder)
         self.cache = cache
         self.cache_key = cache_key
         self.budgets = list(self.spec.budgets or [])

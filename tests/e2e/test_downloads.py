@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from playwright.async_api import Browser
+from pydantic import SecretStr
 
 from webagent import Agent, WebEnv
 from webagent.testing.downloadsite import FILE_BYTE, FLOOD_BYTES, LINK
@@ -43,10 +44,10 @@ def told_at(steps: list[dict[str, Any]], text: str) -> list[int]:
     return [s["index"] for s in steps for e in s["events"] if text in e and "in progress" not in e]
 
 
-def folder_facts(path: str) -> tuple[bytes, int]:
-    """A kept file's bytes and its folder's mode."""
+def folder_facts(path: str) -> tuple[bytes, int, int]:
+    """A kept file's bytes, its folder's mode and its own."""
     file = Path(path)
-    return file.read_bytes(), stat.S_IMODE(file.parent.stat().st_mode)
+    return file.read_bytes(), stat.S_IMODE(file.parent.stat().st_mode), stat.S_IMODE(file.stat().st_mode)
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +153,7 @@ async def test_the_csv_export_through_the_library_in_each_contract(
             result = await agent.run(EXPORT.url(site.url), EXPORT.goal, output_dir=tmp_path / "run")
             # Without an output folder: a private temporary one, until the agent closes.
             elsewhere = await agent.run(EXPORT.url(site.url), EXPORT.goal)
-            assert elsewhere.success and folder_facts(elsewhere.downloads[0].path) == (EXPORT_CSV, 0o700)
+            assert elsewhere.success and folder_facts(elsewhere.downloads[0].path) == (EXPORT_CSV, 0o700, 0o600)
         finally:
             await agent.aclose()
     assert result.success, result.message
@@ -160,6 +161,18 @@ async def test_the_csv_export_through_the_library_in_each_contract(
     assert folder_facts(result.downloads[0].path)[0] == EXPORT_CSV
     assert not Path(elsewhere.downloads[0].path).parent.exists()
     assert events_of(site, EXPORT)
+
+
+async def test_a_run_that_holds_a_secret_keeps_its_downloads_for_its_owner_only(
+    browser: Browser, model_server: ServerFactory, site: SiteServer, tmp_path: Path
+) -> None:
+    async with model_server(export_script()) as server:
+        config = config_for(server, None, "localizer", "json")
+        config.secrets = {"TOKEN": SecretStr("not-on-this-page-4711")}
+        async with Agent(config, browser=browser) as agent:
+            result = await agent.run(EXPORT.url(site.url), EXPORT.goal, output_dir=tmp_path / "run")
+    assert result.success, result.message
+    assert folder_facts(result.downloads[0].path) == (EXPORT_CSV, 0o700, 0o600)
 
 
 async def test_the_csv_export_through_webenv(
@@ -190,7 +203,7 @@ async def test_the_csv_export_through_webenv(
                     break
                 obs, *_, info = await env.step({"action": "wait", "seconds": 1})
             temporary = Path(info["downloads"][0].path)
-            assert folder_facts(str(temporary)) == (EXPORT_CSV, 0o700)
+            assert folder_facts(str(temporary)) == (EXPORT_CSV, 0o700, 0o600)
             await env.reset({"url": EXPORT.url(site.url), "goal": EXPORT.goal})
             assert not temporary.parent.exists()
     assert (tmp_path / "run" / "downloads" / "orders.csv").read_bytes() == EXPORT_CSV
