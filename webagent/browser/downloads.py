@@ -261,7 +261,8 @@ class PageDownloads:
         folder = self._folder_now()
         try:
             source: Path | None = await within(download.path(), config.command_timeout_s, "download.path")
-        except PlaywrightError:  # a browser on another machine: its bytes come through the driver
+        except PlaywrightError as exc:  # a browser on another machine: its bytes come through the driver
+            log.debug("download_streamed", name=name, reason=first_line(exc))
             source = None
         if source is not None:
             return await asyncio.to_thread(folder.keep_copy, source, name, self._max_bytes)
