@@ -27,6 +27,7 @@ EXPECTED_ALL = [
     "CloseTab",
     "ConfigError",
     "DoubleClickElement",
+    "DownloadedFile",
     "DragElement",
     "ExtractionError",
     "Fingerprint",

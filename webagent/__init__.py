@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from .records import (
         Acted,
         CheckResult,
+        DownloadedFile,
         Fingerprint,
         ModelCall,
         Phase,
@@ -85,6 +86,7 @@ _EXPORTS: dict[str, str] = {
     "BudgetExceeded": "errors",
     "BudgetLimits": "budget",
     "CheckResult": "records",
+    "DownloadedFile": "records",
     "ClickElement": "actions",
     "CloseTab": "actions",
     "ConfigError": "errors",
@@ -145,6 +147,7 @@ __all__ = [
     "CloseTab",
     "ConfigError",
     "DoubleClickElement",
+    "DownloadedFile",
     "DragElement",
     "ExtractionError",
     "Fingerprint",

@@ -13,6 +13,7 @@ from .images import Screenshot
 __all__ = [
     "Acted",
     "CheckResult",
+    "DownloadedFile",
     "Fingerprint",
     "ModelCall",
     "Phase",
@@ -141,6 +142,15 @@ class Tab(_Record):
     title: str = ""
     url: str = ""
     current: bool = Field(default=False, description="The tab the agent drives")
+
+
+class DownloadedFile(_Record):
+    """A file a page downloaded, kept in the run's ``downloads/`` folder (``[browser] downloads``)."""
+
+    name: str = Field(description="Its file name in the downloads folder: the page's name for it, made safe")
+    path: str = Field(description="Where it was saved")
+    bytes: int = Field(description="Its size in bytes")
+    url: str = Field(description="Where it was downloaded from (redacted like every page string)")
 
 
 class Acted(_Record):
@@ -365,6 +375,9 @@ class RunResult(_Record):
         default=None,
         description="Who placed the run's clicks: policy = the policy's own replies (one request per click "
         "step), localizer = a separate localizer model",
+    )
+    downloads: list[DownloadedFile] = Field(
+        default_factory=list, description="The files the pages downloaded and the run kept, in the order they ended"
     )
 
 

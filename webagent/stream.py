@@ -2,8 +2,8 @@
 
 It opens the ``Episode`` of its ``RunSpec`` through the ``Runtime`` it is given
 (``Runtime.open_episode``), yields each step with secrets redacted, writes the run directory as it
-goes, keeps the replay cache and an optional Playwright trace, and says when the run last made
-progress (what the batch watchdog reads). ``events()`` yields the same steps and, before the
+goes (the pages' downloads in its ``downloads/`` folder), keeps the replay cache and an optional
+Playwright trace, and says when the run last made progress (what the batch watchdog reads). ``events()`` yields the same steps and, before the
 first, a ``Phase`` as each stage begins (launching the browser, opening the start URL, step 1).
 """
 
@@ -21,6 +21,7 @@ from .browser.context import save_storage_state
 from .browser.deadline import on_wait_over, within
 from .browser.session import BrowserSession
 from .budget import Budget
+from .downloads import FOLDER_NAME, DownloadFolder
 from .errors import BrowserError, WebAgentError
 from .loop import Episode
 from .records import Phase, PhaseName, RunResult, Step
@@ -61,9 +62,19 @@ class RunStream:
         self.spec = spec.replace(settings=settings, budgets=runtime.run_budgets(settings, budgets or []))
         #: What the run redacts: the config's secrets and what its browser settings hold (a state's cookies).
         self.secrets = runtime.sessions.secrets(spec.browser)
+        #: Whether what it writes is its owner's only: it types secrets, holds a signed-in state or a
+        #: password, or saves one (its downloads folder 0700, their files 0600).
+        self.private = (
+            bool(runtime.config.secrets)
+            or runtime.sessions.effective(spec.browser).secret_bearing
+            or spec.save_state is not None
+        )
         self.url = spec.url
         self.goal = spec.goal
         self.output_dir = Path(output_dir) if output_dir is not None else None
+        if self.spec.downloads is None and self.output_dir is not None:  # made at the first download
+            folder = DownloadFolder(self.output_dir / FOLDER_NAME, private=self.private)
+            self.spec = self.spec.replace(downloads=folder)
         self.cache = cache
         self.cache_key = cache_key
         self.budgets = list(self.spec.budgets or [])

@@ -285,6 +285,7 @@ class TaskRunner:
             replayed_steps=result.replayed_steps,
             calls_saved=result.calls_saved,
             trace=result.trace,
+            downloads=result.downloads,
         )
 
     def _line(
@@ -314,6 +315,7 @@ class TaskRunner:
             replayed_steps=sum(r.replayed_steps for r in records),
             calls_saved=sum(r.calls_saved for r in records),
             benchmark=task.benchmark,
+            downloads=best.downloads,
         )
 
     async def _attempt(self, task: TaskSpec, directory: Path, usage: Usage) -> _Outcome:

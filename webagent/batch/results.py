@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 from ..config import ROLES, AgentConfig
 from ..errors import InputError
 from ..files import write_atomic_parts
-from ..records import Usage
+from ..records import DownloadedFile, Usage
 from .tasks import TaskSpec
 
 __all__ = [
@@ -80,6 +80,7 @@ class AttemptRecord(BaseModel):
     replayed_steps: int = 0
     calls_saved: int = 0
     trace: str | None = None
+    downloads: list[DownloadedFile] = Field(default=[], description="The files its pages downloaded and it kept")
 
 
 class TaskResult(BaseModel):
@@ -111,6 +112,9 @@ class TaskResult(BaseModel):
     calls_saved: int = Field(default=0, description="Model calls the replay cache saved")
     benchmark: str | None = Field(
         default=None, description="A benchmark task's name (miniwob/click-button): success is its page's verdict"
+    )
+    downloads: list[DownloadedFile] = Field(
+        default=[], description="The files the attempt that counts (its answer's) kept of its pages' downloads"
     )
 
     @classmethod

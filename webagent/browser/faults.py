@@ -4,8 +4,8 @@ None of these hangs a run or costs a round trip on the normal path; each becomes
 policy reads in its next observation:
 
 * **dialog** (``beforeunload`` included) — accepted (a prompt with its default value); reported;
-* **download** — the context does not accept downloads, so Chromium cancels it; reported, and a
-  settle waiting for the navigation the download link asked for stops waiting at once;
+* **download** — kept or refused by ``webagent.browser.downloads`` (told either way), and a settle
+  waiting for the navigation the download link asked for stops waiting at once;
 * **file chooser** — intercepted on the session's own CDP session, which every action sets up
   first (a chooser needs a user gesture, so none opens before an action), and left unanswered,
   which dismisses it; reported (files are given only by the ``upload_file`` action, ``control``). Chromium announces it while the
@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import structlog
-from playwright.async_api import Dialog, Download, Page, Request
+from playwright.async_api import Dialog, Page, Request
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
@@ -56,7 +56,7 @@ ABORT_GRACE_S = 0.5
 
 
 class PageFaults:
-    """Dialogs, downloads, file choosers, failed navigations and renderer crashes; reopening a page."""
+    """Dialogs, file choosers, failed navigations and renderer crashes; reopening a page."""
 
     def __init__(self, state: PageState, tabs: TabFollower) -> None:
         self._state = state
@@ -70,7 +70,6 @@ class PageFaults:
         listen = self._state.listen
         listen(page, "dialog", self._on_dialog)
         listen(page, "crash", self._on_crash)
-        listen(page, "download", self._on_download)
         listen(page, "requestfailed", self._on_request_failed)
 
     # -- events ---------------------------------------------------------------------------
@@ -97,14 +96,6 @@ class PageFaults:
     def _on_crash(self, page: Page) -> None:
         if self._state.note_crash(page):
             log.warning("page_crashed", url=page.url)
-
-    def _on_download(self, download: Download) -> None:
-        # A link to a file asked for a navigation that will never commit: end the wait for it.
-        self._state.nav.settled()
-        name = download.suggested_filename or "a file"
-        self._state.report(
-            f"The page started a download of {name!r} ({download.url}); downloads are not kept, so it was cancelled."
-        )
 
     @contextlib.contextmanager
     def expecting_chooser(self) -> Iterator[asyncio.Future[dict[str, Any]]]:

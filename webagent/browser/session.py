@@ -5,8 +5,10 @@ parts, each given the session's ``PageState`` (``webagent.browser.state``: the c
 CDP session, crash flag, navigation and page events) and the other parts it needs:
 
 * ``TabFollower`` (``tabs``) moves the session to a tab the page opened, or off one it closed;
-* ``PageFaults`` (``faults``) handles dialogs, downloads, file choosers, failed navigations and
-  renderer crashes, and reopens a page in a fresh tab;
+* ``PageFaults`` (``faults``) handles dialogs, file choosers, failed navigations and renderer
+  crashes, and reopens a page in a fresh tab;
+* ``PageDownloads`` (``downloads``) keeps the files pages download in the run's folder, or refuses
+  them (``[browser] downloads``), within the size, count and time limits;
 * ``ScreenCapture`` (``capture``) takes screenshots, and one ahead of time after an action;
 * ``Settler`` (``settle``) tracks the main frame's navigations and waits after each action only
   as long as the page needs: one round trip through its main thread (plus a frame after
@@ -32,15 +34,17 @@ from playwright.async_api import Browser, BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
 
 from ..config import BrowserConfig
+from ..downloads import DownloadFolder
 from ..errors import BrowserCrashError, BrowserError, BrowserStuckError
 from ..images import Frame, Screenshot
-from ..records import Tab
+from ..records import DownloadedFile, Tab
 from ..secrets import well_formed
 from .capture import ScreenCapture
 from .control import PageControl
 from .crashes import browser_failure
 from .deadline import CommandTimeout, within
 from .devtools import devtools_for
+from .downloads import PageDownloads
 from .faults import PageFaults
 from .guard import NavigationGuard
 from .pointer import Pointer
@@ -65,8 +69,9 @@ class BrowserSession:
         self.viewport = state.viewport
         self._tabs = TabFollower(state)
         self._faults = PageFaults(state, self._tabs)
+        self._downloads = PageDownloads(state)
         self._capture = ScreenCapture(state, self._faults)
-        self._settler = Settler(state, self._capture, self._tabs)
+        self._settler = Settler(state, self._capture, self._tabs, self._downloads)
         self._control = PageControl(state, self._capture, self._settler, self._tabs, self._faults)
         self._pointer = Pointer(state, self._capture, self._settler, self._control)
         self._first_page: Page | None = None  # its target id asked ahead (create), until close
@@ -99,7 +104,7 @@ class BrowserSession:
                         "viewport": {"width": config.viewport.width, "height": config.viewport.height},
                         "device_scale_factor": 1,
                         **(options or {}),
-                        "accept_downloads": False,
+                        "accept_downloads": config.downloads == "keep",
                         **guarded,
                     }
                 ),
@@ -153,6 +158,16 @@ class BrowserSession:
         if page is not self._state.page:
             self._state.switch_to(page)
             await self._state.watch_navigations()
+
+    # -- downloads ------------------------------------------------------------------------------
+    def keep_downloads(self, folder: DownloadFolder) -> None:
+        """Keep the files the pages download in ``folder`` (before the first; ``[browser] downloads``)."""
+        self._downloads.keep_in(folder)
+
+    @property
+    def downloads(self) -> list[DownloadedFile]:
+        """The files kept so far, in the order they ended."""
+        return list(self._downloads.kept)
 
     # -- events and the browser -----------------------------------------------------------------
     def drain_events(self) -> list[str]:
@@ -372,6 +387,7 @@ class BrowserSession:
         step bounded (a browser that stopped answering is left to the pool, which closes it)."""
         state = self._state
         self._capture.drop_prefetch()
+        await self._downloads.close()
         if self._first_page is not None:  # closed (or replaced) before its first attach: nothing to attach
             devtools = devtools_for(state.context.browser)
             if devtools is not None:

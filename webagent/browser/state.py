@@ -151,6 +151,7 @@ class PageState:
         self.dialogs_handled = 0  # JavaScript dialogs accepted (or gone) and reported so far
         self.dialog_handled = asyncio.Event()  # set at each; settle() waits on it for an action's dialog
         self._page_watchers: list[Callable[[Page], None]] = []
+        self._summaries: list[Callable[[], list[str]]] = []  # lines added at each drain (on_drain)
         self._switch_hooks: list[Callable[[Page], None]] = []
         self._watched: weakref.WeakSet[Page] = weakref.WeakSet([page])  # pages the watchers were given
         self._listeners: list[tuple[_Emitter, str, Callable[..., Any]]] = []
@@ -173,7 +174,12 @@ class PageState:
 
     def drain_events(self) -> list[str]:
         events, self.events = self.events, []
-        return events
+        return events + [line for summary in self._summaries for line in summary()]
+
+    def on_drain(self, summary: Callable[[], list[str]]) -> None:
+        """Add ``summary()``'s lines at each drain: events counted rather than told one by one (a
+        flood of downloads is one line, however many the page started)."""
+        self._summaries.append(summary)
 
     def on_page(self, watch: Callable[[Page], None]) -> None:
         """Call ``watch`` with the current page now, and with each page the session moves to for

@@ -139,6 +139,16 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--viewport", metavar="WxH", help="viewport size in CSS pixels (default 1280x800)")
     g.add_argument("--ws-endpoint", metavar="URL", help="use a Playwright browser server (playwright run-server)")
     g.add_argument("--cdp-endpoint", metavar="URL", help="use a running Chromium's remote-debugging endpoint")
+    g.add_argument(
+        "--downloads",
+        choices=["keep", "refuse"],
+        help="what becomes of a file a page downloads: keep (default: saved in the run's downloads/ folder) "
+        "or refuse (cancelled)",
+    )
+    g.add_argument("--max-downloads", type=int, metavar="N", help="downloads a run keeps at most (default 20)")
+    g.add_argument(
+        "--max-download-mb", type=float, metavar="MB", help="a larger download is cancelled (default 100 MiB)"
+    )
     g = p.add_argument_group("safety (see the SECURITY section of the README)")
     g.add_argument(
         "--allow-domain",
@@ -412,6 +422,9 @@ _FLAGS: dict[str, str] = {
     "browser.private_network": "--private-network",
     "browser.ws_endpoint": "--ws-endpoint",
     "browser.cdp_endpoint": "--cdp-endpoint",
+    "browser.downloads": "--downloads",
+    "browser.max_downloads": "--max-downloads",
+    "browser.max_download_mb": "--max-download-mb",
 }
 _FLAGS |= {f"{role}.{field}": f"--{role}-{field.replace('_', '-')}" for role in ROLES for field, _, _ in _ROLE_FIELDS}
 

@@ -37,13 +37,14 @@ from ..agent import Agent
 from ..batch.tasks import TaskSpec, reference_matches
 from ..browser.session import BrowserSession
 from ..config import AgentConfig
+from ..downloads import FOLDER_NAME, DownloadFolder
 from ..errors import BrowserError, ConfigError, InputError, LocalizationError, NavigationError
 from ..images import Screenshot
 from ..inputs import check_text
 from ..loop import Episode, Judge, Placed
 from ..model.client import Message
 from ..model.parsing import ReplyParseError
-from ..records import RunResult, Step, ToolCall
+from ..records import DownloadedFile, RunResult, Step, ToolCall
 from ..roles.contract import Decision
 from ..runs.trajectory import RunFiles
 from ..runtime import RunSpec
@@ -139,6 +140,8 @@ class WebEnv:
         self._run: _Running | None = None
         self._last_obs: Observation | None = None  # what a step on a session closed under it returns
         self._files = RunFiles(None)
+        #: Where the episode keeps its pages' downloads (a temporary folder is removed at the next reset or close).
+        self._downloads: DownloadFolder | None = None
 
     @property
     def done(self) -> bool:
@@ -168,7 +171,9 @@ class WebEnv:
 
         Returns the first observation and ``info`` (``task_id``, ``seed``, ``goal``). A start the
         environment cannot make (the start page does not open, the browser fails) raises.
-        With ``output_dir`` the run directory is written as by ``Agent`` (exportable).
+        With ``output_dir`` the run directory is written as by ``Agent`` (exportable), the pages'
+        downloads in its ``downloads/``; without, they are kept in a private temporary folder until
+        the next ``reset`` or ``aclose``.
         """
         await self._end_episode("the environment was reset")
         spec = as_task(task, seed)
@@ -183,6 +188,9 @@ class WebEnv:
             raise InputError(f"reward {self.reward_mode!r} needs reference answers in the task ('reference')")
         self.task, self.result = spec, None
         self._files = RunFiles(output_dir)
+        self._forget_downloads()
+        folder = DownloadFolder(Path(output_dir) / FOLDER_NAME) if output_dir is not None else None
+        self._downloads = self.agent.runtime.download_folder(folder)
         stack = contextlib.AsyncExitStack()
         lease = SessionLease(stack, idle_timeout_s=self.idle_timeout_s)
         box = _Session()
@@ -199,7 +207,11 @@ class WebEnv:
             episode = await stack.enter_async_context(
                 self.agent.runtime.open_episode(
                     RunSpec(
-                        url=url, goal=spec.goal, judge=judge, task=spec if isinstance(spec, BenchmarkTask) else None
+                        url=url,
+                        goal=spec.goal,
+                        judge=judge,
+                        task=spec if isinstance(spec, BenchmarkTask) else None,
+                        downloads=self._downloads,
                     ),
                     on_session=box.set,
                 )
@@ -244,7 +256,8 @@ class WebEnv:
         asking the localizer (a scroll: the panel the wheel turns over); ``to_point``: where a drag
         is released. They place the reply's first action; with several actions a turn the others
         are placed by the reply's own points or the localizer. ``info``: ``step``, ``outcome``, ``error``, ``verdict``,
-        ``reference_match``, ``task`` (a benchmark page's own figures); when the episode ends
+        ``reference_match``, ``task`` (a benchmark page's own figures), ``downloads`` (the files its
+        pages downloaded and it kept, up to the observation returned: ``DownloadedFile``); when the episode ends
         ``result``, and when truncated ``truncated_by`` and (the environment's failures) ``failure``.
         """
         run = self._run
@@ -307,10 +320,13 @@ class WebEnv:
             "verdict": step.verdict,
             "reference_match": self._reference_match(step),
             "task": dict(episode.task_state.info) if episode.task_state is not None else None,
+            "downloads": self._downloads_kept(run),
         }
         if result is None:
             try:
-                return await self._observe(), 0.0, False, False, info
+                observed = await self._observe()
+                info["downloads"] = self._downloads_kept(run)  # those its observation told too
+                return observed, 0.0, False, False, info
             except BrowserError as exc:
                 result = episode.finish(
                     "error", f"the browser failed while observing the page: {exc}", infrastructure=exc.infrastructure
@@ -341,6 +357,17 @@ class WebEnv:
             raise InputError(f"the environment has no running episode: {reason}")
         info = {"truncated_by": "session", "failure": reason, "result": self.result, "step": None}
         return last, 0.0, False, True, info
+
+    def _downloads_kept(self, run: _Running) -> list[DownloadedFile]:
+        """The files the episode's pages downloaded and its session kept so far (redacted)."""
+        session = run.box.session
+        return [self.agent.secrets.redact_model(d) for d in session.downloads] if session is not None else []
+
+    def _forget_downloads(self) -> None:
+        """Remove the last episode's temporary download folder (a given one is its run directory's)."""
+        if self._downloads is not None:
+            self._downloads.remove()
+        self._downloads = None
 
     def _browser_gone(self, run: _Running) -> bool:
         session = run.box.session
@@ -431,6 +458,7 @@ class WebEnv:
     async def aclose(self) -> None:
         """End the running episode (if any); close the agent if this environment made it."""
         await self._end_episode("the environment was closed")
+        self._forget_downloads()
         if self._owns_agent:
             await self.agent.aclose()
 

@@ -89,6 +89,11 @@ class WebObservation(Observation):  # type: ignore[misc]
     truncated: bool = False
     truncated_by: str | None = Field(default=None, description="max_steps or max_time when truncated")
     task: dict[str, Any] | None = Field(default=None, description="A benchmark page's own figures")
+    downloads: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="The files the episode's pages downloaded and the server kept so far: name, path (on the "
+        "server), bytes, url",
+    )
 
 
 class WebState(State):  # type: ignore[misc]
@@ -150,6 +155,7 @@ class WebagentEnvironment(Environment):  # type: ignore[misc]
         out.reward, out.done = reward, terminated or truncated
         out.terminated, out.truncated, out.truncated_by = terminated, truncated, info.get("truncated_by")
         out.outcome, out.error, out.task = info.get("outcome") or "", info.get("error"), info.get("task")
+        out.downloads = [d.model_dump(mode="json") for d in info.get("downloads") or []]
         return out
 
     @property

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import structlog
 
@@ -27,7 +27,7 @@ from ..errors import (
 )
 from ..images import Screenshot
 from ..model.client import Message
-from ..records import PolicyState, RunResult, Step, StopReason
+from ..records import DownloadedFile, PolicyState, RunResult, Step, StopReason
 from ..replay import StepReplay
 from ..uploads import AllowedFiles
 from .acting import Hands
@@ -68,14 +68,17 @@ class Episode(StepWork):
         task: TaskHook | None = None,
         uploads: AllowedFiles | None = None,
         human: HumanHandler | None = None,
+        downloads: Callable[[], Sequence[DownloadedFile]] | None = None,
     ) -> None:
         """``navigate``: open ``url`` first (False: start from the page as it is, ``url`` being its URL);
         ``task``: a task that rewards itself (``loop.task``): started once the page is open, checked
         after each step; its verdict ends the run and is the run's success and reward; ``uploads``:
         the files ``upload_file`` may name; ``human``: who answers ``ask_user`` (``loop.human``;
-        None: the run ends ``needs_human``)."""
+        None: the run ends ``needs_human``); ``downloads``: the files the pages downloaded and the
+        session kept so far (the result lists them)."""
         self.uploads = uploads
         self.human = human
+        self._downloads = downloads
         self.roles = roles
         self.navigate = navigate
         self.replay = replay
@@ -282,6 +285,7 @@ class Episode(StepWork):
             replayed_steps=self.replay.replayed if self.replay else 0,
             calls_saved=self.replay.calls_saved if self.replay else 0,
             grounding=self.grounding,
+            downloads=list(self._downloads()) if self._downloads is not None else [],
         )
         return self.result
 

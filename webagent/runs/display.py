@@ -99,6 +99,9 @@ class StepPrinter:
             f"{badge} answer: {escape(answer)}  [dim]({escape(tail)})[/dim]{escape(msg)}{escape(report)}",
             f"{plain_badge} answer: {answer} ({tail}){msg}{report}",
         )
+        for kept in result.downloads:  # the files the pages downloaded, where they were kept
+            line = f"{kept.name} ({kept.bytes} bytes): {kept.path}"
+            self._print(f"[dim]downloaded:[/dim] {escape(line)}", f"downloaded: {line}")
 
 
 def _where(point: Point | None, target: Point | None) -> str:

@@ -317,6 +317,14 @@ def render_report_html(result: dict[str, Any] | None, steps: list[dict[str, Any]
     return _join(_report_parts(result, steps, images))
 
 
+def _downloads(kept: object) -> str:
+    """The files a run kept of its pages' downloads, by name (no link: a page chose their contents)."""
+    items = [_dict(d) for d in kept] if isinstance(kept, list) else []
+    return "<br>".join(
+        escape(f"downloads/{d.get('name', '')} ({d.get('bytes', 0)} bytes) from {d.get('url', '')}") for d in items
+    )
+
+
 def _report_parts(
     result: dict[str, Any] | None, steps: list[dict[str, Any]], images: dict[str, bytes]
 ) -> Iterator[str | bytes]:
@@ -359,6 +367,7 @@ def _report_parts(
             if res.get("replayed_steps")
             else "",
         ),
+        ("Downloads", _downloads(res.get("downloads"))),
     ]
     usage = _dict(res.get("usage")) or _usage_from_steps(steps)
     feedback = [f for f in res.get("feedback") or [] if f]

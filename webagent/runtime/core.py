@@ -25,6 +25,7 @@ from ..browser.secretpage import SecretPage
 from ..browser.session import BrowserSession
 from ..budget import Budget, BudgetLimits
 from ..config import ROLES, AgentConfig, AgentSettings, ContextSettings
+from ..downloads import DownloadFolder
 from ..hosts import is_private_host, url_host
 from ..loop import Episode, HumanHandler, PageDriver, Roles
 from ..model.client import ModelClient
@@ -72,6 +73,8 @@ class Runtime:
         self._endpoints: dict[str, EndpointPool] = {}
         #: Who answers the policy's ``ask_user`` when a run spec names no one (None: no one).
         self.ask_user: HumanHandler | None = None
+        #: The temporary download folders of runs and sessions without one of their own (removed at ``aclose``).
+        self._scratch: list[DownloadFolder] = []
 
     # -- models ----------------------------------------------------------------------------------
 
@@ -170,6 +173,16 @@ class Runtime:
 
     # -- sessions and runs -----------------------------------------------------------------------
 
+    def download_folder(self, folder: DownloadFolder | None = None) -> DownloadFolder:
+        """``folder``, or a private temporary one (``webagent.downloads``), removed when the runtime
+        closes unless its holder removes it sooner (``DownloadFolder.remove``)."""
+        if folder is not None:
+            return folder
+        self._scratch = [f for f in self._scratch if not f.removed]  # those removed by their holders: forgotten
+        scratch = DownloadFolder()
+        self._scratch.append(scratch)
+        return scratch
+
     @contextlib.asynccontextmanager
     async def open_session(
         self,
@@ -180,12 +193,15 @@ class Runtime:
         browser: ContextSettings | None = None,
         on_open: Callable[[BrowserSession], None] | None = None,
         on_queue: Callable[[bool], None] | None = None,
+        downloads: DownloadFolder | None = None,
     ) -> AsyncIterator[BrowserSession]:
         """A browser session under ``policy``'s guard (set before its first navigation, removed when it
         closes): on ``page``, a new tab in ``context``, or a new pooled context opened with the
         config's ``[browser]`` session settings and ``browser``'s over them. ``on_open`` is told
         the session as soon as it exists (before the guard is set, so that a browser dying there is
-        known); ``on_queue`` whether it waits for its turn to open (``BrowserPool.session``)."""
+        known); ``on_queue`` whether it waits for its turn to open (``BrowserPool.session``);
+        ``downloads``: where the pages' downloads are kept (default: a temporary folder,
+        ``download_folder``). A caller's page or context keeps its own ``accept_downloads``."""
         guard = self.guard(policy)
         config = self.browsers.config  # direct_cdp off with secrets (__init__)
         async with contextlib.AsyncExitStack() as stack:
@@ -203,6 +219,7 @@ class Runtime:
                 options = await self.sessions.options(browser)
                 pooled = self.browsers.session(guard=guard, on_queue=on_queue, options=options)
                 session = await stack.enter_async_context(pooled)
+            session.keep_downloads(self.download_folder(downloads))
             if on_open is not None:
                 on_open(session)
             await session.set_guard(guard)
@@ -242,6 +259,7 @@ class Runtime:
                 browser=spec.browser,
                 on_open=on_session,
                 on_queue=on_queue,
+                downloads=spec.downloads,
             )
             async with opening as session:
                 hosts = spec.secret_hosts if spec.secret_hosts is not None else self.secret_hosts()
@@ -260,6 +278,7 @@ class Runtime:
                     task=spec.task,
                     uploads=uploads,
                     human=spec.ask_user if spec.ask_user is not None else self.ask_user,
+                    downloads=lambda: session.downloads,
                 )
         finally:
             for client in clients:
@@ -290,10 +309,14 @@ class Runtime:
             await session.close()
 
     async def aclose(self) -> None:
-        """Close the endpoint pools and the browsers; push the traces ended so far (``webagent.telemetry``)."""
+        """Close the endpoint pools and the browsers; push the traces ended so far (``webagent.telemetry``);
+        remove the temporary download folders (``download_folder``)."""
         if telemetry.enabled():
             await asyncio.to_thread(telemetry.shutdown)
         for pool in self._endpoints.values():
             await pool.aclose()
         self._endpoints.clear()
         await self.browsers.aclose()
+        scratch, self._scratch = self._scratch, []  # after the browsers: no download is still being copied
+        for folder in scratch:
+            await asyncio.to_thread(folder.remove)

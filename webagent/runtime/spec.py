@@ -18,6 +18,7 @@ from playwright.async_api import BrowserContext, Page
 
 from ..budget import Budget
 from ..config import AgentSettings, ContextSettings
+from ..downloads import DownloadFolder
 from ..loop import HumanHandler, Judge, TaskHook
 from ..replay import StepReplay
 from ..safety import NavigationPolicy
@@ -61,6 +62,9 @@ class RunSpec:
     #: ``allowed_domains``, else nowhere; an entry point that speaks for the operator (``Agent.stream``,
     #: ``Pilot.act`` without a policy of their caller's) passes ``Runtime.secret_hosts(url)``.
     secret_hosts: tuple[str, ...] | None = None
+    #: Where the run keeps the files its pages download (``RunStream``: its output folder's
+    #: ``downloads/``); None: a private temporary folder (``Runtime.download_folder``).
+    downloads: DownloadFolder | None = None
 
     def replace(self, **changes: object) -> RunSpec:
         """A copy with ``changes``."""

@@ -115,6 +115,7 @@ def totals(suite: Suite, items: list[CheckOutcome], config: AgentConfig, *, inte
                 "replayed_steps": o.result.replayed_steps if o.result else 0,
                 "calls_saved": o.result.calls_saved if o.result else 0,
                 "duration_s": o.result.duration_s if o.result else 0.0,
+                "downloads": [d.model_dump(mode="json") for d in o.result.downloads] if o.result else [],
             }
             for o in items
         ],

@@ -13,6 +13,10 @@ really do fails. ``steps`` is each task done with its hand, ``without`` the same
 old hands only (clicks, keys, a page scroll), which must fail.
 
 ``SIGNUP`` is a six-field form, the workload of several actions a turn (``plan_script``).
+``EXPORT`` is an "Export CSV" button (``export.html``: the file is made in the page, a Blob
+downloaded through a link's ``download`` attribute): its task is done only when the download is
+kept, since the policy answers from what its observation tells (``export_script``: the answer at
+``Downloaded: orders.csv``, another one otherwise); with ``[browser] downloads = "refuse"`` it fails.
 Coordinates are CSS pixels of a 1280x800 viewport.
 """
 
@@ -21,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["HAND_TASKS", "SIGNUP", "SIGNUP_PLAN", "HandTask", "plan_script"]
+__all__ = ["EXPORT", "EXPORT_CSV", "HAND_TASKS", "SIGNUP", "SIGNUP_PLAN", "HandTask", "export_script", "plan_script"]
 
 Act = dict[str, Any]
 
@@ -312,3 +316,32 @@ SIGNUP_PLAN: tuple[Act, ...] = (
     _click("Sign up button"),
     _answer("signed up"),
 )
+
+#: An "Export CSV" button whose file only a kept download brings (``export_script``).
+EXPORT = HandTask(
+    id="csv-export",
+    path="export.html",
+    goal="Export the orders as a CSV file and report its name",
+    elements={"Export CSV button": (800, 145)},
+    steps=(_click("Export CSV button"),),
+    without=(),
+    marker="exported",
+    answer="exported orders.csv",
+    event={"page": "export", "rows": "3"},
+)
+#: The file the export makes (the table's three orders).
+EXPORT_CSV = b"order,customer,total\n1001,Ada Lovelace,42.50\n1002,Alan Turing,17.25\n1003,Grace Hopper,99.00\n"
+
+
+def export_script() -> dict[str, Any]:
+    """The export task's script: click Export CSV, then answer from what the observation tells: the
+    task's answer once it says ``Downloaded: orders.csv``, else that nothing was saved (which the
+    validator rejects); the validator accepts only on the page marked exported."""
+    script = plan_script(EXPORT.goal, EXPORT.steps, EXPORT.elements, marker=EXPORT.marker, answer=EXPORT.answer)
+    policy = script["tasks"][0]["policy"]
+    script["tasks"][0]["policy"] = [
+        policy[0],
+        {"when": {"event": "Downloaded: orders.csv"}, "action": _answer(EXPORT.answer)},
+        {"action": _answer("the export was not saved")},
+    ]
+    return script

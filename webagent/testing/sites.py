@@ -14,6 +14,8 @@ dynamic routes:
   :mod:`webagent.testing.safetysites`).
 * ``/trouble/...`` -- pages that misbehave (a download, a file chooser, a redirect loop, a page
   that never finishes loading, a ``beforeunload`` guard); see :mod:`webagent.testing.trouble`.
+* ``/downloads/...`` -- downloads that misbehave (any name, any size, slow, cut off, a flood of
+  them, a link to one on another host); see :mod:`webagent.testing.downloadsite`.
 * ``/hands/...`` -- a page for each of the agent's pointer hands and tabs (a hover menu, a range
   selected with shift held, a grid edited after a double-click, a context menu, a drag-and-drop board, a slider, a panel that
   scrolls in a page that does not, a coupon in a second tab, a six-field form); each reports the
@@ -56,6 +58,7 @@ from .catalog import (
     search_products,
     validate_registration,
 )
+from .downloadsite import serve_downloads
 from .trouble import serve_trouble
 
 __all__ = [
@@ -202,6 +205,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if route.startswith("/trouble") and serve_trouble(self, route, self.site.stopping):
             return
+        if route == "/downloads/file":
+            self.site.record_download_hit(self.headers.get("Host", ""), self.path)
+        if route.startswith("/downloads/") and serve_downloads(self, route, parts.query, self.site.stopping):
+            return
         self._serve_static(path, parts.query)
 
     def _safety(self, method: str, route: str, query: str) -> None:
@@ -293,6 +300,8 @@ class SiteServer:
         self._requested_port = port
         self.submissions: list[dict[str, str]] = []
         self.safety_hits: list[tuple[str, str]] = []
+        #: Each /downloads/file request: (Host header, path and query).
+        self.download_hits: list[tuple[str, str]] = []
         self.logins: list[dict[str, str]] = []
         #: What the /hands/ pages reported (each an event's fields, ``page`` among them).
         self.hand_events: list[dict[str, str]] = []
@@ -331,6 +340,10 @@ class SiteServer:
     def record_safety_hit(self, host: str, path: str) -> None:
         with self._lock:
             self.safety_hits.append((host, path))
+
+    def record_download_hit(self, host: str, path: str) -> None:
+        with self._lock:
+            self.download_hits.append((host, path))
 
     def record_login(self, values: dict[str, str]) -> None:
         with self._lock:
