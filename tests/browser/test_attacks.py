@@ -26,9 +26,9 @@ import pytest
 from webagent.browser.guard import NavigationGuard
 from webagent.browser.pool import BrowserPool
 from webagent.browser.secretpage import SecretPage
-from webagent.runtime import access as runtime_access
 from webagent.browser.session import BrowserSession
 from webagent.config import BrowserConfig
+from webagent.runtime import access as runtime_access
 from webagent.safety import NavigationPolicy
 from webagent.secrets import Secrets
 from webagent.testing.attacksites import (
