@@ -11,11 +11,12 @@ observation's screenshot, as a grounded model would: ``click_element``, ``write_
 ``press_key``, ``select_option``, ``scroll`` (over a panel), ``hover_element``,
 ``double_click_element``, ``drag_element`` and ``wait``. One row per task: solved n/N, the actions
 it used, and why an episode failed; tasks with no solver are listed as not covered, with why. The
-summary gives the tasks covered, the share of them solved in every episode, and those whose
-solver needs a drag, a hover or a double click. BrowserGym's high-level action set is printed beside
-webagent's (``benchmarks/miniwob_solvers/browsergym.py``, from BrowserGym's own definitions).
+summary gives the tasks covered, the share of them solved in every episode, and those played with
+a drag, a hover or a double click. BrowserGym's high-level action set is printed beside webagent's
+(``benchmarks/miniwob_solvers/browsergym.py``, from BrowserGym's own definitions).
 ``--concurrency`` environments run at once on one shared agent (one browser pool), as the RL
-adapters run them.
+adapters run them; the tasks that copy and paste run one at a time (a browser's contexts share its
+clipboard). Results and why each failure happens: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from webagent.agent import Agent  # noqa: E402
 from webagent.config import AgentConfig  # noqa: E402
 from webagent.env import MiniWoBTasks, WebEnv, shared_agent  # noqa: E402
 
-#: The actions that need a hand beyond a click and typing, as the issue names them.
+#: The pointer's hands beyond a click, as the summary names them.
 POINTER_HANDS = {"drag_element": "drag", "hover_element": "hover", "double_click_element": "double-click"}
 #: Seconds one episode may take before it is counted failed.
 EPISODE_TIMEOUT_S = 90.0
@@ -173,7 +174,7 @@ def print_report(rows: list[Row], seeds: int, figures: dict[str, Any], wall_s: f
     )
     for hand in POINTER_HANDS.values():
         tasks = [t for t, hands in figures["pointer_hands"].items() if hand in hands]
-        print(f"covered tasks that need a {hand}: {', '.join(tasks) or 'none'}")
+        print(f"covered tasks played with a {hand}: {', '.join(tasks) or 'none'}")
     print()
     print(action_table())
 

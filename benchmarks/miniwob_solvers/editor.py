@@ -19,8 +19,8 @@ TOOLS = {"bold": ".ql-bold", "italics": ".ql-italic", "underlined": ".ql-underli
 
 
 async def select_word(p: Play, text: str, word: str) -> None:
-    """Select ``word`` of the editor's text: a double click on a plain word, else a drag over it
-    (a double click selects letters only, and the page wants the word with its punctuation)."""
+    """Select ``word`` of the editor's text: a double click selects its letters, and Shift+ArrowRight
+    adds each punctuation mark after them (the page wants the word as its query spells it)."""
     start = 0
     for token in text.split(" "):
         if token == word:
@@ -28,15 +28,11 @@ async def select_word(p: Play, text: str, word: str) -> None:
         start += len(token) + 1
     else:
         raise Stuck(f"no word {word!r} in the editor")
-    first = await p.read(CHARS, [start, start + 1])
-    last = await p.read(CHARS, [start + len(word) - 1, start + len(word)])
-    if word.isalpha():
-        left, top, right, bottom = await p.read(CHARS, [start, start + len(word)])
-        await p.dblclick({"x": (left + right) / 2, "y": (top + bottom) / 2})
-    else:  # from the first character's left edge to the last one's right edge (lines may wrap between)
-        await p.drag_points(
-            (first[0] + 0.5, (first[1] + first[3]) / 2), (last[2] + 0.5, (last[1] + last[3]) / 2), "the word"
-        )
+    letters = len(word.rstrip(".,;:!?"))
+    left, top, right, bottom = await p.read(CHARS, [start, start + letters])
+    await p.dblclick({"x": (left + right) / 2, "y": (top + bottom) / 2})
+    for _ in range(len(word) - letters):
+        await p.press("Shift+ArrowRight")
 
 
 @solves("text-editor")

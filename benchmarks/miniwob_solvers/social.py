@@ -69,6 +69,10 @@ async def social_media(p: Play) -> None:
     user, label = await p.read("[bold[0], bold[1]]")
     if label in MENU:
         await p.click(f"{POSTS}[0].querySelector('.more')", user)
+        if not await p.read(f"{POSTS}[0].querySelector('ul').offsetParent !== null", user):
+            # The icon's hover image replaces its image under the pointer; until it has loaded the
+            # icon has no size, and the click's press, sent with its move, lands on the post.
+            raise Stuck("the post's 'more' menu did not open after a click on its icon")
         await p.click(f"{POSTS}[0].querySelector('ul li.{MENU[label]}')", user)
     else:
         await p.click(f"{POSTS}[0].querySelector('.{BUTTONS[label]}')", user)
