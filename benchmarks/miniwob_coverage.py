@@ -16,7 +16,8 @@ a drag, a hover or a double click. BrowserGym's high-level action set is printed
 (``benchmarks/miniwob_solvers/browsergym.py``, from BrowserGym's own definitions).
 ``--concurrency`` environments run at once on one shared agent (one browser pool), as the RL
 adapters run them; the tasks that copy and paste run one at a time (a browser's contexts share its
-clipboard). Results and why each failure happens: docs/benchmarks.md.
+clipboard). Results and why each failure happens: docs/benchmarks.md, "MiniWoB++ coverage" (in
+full: docs/benchmarks-history.md, 2026-12-05).
 """
 
 from __future__ import annotations

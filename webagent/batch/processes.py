@@ -2,11 +2,12 @@
 
 One Python thread drives every session of a local batch: its event loop, the Playwright driver's
 messages, the model calls' HTTP, the run files. At a few hundred sessions that thread is the limit
-(on a busy machine it waits for a CPU between every browser round trip: docs/benchmarks.md, issue
-27). ``WorkerPool`` starts N processes (``worker.py``), each with its own agent, browser pool,
-driver and admission control, hands each task to the worker with the fewest in flight (each holds at
-most its share of ``--concurrency``) and yields the lines and step figures they send back, for the
-one ``BatchRunner`` that writes ``results.jsonl`` and counts them. A worker that dies (killed, out of
+(on a busy machine it waits for a CPU between every browser round trip: docs/benchmarks.md, "Soak";
+how it was found: docs/benchmarks-history.md, 2026-12-02, issue 27). ``WorkerPool`` starts N
+processes (``worker.py``), each with its own agent, browser pool, driver and admission control,
+hands each task to the worker with the fewest in flight (each holds at most its share of
+``--concurrency``) and yields the lines and step figures they send back, for the one
+``BatchRunner`` that writes ``results.jsonl`` and counts them. A worker that dies (killed, out of
 memory) is replaced and its tasks in flight handed out again, up to ``WORKER_RETRIES`` times each;
 a worker that stops answering at all is found by its silence (it reports every second): killed,
 then handled like a death.
