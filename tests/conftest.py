@@ -33,6 +33,24 @@ TASKS = resource_dir("tasks")
 pytest_plugins = ["pytester"]  # tests/pytest_plugin runs generated pytest projects
 
 
+SLOW_LIST = Path(__file__).with_name("slow.txt")
+
+
+def slow_entries() -> set[str]:
+    """The tests of the slow tier (tests/slow.txt): ``FILE::NAME`` or ``FILE``."""
+    lines = (line.split("#", 1)[0].strip() for line in SLOW_LIST.read_text().splitlines())
+    return {line for line in lines if line}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests tests/slow.txt lists ``slow`` (``./scripts/test.sh --fast`` leaves them out)."""
+    slow = slow_entries()
+    for item in items:
+        name = item.nodeid.split("[", 1)[0]
+        if name in slow or name.split("::", 1)[0] in slow:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def site() -> Iterator[SiteServer]:
     with SiteServer() as server:
