@@ -40,6 +40,8 @@ if [ ! -e "$VENV/.complete" ]; then
 fi
 PYTHONPATH=$PWD "$VENV/bin/python" -c "import verifiers, webagent.env.vf" >/dev/null
 if [ -z "${VF_VENV:-}" ]; then
+  # A .venv-vf of the old layout (a venv in the checkout) would take the link inside it.
+  if [ -d .venv-vf ] && [ ! -L .venv-vf ]; then rm -rf .venv-vf; fi
   ln -sfn "$VENV" .venv-vf
 fi
 echo "$VENV"
