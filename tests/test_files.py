@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from webagent.files import write_atomic, write_atomic_parts
+from webagent.files import cut_utf8, write_atomic, write_atomic_parts
 
 
 def test_write_atomic_mode_and_content(tmp_path: Path) -> None:
@@ -35,3 +35,10 @@ def test_write_atomic_parts_streams_and_a_failure_keeps_the_old_file(tmp_path: P
         write_atomic_parts(target, broken())
     assert target.read_bytes().startswith(b"<a>")  # readers never see the half-written page
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
+
+
+def test_cut_utf8_counts_bytes_and_never_splits_a_character() -> None:
+    assert cut_utf8("abc", 2) == "ab" and cut_utf8("abc", 3) == "abc"
+    assert cut_utf8("\u00e9\u00e9\u00e9", 5) == "\u00e9\u00e9"  # 2 bytes each: never half of one
+    assert cut_utf8("\U0001d400" * 100, 100) == "\U0001d400" * 25
+    assert cut_utf8("a\ud800b", 3) == "a"  # a lone surrogate counts as its 3 bytes

@@ -1,4 +1,5 @@
-"""Atomic file writes: readers (and a killed run) never see a partial file."""
+"""Atomic file writes: readers (and a killed run) never see a partial file; file names cut to a
+size every file system takes."""
 
 from __future__ import annotations
 
@@ -7,7 +8,11 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["write_atomic", "write_atomic_parts"]
+__all__ = ["MAX_NAME_BYTES", "cut_utf8", "write_atomic", "write_atomic_parts"]
+
+#: The bytes a name webagent derives from an id, a goal or a test name may take before its hash is
+#: added (255, the common limit of one file name, less room for the hash and a suffix).
+MAX_NAME_BYTES = 100
 
 
 def _umask() -> int:
@@ -44,3 +49,16 @@ def write_atomic_parts(path: str | Path, parts: Iterable[bytes], *, private: boo
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def cut_utf8(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` bytes of UTF-8, on a character boundary (a file name is
+    limited in bytes: 100 characters of a 4-byte script are 400; a lone surrogate counts as 3)."""
+    if len(text) * 4 <= limit:
+        return text
+    size = 0
+    for i, char in enumerate(text):
+        size += len(char.encode("utf-8", "surrogatepass"))
+        if size > limit:
+            return text[:i]
+    return text

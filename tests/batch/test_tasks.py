@@ -372,13 +372,26 @@ def test_any_task_file_loads_or_names_its_first_bad_line(tmp_path: Path, lines: 
         assert all(t.url.startswith(("http://", "https://", "file:", "about:")) for t in tasks)
 
 
+# Any character, lone surrogates too (a JSON task file's "\ud800" is one), up to 4 bytes each.
+_ANY_ID = st.text(st.characters(exclude_categories=()), min_size=1, max_size=200)
+
+
 @PROPERTIES
-@given(ids=st.lists(st.text(min_size=1, max_size=30), min_size=2, max_size=8, unique=True))
+@given(ids=st.lists(_ANY_ID, min_size=2, max_size=8, unique=True))
 def test_distinct_task_ids_get_distinct_run_directories(ids: list[str]) -> None:
     names = [run_dir_name(i) for i in ids]
     assert len(set(names)) == len(ids), dict(zip(ids, names, strict=True))
     for name in names:
-        assert name and "/" not in name and "\x00" not in name and name not in (".", "..") and len(name) <= 109
+        assert name and "/" not in name and "\x00" not in name and name not in (".", "..")
+        assert len(name.encode()) <= 109  # bytes, as file systems count (a name is valid UTF-8)
     # An id that looks like another one's generated name does not take that name.
     generated = run_dir_name("a/b")
     assert run_dir_name(generated) != generated
+
+
+def test_a_run_directory_name_is_cut_by_bytes_on_a_character_boundary() -> None:
+    long_id = "\U0001d400" * 100  # 100 letters of 4 bytes: 400 bytes, too long for a file name
+    name = run_dir_name(long_id)
+    assert name == "\U0001d400" * 25 + "-" + name[-8:] and len(name.encode()) == 109
+    assert run_dir_name("\u00e9" * 51) == "\u00e9" * 50 + "-" + run_dir_name("\u00e9" * 51)[-8:]
+    assert run_dir_name("ok-\ud800") == "ok-_-" + run_dir_name("ok-\ud800")[-8:]

@@ -258,6 +258,9 @@ def test_one_cache_file_per_test_with_a_safe_distinct_name(tmp_path: Path) -> No
     odd = [cache_path(test_file, f"test_x[chromium-{p}]").name for p in ("a/b", "a:b", "a b", "a?b")]
     assert len(set(odd)) == 4 and all("/" not in n and ":" not in n and " " not in n for n in odd)
     assert len(cache_path(test_file, "test_" + "x" * 400).name) <= 130
+    # a test named in a script of 4-byte letters: cut by bytes, what a file system limits (255)
+    letters = cache_path(test_file, "test_" + "\U0001d400" * 100).name
+    assert len(letters.encode()) <= 130 and letters.startswith("test_\U0001d400")
     # same-named tests of two classes (and the module's own): three files, named readably
     named = [cache_path(test_file, n).name for n in ("TestA::test_x[chromium]", "TestB::test_x[chromium]", "test_x")]
     assert named == ["TestA.test_x[chromium].json", "TestB.test_x[chromium].json", "test_x.json"]

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..config import AgentSettings, ContextSettings
 from ..errors import InputError
+from ..files import MAX_NAME_BYTES, cut_utf8
 from ..inputs import MAX_GOAL_CHARS, check_text, load_json, read_text
 from ..stream import TraceMode
 from ..urls import normalize_url
@@ -265,12 +266,16 @@ def reference_matches(answer: str | None, references: list[str]) -> bool:
 
 def run_dir_name(task_id: str) -> str:
     """The directory name of a task's runs: the id itself when it is a safe file name, else the id
-    made safe with its hash appended (``a/b`` -> ``a_b-3ec69c85``). An id that already ends like
-    such a name gets a hash too, so that no two ids share a name (up to a 32-bit hash collision,
-    which ``check_run_dirs`` refuses)."""
-    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in task_id).strip(".")[:100] or "task"
+    made safe, cut to ``MAX_NAME_BYTES`` bytes of UTF-8 (on a character boundary: a file name is
+    limited in bytes, and 100 letters of a 4-byte script are 400), with its hash appended
+    (``a/b`` -> ``a_b-3ec69c85``). An id that already ends like such a name gets a hash too, so
+    that no two ids share a name (up to a 32-bit hash collision, which ``check_run_dirs`` refuses).
+    Any id gets a name: a lone surrogate (which JSON's escapes can hold) is replaced like any other
+    character a file name should not have."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in task_id)
+    name = cut_utf8(safe.strip("."), MAX_NAME_BYTES) or "task"
     if name != task_id or _HASHED.search(task_id):
-        name += "-" + hashlib.sha1(task_id.encode()).hexdigest()[:8]
+        name += "-" + hashlib.sha1(task_id.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     return name
 
 

@@ -12,6 +12,7 @@ from ..batch.cli import BatchProgress, ray_cluster
 from ..budget import BudgetLimits
 from ..config import AgentConfig
 from ..errors import InputError
+from ..files import MAX_NAME_BYTES, cut_utf8
 from ..replay import ReplayCache
 from ..runtime import checked_sessions
 from ..secrets import Secrets
@@ -106,4 +107,6 @@ def run_test(args: argparse.Namespace, config: AgentConfig) -> int:
 
 
 def _slug(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_" else "-" for c in name.lower()).strip("-") or "suite"
+    """The default output folder's name for a suite's name (cut by bytes: a file system's limit)."""
+    slug = "".join(c if c.isalnum() or c in "-_" else "-" for c in name.lower()).strip("-")
+    return cut_utf8(slug, MAX_NAME_BYTES).strip("-") or "suite"
