@@ -395,3 +395,10 @@ def test_a_run_directory_name_is_cut_by_bytes_on_a_character_boundary() -> None:
     assert name == "\U0001d400" * 25 + "-" + name[-8:] and len(name.encode()) == 109
     assert run_dir_name("\u00e9" * 51) == "\u00e9" * 50 + "-" + run_dir_name("\u00e9" * 51)[-8:]
     assert run_dir_name("ok-\ud800") == "ok-_-" + run_dir_name("ok-\ud800")[-8:]
+
+
+def test_an_id_utf8_cannot_carry_is_one_line_of_error(tmp_path: Path) -> None:
+    """A JSON escape can write a lone surrogate; no results line could hold it (it was a crash)."""
+    path = write(tmp_path / "t.jsonl", '{"id": "a\\ud800", "url": "http://127.0.0.1:9/", "goal": "g"}')
+    with pytest.raises(InputError, match=r"t.jsonl: task id 'a\\ud800' is not valid text at character 2"):
+        load_tasks(path)

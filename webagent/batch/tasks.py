@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..config import AgentSettings, ContextSettings
 from ..errors import InputError
 from ..files import MAX_NAME_BYTES, cut_utf8
-from ..inputs import MAX_GOAL_CHARS, check_text, load_json, read_text
+from ..inputs import MAX_GOAL_CHARS, check_text, load_json, not_utf8_at, read_text
 from ..stream import TraceMode
 from ..urls import normalize_url
 
@@ -281,9 +281,12 @@ def run_dir_name(task_id: str) -> str:
 
 def check_run_dirs(task_ids: Iterable[str], where: str = "the tasks") -> None:
     """InputError when two task ids would share a run directory (case ignored, as some file
-    systems do: ``Task`` and ``task`` would)."""
+    systems do: ``Task`` and ``task`` would), or for an id no results line could hold (a lone
+    surrogate, which a JSON escape can write: UTF-8 cannot carry it)."""
     seen: dict[str, str] = {}
     for task_id in task_ids:
+        if (at := not_utf8_at(task_id)) is not None:
+            raise InputError(f"{where}: task id {task_id!r} is not valid text at character {at}; give it in UTF-8")
         key = run_dir_name(task_id).lower()
         other = seen.setdefault(key, task_id)
         if other != task_id:
