@@ -22,6 +22,7 @@ from rich.text import Text
 from ..config import AgentConfig
 from ..errors import InputError
 from ..files import write_atomic
+from ..inputs import terminal_json, terminal_text
 from ..runtime import checked_sessions
 from .processes import auto_workers
 from .ray import RayCluster
@@ -115,7 +116,7 @@ class BatchProgress:
             self._told_resume = True
             resume = self.resume_line(stats)
             if resume is not None:
-                print(f"{self.label}: {resume}", file=sys.stderr, flush=True)
+                print(terminal_text(f"{self.label}: {resume}"), file=sys.stderr, flush=True)
         if not stats.steps and not stats.finished_now:  # nothing to count yet: the phase, once
             if stats.phase != self._phase:
                 self._phase = stats.phase
@@ -129,10 +130,11 @@ class BatchProgress:
         self._show(self.line(stats))
 
     def _show(self, text: str) -> None:
+        line = terminal_text(f"{self.label}: {text}")  # an admission's reason may quote a browser's error
         if self.live is not None:
-            self.live.update(Text(f"{self.label}: {text}"))
+            self.live.update(Text(line))
         else:
-            print(f"{self.label}: {text}", file=sys.stderr, flush=True)
+            print(line, file=sys.stderr, flush=True)
 
 
 def admitted(s: BatchStats) -> str:
@@ -226,7 +228,7 @@ def _finish(
     if not args.quiet:
         print_summary(summary)
     if args.json:
-        print(json.dumps(summary))
+        print(terminal_json(json.dumps(summary)))
     return exit_code(summary)
 
 

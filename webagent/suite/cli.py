@@ -13,6 +13,7 @@ from ..budget import BudgetLimits
 from ..config import AgentConfig
 from ..errors import InputError
 from ..files import MAX_NAME_BYTES, cut_utf8
+from ..inputs import terminal_json, terminal_text
 from ..replay import ReplayCache
 from ..runtime import checked_sessions
 from ..secrets import Secrets
@@ -88,20 +89,24 @@ def run_test(args: argparse.Namespace, config: AgentConfig) -> int:
             )
         )
     if args.json:
-        print(json.dumps(summary))
+        print(terminal_json(json.dumps(summary)))
     elif not args.quiet:
         for item in items:
-            print(_line(item))
+            print(terminal_text(_line(item)))  # a check's name, the validator's feedback
         saved = f" ({summary['calls_saved']} saved by the replay cache)" if cache is not None else ""
         print(
-            f"{summary['passed']}/{summary['checks']} checks passed · {summary['model_calls']} model calls{saved}"
-            f" · ${summary['cost_usd']:.4f} · report: {output / 'report.html'}"
-            + (f" · junit: {args.junit}" if args.junit else "")
+            terminal_text(
+                f"{summary['passed']}/{summary['checks']} checks passed · {summary['model_calls']} model calls{saved}"
+                f" · ${summary['cost_usd']:.4f} · report: {output / 'report.html'}"
+                + (f" · junit: {args.junit}" if args.junit else "")
+            )
         )
         if cache is not None and cache.updated:
-            print(f"replay cache {cache.path} updated for: {', '.join(cache.updated)}", file=sys.stderr)
+            updated = f"replay cache {cache.path} updated for: {', '.join(cache.updated)}"
+            print(terminal_text(updated), file=sys.stderr)
     if interrupted:
-        print(f"webagent: interrupted; resume with the same command plus --resume (output: {output})", file=sys.stderr)
+        stopped = f"webagent: interrupted; resume with the same command plus --resume (output: {output})"
+        print(terminal_text(stopped), file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_PASSED if summary["passed"] == summary["checks"] else EXIT_FAILED
 
