@@ -9,12 +9,12 @@ redacted to the placeholders.
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from pathlib import Path
 from typing import TypeVar
 
 from ..errors import WebAgentError
 from ..images import Frame, Screenshot
 from ..secrets import Secrets
+from ..uploads import Upload
 from .session import BrowserSession
 
 __all__ = ["SecretPage"]
@@ -88,8 +88,8 @@ class SecretPage:
     async def wait(self, seconds: float) -> None:
         await self._call(self.session.wait(seconds))
 
-    async def upload_file(self, x: float, y: float, path: Path) -> str:
-        return self.secrets.redact(await self._call(self.session.upload_file(x, y, path)))
+    async def upload_file(self, x: float, y: float, file: Upload) -> str:
+        return self.secrets.redact(await self._call(self.session.upload_file(x, y, file)))
 
     async def evaluate(self, script: str, arg: object = None) -> object:
         return await self._call(self.session.evaluate(script, arg))

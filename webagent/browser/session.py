@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import structlog
@@ -33,6 +32,7 @@ from ..config import BrowserConfig
 from ..errors import BrowserError, BrowserStuckError
 from ..images import Frame, Screenshot
 from ..secrets import well_formed
+from ..uploads import Upload
 from .capture import ScreenCapture
 from .control import PageControl
 from .deadline import CommandTimeout, within
@@ -264,9 +264,10 @@ class BrowserSession:
     async def wait(self, seconds: float) -> None:
         await self._control.wait(seconds)
 
-    async def upload_file(self, x: float, y: float, path: Path) -> str:
-        """Give ``path`` (an allowed file: ``webagent.uploads``) to the file input or chooser at (x, y)."""
-        return await self._control.upload_file(x, y, path)
+    async def upload_file(self, x: float, y: float, file: Upload) -> str:
+        """Give ``file`` (the bytes of an allowed file: ``webagent.uploads``) to the file input or
+        chooser at (x, y)."""
+        return await self._control.upload_file(x, y, file)
 
     async def evaluate(self, script: str, arg: object = None) -> object:
         """Run ``script`` (a JavaScript function or expression) in the page, within ``command_timeout_s``;
