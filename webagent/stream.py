@@ -22,6 +22,7 @@ from .browser.deadline import on_wait_over, within
 from .browser.session import BrowserSession
 from .budget import Budget
 from .errors import BrowserError
+from .files import make_dir, secure_file
 from .loop import Episode
 from .records import Phase, PhaseName, RunResult, Step
 from .replay import ReplayCache, StepReplay
@@ -59,6 +60,9 @@ class RunStream:
         self.spec = spec.replace(settings=settings, budgets=runtime.run_budgets(settings, budgets or []))
         #: What the run redacts: the config's secrets and what its browser settings hold (a state's cookies).
         self.secrets = runtime.sessions.secrets(spec.browser)
+        #: Whether its run directory is its owner's only (0700 / 0600: ``webagent.files``): it types
+        #: secrets, holds a signed-in state or a password, or saves one.
+        self.private = runtime.sessions.private(spec.browser) or spec.save_state is not None
         self.url = spec.url
         self.goal = spec.goal
         self.output_dir = Path(output_dir) if output_dir is not None else None
@@ -172,7 +176,7 @@ class RunStream:
         self, episode: Episode, session: BrowserSession, replay: StepReplay | None
     ) -> AsyncIterator[RunEvent]:
         secrets = self.secrets
-        files = RunFiles(self.output_dir)
+        files = RunFiles(self.output_dir, private=self.private)
         # No trace when secrets are set: a trace's DOM snapshots would hold the typed values (and
         # its network log a signed-in state's cookies).
         own_page = self.spec.page is None and self.spec.context is None
@@ -212,7 +216,7 @@ class RunStream:
                 await self._save_state(session, self.spec.save_state)
             if tracing and self.output_dir is not None:
                 keep = self.trace == "always" or not (self.result and self.result.success)
-                trace = await _stop_tracing(session, self.output_dir / "trace.zip" if keep else None)
+                trace = await _stop_tracing(session, self.output_dir / "trace.zip" if keep else None, self.private)
                 self._progressed()
                 if trace and self.result is not None:
                     self.result.trace = str(trace)
@@ -242,14 +246,15 @@ async def _start_tracing(session: BrowserSession) -> None:
         log.warning("trace_start_failed", error=str(exc))
 
 
-async def _stop_tracing(session: BrowserSession, path: Path | None) -> Path | None:
+async def _stop_tracing(session: BrowserSession, path: Path | None, private: bool) -> Path | None:
     try:
         tracing = session.page.context.tracing
         if path is None:
             await within(tracing.stop(), TRACE_TIMEOUT_S, "tracing.stop")
             return None
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_dir(path.parent, private=private)
         await within(tracing.stop(path=path), TRACE_TIMEOUT_S, "tracing.stop")
+        secure_file(path, private=private)  # written by Playwright's driver, with its umask
         return path
     except Exception as exc:
         log.warning("trace_stop_failed", error=str(exc))

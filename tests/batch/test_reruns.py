@@ -47,6 +47,7 @@ class FakeStream:
         self.session: FakeSession | None = None
         self.last_progress = time.monotonic()
         self.queued = False
+        self.private = False  # its run directory: the umask's (a run holding a secret: its owner's only)
         self._gen = self._run()
 
     @property

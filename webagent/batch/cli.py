@@ -188,7 +188,7 @@ def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:
         return stats, server
 
     stats, server = asyncio.run(main())
-    return _finish(args, output, stats, server, config, interrupted=runner.stopping)
+    return _finish(args, output, stats, server, config, interrupted=runner.stopping, private=runner.private)
 
 
 def worker_count(value: str, concurrency: int, *, ray: bool) -> int:
@@ -221,10 +221,11 @@ def _finish(
     config: AgentConfig,
     *,
     interrupted: bool,
+    private: bool = False,
 ) -> int:
     results = read_results(output)
     summary = summarize(results, stats, config, attempts=args.attempts, server=server, interrupted=interrupted)
-    write_atomic(output / "summary.json", (json.dumps(summary, indent=2) + "\n").encode())
+    write_atomic(output / "summary.json", (json.dumps(summary, indent=2) + "\n").encode(), private=private)
     if not args.quiet:
         print_summary(summary)
     if args.json:

@@ -182,7 +182,7 @@ class WebEnv:
         if isinstance(spec, TaskSpec) and self.reward_mode in ("reference", "both") and not spec.reference:
             raise InputError(f"reward {self.reward_mode!r} needs reference answers in the task ('reference')")
         self.task, self.result = spec, None
-        self._files = RunFiles(output_dir)
+        self._files = RunFiles(output_dir, private=self.agent.runtime.sessions.private())  # webagent.files
         stack = contextlib.AsyncExitStack()
         lease = SessionLease(stack, idle_timeout_s=self.idle_timeout_s)
         box = _Session()

@@ -67,6 +67,8 @@ class Pilot:
         self.browser = browser
         #: What the pilot redacts: the config's secrets and what the page's session settings hold.
         self.secrets = runtime.sessions.secrets(browser)
+        #: Whether its run directories are its owner's only (it holds a secret: ``webagent.files``).
+        self.private = runtime.sessions.private(browser)
         self.page = page
         self.policy = policy
         self.output_dir = Path(output_dir) if output_dir is not None else None
@@ -170,6 +172,7 @@ class Pilot:
                 calls=calls,
                 usage=meter.usage,
                 secrets=self.secrets,
+                private=self.private,
                 replayed=cached is not None,
             )
             if cached is None and reply.holds:
@@ -230,6 +233,7 @@ class Pilot:
                 calls=calls,
                 usage=meter.usage,
                 secrets=self.secrets,
+                private=self.private,
                 answer=text,
                 replayed=cached is not None,
             )
@@ -320,6 +324,7 @@ class Pilot:
             calls=[exc.call] if isinstance(exc.call, ModelCall) else [],
             usage=meter.usage,
             secrets=self.secrets,
+            private=self.private,
             error=str(exc),
         )
 

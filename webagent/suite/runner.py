@@ -142,8 +142,9 @@ async def run_suite(
         cache.refresh()
     items = outcomes(suite, output)
     summary = totals(suite, items, config, interrupted=runner.stopping)
-    write_atomic(output / "suite.json", (json.dumps(summary, indent=2) + "\n").encode())
+    private = runner.private  # its checks hold a secret: its outputs are its owner's only (webagent.files)
+    write_atomic(output / "suite.json", (json.dumps(summary, indent=2) + "\n").encode(), private=private)
     for target in {output / "junit.xml", *([junit] if junit else [])}:
-        write_junit(target, suite, items, output)
-    write_suite_report(output / "report.html", suite, items, output, summary)
+        write_junit(target, suite, items, output, private=private)
+    write_suite_report(output / "report.html", suite, items, output, summary, private=private)
     return summary, items, runner.stopping
