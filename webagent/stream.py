@@ -156,7 +156,10 @@ class RunStream:
             yield self._phase("launch")
         replay = None
         if self.cache is not None:
-            replay = self.cache.replay_for(self.cache_key, goal=spec.goal, expect=spec.expect)
+            any_origin = spec.settings is not None and spec.settings.replay_any_origin
+            replay = self.cache.replay_for(
+                self.cache_key, goal=spec.goal, url=spec.url, expect=spec.expect, any_origin=any_origin
+            )
         opened = self.runtime.open_episode(
             spec.replace(replay=replay),
             on_session=self._opened,

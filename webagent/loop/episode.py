@@ -31,7 +31,7 @@ from ..errors import (
 )
 from ..images import Screenshot
 from ..model.client import Message
-from ..records import Point, PolicyState, PromptContext, RunResult, Step, StopReason, ToolCall, Verdict
+from ..records import Point, PolicyState, PromptContext, RunResult, Step, StopReason, ToolCall
 from ..replay import CachedStep, StepReplay, fingerprint
 from ..roles.prompting import reply_text
 from ..secrets import shorten
@@ -318,7 +318,7 @@ class Episode:
             cached = await self._replayable(step)
             if cached is not None:
                 reply = PolicyReply(note=cached.note, thought="(replayed from the cache)", action=cached.action)
-                await self.apply(step, reply, point=cached.point, verdict=cached.verdict)
+                await self.apply(step, reply, point=cached.point)  # an answer: judged again, never by the cache
                 return
         self.meter.reserve()
         t1 = time.perf_counter()
@@ -407,13 +407,12 @@ class Episode:
         reply: PolicyReply,
         *,
         point: Point | None = None,
-        verdict: Verdict | None = None,
         raw: str | None = None,
         tool_calls: Sequence[ToolCall] = (),
     ) -> None:
         """Carry out the policy's reply (``point``: where its element is, the localizer skipped;
-        ``verdict``: skip the validator; ``raw``: the reply's text as the model gave it, else its
-        JSON; ``tool_calls``: its native tool calls)."""
+        ``raw``: the reply's text as the model gave it, else its JSON; ``tool_calls``: its native
+        tool calls). An answer is always judged (by the validator, or the caller's judge)."""
         self._replied(step, reply.model_dump_json() if raw is None and not tool_calls else raw, tool_calls)
         step.note, step.thought, step.action = reply.note, reply.thought, reply.action
         note = shorten(" ".join(reply.note.split()), NOTE_MAX_CHARS)
@@ -424,7 +423,7 @@ class Episode:
             step.outcome = "no answer given at the final step"
             return
         try:
-            step.outcome = await self._perform(step, action, point, verdict)
+            step.outcome = await self._perform(step, action, point)
         except (ActionError, LocalizationError, ModelReplyError) as exc:
             if isinstance(exc, ModelReplyError | LocalizationError):
                 self.meter.charge_failed(step, exc)
@@ -434,11 +433,9 @@ class Episode:
         self._recent.append(f"step {step.index}: {describe_action(action)} -> {step.outcome}")
         step.timings.total_s = time.perf_counter() - self._t0
 
-    async def _perform(
-        self, step: Step, action: Action, point: Point | None = None, verdict: Verdict | None = None
-    ) -> str:
+    async def _perform(self, step: Step, action: Action, point: Point | None = None) -> str:
         if isinstance(action, Answer):
-            return await self._validate(step, action, verdict)
+            return await self._validate(step, action)
         if isinstance(action, AskUser):
             return await self._ask(step, action)
         if isinstance(action, ElementAction):
@@ -505,7 +502,7 @@ class Episode:
         log.info("ask_user_answered", step=step.index)
         return f"the user answered: {' '.join(answer.split())}"
 
-    async def _validate(self, step: Step, answer: Answer, cached: Verdict | None = None) -> str:
+    async def _validate(self, step: Step, answer: Answer) -> str:
         url = self.page.url
         context = step.context
         if context is not None:
@@ -521,11 +518,11 @@ class Episode:
                 context.validator_context, context.validator_screenshots = "conversation", context.screenshots
                 if context.reply is None:  # the window context keeps no reply: the record does
                     context.reply, context.tool_calls = reply_text(text, calls), list(calls) or None
-            return await self.verdicts.judge_answer(step, answer, url, [], cached, conversation)
+            return await self.verdicts.judge_answer(step, answer, url, [], conversation)
         images = list(self._shots)[-self.settings.validator_screenshots :]
         if context is not None:
             context.validator_context, context.validator_screenshots = "separate", len(images)
-        return await self.verdicts.judge_answer(step, answer, url, images, cached)
+        return await self.verdicts.judge_answer(step, answer, url, images)
 
     def _replied(self, step: Step, raw: str | None, tool_calls: Sequence[ToolCall] = ()) -> None:
         """The reply goes into the policy's conversation (in the modes that keep one) and the step's record."""

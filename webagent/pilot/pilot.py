@@ -168,7 +168,8 @@ class Pilot:
                 look,
                 goal=f"Check: {statement}",
                 verdict=verdict,
-                outcome="the statement holds" if reply.holds else "the statement does not hold",
+                outcome=("the statement holds" if reply.holds else "the statement does not hold")
+                + (" (the replay cache's verdict, given on this page state before)" if cached is not None else ""),
                 calls=calls,
                 usage=meter.usage,
                 secrets=self.secrets,
@@ -332,7 +333,8 @@ class Pilot:
         """The answer the replay cache has for ``key`` on this page state, still valid."""
         if self.replay is None or look.seen is None:
             return None
-        hit = self.replay.answer_for(key, look.seen)
+        any_origin = self.runtime.config.agent.replay_any_origin
+        hit = self.replay.answer_for(key, look.seen, url=look.url, any_origin=any_origin)
         if hit is None:
             return None
         try:
@@ -343,7 +345,7 @@ class Pilot:
 
     def _store(self, key: str, look: Look, value: Any) -> None:
         if self.replay is not None and look.seen is not None:
-            self.replay.store_answer(key, look.seen, value)
+            self.replay.store_answer(key, look.seen, value, url=look.url)
 
 
 class _Json(BaseModel):

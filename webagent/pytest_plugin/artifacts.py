@@ -32,7 +32,7 @@ import pytest
 
 from ..files import cut_utf8
 from ..records import Fingerprint
-from ..replay import ReplayCache, StepReplay
+from ..replay import ReplayCache, StepReplay, origin_of
 from .options import REPORTS, CacheMode, RunsMode
 
 __all__ = [
@@ -95,10 +95,12 @@ class ReadOnlyCache(ReplayCache):
 class RecordingCache(ReplayCache):
     """Replays nothing and records every successful call anew (``--webagent-cache write``)."""
 
-    def replay_for(self, key: str, *, goal: str, expect: str | None = None) -> StepReplay:
-        return StepReplay()
+    def replay_for(
+        self, key: str, *, goal: str, url: str, expect: str | None = None, any_origin: bool = False
+    ) -> StepReplay:
+        return StepReplay(origin=origin_of(url))
 
-    def answer_for(self, key: str, seen: Fingerprint) -> Any:
+    def answer_for(self, key: str, seen: Fingerprint, *, url: str, any_origin: bool = False) -> Any:
         return None
 
 
