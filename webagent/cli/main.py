@@ -15,8 +15,10 @@ import logging
 import re
 import sys
 import time
+import traceback
 from collections.abc import MutableMapping, Sequence
 from pathlib import Path
+from types import TracebackType
 from typing import Any, TextIO
 
 import structlog
@@ -54,8 +56,14 @@ def _traceback(out: TextIO, exc_info: ExcInfo) -> None:
     out.write(terminal_text(text.getvalue()))
 
 
+def _uncaught(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+    """A traceback that reaches the top (a bug), shown as ``terminal_text`` like everything else."""
+    sys.stderr.write(terminal_text("".join(traceback.format_exception(kind, exc, tb))))
+
+
 def configure_logging(verbosity: int) -> None:
     level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    sys.excepthook = _uncaught
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_TerminalFormatter("%(message)s"))
     logging.basicConfig(level=level, handlers=[handler])
