@@ -230,7 +230,8 @@ class Pilot:
                 look,
                 goal=goal,
                 verdict=Verdict(success=True, feedback=f"The reply validated against {schema.name}."),
-                outcome="extracted",
+                outcome="extracted"
+                + (" (from the replay cache, on this page state before)" if cached is not None else ""),
                 calls=calls,
                 usage=meter.usage,
                 secrets=self.secrets,
