@@ -18,7 +18,7 @@ untrusted until reviewed, like a suite. What it may make a run do is bounded:
   replay_any_origin``, ``--cache-any-origin``: the same suite against staging and production);
 * a step that leaves the start origin (a ``goto`` elsewhere, a step recorded on a page of another
   origin), types a secret (``{{NAME}}``), uploads a file or asks a person is never replayed: the
-  policy is asked from there (``SENSITIVE``);
+  policy is asked from there (``sensitive``);
 * a cache file not owned by the user (or root), or writable by group or others, is refused with
   one line; it is written 0600.
 
