@@ -51,11 +51,11 @@ from urllib.parse import urlsplit, urlunsplit
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .actions import Action, Answer, AskUser, ClickElement, Goto, SelectOption, UploadFile, WriteElement
+from .actions import Action, Answer, AskUser, Goto, UploadFile, WriteElement, points_of
 from .errors import InputError, WebAgentError
 from .files import write_atomic
 from .images import Screenshot
-from .records import Fingerprint, Point, Step, Verdict
+from .records import Acted, Fingerprint, Point, Step, Verdict
 from .urls import normalize_url
 
 __all__ = [
@@ -176,14 +176,17 @@ class CachedStep(BaseModel):
     fingerprint: Fingerprint
     action: Action
     point: Point | None = None
+    target_point: Point | None = None
+    more: list[Acted] = Field(default_factory=list, description="The step's further actions (several a turn)")
     note: str = ""
     verdict: Verdict | None = None
 
     @property
     def calls(self) -> int:
-        """Model calls its replay saves: the policy's and the localizer's (a replayed answer is
-        judged again by the validator)."""
-        return 1 + isinstance(self.action, ClickElement | WriteElement | SelectOption)
+        """Model calls its replay saves: the policy's and, with a localizer, one per point (a
+        replayed answer is judged again by the validator)."""
+        actions = [self.action, *(a.action for a in self.more)]
+        return 1 + sum(points_of(a) for a in actions)
 
 
 class CachedAnswer(BaseModel):
@@ -255,8 +258,15 @@ class StepReplay:
             return
         if isinstance(action, Answer) and not (step.verdict and step.verdict.success):
             return
+        carried = [a for a in step.actions[1:] if not a.outcome.startswith("not carried out")]
         cached = CachedStep(
-            fingerprint=step.fingerprint, action=action, point=step.point, note=step.note, verdict=step.verdict
+            fingerprint=step.fingerprint,
+            action=action,
+            point=step.point,
+            target_point=step.target_point,
+            more=[Acted(action=a.action, point=a.point, target_point=a.target_point) for a in carried],
+            note=step.note,
+            verdict=step.verdict,
         )
         if step.replayed:
             self.calls_saved += cached.calls

@@ -37,7 +37,7 @@ from .attempts import TaskLimits
 from .results import TaskResult
 from .stats import AdmissionState, BatchStats, StepFigures
 from .tasks import TaskSpec
-from .worker import LINE_LIMIT, config_payload
+from .worker import LINE_LIMIT, config_payload, payload
 
 __all__ = ["CLOSE_S", "SILENT_S", "START_S", "WORKER_RETRIES", "WorkerPool", "auto_workers"]
 
@@ -123,7 +123,10 @@ class WorkerPool:
         admission: bool = True,
         cache: Path | None = None,
         verbosity: int = 0,
+        hardened: bool = False,
     ) -> None:
+        """``hardened``: each worker's first browser is of the kind guarded sessions get (its first
+        task's, ``tasks.guarded``)."""
         if workers < 1:
             raise ValueError("a worker pool needs at least 1 worker")
         self.config = config
@@ -142,6 +145,7 @@ class WorkerPool:
             "limits": dataclasses.asdict(limits),
             "cache": str(cache.resolve()) if cache is not None else None,
             "admission": admission,
+            "hardened": hardened,
         }
 
     def _shares(self) -> list[int]:
@@ -262,7 +266,7 @@ class WorkerPool:
             worker = min(room, key=lambda w: len(w.tasks))
             task = pending.popleft()
             worker.tasks[task.id] = task
-            worker.send({"run": task.model_dump(mode="json")})
+            worker.send({"run": payload(task)})
 
     async def results(self, pending: deque[TaskSpec], stats: BatchStats) -> AsyncGenerator[TaskResult | StepFigures]:
         """Hand ``pending`` out, each worker up to its share at once; yield each step's figures and

@@ -7,7 +7,8 @@ model endpoints' connection pools). ``webagent env serve`` runs it (``webagent.e
 
 Reset takes ``task`` (a benchmark task's name such as ``miniwob/click-button``, or
 ``{"url", "goal", "reference"?}``) and ``seed``; step takes a ``WebAction``: the policy's ``reply``
-(its text or JSON) or one ``action`` dict, and an optional ``point`` in screenshot pixels. An
+(its text or JSON) or one ``action`` dict, an optional ``point`` in screenshot pixels and, for a
+drag, ``to_point``. An
 episode ending truncated for its own reasons (out of steps or time) is ``done`` with reward 0 and
 ``truncated_by`` set. **An infrastructure failure** (a dead browser, a model server down, a spent
 budget, a session closed for idling) **is raised**: the step answers openenv-core's error message
@@ -65,6 +66,9 @@ class WebAction(Action):  # type: ignore[misc]
     reply: str | dict[str, Any] | None = Field(default=None, description="The policy's reply: its text or JSON")
     action: dict[str, Any] | None = Field(default=None, description='One action, e.g. {"action": "scroll", ...}')
     point: tuple[float, float] | None = Field(default=None, description="Where to act, in screenshot pixels")
+    to_point: tuple[float, float] | None = Field(
+        default=None, description="Where a drag is released, in screenshot pixels"
+    )
 
 
 class WebObservation(Observation):  # type: ignore[misc]
@@ -85,6 +89,11 @@ class WebObservation(Observation):  # type: ignore[misc]
     truncated: bool = False
     truncated_by: str | None = Field(default=None, description="max_steps or max_time when truncated")
     task: dict[str, Any] | None = Field(default=None, description="A benchmark page's own figures")
+    downloads: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="The files the episode's pages downloaded and the server kept so far: name, path (on the "
+        "server), bytes, url",
+    )
 
 
 class WebState(State):  # type: ignore[misc]
@@ -132,7 +141,9 @@ class WebagentEnvironment(Environment):  # type: ignore[misc]
         given = action.reply if action.reply is not None else action.action
         if given is None:
             raise ValueError("a step needs 'reply' (the policy's reply) or 'action'")
-        obs, reward, terminated, truncated, info = await self.env.step(given, point=action.point)
+        obs, reward, terminated, truncated, info = await self.env.step(
+            given, point=action.point, to_point=action.to_point
+        )
         state = self._state
         state.step_count += 1
         if terminated or truncated:
@@ -144,6 +155,7 @@ class WebagentEnvironment(Environment):  # type: ignore[misc]
         out.reward, out.done = reward, terminated or truncated
         out.terminated, out.truncated, out.truncated_by = terminated, truncated, info.get("truncated_by")
         out.outcome, out.error, out.task = info.get("outcome") or "", info.get("error"), info.get("task")
+        out.downloads = [d.model_dump(mode="json") for d in info.get("downloads") or []]
         return out
 
     @property
