@@ -4,8 +4,8 @@ file), who may read it, and file names cut to a size every file system takes.
 **Who may read it.** One rule, here: what a run that holds a secret writes is its owner's only.
 ``private=True`` makes the folders a call creates 0700 and its files 0600; the caller says so when
 the run types secrets or holds a signed-in state or a password (``runtime.private_outputs``: the
-run folders, a batch's and a suite's outputs, a saved state's folder), and the replay cache is
-always private (it is code-equivalent). A file is also private when the folder it is written in
+run folders and their downloads, a batch's and a suite's outputs, a saved state's folder), and
+the replay cache and a run's temporary downloads folder are always private. A file is also private when the folder it is written in
 is (no permission for group or others): a report or a screenshot written later into a private run
 folder stays its owner's. Everything else gets the usual permissions (0666 / 0777 less the umask),
 so that a CI job can read what a container running as another user wrote (docker/README.md); an
@@ -23,6 +23,7 @@ from pathlib import Path
 __all__ = [
     "MAX_NAME_BYTES",
     "cut_utf8",
+    "file_mode",
     "make_dir",
     "open_append",
     "private_folder",
@@ -74,8 +75,11 @@ def make_dir(path: str | Path, *, private: bool = False) -> Path:
     return path
 
 
-def _file_mode(path: Path, private: bool) -> int:
-    return 0o600 if private or private_folder(path.parent) else _MODE
+def file_mode(path: str | Path, *, private: bool = False) -> int:
+    """The mode of a file webagent writes at ``path``: 0600 when ``private`` or when its folder is
+    private, else 0666 less the umask (for a file made some other way, then given its mode:
+    ``write_atomic``'s temporary file, a download)."""
+    return 0o600 if private or private_folder(Path(path).parent) else _MODE
 
 
 def write_atomic(path: str | Path, data: bytes | str, *, private: bool = False) -> Path:
@@ -97,7 +101,7 @@ def write_atomic_parts(path: str | Path, parts: Iterable[bytes], *, private: boo
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.writelines(parts)
-        os.chmod(tmp, _file_mode(path, private))
+        os.chmod(tmp, file_mode(path, private=private))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -110,7 +114,7 @@ def open_append(path: str | Path, *, private: bool = False) -> int:
     0600 when ``private`` or in a private folder, also when the file was there before."""
     path = Path(path)
     make_dir(path.parent, private=private)
-    mode = _file_mode(path, private)
+    mode = file_mode(path, private=private)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600 if mode == 0o600 else 0o666)
     if mode == 0o600:
         _own_only(fd)
@@ -120,7 +124,7 @@ def open_append(path: str | Path, *, private: bool = False) -> int:
 def secure_file(path: str | Path, *, private: bool = False) -> None:
     """Give a file another program wrote (Playwright's trace) the mode ``write_atomic`` would have."""
     path = Path(path)
-    if _file_mode(path, private) == 0o600:
+    if file_mode(path, private=private) == 0o600:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
             _own_only(fd)
