@@ -12,10 +12,25 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageDraw
 
-from webagent.actions import Answer, AskUser, ClickElement, Goto, UploadFile, WriteElement
+from webagent.actions import (
+    Action,
+    Answer,
+    AskUser,
+    ClickElement,
+    DoubleClickElement,
+    DragElement,
+    Goto,
+    HoverElement,
+    PressKey,
+    RightClickElement,
+    Scroll,
+    SwitchTab,
+    UploadFile,
+    WriteElement,
+)
 from webagent.errors import InputError
 from webagent.images import Frame, Screenshot
-from webagent.records import Fingerprint, Point, Step, Verdict
+from webagent.records import Acted, Fingerprint, Point, Step, Verdict
 from webagent.replay import (
     IMAGE_TOLERANCE_BITS,
     CachedStep,
@@ -202,6 +217,48 @@ def test_a_step_that_leaves_the_origin_types_a_secret_or_asks_is_the_policys(
     assert replay.lookup(steps[0].fingerprint) is steps[0]
     assert replay.lookup(steps[1].fingerprint) is None and not replay.replaying  # the policy is asked
     assert replay.lookup(steps[2].fingerprint) is None  # and decides every step after
+
+
+@pytest.mark.parametrize(
+    ("action", "why"),
+    [
+        (Goto(url="http://127.0.0.1:9000/leak?d=x"), "it leaves the start origin"),
+        (WriteElement(element="password", content="{{PASSWORD}}"), "it types a secret"),
+        (UploadFile(element="cv", file="cv.pdf"), "it uploads a file"),
+        (AskUser(question="your password?"), "it asks a person"),
+    ],
+)
+def test_a_turn_of_several_actions_is_the_policys_if_any_of_them_is(action: Action, why: str) -> None:
+    """A recorded turn replays every action it holds: the rules hold for each one, not only the first."""
+    turn = CachedStep(
+        fingerprint=fp("p0", url="/catalog/"),
+        action=ClickElement(element="first"),
+        more=[Acted(action=WriteElement(element="q", content="blue")), Acted(action=action)],
+    )
+    assert sensitive(turn, origin_of(START), max_actions=3) == why
+    replay = StepReplay([turn], origin=origin_of(START))
+    assert replay.lookup(turn.fingerprint, max_actions=3) is None and not replay.replaying
+
+
+def test_a_turn_of_the_new_hands_replays_within_the_runs_limit_of_actions() -> None:
+    hands = [
+        HoverElement(element="menu"),
+        DoubleClickElement(element="cell", modifiers=("Shift",)),
+        RightClickElement(element="row"),
+        DragElement(element="card", target="done"),
+        Scroll(direction="down", element="panel"),
+        PressKey(key="Control+A"),
+        SwitchTab(index=1),
+    ]
+    turn = CachedStep(fingerprint=fp("p0", url="/catalog/"), action=hands[0], more=[Acted(action=a) for a in hands[1:]])
+    assert sensitive(turn, origin_of(START), max_actions=len(hands)) is None
+    assert StepReplay([turn], origin=origin_of(START)).lookup(turn.fingerprint, max_actions=len(hands)) is turn
+    # A run that lets one turn take fewer actions than were recorded: its policy decides the turn.
+    assert (
+        sensitive(turn, origin_of(START), max_actions=2)
+        == "it carries 7 actions, more than the 2 a turn this run allows"
+    )
+    assert StepReplay([turn], origin=origin_of(START)).lookup(turn.fingerprint) is None  # one a turn by default
 
 
 def test_same_origin_steps_replay() -> None:

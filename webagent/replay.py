@@ -18,7 +18,8 @@ untrusted until reviewed, like a suite. What it may make a run do is bounded:
   replay_any_origin``, ``--cache-any-origin``: the same suite against staging and production);
 * a step that leaves the start origin (a ``goto`` elsewhere, a step recorded on a page of another
   origin), types a secret (``{{NAME}}``), uploads a file or asks a person is never replayed: the
-  policy is asked from there (``sensitive``);
+  policy is asked from there (``sensitive``); so is a turn of several actions if any of them
+  would be, or if it carries more than the run lets one turn take (``max_actions_per_turn``);
 * a cache file not owned by the user (or root), or writable by group or others, is refused with
   one line; it is written 0600.
 
@@ -135,13 +136,24 @@ def origin_of(url: str) -> str:
     return f"{parts.scheme}://{host}:{port}"
 
 
-def sensitive(step: CachedStep, origin: str) -> str | None:
+def sensitive(step: CachedStep, origin: str, *, max_actions: int = 1) -> str | None:
     """Why a recorded step is the policy's to decide, never the cache's (None: it may be replayed):
-    it was taken on a page of another origin than the run's start, it opens one, it types a
-    secret, it uploads a file or it asks a person."""
-    action = step.action
+    it was taken on a page of another origin than the run's start, one of its actions (a turn may
+    carry several) opens one, types a secret, uploads a file or asks a person, or it carries more
+    actions than the run lets one turn take (``max_actions``, ``[agent] max_actions_per_turn``)."""
     if "://" in step.fingerprint.url:  # a page off the start origin (same-origin URLs are kept as paths)
         return "it was recorded on a page of another origin"
+    actions = step.actions
+    if len(actions) > max_actions:
+        return f"it carries {len(actions)} actions, more than the {max_actions} a turn this run allows"
+    for action in actions:
+        why = _sensitive_action(action, origin)
+        if why is not None:
+            return why
+    return None
+
+
+def _sensitive_action(action: Action, origin: str) -> str | None:
     if isinstance(action, Goto):
         try:
             target = normalize_url(action.url)
@@ -182,11 +194,15 @@ class CachedStep(BaseModel):
     verdict: Verdict | None = None
 
     @property
+    def actions(self) -> list[Action]:
+        """The step's actions in order: ``action``, then those of ``more``."""
+        return [self.action, *(a.action for a in self.more)]
+
+    @property
     def calls(self) -> int:
         """Model calls its replay saves: the policy's and, with a localizer, one per point (a
         replayed answer is judged again by the validator)."""
-        actions = [self.action, *(a.action for a in self.more)]
-        return 1 + sum(points_of(a) for a in actions)
+        return 1 + sum(points_of(a) for a in self.actions)
 
 
 class CachedAnswer(BaseModel):
@@ -230,13 +246,14 @@ class StepReplay:
         self.calls_saved = 0
         self._steps: list[CachedStep] = []
 
-    def lookup(self, seen: Fingerprint) -> CachedStep | None:
-        """The recorded step for this observation, or None (and no more replaying) on a mismatch."""
+    def lookup(self, seen: Fingerprint, *, max_actions: int = 1) -> CachedStep | None:
+        """The recorded step for this observation, or None (and no more replaying) on a mismatch or
+        a step the policy must decide (``sensitive``; ``max_actions``: the actions one turn may take)."""
         if not self.replaying:
             return None
         if self._pos < len(self.recorded) and same_view(self.recorded[self._pos].fingerprint, seen):
             cached = self.recorded[self._pos]
-            why = sensitive(cached, self.origin)
+            why = sensitive(cached, self.origin, max_actions=max_actions)
             if why is None:
                 self._pos += 1
                 return cached

@@ -227,6 +227,11 @@ async def test_a_step_of_several_actions_and_a_drag_replay_from_the_cache(
         again, steps = await run(config, page, replay=ReplayCache(path).replay_for("check", goal=GOAL, url=start))
         # No policy or localizer call; the replayed answer is judged again (a cache never stands for it).
         assert [r.role for r in server.requests[recorded:]] == ["validator"]
+        # A run that lets a turn take one action does not replay a recorded turn of two: its policy decides.
+        one = config.model_copy(update={"agent": config.agent.model_copy(update={"max_actions_per_turn": 1})})
+        before = len(server.requests)
+        _, fewer = await run(one, FakePage(), replay=ReplayCache(path).replay_for("check", goal=GOAL, url=start))
+        assert not fewer[0].replayed and server.requests[before].role == "policy"
     assert again.success and [s.replayed for s in steps] == [True, True, True]
     assert page.calls == first_page.calls  # the same actions at the same points, a drag's two included
     assert [c[0] for c in page.calls[1:]] == ["write", "click", "drag"]

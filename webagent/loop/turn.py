@@ -112,7 +112,7 @@ class StepWork:
         assert self.replay is not None and step.image is not None
         text = await self.page.page_text()
         step.fingerprint = fingerprint(step.url, step.title, text, step.image, start_url=self.url)
-        cached = self.replay.lookup(step.fingerprint)
+        cached = self.replay.lookup(step.fingerprint, max_actions=self.max_actions)
         step.replayed = cached is not None
         return cached
 
