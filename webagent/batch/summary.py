@@ -191,7 +191,7 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
     setup = summary["run"].get("setup_crash_causes") or {}
     if summary.get("setup_crash_reruns") or setup:
         top = "; ".join(f"{n} x {cause}" for cause, n in list(setup.items())[:3])
-        table.add_row(
+        add_row(
             "re-run after a crash in set-up", f"{summary.get('setup_crash_reruns', 0)}" + (f" ({top})" if top else "")
         )
     if summary.get("needs_human"):
