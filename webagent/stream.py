@@ -261,7 +261,7 @@ class RunStream:
             goal=self.goal,
             duration_s=round(duration_s, 3),
         )
-        RunFiles(self.output_dir).finish(self.result)
+        RunFiles(self.output_dir, private=self.private).finish(self.result)
 
     async def _save_state(self, session: BrowserSession, path: Path) -> None:
         """The signed-in state of a successful run, written 0600 (``webagent auth save``); a
