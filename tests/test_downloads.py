@@ -121,3 +121,19 @@ def test_a_given_folder_keeps_the_umask_unless_private(tmp_path: Path) -> None:
     assert stat.S_IMODE(plain.stat().st_mode) == 0o666 & ~mask
     DownloadFolder(tmp_path / "plain").remove()  # a given folder is the run's: never removed
     assert plain.exists()
+
+
+def test_a_private_folder_makes_its_parents_private_too(tmp_path: Path) -> None:
+    """A run's first download can come before its first step is written: the run directory is then
+    made for the downloads folder, and must be its owner's as the run's own files would make it."""
+    tmp_path.chmod(0o755)
+    source = tmp_path / "s"
+    source.write_bytes(b"abc")
+    _, kept, _ = DownloadFolder(tmp_path / "runs" / "run" / "downloads", private=True).keep_copy(source, "s", 10)
+    for folder in (tmp_path / "runs", tmp_path / "runs" / "run", kept.parent):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+    # A folder given without the flag but private already (made by the run): its files are private too.
+    inside = tmp_path / "runs" / "run" / "more"
+    inside.mkdir(mode=0o700)
+    _, also, _ = DownloadFolder(inside).keep_copy(source, "s", 10)
+    assert stat.S_IMODE(also.stat().st_mode) == 0o600

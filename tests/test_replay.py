@@ -5,22 +5,42 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
 from PIL import Image, ImageDraw
 
-from webagent.actions import Answer, ClickElement
+from webagent.actions import (
+    Action,
+    Answer,
+    AskUser,
+    ClickElement,
+    DoubleClickElement,
+    DragElement,
+    Goto,
+    HoverElement,
+    PressKey,
+    RightClickElement,
+    Scroll,
+    SwitchTab,
+    UploadFile,
+    WriteElement,
+)
 from webagent.errors import InputError
 from webagent.images import Frame, Screenshot
-from webagent.records import Fingerprint, Point, Step, Verdict
+from webagent.records import Acted, Fingerprint, Point, Step, Verdict
 from webagent.replay import (
     IMAGE_TOLERANCE_BITS,
+    CachedStep,
     ReplayCache,
     StepReplay,
     image_hash,
+    origin_of,
     relative_url,
     same_view,
+    sensitive,
     text_hash,
 )
 
@@ -35,6 +55,9 @@ def shot(draw: list[tuple[int, int, int, int]], size: tuple[int, int] = (640, 40
     return Screenshot(
         base64.b64encode(buf.getvalue()).decode(), "image/jpeg", Frame(size[0], size[1], size[0], size[1])
     )
+
+
+SITE = "http://127.0.0.1:8000/a"
 
 
 def fp(text: str = "t", image: str = "0" * 64, url: str = "/a", title: str = "T") -> Fingerprint:
@@ -89,6 +112,7 @@ def test_step_replay_matches_in_order_and_stops_at_the_first_mismatch() -> None:
     replay = StepReplay(recorder.steps)
     first = replay.lookup(a)
     assert first is not None and first.point == point and first.calls == 2
+    assert recorder.steps[1].calls == 1  # an answer's replay saves the policy's call: the validator judges it again
     assert replay.lookup(b) is None and not replay.replaying
     assert replay.lookup(c) is None  # no replay after a mismatch, even of a later recorded view
 
@@ -105,9 +129,9 @@ def test_cache_file_is_stable_and_validated(tmp_path: Path) -> None:
     again = ReplayCache(path)
     again.save()
     assert path.read_text() == text  # byte-stable: no diff when nothing changed
-    assert again.replay_for("k", goal="g", expect="e").replaying
-    assert not again.replay_for("k", goal="g", expect="other").replaying
-    assert not again.replay_for("k", goal="other", expect="e").replaying
+    assert again.replay_for("k", goal="g", url="http://x.test/", expect="e").replaying
+    assert not again.replay_for("k", goal="g", url="http://x.test/", expect="other").replaying
+    assert not again.replay_for("k", goal="other", url="http://x.test/", expect="e").replaying
 
     path.write_text('{"version": 1, "checks": {"k": {"goal": "g"}}}')
     with pytest.raises(InputError, match=r"replay cache .* is not valid"):
@@ -121,18 +145,22 @@ def test_answers_are_kept_per_key_and_page_state(tmp_path: Path) -> None:
     path = tmp_path / "cache.json"
     cache = ReplayCache(path)
     a, b = fp("page a"), fp("page b")
-    assert cache.answer_for("check: x", a) is None
-    assert cache.store_answer("check: x", a, {"holds": True, "feedback": "ok"})
-    assert not cache.store_answer("check: x", a, {"holds": True, "feedback": "ok"})  # the same: no write
-    assert cache.store_answer("check: x", b, {"holds": True, "feedback": "on b"})
+    assert cache.answer_for("check: x", a, url=SITE) is None
+    assert cache.store_answer("check: x", a, {"holds": True, "feedback": "ok"}, url=SITE)
+    assert not cache.store_answer("check: x", a, {"holds": True, "feedback": "ok"}, url=SITE)  # the same: no write
+    assert cache.store_answer("check: x", b, {"holds": True, "feedback": "on b"}, url=SITE)
     again = ReplayCache(path)
-    hit = again.answer_for("check: x", fp("page a", image="0" * 63 + "1"))  # within the image tolerance
+    hit = again.answer_for("check: x", fp("page a", image="0" * 63 + "1"), url=SITE)  # within the image tolerance
     assert hit is not None and hit.value == {"holds": True, "feedback": "ok"}
-    assert again.answer_for("check: x", fp("page c")) is None
-    assert again.answer_for("check: y", a) is None
+    assert again.answer_for("check: x", fp("page c"), url=SITE) is None
+    assert again.answer_for("check: y", a, url=SITE) is None
+    # the same page state on a look-alike of another origin: no answer, unless the operator opts in
+    assert again.answer_for("check: x", a, url="http://127.0.0.1:9999/a") is None
+    assert again.answer_for("check: x", a, url="http://127.0.0.1:9999/a", any_origin=True) is not None
     for n in range(20):  # bounded per key, the newest kept
-        again.store_answer("extract: y", fp(f"p{n}"), n)
-    assert again.answer_for("extract: y", fp("p19")) is not None and again.answer_for("extract: y", fp("p0")) is None
+        again.store_answer("extract: y", fp(f"p{n}"), n, url=SITE)
+    assert again.answer_for("extract: y", fp("p19"), url=SITE) is not None
+    assert again.answer_for("extract: y", fp("p0"), url=SITE) is None
 
 
 def test_a_cache_without_answers_is_written_as_before(tmp_path: Path) -> None:
@@ -152,8 +180,128 @@ def test_processes_sharing_a_cache_file_keep_each_others_recordings(tmp_path: Pa
         replay = StepReplay()
         replay.observe(step(1, Answer(content=key), fp(key), verdict=Verdict(success=True, feedback="ok")))
         assert cache.update(key, replay, url="http://x.test/", goal=key)
-    assert second.store_answer("check: x", fp("p"), {"holds": True})
+    assert second.store_answer("check: x", fp("p"), {"holds": True}, url=SITE)
     data = json.loads(path.read_text())
     assert sorted(data["checks"]) == ["a", "b", "c"] and list(data["answers"]) == ["check: x"]
     assert sorted(driver.refresh()) == sorted(driver.updated) == ["a", "b", "c", "check: x"]  # what the others wrote
-    assert driver.replay_for("b", goal="b").replaying and driver.refresh() == []
+    assert driver.replay_for("b", goal="b", url="http://x.test/").replaying and driver.refresh() == []
+
+
+# ---------------------------------------------------------------- what a cache may make a run do
+
+START = "http://127.0.0.1:8000/catalog/"
+
+
+def recorded(*actions: object, page: str = "/catalog/") -> list[CachedStep]:
+    return [CachedStep(fingerprint=fp(f"p{i}", url=page), action=a) for i, a in enumerate(actions)]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("action", "page", "why"),
+    [
+        (Goto(url="http://127.0.0.1:9000/leak?d=x"), "/catalog/", "it leaves the start origin"),
+        (Goto(url="https://127.0.0.1:8000/leak"), "/catalog/", "it leaves the start origin"),  # another scheme
+        (WriteElement(element="password", content="{{ PASSWORD }}"), "/catalog/", "it types a secret"),
+        (UploadFile(element="cv", file="cv.pdf"), "/catalog/", "it uploads a file"),
+        (AskUser(question="your password?"), "/catalog/", "it asks a person"),
+        (ClickElement(element="x"), "http://evil.test/catalog/", "it was recorded on a page of another origin"),
+    ],
+)
+def test_a_step_that_leaves_the_origin_types_a_secret_or_asks_is_the_policys(
+    action: object, page: str, why: str
+) -> None:
+    steps = recorded(ClickElement(element="first"), action, Answer(content="ok"), page=page)
+    steps[0] = steps[0].model_copy(update={"fingerprint": fp("p0")})  # the first on the start page
+    assert sensitive(steps[1], origin_of(START)) == why
+    replay = StepReplay(steps, origin=origin_of(START))
+    assert replay.lookup(steps[0].fingerprint) is steps[0]
+    assert replay.lookup(steps[1].fingerprint) is None and not replay.replaying  # the policy is asked
+    assert replay.lookup(steps[2].fingerprint) is None  # and decides every step after
+
+
+@pytest.mark.parametrize(
+    ("action", "why"),
+    [
+        (Goto(url="http://127.0.0.1:9000/leak?d=x"), "it leaves the start origin"),
+        (WriteElement(element="password", content="{{PASSWORD}}"), "it types a secret"),
+        (UploadFile(element="cv", file="cv.pdf"), "it uploads a file"),
+        (AskUser(question="your password?"), "it asks a person"),
+    ],
+)
+def test_a_turn_of_several_actions_is_the_policys_if_any_of_them_is(action: Action, why: str) -> None:
+    """A recorded turn replays every action it holds: the rules hold for each one, not only the first."""
+    turn = CachedStep(
+        fingerprint=fp("p0", url="/catalog/"),
+        action=ClickElement(element="first"),
+        more=[Acted(action=WriteElement(element="q", content="blue")), Acted(action=action)],
+    )
+    assert sensitive(turn, origin_of(START), max_actions=3) == why
+    replay = StepReplay([turn], origin=origin_of(START))
+    assert replay.lookup(turn.fingerprint, max_actions=3) is None and not replay.replaying
+
+
+def test_a_turn_of_the_new_hands_replays_within_the_runs_limit_of_actions() -> None:
+    hands = [
+        HoverElement(element="menu"),
+        DoubleClickElement(element="cell", modifiers=("Shift",)),
+        RightClickElement(element="row"),
+        DragElement(element="card", target="done"),
+        Scroll(direction="down", element="panel"),
+        PressKey(key="Control+A"),
+        SwitchTab(index=1),
+    ]
+    turn = CachedStep(fingerprint=fp("p0", url="/catalog/"), action=hands[0], more=[Acted(action=a) for a in hands[1:]])
+    assert sensitive(turn, origin_of(START), max_actions=len(hands)) is None
+    assert StepReplay([turn], origin=origin_of(START)).lookup(turn.fingerprint, max_actions=len(hands)) is turn
+    # A run that lets one turn take fewer actions than were recorded: its policy decides the turn.
+    assert (
+        sensitive(turn, origin_of(START), max_actions=2)
+        == "it carries 7 actions, more than the 2 a turn this run allows"
+    )
+    assert StepReplay([turn], origin=origin_of(START)).lookup(turn.fingerprint) is None  # one a turn by default
+
+
+def test_same_origin_steps_replay() -> None:
+    steps = recorded(Goto(url="127.0.0.1:8000/catalog/search?q=a"), WriteElement(element="q", content="blue"))
+    assert [sensitive(s, origin_of(START)) for s in steps] == [None, None]
+    assert (
+        origin_of("http://127.0.0.1:8000/x")
+        == origin_of("http://127.0.0.1:8000")
+        != origin_of("http://localhost:8000/")
+    )
+    assert origin_of("https://shop.test/") == "https://shop.test:443" and origin_of("about:blank") == "about:blank"
+
+
+def test_a_recording_is_bound_to_its_start_origin_unless_the_operator_opts_in(tmp_path: Path) -> None:
+    cache = ReplayCache(tmp_path / "cache.json")
+    replay = StepReplay(origin=origin_of(START))
+    replay.observe(step(1, Answer(content="42"), fp("a"), verdict=Verdict(success=True, feedback="ok")))
+    cache.update("k", replay, url=START, goal="g")
+    assert cache.replay_for("k", goal="g", url="http://127.0.0.1:8000/other").replaying  # the same origin
+    look_alike = "http://127.0.0.1:8001/catalog/"  # the same pages on another port
+    assert not cache.replay_for("k", goal="g", url=look_alike).replaying
+    assert cache.replay_for("k", goal="g", url=look_alike, any_origin=True).replaying
+
+
+def test_a_cache_file_others_can_write_or_own_is_refused_and_it_is_written_0600(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tmp_path.chmod(0o755)  # (a private folder would make any file in it 0600 anyway)
+    path = tmp_path / "cache.json"
+    cache = ReplayCache(path)
+    replay = StepReplay(origin=origin_of(START))
+    replay.observe(step(1, Answer(content="42"), fp("a"), verdict=Verdict(success=True, feedback="ok")))
+    cache.update("k", replay, url=START, goal="g")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    ReplayCache(path)  # its owner's, writable by no one else: read
+    for mode in (0o666, 0o620, 0o602):
+        path.chmod(mode)
+        with pytest.raises(InputError, match=rf"is writable by others \(mode 0{mode:o}\).*chmod 600") as info:
+            ReplayCache(path)
+        assert "\n" not in str(info.value)
+    path.chmod(0o600)
+    if path.stat().st_uid == 0:  # root's files are trusted by everyone (root can change anything anyway)
+        os.chown(path, 1234, -1)
+    monkeypatch.setattr(os, "getuid", lambda: 4242)  # another user reads it
+    with pytest.raises(InputError, match="belongs to another user"):
+        ReplayCache(path)

@@ -19,10 +19,11 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import stat
 import tempfile
 import unicodedata
 from pathlib import Path
+
+from .files import cut_utf8, file_mode, make_dir
 
 __all__ = ["FOLDER_NAME", "MAX_NAME_BYTES", "DownloadFolder", "TooLarge", "safe_name"]
 
@@ -45,15 +46,6 @@ class TooLarge(Exception):
     def __init__(self, size: int) -> None:
         super().__init__(f"{size} bytes")
         self.size = size
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-_MODE = 0o666 & ~_umask()
 
 
 def safe_name(suggested: str) -> str:
@@ -79,7 +71,7 @@ def _cut(name: str, limit: int) -> str:
     extension = f".{ext}" if dot and stem and len(ext.encode("utf-8")) < _MAX_EXTENSION_BYTES else ""
     stem = name[: len(name) - len(extension)] if extension else name
     budget = limit - len(extension.encode("utf-8"))
-    kept = stem.encode("utf-8")[:budget].decode("utf-8", "ignore").rstrip(". ")
+    kept = cut_utf8(stem, budget).rstrip(". ")
     return (kept or "download") + extension
 
 
@@ -97,7 +89,8 @@ def _numbered(name: str, n: int) -> str:
 class DownloadFolder:
     """The folder one run (or session) keeps its downloads in: ``path``, made when the first file
     is kept; without one, a private temporary folder (``temporary``), removed by ``remove``.
-    ``private``: the folder 0700 and its files 0600 (a run that holds a secret)."""
+    ``private``: the folder 0700 and its files 0600 (a run that holds a secret; a temporary folder
+    always), the rule of every output (``webagent.files``)."""
 
     def __init__(self, path: str | Path | None = None, *, private: bool = False) -> None:
         self._given = Path(path) if path is not None else None
@@ -119,8 +112,7 @@ class DownloadFolder:
     def make(self) -> Path:
         """The folder, made if it is not yet (with the parents it needs)."""
         if self._given is not None:
-            self._given.mkdir(mode=0o700 if self.private else 0o777, parents=True, exist_ok=True)
-            return self._given
+            return make_dir(self._given, private=self.private)
         if self._made is None:
             self._made = Path(tempfile.mkdtemp(prefix="webagent-downloads-"))
         return self._made
@@ -158,7 +150,7 @@ class DownloadFolder:
             size = partial.stat().st_size
             if size > limit:
                 raise TooLarge(size)
-            os.chmod(partial, 0o600 if self.private or _private(folder) else _MODE)
+            os.chmod(partial, file_mode(partial, private=self.private))
             for n in range(1, _MAX_TRIES + 1):
                 candidate = _numbered(name, n)
                 target = folder / candidate
@@ -189,11 +181,3 @@ class DownloadFolder:
         for leftover in folder.glob(f"{_PARTIAL_PREFIX}*.part"):
             with contextlib.suppress(OSError):
                 leftover.unlink()
-
-
-def _private(folder: Path) -> bool:
-    """Whether ``folder`` gives group and others no permission (what is written in it is its owner's)."""
-    try:
-        return stat.S_IMODE(folder.stat().st_mode) & 0o077 == 0
-    except OSError:
-        return False

@@ -1,13 +1,20 @@
-"""Limits on what users hand the agent: file sizes, nesting depth, YAML alias expansion, goal length.
+"""Limits on what users hand the agent: file sizes, nesting depth, YAML alias expansion, goal length;
+and what text from others may do on the operator's terminal.
 
 Each limit is broken by a one-line error (``InputError``, or the ``error`` a caller passes, e.g.
 ``ConfigError``) that names the file or the text and the limit, never a traceback
 (``RecursionError``) or a process that eats memory for minutes (a YAML "billion laughs").
+
+``terminal_text`` (and ``terminal_json`` for JSON) is what everything the CLI prints goes through:
+a page steers what a model writes, and a model's question, answer or note holding ``ESC ] 0 ;``
+or ``ESC [ 2 J`` would set the terminal's title, clear its screen, or on some terminals write its
+clipboard.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +34,8 @@ __all__ = [
     "load_yaml",
     "not_utf8_at",
     "read_text",
+    "terminal_json",
+    "terminal_text",
 ]
 
 #: Task, suite and reference files: far above any real one (100,000 tasks of 600 bytes).
@@ -170,3 +179,33 @@ def check_text(text: str, what: str, *, limit: int = MAX_GOAL_CHARS) -> None:
         raise InputError(f"{what} is {len(text)} characters long; the limit is {limit}")
     if (at := not_utf8_at(text)) is not None:
         raise InputError(f"{what} is not valid text at character {at} (a byte of another encoding?); give it in UTF-8")
+
+
+#: What a terminal may act on instead of showing: the C0 controls but newline and tab (ESC starts
+#: every escape sequence, BEL ends an OSC, CR and BS overwrite what was shown), DEL, the C1
+#: controls (U+0080-U+009F: U+009B is CSI and U+009D OSC on terminals that read C1 codes), the bidi
+#: embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069: they reorder the rest of the
+#: line, so that it reads as something it does not say), the line and paragraph separators, and
+#: lone surrogates (no UTF-8 stream can carry one: printing it fails). The bidi marks (U+200E,
+#: U+200F, U+061C) are kept: real right-to-left text holds them, and they reorder nothing beyond
+#: their neighbours.
+_TERMINAL_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def terminal_text(text: str) -> str:
+    """``text`` as it may be shown on a terminal: each character of ``_TERMINAL_CONTROLS`` written
+    as its escape (``\\x1b``, ``\\x9b``, ``\\u202e``), so that nothing acts and nothing is lost;
+    newlines and tabs stay."""
+    return _TERMINAL_CONTROLS.sub(_escaped, text)
+
+
+def terminal_json(text: str) -> str:
+    """JSON text (``json.dumps(..., ensure_ascii=False)``) as it may be shown on a terminal: the same
+    characters written as JSON escapes (``\\u001b``, ``\\u009b``), so that it parses to the same
+    value. (They can only stand inside strings, where an escape means the same character.)"""
+    return _TERMINAL_CONTROLS.sub(lambda match: f"\\u{ord(match.group()):04x}", text)

@@ -3,9 +3,25 @@
 A recording is, per check (or run), the list of steps that worked: what the agent saw (a
 ``Fingerprint``: URL, title, a hash of the visible text and form values, a perceptual hash of the
 screenshot), the action, the resolved click point and, for the final answer, the validator's
-verdict. A run with a cache replays recorded steps in order while each new observation matches
-the recorded one; at the first mismatch it hands over to the models for the rest of the run
-(re-planning) and, when the run then succeeds, its steps replace the recording (self-healing).
+verdict then (kept for the record, never replayed). A run with a cache replays recorded steps in
+order while each new observation matches the recorded one; at the first mismatch it hands over to
+the models for the rest of the run (re-planning) and, when the run then succeeds, its steps
+replace the recording (self-healing).
+
+**A cache is code-equivalent**: what it holds is replayed as the agent's own actions, so it is
+untrusted until reviewed, like a suite. What it may make a run do is bounded:
+
+* a replayed final answer is judged again by the validator (one call): a cache never claims the
+  validator's acceptance (``CachedStep.verdict`` is not replayed);
+* a recording is bound to the origin it was made from (its start URL's scheme, host and port): a
+  look-alike page on another origin replays nothing, unless the operator opts in (``[agent]
+  replay_any_origin``, ``--cache-any-origin``: the same suite against staging and production);
+* a step that leaves the start origin (a ``goto`` elsewhere, a step recorded on a page of another
+  origin), types a secret (``{{NAME}}``), uploads a file or asks a person is never replayed: the
+  policy is asked from there (``sensitive``); so is a turn of several actions if any of them
+  would be, or if it carries more than the run lets one turn take (``max_actions_per_turn``);
+* a cache file not owned by the user (or root), or writable by group or others, is refused with
+  one line; it is written 0600.
 
 Checks and extractions on a page (``Pilot.check``, ``Pilot.extract``) are one model call each:
 their answers are kept per key (the statement, or what was extracted and the schema's digest) with
@@ -26,6 +42,8 @@ import hashlib
 import io
 import json
 import os
+import re
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -34,11 +52,12 @@ from urllib.parse import urlsplit, urlunsplit
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .actions import Action, Answer, points_of
-from .errors import InputError
+from .actions import Action, Answer, AskUser, Goto, UploadFile, WriteElement, points_of
+from .errors import InputError, WebAgentError
 from .files import write_atomic
 from .images import Screenshot
 from .records import Acted, Fingerprint, Point, Step, Verdict
+from .urls import normalize_url
 
 __all__ = [
     "CachedAnswer",
@@ -47,6 +66,8 @@ __all__ = [
     "StepReplay",
     "fingerprint",
     "image_hash",
+    "origin_of",
+    "sensitive",
     "text_hash",
 ]
 
@@ -58,6 +79,8 @@ IMAGE_TOLERANCE_BITS = 6
 #: Answers kept per check or extraction key (one per page state it was asked on, the newest last).
 MAX_ANSWERS_PER_KEY = 8
 _HASH_W, _HASH_H = 17, 16
+#: ``{{NAME}}`` in a text typed: a secret (``webagent.secrets``).
+_PLACEHOLDER = re.compile(r"\{\{\s*[A-Za-z_][A-Za-z0-9_]*\s*\}\}")
 
 
 def text_hash(text: str) -> str:
@@ -99,6 +122,54 @@ def relative_url(url: str, start_url: str) -> str:
     return url
 
 
+def origin_of(url: str) -> str:
+    """``scheme://host:port`` of an http(s) URL (the port written out), else the URL itself: what a
+    recording is bound to."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return url
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return url
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"{parts.scheme}://{host}:{port}"
+
+
+def sensitive(step: CachedStep, origin: str, *, max_actions: int = 1) -> str | None:
+    """Why a recorded step is the policy's to decide, never the cache's (None: it may be replayed):
+    it was taken on a page of another origin than the run's start, one of its actions (a turn may
+    carry several) opens one, types a secret, uploads a file or asks a person, or it carries more
+    actions than the run lets one turn take (``max_actions``, ``[agent] max_actions_per_turn``)."""
+    if "://" in step.fingerprint.url:  # a page off the start origin (same-origin URLs are kept as paths)
+        return "it was recorded on a page of another origin"
+    actions = step.actions
+    if len(actions) > max_actions:
+        return f"it carries {len(actions)} actions, more than the {max_actions} a turn this run allows"
+    for action in actions:
+        why = _sensitive_action(action, origin)
+        if why is not None:
+            return why
+    return None
+
+
+def _sensitive_action(action: Action, origin: str) -> str | None:
+    if isinstance(action, Goto):
+        try:
+            target = normalize_url(action.url)
+        except WebAgentError:
+            return "it opens a URL that is not valid"
+        if origin_of(target) != origin:
+            return "it leaves the start origin"
+    if isinstance(action, WriteElement) and _PLACEHOLDER.search(action.content):
+        return "it types a secret"
+    if isinstance(action, UploadFile):
+        return "it uploads a file"
+    if isinstance(action, AskUser):
+        return "it asks a person"
+    return None
+
+
 def same_view(a: Fingerprint, b: Fingerprint) -> bool:
     """Whether two observations are the same page state."""
     if (a.url, a.title, a.text, a.size) != (b.url, b.title, b.text, b.size):  # another viewport: other points
@@ -123,10 +194,15 @@ class CachedStep(BaseModel):
     verdict: Verdict | None = None
 
     @property
+    def actions(self) -> list[Action]:
+        """The step's actions in order: ``action``, then those of ``more``."""
+        return [self.action, *(a.action for a in self.more)]
+
+    @property
     def calls(self) -> int:
-        """Model calls this step needed when it was planned (with a localizer: one per point)."""
-        actions = [self.action, *(a.action for a in self.more)]
-        return 1 + sum(points_of(a) for a in actions) + any(isinstance(a, Answer) for a in actions)
+        """Model calls its replay saves: the policy's and, with a localizer, one per point (a
+        replayed answer is judged again by the validator)."""
+        return 1 + sum(points_of(a) for a in self.actions)
 
 
 class CachedAnswer(BaseModel):
@@ -136,6 +212,7 @@ class CachedAnswer(BaseModel):
 
     fingerprint: Fingerprint
     value: Any = Field(description="The answer as JSON: a check's verdict, an extraction's validated value")
+    origin: str | None = Field(default=None, description="The origin of the page it was given on (scheme://host:port)")
 
 
 class _Recording(BaseModel):
@@ -156,10 +233,12 @@ class _CacheFile(BaseModel):
 
 
 class StepReplay:
-    """The replay state of one run: matches recorded steps in order and records the new ones."""
+    """The replay state of one run: matches recorded steps in order and records the new ones.
+    ``origin``: the run's start origin (a step leaving it is not replayed: ``sensitive``)."""
 
-    def __init__(self, recorded: list[CachedStep] | None = None) -> None:
+    def __init__(self, recorded: list[CachedStep] | None = None, *, origin: str = "") -> None:
         self.recorded = list(recorded or [])
+        self.origin = origin
         self.replaying = bool(self.recorded)
         self._pos = 0
         self.replayed = 0
@@ -167,14 +246,20 @@ class StepReplay:
         self.calls_saved = 0
         self._steps: list[CachedStep] = []
 
-    def lookup(self, seen: Fingerprint) -> CachedStep | None:
-        """The recorded step for this observation, or None (and no more replaying) on a mismatch."""
+    def lookup(self, seen: Fingerprint, *, max_actions: int = 1) -> CachedStep | None:
+        """The recorded step for this observation, or None (and no more replaying) on a mismatch or
+        a step the policy must decide (``sensitive``; ``max_actions``: the actions one turn may take)."""
         if not self.replaying:
             return None
         if self._pos < len(self.recorded) and same_view(self.recorded[self._pos].fingerprint, seen):
             cached = self.recorded[self._pos]
-            self._pos += 1
-            return cached
+            why = sensitive(cached, self.origin, max_actions=max_actions)
+            if why is None:
+                self._pos += 1
+                return cached
+            self.replaying = False  # the policy decides this step, and every one after it
+            log.info("replay_stopped", position=self._pos, action=cached.action.action, why=why)
+            return None
         self.replaying = False
         log.info("replay_mismatch", position=self._pos, recorded=len(self.recorded), url=seen.url)
         return None
@@ -225,7 +310,7 @@ class ReplayCache:
 
     def _load(self) -> _CacheFile:
         try:
-            text = self.path.read_text(encoding="utf-8")
+            text = _read_trusted(self.path)
         except FileNotFoundError:
             return _CacheFile()
         except (OSError, UnicodeDecodeError) as exc:
@@ -240,16 +325,21 @@ class ReplayCache:
                 "fix it or delete it to record a new one"
             ) from None
 
-    def replay_for(self, key: str, *, goal: str, expect: str | None = None) -> StepReplay:
-        """The replay of one check; a recording made for another goal or expectation is ignored.
-
-        The start URL is kept for information but not compared: the same suite may run against a
-        site on another host or port (fingerprints hold same-origin URLs as paths).
-        """
+    def replay_for(
+        self, key: str, *, goal: str, url: str, expect: str | None = None, any_origin: bool = False
+    ) -> StepReplay:
+        """The replay of one check starting at ``url``; a recording made for another goal or
+        expectation is ignored, and so is one made from another origin (scheme, host, port) than
+        ``url``'s, unless ``any_origin`` (the operator's opt-in: the same suite against another
+        host, fingerprints holding same-origin URLs as paths)."""
+        origin = origin_of(url)
         rec = self._data.checks.get(key)
         if rec is None or (rec.goal, rec.expect) != (goal, expect):
-            return StepReplay()
-        return StepReplay(rec.steps)
+            return StepReplay(origin=origin)
+        if not any_origin and origin_of(rec.url) != origin:
+            log.info("replay_other_origin", key=key, recorded=origin_of(rec.url), now=origin)
+            return StepReplay(origin=origin)
+        return StepReplay(rec.steps, origin=origin)
 
     def update(
         self,
@@ -274,18 +364,29 @@ class ReplayCache:
         self.save()
         return True
 
-    def answer_for(self, key: str, seen: Fingerprint) -> CachedAnswer | None:
-        """The answer kept for ``key`` on a page state matching ``seen``, if any."""
-        return next((a for a in reversed(self._data.answers.get(key, [])) if same_view(a.fingerprint, seen)), None)
+    def answer_for(self, key: str, seen: Fingerprint, *, url: str, any_origin: bool = False) -> CachedAnswer | None:
+        """The answer kept for ``key`` on a page state matching ``seen`` of ``url``'s origin (any
+        origin with ``any_origin``), if any."""
+        origin = origin_of(url)
+        return next(
+            (
+                a
+                for a in reversed(self._data.answers.get(key, []))
+                if same_view(a.fingerprint, seen) and (any_origin or a.origin == origin)
+            ),
+            None,
+        )
 
-    def store_answer(self, key: str, seen: Fingerprint, value: Any) -> bool:
-        """Keep an answer (JSON) for ``key`` on the page state ``seen``; returns whether the file changed."""
+    def store_answer(self, key: str, seen: Fingerprint, value: Any, *, url: str) -> bool:
+        """Keep an answer (JSON) for ``key`` on the page state ``seen`` of ``url``; returns whether
+        the file changed."""
+        origin = origin_of(url)
         kept = self._data.answers.setdefault(key, [])
-        same = [a for a in kept if same_view(a.fingerprint, seen)]
+        same = [a for a in kept if same_view(a.fingerprint, seen) and a.origin == origin]
         if any(a.value == value for a in same):
             return False
         kept[:] = [a for a in kept if a not in same][-(MAX_ANSWERS_PER_KEY - 1) :]
-        kept.append(CachedAnswer(fingerprint=seen, value=value))
+        kept.append(CachedAnswer(fingerprint=seen, value=value, origin=origin))
         self.updated.append(key)
         self._changed.add(("answers", key))
         self.save()
@@ -320,10 +421,29 @@ class ReplayCache:
         exclude = None if self._data.answers else {"answers"}
         data = self._data.model_dump(mode="json", exclude_defaults=False, exclude=exclude)
         text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-        write_atomic(self.path, text)
+        write_atomic(self.path, text, private=True)  # 0600: code-equivalent, its owner's to change
 
     def keys(self) -> list[str]:
         return sorted(self._data.checks)
+
+
+def _read_trusted(path: Path) -> str:
+    """The text of a cache file its reader may trust: owned by the user (or root) and writable by no
+    one else (InputError, one line, otherwise: another local user could make the agent replay
+    anything). The open file is checked, not the name (a link is followed, its target checked)."""
+    with path.open("rb") as fh:
+        info = os.fstat(fh.fileno())
+        if info.st_uid not in (os.getuid(), 0):
+            raise InputError(
+                f"the replay cache {path} belongs to another user (uid {info.st_uid}); a cache is replayed as the "
+                "agent's own actions: review it, then copy it to a file of yours"
+            )
+        if stat.S_IMODE(info.st_mode) & 0o022:
+            raise InputError(
+                f"the replay cache {path} is writable by others (mode {stat.S_IMODE(info.st_mode):04o}); a cache is "
+                f"replayed as the agent's own actions: review it, then chmod 600 {path}"
+            )
+        return fh.read().decode("utf-8")
 
 
 @contextlib.contextmanager

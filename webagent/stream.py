@@ -23,6 +23,7 @@ from .browser.session import BrowserSession
 from .budget import Budget
 from .downloads import FOLDER_NAME, DownloadFolder
 from .errors import BrowserError, WebAgentError
+from .files import make_dir, secure_file
 from .loop import Episode
 from .records import Phase, PhaseName, RunResult, Step
 from .replay import ReplayCache, StepReplay
@@ -62,13 +63,10 @@ class RunStream:
         self.spec = spec.replace(settings=settings, budgets=runtime.run_budgets(settings, budgets or []))
         #: What the run redacts: the config's secrets and what its browser settings hold (a state's cookies).
         self.secrets = runtime.sessions.secrets(spec.browser)
-        #: Whether what it writes is its owner's only: it types secrets, holds a signed-in state or a
-        #: password, or saves one (its downloads folder 0700, their files 0600).
-        self.private = (
-            bool(runtime.config.secrets)
-            or runtime.sessions.effective(spec.browser).secret_bearing
-            or spec.save_state is not None
-        )
+        #: Whether what it writes is its owner's only (0700 / 0600: ``webagent.files``), its run
+        #: directory and its downloads folder: it types secrets, holds a signed-in state or a password,
+        #: or saves one.
+        self.private = runtime.sessions.private(spec.browser) or spec.save_state is not None
         self.url = spec.url
         self.goal = spec.goal
         self.output_dir = Path(output_dir) if output_dir is not None else None
@@ -171,7 +169,10 @@ class RunStream:
             yield self._phase("launch")
         replay = None
         if self.cache is not None:
-            replay = self.cache.replay_for(self.cache_key, goal=spec.goal, expect=spec.expect)
+            any_origin = spec.settings is not None and spec.settings.replay_any_origin
+            replay = self.cache.replay_for(
+                self.cache_key, goal=spec.goal, url=spec.url, expect=spec.expect, any_origin=any_origin
+            )
         opened = self.runtime.open_episode(
             spec.replace(replay=replay),
             on_session=self._opened,
@@ -197,7 +198,7 @@ class RunStream:
         self, episode: Episode, session: BrowserSession, replay: StepReplay | None
     ) -> AsyncIterator[RunEvent]:
         secrets = self.secrets
-        files = RunFiles(self.output_dir)
+        files = RunFiles(self.output_dir, private=self.private)
         # No trace when secrets are set: a trace's DOM snapshots would hold the typed values (and
         # its network log a signed-in state's cookies). A suite's variables alone keep it.
         own_page = self.spec.page is None and self.spec.context is None
@@ -239,7 +240,7 @@ class RunStream:
                 await self._save_state(session, self.spec.save_state)
             if tracing and self.output_dir is not None:
                 keep = self.trace == "always" or not (self.result and self.result.success)
-                trace = await _stop_tracing(session, self.output_dir / "trace.zip" if keep else None)
+                trace = await _stop_tracing(session, self.output_dir / "trace.zip" if keep else None, self.private)
                 self._progressed()
                 if trace and self.result is not None:
                     self.result.trace = str(trace)
@@ -260,7 +261,7 @@ class RunStream:
             goal=self.goal,
             duration_s=round(duration_s, 3),
         )
-        RunFiles(self.output_dir).finish(self.result)
+        RunFiles(self.output_dir, private=self.private).finish(self.result)
 
     async def _save_state(self, session: BrowserSession, path: Path) -> None:
         """The signed-in state of a successful run, written 0600 (``webagent auth save``); a
@@ -290,14 +291,15 @@ async def _start_tracing(session: BrowserSession) -> None:
         log.warning("trace_start_failed", error=str(exc))
 
 
-async def _stop_tracing(session: BrowserSession, path: Path | None) -> Path | None:
+async def _stop_tracing(session: BrowserSession, path: Path | None, private: bool) -> Path | None:
     try:
         tracing = session.page.context.tracing
         if path is None:
             await within(tracing.stop(), TRACE_TIMEOUT_S, "tracing.stop")
             return None
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_dir(path.parent, private=private)
         await within(tracing.stop(path=path), TRACE_TIMEOUT_S, "tracing.stop")
+        secure_file(path, private=private)  # written by Playwright's driver, with its umask
         return path
     except Exception as exc:
         log.warning("trace_stop_failed", error=str(exc))

@@ -54,6 +54,7 @@ class FakeStream:
         self.session: FakeSession | None = None
         self.last_progress = time.monotonic()
         self.queued = False
+        self.private = False  # its run directory: the umask's (a run holding a secret: its owner's only)
         self.stepping = False  # the first step has begun (RunStream.stepping)
         self.error: WebAgentError | None = None  # what ended the run (RunStream.error)
         self._gen = self._run()

@@ -204,6 +204,33 @@ def test_print_summary() -> None:
     assert "123.4" in text and "75.0%" in text
 
 
+def test_print_summary_shows_a_causes_control_characters_and_markup_as_text() -> None:
+    """A re-run's cause quotes a browser's error (a page's words): shown, never acted on."""
+    results, stats = hand_made()
+    summary = summarize(results, stats, priced_config(), attempts=1)
+    summary["infra_reruns"] = 1
+    summary["run"]["infra_rerun_causes"] = {"crashed at \x1b]0;pwned\x07\u009b2J [bold]x[/bold]": 1}
+    buffer = io.StringIO()
+    print_summary(summary, Console(file=buffer, width=200, highlight=False, force_terminal=True))
+    text = buffer.getvalue()
+    assert "\x07" not in text and "\u009b" not in text and "]0;pwned" in text
+    assert "\x1b]0;" not in text  # (the table's own colours are escape sequences: this one is not)
+    assert r"1 x crashed at \x1b]0;pwned\x07\x9b2J [bold]x[/bold]" in text
+
+
+def test_print_summary_shows_a_set_up_crashs_cause_as_text() -> None:
+    """A set-up crash's cause quotes a browser's error too: the same text, never markup or control."""
+    results, stats = hand_made()
+    summary = summarize(results, stats, priced_config(), attempts=1)
+    summary["setup_crash_reruns"] = 1
+    summary["run"]["setup_crash_causes"] = {"gone at \x1b]0;pwned\x07\u009b2J [bold]x[/bold]": 1}
+    buffer = io.StringIO()
+    print_summary(summary, Console(file=buffer, width=200, highlight=False, force_terminal=True))
+    text = buffer.getvalue()
+    assert "\x07" not in text and "\u009b" not in text and "\x1b]0;" not in text
+    assert r"1 (1 x gone at \x1b]0;pwned\x07\x9b2J [bold]x[/bold])" in text
+
+
 def test_print_summary_of_an_empty_interrupted_batch() -> None:
     text = render(summarize([], BatchStats(total=2, already_done=0), AgentConfig(), attempts=1, interrupted=True))
     assert "0/2 (interrupted)" in text

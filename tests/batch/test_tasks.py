@@ -8,10 +8,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from webagent.batch.tasks import TaskOptions, TaskSpec, load_references, load_tasks, reference_matches, run_dir_name
+from webagent.batch.tasks import (
+    TaskOptions,
+    TaskSpec,
+    check_run_dirs,
+    load_references,
+    load_tasks,
+    reference_matches,
+    run_dir_name,
+)
 from webagent.config import AgentSettings
 from webagent.errors import InputError
 
@@ -288,7 +296,10 @@ _goals = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_s
 )
 _paths = st.text(st.sampled_from("abcxyz0129-_/.~%"), max_size=20)
 _urls = st.builds(lambda port, path: f"http://127.0.0.1:{port}/{path}", st.integers(1, 65535), _paths)
-_tasks = st.lists(st.tuples(_ids, _urls, _goals), min_size=1, max_size=8, unique_by=lambda t: t[0])
+# Distinct run directories (case ignored, as check_run_dirs does): "P" and "p" are refused, rightly.
+_tasks = st.lists(
+    st.tuples(_ids, _urls, _goals), min_size=1, max_size=8, unique_by=lambda t: run_dir_name(t[0]).lower()
+)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -402,6 +413,9 @@ _LINES = st.one_of(
 
 @settings(parent=PROPERTIES, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=st.lists(_LINES, max_size=8))
+@example(  # ids that would share a run directory, then a bad line: the collision is the first bad line
+    lines=[json.dumps({"id": i, "url": "http://127.0.0.1:8000/", "goal": "g"}) for i in "Pp"] + ["{"]
+)
 def test_any_task_file_loads_or_names_its_first_bad_line(tmp_path: Path, lines: list[str]) -> None:
     path = tmp_path / "any.jsonl"
     path.write_text("\n".join(lines), encoding="utf-8")
@@ -427,16 +441,60 @@ def test_any_task_file_loads_or_names_its_first_bad_line(tmp_path: Path, lines: 
         assert all(t.url.startswith(("http://", "https://", "file:", "about:")) for t in tasks)
 
 
+# Any character, lone surrogates too (a JSON task file's "\ud800" is one), up to 4 bytes each.
+_ANY_ID = st.text(st.characters(exclude_categories=()), min_size=1, max_size=200)
+
+
 @PROPERTIES
-@given(ids=st.lists(st.text(min_size=1, max_size=30), min_size=2, max_size=8, unique=True))
+@given(ids=st.lists(_ANY_ID, min_size=2, max_size=8, unique=True))
 def test_distinct_task_ids_get_distinct_run_directories(ids: list[str]) -> None:
     names = [run_dir_name(i) for i in ids]
     assert len(set(names)) == len(ids), dict(zip(ids, names, strict=True))
     for name in names:
-        assert name and "/" not in name and "\x00" not in name and name not in (".", "..") and len(name) <= 109
+        assert name and "/" not in name and "\x00" not in name and name not in (".", "..")
+        assert len(name.encode()) <= 109  # bytes, as file systems count (a name is valid UTF-8)
     # An id that looks like another one's generated name does not take that name.
     generated = run_dir_name("a/b")
     assert run_dir_name(generated) != generated
+
+
+def test_a_run_directory_name_is_cut_by_bytes_on_a_character_boundary() -> None:
+    long_id = "\U0001d400" * 100  # 100 letters of 4 bytes: 400 bytes, too long for a file name
+    name = run_dir_name(long_id)
+    assert name == "\U0001d400" * 25 + "-" + name[-8:] and len(name.encode()) == 109
+    assert run_dir_name("\u00e9" * 51) == "\u00e9" * 50 + "-" + run_dir_name("\u00e9" * 51)[-8:]
+    assert run_dir_name("ok-\ud800") == "ok-_-" + run_dir_name("ok-\ud800")[-8:]
+
+
+def test_an_id_utf8_cannot_carry_is_one_line_of_error(tmp_path: Path) -> None:
+    """A JSON escape can write a lone surrogate; no results line could hold it (it was a crash)."""
+    path = write(tmp_path / "t.jsonl", '{"id": "a\\ud800", "url": "http://127.0.0.1:9/", "goal": "g"}')
+    with pytest.raises(InputError, match=r"t.jsonl:1: task id 'a\\ud800' is not valid text at character 2"):
+        load_tasks(path)
+
+
+def test_ids_that_would_share_a_run_directory_are_named_at_the_later_ones_line(tmp_path: Path) -> None:
+    """A bad line is named where it is: the file's first bad line, not a message about the file
+    once every line has been read (a line of broken JSON after it is never reached)."""
+    url = "http://127.0.0.1:9/"
+    path = write(
+        tmp_path / "t.jsonl",
+        task_line(id="P", url=url, goal="g"),
+        "# a comment",
+        task_line(id="p", url=url, goal="g"),
+        "{not json",
+    )
+    message = (
+        r"t.jsonl:3: task ids 'P' and 'p' would share the run directory 'p' "
+        r"\(file names ignore case on some systems, 'P' on line 1\); rename one"
+    )
+    with pytest.raises(InputError, match=message):
+        load_tasks(path)
+    shared = (
+        r"the tasks: task ids 'P' and 'p' would share the run directory 'p' \(file names ignore case on some systems\)"
+    )
+    with pytest.raises(InputError, match=shared):
+        check_run_dirs(["P", "p"])
 
 
 def test_a_task_of_a_file_not_trusted_is_always_guarded(tmp_path: Path) -> None:

@@ -11,11 +11,13 @@ phases; the batch's re-runs of these are in ``tests/batch/test_setup_crashes*.py
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.async_api import Browser
+from pydantic import SecretStr
 
 import webagent.stream
 from webagent import Agent
@@ -71,6 +73,22 @@ async def test_a_renderer_crash_while_the_guard_is_installed_ends_the_run_as_the
     written = result_file(output)
     assert written["infrastructure"] is True and written["stop_reason"] == "error"
     assert exit_status(result, False) == EXIT_FAILED
+
+
+async def test_a_set_up_crash_of_a_run_that_holds_a_secret_writes_its_result_for_its_owner_only(
+    server: FakeModelServer, local_tasks: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The result a set-up crash writes follows the run's output rule (a secret: 0700 / 0600), as
+    every other file of the run does."""
+    task = local_tasks["catalog-price"]
+    crash_at_set_up(monkeypatch)
+    config = guarded(server)
+    config.secrets = {"TOKEN": SecretStr("not-on-this-page-4711")}
+    output = tmp_path / "run"
+    result = await run_task(config, task["url"], task["goal"], output, True, None)
+    assert result.infrastructure and result_file(output)["infrastructure"] is True
+    assert stat.S_IMODE(output.stat().st_mode) == 0o700
+    assert stat.S_IMODE((output / "result.json").stat().st_mode) == 0o600
 
 
 async def test_a_start_page_whose_renderer_keeps_dying_is_a_crash_not_an_unreachable_site(
@@ -235,9 +253,9 @@ async def test_a_renderer_crash_as_the_trace_is_stopped_and_the_context_closed_k
     task = local_tasks["catalog-price"]
     stop = webagent.stream._stop_tracing
 
-    async def crash_then_stop(session: BrowserSession, path: Path | None) -> Path | None:
+    async def crash_then_stop(session: BrowserSession, path: Path | None, private: bool) -> Path | None:
         await crash_page(session.page)
-        return await stop(session, path)
+        return await stop(session, path, private)
 
     monkeypatch.setattr(webagent.stream, "_stop_tracing", crash_then_stop)
     async with Agent(make_config(server)) as agent:

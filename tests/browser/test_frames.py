@@ -22,6 +22,7 @@ from webagent.images import frame_for
 from webagent.secrets import Secrets
 from webagent.testing.teampages import FRAME_COLUMNS, FRAME_ROWS
 from webagent.testing.teamsite import TeamSite
+from webagent.uploads import AllowedFiles, Upload
 
 pytestmark = pytest.mark.browser
 
@@ -44,10 +45,9 @@ async def session(browser: Browser) -> AsyncIterator[BrowserSession]:
 
 
 @pytest.fixture
-def upload(tmp_path: Path) -> Path:
-    path = tmp_path / "report.pdf"
-    path.write_bytes(CONTENT)
-    return path
+def upload(tmp_path: Path) -> Upload:
+    (tmp_path / "report.pdf").write_bytes(CONTENT)
+    return AllowedFiles(tmp_path).open("report.pdf")
 
 
 async def _until(check: Callable[[], object], timeout_s: float = 15.0) -> None:
@@ -85,7 +85,7 @@ async def _frames_page(session: BrowserSession, site: TeamSite) -> None:
 
 @pytest.mark.parametrize("place", PLACES)
 async def test_typing_select_click_and_upload_reach_the_control_under_the_point(
-    session: BrowserSession, team_site: TeamSite, upload: Path, place: str
+    session: BrowserSession, team_site: TeamSite, upload: Upload, place: str
 ) -> None:
     await _frames_page(session, team_site)
     x = FRAME_COLUMNS[place]
@@ -161,7 +161,7 @@ async def test_a_secret_is_typed_only_where_its_hosts_allow_the_field_and_the_pa
 
 
 async def test_an_upload_button_gets_the_file_through_its_chooser(
-    session: BrowserSession, team_site: TeamSite, upload: Path
+    session: BrowserSession, team_site: TeamSite, upload: Upload
 ) -> None:
     for path, origin in (("/upload", "upload"), ("/upload/button", "button")):
         await session.goto(f"{team_site.url}{path}", start=True)
@@ -175,7 +175,7 @@ async def test_an_upload_button_gets_the_file_through_its_chooser(
 
 
 async def test_no_chooser_no_input_is_an_action_error(
-    session: BrowserSession, team_site: TeamSite, upload: Path
+    session: BrowserSession, team_site: TeamSite, upload: Upload
 ) -> None:
     await session.goto(f"{team_site.url}/upload", start=True)
     with pytest.raises(ActionError, match="no file chooser opened there"):

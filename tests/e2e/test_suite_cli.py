@@ -122,15 +122,18 @@ async def test_suite_verdicts_junit_report_and_traces(
         await page.close()
 
 
-def test_replay_cache_zero_calls_on_an_unchanged_site_and_self_heals(fake: FakeModelServer, tmp_path: Path) -> None:
+def test_replay_cache_one_call_on_an_unchanged_site_and_self_heals(fake: FakeModelServer, tmp_path: Path) -> None:
+    """An unchanged site replays every step; the answer is judged again by the validator (one call
+    per check: a cache never stands for its acceptance). A recording is bound to its origin: the
+    same site on another port replays only when the operator opts in (--cache-any-origin)."""
     root = tmp_path / "sites"
     shutil.copytree(sites_dir(), root)
     suite = suite_file(tmp_path, check("blue widget", PRICE, "expect: the Blue Widget product page is shown"))
     cache, out = tmp_path / "smoke.cache.json", tmp_path / "out"
 
-    def run(site: SiteServer) -> tuple[dict[str, object], int]:
+    def run(site: SiteServer, *extra: str) -> tuple[dict[str, object], int]:
         before = len(fake.requests)
-        code, _, stderr = run_test(suite, site, fake, "--cache", str(cache), "--output", str(out), "-q")
+        code, _, stderr = run_test(suite, site, fake, "--cache", str(cache), "--output", str(out), "-q", *extra)
         assert code == 0, stderr
         return json.loads((out / "suite.json").read_text()), len(fake.requests) - before
 
@@ -139,13 +142,17 @@ def test_replay_cache_zero_calls_on_an_unchanged_site_and_self_heals(fake: FakeM
         assert calls == 6 and recorded["replayed_steps"] == 0 and cache.is_file()
         text = cache.read_text()
         replayed, calls = run(site)
-    assert calls == 0 and replayed["model_calls"] == 0  # the whole suite passes with zero model calls
-    assert replayed["replayed_steps"] == 3 and replayed["calls_saved"] == 6
+    assert calls == 1 and replayed["model_calls"] == 1  # the validator's, judging the replayed answer
+    assert replayed["replayed_steps"] == 3 and replayed["calls_saved"] == 5
     assert cache.read_text() == text  # nothing changed, nothing rewritten
 
-    with SiteServer(root=root) as moved:  # another port: fingerprints hold same-origin paths
+    with SiteServer(root=root) as moved:  # another port: another origin
+        _, calls = run(moved, "--cache-any-origin")  # opted in: fingerprints hold same-origin paths
+        assert calls == 1 and cache.read_text() == text
+        _, calls = run(moved)  # bound to the origin it was recorded from: re-planned, recorded anew
+        assert calls == 6 and cache.read_text() != text
         _, calls = run(moved)
-        assert calls == 0
+        assert calls == 1
         index = root / "catalog" / "index.html"
         index.write_text(index.read_text().replace("</body>", "<p>Spring sale: everything ships free</p></body>"))
         healed, calls = run(moved)
@@ -154,7 +161,7 @@ def test_replay_cache_zero_calls_on_an_unchanged_site_and_self_heals(fake: FakeM
         assert [s["replayed"] for s in steps] == [False, False, False]
         assert "re-planned by the models" in (out / "report.html").read_text()
         _, calls = run(moved)
-        assert calls == 0  # the healed cache replays again
+        assert calls == 1  # the healed cache replays again
 
 
 def test_suite_budget_stops_checks(fake: FakeModelServer, site: SiteServer, tmp_path: Path) -> None:
@@ -191,10 +198,11 @@ def test_run_with_a_cache_replays(fake: FakeModelServer, site: SiteServer, tmp_p
     before = len(fake.requests)
     second = webagent(*args, "--output", str(tmp_path / "b"), "--json")
     assert second.returncode == 0, second.stderr
-    assert len(fake.requests) == before
+    assert [r.role for r in fake.requests[before:]] == ["validator"]  # the replayed answer, judged again
     result = json.loads(second.stdout)
-    assert result["replayed_steps"] == 3 and result["calls_saved"] == 6 and result["answer"] == "$12.50"
-    assert "3 steps replayed (6 model calls saved)" in second.stderr
+    assert result["replayed_steps"] == 3 and result["calls_saved"] == 5 and result["answer"] == "$12.50"
+    assert "3 steps replayed (5 model calls saved)" in second.stderr
+    assert "accepted by the validator" in second.stderr
 
 
 def test_sigterm_mid_suite_then_resume(site: SiteServer, tmp_path: Path) -> None:

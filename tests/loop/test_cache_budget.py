@@ -26,6 +26,9 @@ SOLVE = [
 ]
 
 
+START = "http://127.0.0.1:1/start"
+
+
 async def episode(
     config: AgentConfig,
     page: FakePage,
@@ -40,7 +43,7 @@ async def episode(
             agent.new_roles(),
             page,
             config.agent,
-            url="http://127.0.0.1:1/start",
+            url=START,
             goal=GOAL,
             budgets=budgets or [],
             replay=replay,
@@ -113,26 +116,31 @@ async def test_expectation_reaches_the_validator(model_server: ServerFactory) ->
     assert "the basket shows 2 items" in validator[0].text
 
 
-async def test_replay_runs_recorded_steps_without_models(model_server: ServerFactory, tmp_path: Path) -> None:
+async def test_replay_runs_recorded_steps_without_models_but_the_validator(
+    model_server: ServerFactory, tmp_path: Path
+) -> None:
+    """The recorded steps replay with no policy or localizer call; the recorded answer is judged
+    again by the validator (one call): a cache never stands for the validator's acceptance."""
     path = tmp_path / "cache.json"
     async with model_server(script(SOLVE)) as server:
         config = make_config(server)
         cache = ReplayCache(path)
-        replay = cache.replay_for("check", goal=GOAL)
+        replay = cache.replay_for("check", goal=GOAL, url=START)
         first_page = FakePage()
         first, steps = await episode(config, first_page, replay=replay)
         assert first.success and [s.replayed for s in steps] == [False, False, False]
-        assert cache.update("check", replay, url="http://127.0.0.1:1/start", goal=GOAL)
+        assert cache.update("check", replay, url=START, goal=GOAL)
         recorded = len(server.requests)
 
         page = FakePage()
-        again, steps = await episode(config, page, replay=ReplayCache(path).replay_for("check", goal=GOAL))
-        assert len(server.requests) == recorded  # zero model calls
+        again, steps = await episode(config, page, replay=ReplayCache(path).replay_for("check", goal=GOAL, url=START))
+        assert [r.role for r in server.requests[recorded:]] == ["validator"]  # the answer judged again
     assert again.success and again.answer == "42" and again.stop_reason == "answered"
     assert [s.replayed for s in steps] == [True, True, True]
-    assert again.replayed_steps == 3 and again.calls_saved == 5
+    assert again.replayed_steps == 3 and again.calls_saved == 4
     assert page.calls == first_page.calls  # the same clicks at the same points
-    assert all(not s.calls for s in steps)
+    assert not steps[0].calls and not steps[1].calls and [c.role for c in steps[2].calls] == ["validator"]
+    assert steps[2].outcome == "accepted by the validator" and steps[2].verdict is not None
 
 
 async def test_a_changed_page_is_replanned_from_that_step(model_server: ServerFactory, tmp_path: Path) -> None:
@@ -140,9 +148,9 @@ async def test_a_changed_page_is_replanned_from_that_step(model_server: ServerFa
     async with model_server(script(SOLVE)) as server:
         config = make_config(server)
         cache = ReplayCache(path)
-        replay = cache.replay_for("check", goal=GOAL)
+        replay = cache.replay_for("check", goal=GOAL, url=START)
         await episode(config, FakePage(), replay=replay)
-        cache.update("check", replay, url="u", goal=GOAL)
+        cache.update("check", replay, url=START, goal=GOAL)
         before = json.loads(path.read_text())
 
         class ChangesAfterFirstStep(FakePage):
@@ -152,11 +160,11 @@ async def test_a_changed_page_is_replanned_from_that_step(model_server: ServerFa
 
         n = len(server.requests)
         cache = ReplayCache(path)
-        replay = cache.replay_for("check", goal=GOAL)
+        replay = cache.replay_for("check", goal=GOAL, url=START)
         result, steps = await episode(config, ChangesAfterFirstStep(), replay=replay)
         assert len(server.requests) - n == 3  # policy (step 2), policy + validator (step 3)
         assert result.success and [s.replayed for s in steps] == [True, False, False]
-        assert replay.changed and cache.update("check", replay, url="u", goal=GOAL)  # self-healed
+        assert replay.changed and cache.update("check", replay, url=START, goal=GOAL)  # self-healed
     after = json.loads(path.read_text())
     old, new = before["checks"]["check"]["steps"], after["checks"]["check"]["steps"]
     assert old[0] == new[0] and old[1]["fingerprint"]["text"] != new[1]["fingerprint"]["text"]
@@ -166,11 +174,11 @@ async def test_a_failed_run_does_not_touch_the_cache(model_server: ServerFactory
     path = tmp_path / "cache.json"
     async with model_server(script([{"action": {"action": "answer", "content": "wrong"}}])) as server:
         cache = ReplayCache(path)
-        replay = cache.replay_for("check", goal=GOAL)
+        replay = cache.replay_for("check", goal=GOAL, url=START)
         result, _ = await episode(make_config(server, max_attempts=1), FakePage(), replay=replay)
     assert not result.success
     assert not replay.steps  # a rejected answer is never recorded
-    assert not cache.update("check", replay, url="u", goal=GOAL) and not path.exists()
+    assert not cache.update("check", replay, url=START, goal=GOAL) and not path.exists()
 
 
 async def test_a_shared_call_budget_is_exact_under_concurrency(model_server: ServerFactory) -> None:

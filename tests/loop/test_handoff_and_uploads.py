@@ -1,5 +1,6 @@
 """The loop's part of ``ask_user`` and ``upload_file``, on a fake page: the person's time is left out
-of ``max_time_s``; an upload gives the page the allowed file's path, never one the policy names."""
+of ``max_time_s``; an upload gives the page the allowed file's bytes, never a file the policy names
+by a path, a link or a dotfile."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 from webagent import Agent
 from webagent.loop import Episode, HumanRequest
-from webagent.uploads import AllowedFiles
+from webagent.uploads import AllowedFiles, Upload
 
 from ..conftest import ServerFactory, make_config
 from .fakepage import FakePage
@@ -17,9 +18,9 @@ from .test_episode import GOAL, script
 
 
 class UploadingPage(FakePage):
-    async def upload_file(self, x: float, y: float, path: Path) -> str:
-        self._record("upload", round(x), round(y), path)
-        return f"ok, gave the file {path.name!r} to the page"
+    async def upload_file(self, x: float, y: float, file: Upload) -> str:
+        self._record("upload", round(x), round(y), file)
+        return f"ok, gave the file {file.name!r} to the page"
 
 
 async def _episode(server: Any, page: FakePage, **kwargs: Any) -> Episode:
@@ -53,7 +54,7 @@ async def test_the_persons_time_is_not_the_runs(model_server: ServerFactory) -> 
     assert episode.result.duration_s >= 1.5 and episode.clock.elapsed() < 1.0
 
 
-async def test_an_upload_gives_the_allowed_files_path_only(model_server: ServerFactory, tmp_path: Path) -> None:
+async def test_an_upload_gives_the_allowed_files_bytes_only(model_server: ServerFactory, tmp_path: Path) -> None:
     (tmp_path / "cv.pdf").write_bytes(b"%PDF-1.4")
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "deep.txt").write_text("x")
@@ -72,9 +73,11 @@ async def test_an_upload_gives_the_allowed_files_path_only(model_server: ServerF
         episode.clock.max_time_s = 60.0
         steps = [step async for step in episode.steps()]
         await episode._agent.aclose()  # type: ignore[attr-defined]
-    assert [c for c in page.calls if c[0] == "upload"] == [("upload", 640, 400, (tmp_path / "cv.pdf").resolve())]
+    assert [c for c in page.calls if c[0] == "upload"] == [
+        ("upload", 640, 400, Upload("cv.pdf", "application/pdf", b"%PDF-1.4"))
+    ]
     assert "not a path" in (steps[0].error or "") and "not a path" in (steps[1].error or "")
-    assert "not a file you may upload" in (steps[2].error or "")
+    assert "is a link, not a file" in (steps[2].error or "")
     assert steps[3].outcome == "ok, gave the file 'cv.pdf' to the page"
     assert (
         steps[0].context is not None
@@ -89,4 +92,4 @@ def test_no_upload_without_an_allow_list() -> None:
     from webagent.errors import ActionError
 
     with pytest.raises(ActionError, match="allowed none"):
-        AllowedFiles().resolve("cv.pdf")
+        AllowedFiles().open("cv.pdf")

@@ -213,20 +213,28 @@ async def test_a_step_of_several_actions_and_a_drag_replay_from_the_cache(
         {"action": {"action": "answer", "content": "42"}},
     ]
     path = tmp_path / "cache.json"
+    start = "http://127.0.0.1:1/start"
     async with model_server(script(policy)) as server:
         config = config_for(server, None, "localizer", "json", max_actions_per_turn=3)
         first_page = FakePage()
         first_page.restructuring = {"click"}  # the third action is not carried out: not recorded either
         cache = ReplayCache(path)
-        replay = cache.replay_for("check", goal=GOAL)
+        replay = cache.replay_for("check", goal=GOAL, url=start)
         first, _ = await run(config, first_page, replay=replay)
-        assert first.success and cache.update("check", replay, url="http://127.0.0.1:1/start", goal=GOAL)
+        assert first.success and cache.update("check", replay, url=start, goal=GOAL)
         recorded = len(server.requests)
         page = FakePage()
-        again, steps = await run(config, page, replay=ReplayCache(path).replay_for("check", goal=GOAL))
-        assert len(server.requests) == recorded  # zero model calls
+        again, steps = await run(config, page, replay=ReplayCache(path).replay_for("check", goal=GOAL, url=start))
+        # No policy or localizer call; the replayed answer is judged again (a cache never stands for it).
+        assert [r.role for r in server.requests[recorded:]] == ["validator"]
+        # A run that lets a turn take one action does not replay a recorded turn of two: its policy decides.
+        one = config.model_copy(update={"agent": config.agent.model_copy(update={"max_actions_per_turn": 1})})
+        before = len(server.requests)
+        _, fewer = await run(one, FakePage(), replay=ReplayCache(path).replay_for("check", goal=GOAL, url=start))
+        assert not fewer[0].replayed and server.requests[before].role == "policy"
     assert again.success and [s.replayed for s in steps] == [True, True, True]
     assert page.calls == first_page.calls  # the same actions at the same points, a drag's two included
     assert [c[0] for c in page.calls[1:]] == ["write", "click", "drag"]
-    # Planned: 3 policy calls, 2 + 2 localizer calls (a list's two placed actions, a drag's two points), 1 validator.
-    assert again.calls_saved == 8
+    # Planned: 3 policy calls and 2 + 2 localizer calls (a list's two placed actions, a drag's two points);
+    # the validator's is made again.
+    assert again.calls_saved == 7

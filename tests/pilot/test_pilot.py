@@ -23,6 +23,7 @@ from webagent import (
     ModelError,
     ReplayCache,
 )
+from webagent.testing.chat import RecordedRequest
 from webagent.testing.sites import SiteServer
 
 from ..conftest import ServerFactory, make_config
@@ -148,27 +149,35 @@ async def test_extract_returns_a_validated_model_or_a_clear_error(
     assert failed["success"] is False and failed["stop_reason"] == "error"
 
 
-async def test_a_replay_cache_makes_an_unchanged_site_cost_no_model_call(
+async def test_a_replay_cache_makes_an_unchanged_site_cost_one_validator_call(
     page: Page, site: SiteServer, model_server: ServerFactory, tmp_path: Path
 ) -> None:
+    """The act's steps, the check and the extraction are answered from the cache; the act's answer
+    is judged again by the validator (a cache never stands for its acceptance)."""
     cache_file = tmp_path / "pilot.cache.json"
 
-    async def session(server_requests: list[object]) -> tuple[bool, bool, Product]:
+    async def session(server_requests: list[RecordedRequest], runs: Path) -> tuple[bool, bool, Product]:
         async with model_server(pilot_script()) as server, Agent(make_config(server)) as agent:
             await page.goto(f"{site.url}/catalog/")
-            pilot = agent.pilot(page, replay=ReplayCache(cache_file))
+            pilot = agent.pilot(page, replay=ReplayCache(cache_file), output_dir=runs)
             result = await pilot.act(GOAL)
             check = await pilot.check("The page shows the Blue Widget at $12.50")
             product = await pilot.extract("the product's name and price", schema=Product)
             server_requests.extend(server.requests)
         return result.success, check.holds, product
 
-    first: list[object] = []
-    second: list[object] = []
-    assert await session(first) == (True, True, Product(name="Blue Widget", price="$12.50"))
+    first: list[RecordedRequest] = []
+    second: list[RecordedRequest] = []
+    assert await session(first, tmp_path / "first") == (True, True, Product(name="Blue Widget", price="$12.50"))
     assert len(first) == 3 + 2 + 1 + 1 + 1  # 3 policy, 2 localizer, 1 validator; a check; an extraction
-    assert await session(second) == (True, True, Product(name="Blue Widget", price="$12.50"))
-    assert second == []
+    assert await session(second, tmp_path / "second") == (True, True, Product(name="Blue Widget", price="$12.50"))
+    assert [r.role for r in second] == ["validator"]
+    # what each run directory says: the act's answer judged now, the check's verdict the cache's
+    act = [json.loads(line) for line in (tmp_path / "second" / "act-1" / "trajectory.jsonl").open()]
+    assert act[-1]["replayed"] is True and act[-1]["outcome"] == "accepted by the validator"
+    assert [c["role"] for c in act[-1]["calls"]] == ["validator"]
+    check = json.loads((tmp_path / "second" / "check-1" / "trajectory.jsonl").read_text())
+    assert check["outcome"] == "the statement holds (the replay cache's verdict, given on this page state before)"
     data = json.loads(cache_file.read_text())
     assert list(data["checks"]) == [f"act: {GOAL}"]
     check_key, extract_key = sorted(data["answers"])

@@ -258,6 +258,9 @@ def test_one_cache_file_per_test_with_a_safe_distinct_name(tmp_path: Path) -> No
     odd = [cache_path(test_file, f"test_x[chromium-{p}]").name for p in ("a/b", "a:b", "a b", "a?b")]
     assert len(set(odd)) == 4 and all("/" not in n and ":" not in n and " " not in n for n in odd)
     assert len(cache_path(test_file, "test_" + "x" * 400).name) <= 130
+    # a test named in a script of 4-byte letters: cut by bytes, what a file system limits (255)
+    letters = cache_path(test_file, "test_" + "\U0001d400" * 100).name
+    assert len(letters.encode()) <= 130 and letters.startswith("test_\U0001d400")
     # same-named tests of two classes (and the module's own): three files, named readably
     named = [cache_path(test_file, n).name for n in ("TestA::test_x[chromium]", "TestB::test_x[chromium]", "test_x")]
     assert named == ["TestA.test_x[chromium].json", "TestB.test_x[chromium].json", "test_x.json"]
@@ -285,6 +288,9 @@ def test_the_cache_file_of_a_test_names_its_class(pytester: pytest.Pytester) -> 
     assert len({cache_path(item.path, node_name(item)) for item in items}) == 3
 
 
+URL = "http://127.0.0.1:8123/p"
+
+
 def _fingerprint(url: str) -> Fingerprint:
     return Fingerprint(url=url, title="t", text="0" * 16, image="0" * 64, size=(1260, 784))
 
@@ -293,16 +299,16 @@ def test_cache_modes(tmp_path: Path) -> None:
     path = tmp_path / "c.json"
     seen = _fingerprint("/p")
     recorded = ReplayCache(path)
-    recorded.store_answer("check: x", seen, {"holds": True, "feedback": "ok"})
+    recorded.store_answer("check: x", seen, {"holds": True, "feedback": "ok"}, url=URL)
     before = path.read_text()
     read = open_cache("read", path)
-    assert isinstance(read, ReadOnlyCache) and read.answer_for("check: x", seen) is not None
-    read.store_answer("check: y", seen, {"holds": True, "feedback": "ok"})
+    assert isinstance(read, ReadOnlyCache) and read.answer_for("check: x", seen, url=URL) is not None
+    read.store_answer("check: y", seen, {"holds": True, "feedback": "ok"}, url=URL)
     assert path.read_text() == before  # never written
     write = open_cache("write", path)
-    assert isinstance(write, RecordingCache) and write.answer_for("check: x", seen) is None
-    assert write.replay_for("act: g", goal="g").recorded == []
-    write.store_answer("check: y", seen, {"holds": True, "feedback": "ok"})
+    assert isinstance(write, RecordingCache) and write.answer_for("check: x", seen, url=URL) is None
+    assert write.replay_for("act: g", goal="g", url=URL).recorded == []
+    write.store_answer("check: y", seen, {"holds": True, "feedback": "ok"}, url=URL)
     assert "check: y" in json.loads(path.read_text())["answers"]
     assert open_cache("off", path) is None
     assert type(open_cache("auto", path)) is ReplayCache

@@ -38,7 +38,7 @@ def test_checkout(web, page, shop):
 """
 
 
-def test_act_check_extract_pass_then_replay_with_no_model_call(project: Project) -> None:
+def test_act_check_extract_pass_then_replay_with_only_the_validator_judging_the_answer(project: Project) -> None:
     project.write("test_shop.py", CHECKOUT)
     first = project.run()
     first.assert_outcomes(passed=1)
@@ -52,10 +52,11 @@ def test_act_check_extract_pass_then_replay_with_no_model_call(project: Project)
     assert check == f"check: {STATEMENT}" and extract.startswith("extract: the product's name and price [")
     # a passing test keeps no run folders (--webagent-runs retain-on-failure)
     assert not list(project.path.glob("test-results/*/webagent"))
-    # the site did not change: the second run makes no model call, and leaves the cache as it was
+    # the site did not change: the second run replays every step and answer, the validator judging the
+    # act's answer again (one call: a cache never stands for its acceptance), and leaves the cache as it was
     second = project.run()
     second.assert_outcomes(passed=1)
-    assert calls(project.server) == 0
+    assert calls(project.server) == 1 and project.server.request_counts.get("validator") == 1
     assert json.loads(cache.read_text()) == data
 
 
@@ -76,7 +77,7 @@ def test_the_same_goal_twice_keeps_two_recordings_and_replays_both(project: Proj
     recordings = json.loads(cache.read_text())["checks"]
     assert {key: len(rec["steps"]) for key, rec in recordings.items()} == {f"act: {GOAL}": 3, f"act#2: {GOAL}": 1}
     project.run().assert_outcomes(passed=1)
-    assert calls(project.server) == 0
+    assert calls(project.server) == 2  # the validator, judging each act's replayed answer
 
 
 def test_a_broken_site_fails_with_the_validators_feedback_and_the_report(project: Project) -> None:

@@ -58,10 +58,16 @@ def _webagent(server: FakeModelServer, *args: str, secrets: bool = True) -> subp
     return subprocess.run([sys.executable, "-m", "webagent", *args, *flags], capture_output=True, timeout=180, env=env)
 
 
+def _private(folder: Path) -> bool:
+    """Every folder under ``folder`` (itself too) 0700, every file 0600 (``webagent.files``)."""
+    paths = [folder, *folder.rglob("*")]
+    return all(stat.S_IMODE(p.stat().st_mode) == (0o700 if p.is_dir() else 0o600) for p in paths)
+
+
 def test_auth_save_signs_in_once_and_later_runs_start_signed_in(
     recording: FakeModelServer, team_site: TeamSite, tmp_path: Path
 ) -> None:
-    state, sign_in_dir, run_dir = tmp_path / "state.json", tmp_path / "auth-run", tmp_path / "run"
+    state, sign_in_dir, run_dir = tmp_path / "states" / "state.json", tmp_path / "auth-run", tmp_path / "run"
     signed_in = team_site.sign_ins
     saved = _webagent(
         recording, "auth", "save", f"{team_site.url}/app/", "--goal", SIGN_IN_GOAL, "--output", str(state),
@@ -70,6 +76,8 @@ def test_auth_save_signs_in_once_and_later_runs_start_signed_in(
     assert saved.returncode == 0, saved.stderr.decode()[-2000:]
     assert b"saved to" in saved.stdout and team_site.sign_ins == signed_in + 1
     assert stat.S_IMODE(state.stat().st_mode) == 0o600  # a secret: its owner's only
+    assert stat.S_IMODE(state.parent.stat().st_mode) == 0o700  # and so is the folder made for it
+    assert _private(sign_in_dir)  # the sign-in's run directory: screenshots of the signed-in site
     cookies = {c["name"]: c["value"] for c in json.loads(state.read_text())["cookies"]}
     local = [i["value"] for o in json.loads(state.read_text())["origins"] for i in o["localStorage"]]
     sid = cookies["sid"]
@@ -86,6 +94,7 @@ def test_auth_save_signs_in_once_and_later_runs_start_signed_in(
     assert result["steps"] == 1 and result["success"]
     assert not [r for r in team_site.requests[before:] if r.path.startswith(("/login", "/2fa"))]
     assert "{{STORAGE_STATE}}" in result["final_url"]  # the page put the session id in its URL: redacted
+    assert _private(run_dir)  # a run that holds a signed-in state: its owner's only
 
     # The state's values are nowhere: run directories, output, logs, model requests.
     secrets = [sid, *local, PASSWORD]

@@ -341,7 +341,7 @@ class TaskRunner:
             log.warning("task_cleanup_stalled", task=task.id, idle_s=idle_s, where=where)
             _add_usage(usage, ended.usage)
             if not (directory / "result.json").exists():
-                write_result(directory, ended)
+                write_result(directory, ended, private=stream.private)
             # An episode that failed as its browser died (its clean-up then waiting on that browser)
             # is re-run as after any crash.
             crashed = stall.browser_lost and ended.stop_reason == "error"
@@ -357,7 +357,7 @@ class TaskRunner:
             log.warning("task_stalled", task=task.id, idle_s=idle_s, where=where, steps=progress.steps)
         result = _failed(task, message, progress)
         _add_usage(usage, progress.usage)
-        write_result(directory, result)
+        write_result(directory, result, private=stream.private)
         if stall.browser_lost:  # re-run on a replacement browser, as after any crash
             return _Outcome(result, crashed=True, setup=not stream.stepping)
         return _Outcome(result, stalled=True)

@@ -22,6 +22,7 @@ from rich.text import Text
 from ..config import AgentConfig
 from ..errors import InputError
 from ..files import write_atomic
+from ..inputs import terminal_json, terminal_text
 from ..runtime import checked_sessions
 from .processes import auto_workers
 from .ray import RayCluster
@@ -116,7 +117,7 @@ class BatchProgress:
             self._told_resume = True
             resume = self.resume_line(stats)
             if resume is not None:
-                print(f"{self.label}: {resume}", file=sys.stderr, flush=True)
+                print(terminal_text(f"{self.label}: {resume}"), file=sys.stderr, flush=True)
         if not stats.steps and not stats.finished_now:  # nothing to count yet: the phase, once
             if stats.phase != self._phase:
                 self._phase = stats.phase
@@ -130,10 +131,11 @@ class BatchProgress:
         self._show(self.line(stats))
 
     def _show(self, text: str) -> None:
+        line = terminal_text(f"{self.label}: {text}")  # an admission's reason may quote a browser's error
         if self.live is not None:
-            self.live.update(Text(f"{self.label}: {text}"))
+            self.live.update(Text(line))
         else:
-            print(f"{self.label}: {text}", file=sys.stderr, flush=True)
+            print(line, file=sys.stderr, flush=True)
 
 
 def admitted(s: BatchStats) -> str:
@@ -187,7 +189,7 @@ def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:
         return stats, server
 
     stats, server = asyncio.run(main())
-    return _finish(args, output, stats, server, config, interrupted=runner.stopping)
+    return _finish(args, output, stats, server, config, interrupted=runner.stopping, private=runner.private)
 
 
 def worker_count(value: str, concurrency: int, *, ray: bool) -> int:
@@ -220,14 +222,15 @@ def _finish(
     config: AgentConfig,
     *,
     interrupted: bool,
+    private: bool = False,
 ) -> int:
     results = read_results(output)
     summary = summarize(results, stats, config, attempts=args.attempts, server=server, interrupted=interrupted)
-    write_atomic(output / "summary.json", (json.dumps(summary, indent=2) + "\n").encode())
+    write_atomic(output / "summary.json", (json.dumps(summary, indent=2) + "\n").encode(), private=private)
     if not args.quiet:
         print_summary(summary)
     if args.json:
-        print(json.dumps(summary))
+        print(terminal_json(json.dumps(summary)))
     return exit_code(summary)
 
 

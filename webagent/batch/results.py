@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 
 from ..config import ROLES, AgentConfig
 from ..errors import InputError
-from ..files import write_atomic_parts
+from ..files import make_dir, open_append, write_atomic_parts
 from ..records import DownloadedFile, Usage
 from .tasks import TaskSpec
 
@@ -142,13 +142,15 @@ class TaskResult(BaseModel):
 
 
 class ResultsFile:
-    """Append-only results.jsonl with atomic lines."""
+    """Append-only results.jsonl with atomic lines; ``private``: its owner's only, with the folder
+    made for it (a batch whose runs hold a secret: ``webagent.files``)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, private: bool = False) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self.private = private
+        make_dir(path.parent, private=private)
         self._repair()
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = open_append(path, private=private)
 
     def _repair(self) -> None:
         if not self.path.exists():
@@ -185,8 +187,8 @@ class ResultsFile:
             if line.strip() and TaskResult.model_validate_json(line).id not in drop:
                 kept.append(line + b"\n")
         os.close(self._fd)
-        write_atomic_parts(self.path, kept)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        write_atomic_parts(self.path, kept, private=self.private)
+        self._fd = open_append(self.path, private=self.private)
 
     def append(self, result: TaskResult) -> None:
         line = (result.model_dump_json() + "\n").encode()

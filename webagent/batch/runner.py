@@ -38,6 +38,7 @@ from ..config import AgentConfig
 from ..errors import ConfigError
 from ..records import Step
 from ..replay import ReplayCache
+from ..runtime import private_outputs
 from ..stream import TRACE_TIMEOUT_S
 from .admission import INITIAL, TICK_S, Admission
 from .attempts import CRASH_RERUNS, INFRA_RERUNS, SETUP_RERUNS, STALL_RERUNS, TaskLimits, TaskRunner
@@ -128,6 +129,8 @@ class BatchRunner:
                 "actors; drop the suite budget or run without --ray"
             )
         check_run_dirs(task.id for task in tasks)  # no run overwrites another's files
+        #: Whether the batch's outputs are its owner's only (its runs hold a secret: ``webagent.files``).
+        self.private = private_outputs(config, (task.browser for task in tasks))
         self.config = config
         self._redaction = config.secret_set()
         self.tasks = tasks
@@ -164,7 +167,7 @@ class BatchRunner:
     @property
     def results(self) -> ResultsFile:
         if self._results is None:
-            self._results = ResultsFile(self.output / "results.jsonl")
+            self._results = ResultsFile(self.output / "results.jsonl", private=self.private)
         return self._results
 
     def stop(self) -> None:

@@ -7,8 +7,10 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..config import ROLES, AgentConfig
+from ..inputs import terminal_text
 from ..records import Usage
 from .results import TaskResult, cost_of
 from .stats import BatchStats
@@ -169,18 +171,19 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
     table = Table(title="webagent batch", show_header=False, title_justify="left")
     table.add_column("", style="dim")
     table.add_column("")
+
+    def add_row(*cells: str) -> None:
+        # Text, not markup, and as terminal_text: a cell may quote a browser's error or a task file.
+        table.add_row(*(Text(terminal_text(cell)) for cell in cells))
+
     rate = summary["success_rate"]
-    table.add_row(
-        "tasks", f"{summary['finished']}/{summary['tasks']}" + (" (interrupted)" if summary["interrupted"] else "")
-    )
-    table.add_row(f"validated success (pass@{summary['pass_at']})", "-" if rate is None else f"{rate:.1%}")
+    add_row("tasks", f"{summary['finished']}/{summary['tasks']}" + (" (interrupted)" if summary["interrupted"] else ""))
+    add_row(f"validated success (pass@{summary['pass_at']})", "-" if rate is None else f"{rate:.1%}")
     ref = summary["reference"]
     if ref["scored"]:
-        table.add_row("matches reference answer", f"{ref['matched']}/{ref['scored']} ({ref['match_rate']:.1%})")
-    table.add_row(
-        "steps / attempts per task", f"{_show(summary['steps_per_task'])} / {_show(summary['attempts_per_task'])}"
-    )
-    table.add_row(
+        add_row("matches reference answer", f"{ref['matched']}/{ref['scored']} ({ref['match_rate']:.1%})")
+    add_row("steps / attempts per task", f"{_show(summary['steps_per_task'])} / {_show(summary['attempts_per_task'])}")
+    add_row(
         "errors (infrastructure) / retried after crash / stalled",
         f"{summary['errors']} ({summary.get('infrastructure_errors', 0)}) / {summary['retried_after_crash']} / "
         f"{summary.get('stalled', 0)}",
@@ -188,28 +191,28 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
     setup = summary["run"].get("setup_crash_causes") or {}
     if summary.get("setup_crash_reruns") or setup:
         top = "; ".join(f"{n} x {cause}" for cause, n in list(setup.items())[:3])
-        table.add_row(
+        add_row(
             "re-run after a crash in set-up", f"{summary.get('setup_crash_reruns', 0)}" + (f" ({top})" if top else "")
         )
     if summary.get("needs_human"):
-        table.add_row("needed a person (ask_user, none to answer)", str(summary["needs_human"]))
+        add_row("needed a person (ask_user, none to answer)", str(summary["needs_human"]))
     for name, row in summary.get("benchmarks", {}).items():
         errors = f", {row['errors']} errors" if row["errors"] else ""
-        table.add_row(name, f"{row['succeeded']}/{row['tasks']} succeeded ({row['success_rate']:.1%}){errors}")
+        add_row(name, f"{row['succeeded']}/{row['tasks']} succeeded ({row['success_rate']:.1%}){errors}")
     causes = summary["run"].get("infra_rerun_causes") or {}
     if summary.get("infra_reruns") or causes:
         top = "; ".join(f"{n} x {cause}" for cause, n in list(causes.items())[:3])
-        table.add_row(
+        add_row(
             "re-run after an infrastructure failure", f"{summary.get('infra_reruns', 0)}" + (f" ({top})" if top else "")
         )
     for role in ROLES:
         tok = summary["tokens"][role]
         cached = f" ({tok['cached'] / tok['prompt']:.0%} cached)" if tok.get("cached") and tok["prompt"] else ""
-        table.add_row(f"{role} tokens (prompt/completion)", f"{tok['prompt']:,}{cached} / {tok['completion']:,}")
-    table.add_row("cost", f"${summary['cost_usd']['total']:.4f}")
+        add_row(f"{role} tokens (prompt/completion)", f"{tok['prompt']:,}{cached} / {tok['completion']:,}")
+    add_row("cost", f"${summary['cost_usd']['total']:.4f}")
     run = summary["run"]
     wall = run["wall_time_s"]
-    table.add_row(
+    add_row(
         "wall time",
         ("-" if wall is None else f"{wall:.1f}s")
         + f" ({run['tasks_finished']} run now, {run['tasks_resumed']} resumed)",
@@ -217,22 +220,22 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
     adm = summary.get("admission")
     if adm:
         commands = summary["run"].get("browser_commands") or {}
-        table.add_row(
+        add_row(
             "sessions at once (admission)",
             f"peak {adm['peak_running']} of {adm['ceiling']}, limit {adm['limit_lowest']}-{adm['limit_highest']}, "
             f"{adm['decreases']} decreases, held back {adm['held_back_s']:g} s",
         )
         if commands.get("extended") or commands.get("expired"):
-            table.add_row(
+            add_row(
                 "browser deadlines: given more time / given up",
                 f"{commands.get('extended', 0)} / {commands.get('expired', 0)} of {commands.get('answered', 0):,} answered",
             )
-    table.add_row("steps/s, model tokens/s", f"{_show(run['steps_per_s'])} / {_show(run['model_tokens_per_s'])}")
+    add_row("steps/s, model tokens/s", f"{_show(run['steps_per_s'])} / {_show(run['model_tokens_per_s'])}")
     lat = run["step_latency_s"]
     if lat["p50"] is None:  # no step ran in this invocation (e.g. a resumed batch with nothing left)
-        table.add_row("step latency p50/p90", "-")
+        add_row("step latency p50/p90", "-")
     else:
-        table.add_row(
+        add_row(
             "step latency p50/p90",
             f"{_show(lat['p50'], 's')} / {_show(lat['p90'], 's')} "
             f"(model {_show(lat['model_p50'])}/{_show(lat['model_p90'], 's')}, "
@@ -241,12 +244,12 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
     server = summary.get("server")
     if server:
         if "error" in server:
-            table.add_row("server metrics", str(server["error"]))
+            add_row("server metrics", str(server["error"]))
         else:
-            table.add_row("server generation tokens/s", _show(server.get("generation_tokens_per_s")))
+            add_row("server generation tokens/s", _show(server.get("generation_tokens_per_s")))
             rate = server.get("prefix_cache_hit_rate")
-            table.add_row("server prefix cache: cached share", "-" if rate is None else f"{rate:.1%}")
+            add_row("server prefix cache: cached share", "-" if rate is None else f"{rate:.1%}")
             per_step = server.get("uncached_prompt_tokens_per_step")
             if per_step is not None:
-                table.add_row("server prompt tokens not cached, per step", f"{per_step:,}")
+                add_row("server prompt tokens not cached, per step", f"{per_step:,}")
     console.print(table)

@@ -32,7 +32,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..config import AgentConfig, AgentSettings, ContextSettings
 from ..errors import InputError
-from ..inputs import MAX_GOAL_CHARS, check_text, load_json, read_text
+from ..files import MAX_NAME_BYTES, cut_utf8
+from ..inputs import MAX_GOAL_CHARS, check_text, load_json, not_utf8_at, read_text
 from ..safety import NavigationPolicy
 from ..stream import TraceMode
 from ..urls import normalize_url
@@ -224,6 +225,7 @@ def load_tasks(path: str | Path, *, trusted: bool = False) -> list[TaskSpec]:
     text = read_text(path, "task file")
     tasks: list[TaskSpec] = []
     seen: set[str] = set()
+    dirs: dict[str, tuple[str, int | None]] = {}  # each id's run directory (``_claim_run_dir``)
     for number, raw in enumerate(text.split("\n"), start=1):  # not splitlines(): U+2028 may sit in a string
         line = raw.removesuffix("\r")
         if not line.strip() or line.lstrip().startswith("#"):
@@ -247,10 +249,10 @@ def load_tasks(path: str | Path, *, trusted: bool = False) -> list[TaskSpec]:
         if task.id in seen:
             raise InputError(f"{where}: duplicate task id {task.id!r}")
         seen.add(task.id)
+        _claim_run_dir(dirs, task.id, where, number)  # at its own line: the first bad line is named
         tasks.append(task)
     if not tasks:
         raise InputError(f"task file {path} has no tasks")
-    check_run_dirs([task.id for task in tasks], str(path))
     return tasks
 
 
@@ -383,24 +385,39 @@ def reference_matches(answer: str | None, references: list[str]) -> bool:
 
 def run_dir_name(task_id: str) -> str:
     """The directory name of a task's runs: the id itself when it is a safe file name, else the id
-    made safe with its hash appended (``a/b`` -> ``a_b-3ec69c85``). An id that already ends like
-    such a name gets a hash too, so that no two ids share a name (up to a 32-bit hash collision,
-    which ``check_run_dirs`` refuses)."""
-    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in task_id).strip(".")[:100] or "task"
+    made safe, cut to ``MAX_NAME_BYTES`` bytes of UTF-8 (on a character boundary: a file name is
+    limited in bytes, and 100 letters of a 4-byte script are 400), with its hash appended
+    (``a/b`` -> ``a_b-3ec69c85``). An id that already ends like such a name gets a hash too, so
+    that no two ids share a name (up to a 32-bit hash collision, which ``check_run_dirs`` refuses).
+    Any id gets a name: a lone surrogate (which JSON's escapes can hold) is replaced like any other
+    character a file name should not have."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in task_id)
+    name = cut_utf8(safe.strip("."), MAX_NAME_BYTES) or "task"
     if name != task_id or _HASHED.search(task_id):
-        name += "-" + hashlib.sha1(task_id.encode()).hexdigest()[:8]
+        name += "-" + hashlib.sha1(task_id.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     return name
 
 
 def check_run_dirs(task_ids: Iterable[str], where: str = "the tasks") -> None:
     """InputError when two task ids would share a run directory (case ignored, as some file
-    systems do: ``Task`` and ``task`` would)."""
-    seen: dict[str, str] = {}
+    systems do: ``Task`` and ``task`` would), or for an id no results line could hold (a lone
+    surrogate, which a JSON escape can write: UTF-8 cannot carry it)."""
+    seen: dict[str, tuple[str, int | None]] = {}
     for task_id in task_ids:
-        key = run_dir_name(task_id).lower()
-        other = seen.setdefault(key, task_id)
-        if other != task_id:
-            raise InputError(
-                f"{where}: task ids {other!r} and {task_id!r} would share the run directory "
-                f"{run_dir_name(task_id)!r} (file names ignore case on some systems); rename one"
-            )
+        _claim_run_dir(seen, task_id, where)
+
+
+def _claim_run_dir(seen: dict[str, tuple[str, int | None]], task_id: str, where: str, line: int | None = None) -> None:
+    """``task_id``'s run directory taken in ``seen`` (its name, case ignored -> the id and the line
+    of the file it is on, if any); InputError naming ``where`` when another id took it already or
+    when UTF-8 cannot carry the id (``check_run_dirs``)."""
+    if (at := not_utf8_at(task_id)) is not None:
+        raise InputError(f"{where}: task id {task_id!r} is not valid text at character {at}; give it in UTF-8")
+    name = run_dir_name(task_id)
+    other, other_line = seen.setdefault(name.lower(), (task_id, line))
+    if other != task_id:
+        on = f", {other!r} on line {other_line}" if other_line is not None else ""
+        raise InputError(
+            f"{where}: task ids {other!r} and {task_id!r} would share the run directory {name!r} "
+            f"(file names ignore case on some systems{on}); rename one"
+        )

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from ..files import write_atomic
+from ..files import make_dir, write_atomic
 from ..records import RunResult
 
 __all__ = [
@@ -113,19 +113,20 @@ def keep_aside(directory: Path, n: int) -> Path | None:
     return kept
 
 
-def write_result(directory: Path, result: RunResult) -> None:
+def write_result(directory: Path, result: RunResult, *, private: bool = False) -> None:
     """Write the result of a run stopped by the watchdog into its directory (its steps so far are
-    there already): why it stalled, or the result of an episode whose clean-up stalled."""
+    there already): why it stalled, or the result of an episode whose clean-up stalled (``private``:
+    the run's, ``RunStream.private``)."""
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        write_atomic(directory / "result.json", (result.model_dump_json(indent=2) + "\n").encode())
+        make_dir(directory, private=private)
+        write_atomic(directory / "result.json", (result.model_dump_json(indent=2) + "\n").encode(), private=private)
     except OSError as exc:
         log.warning("stalled_result_not_written", directory=str(directory), error=str(exc))
         return
     from ..runs.report import render_report
 
     try:
-        render_report(directory)
+        render_report(directory, private=private)
     except Exception as exc:  # a report is a convenience: never fail the batch for it
         log.warning("report_failed", directory=str(directory), error=str(exc))
 

@@ -8,24 +8,25 @@ page or browser is gone), and ends with ``settle``: the wait until the page has 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 from playwright.async_api import Error as PlaywrightError
-from playwright.async_api import Frame
+from playwright.async_api import FilePayload, Frame
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from ..actions import normalize_key
 from ..errors import ActionError, BrowserCrashError, NavigationError
+from ..uploads import Upload
 from .capture import ScreenCapture
 from .deadline import CommandTimeout, within
 from .devtools import DevToolsSession
 from .faults import PageFaults
 from .frames import locate
-from .scripts import FILE_INPUT_OF, FIND_SELECT, MASK_FOCUSED, SELECT_OF, WAIT_FOR_LOAD
+from .scripts import FILE_INPUT_OF, FIND_SELECT, GIVE_FILE, MASK_FOCUSED, SELECT_OF, WAIT_FOR_LOAD
 from .settle import Settler
 from .state import PageState, first_line
 from .tabs import TabFollower
@@ -244,25 +245,27 @@ class PageControl:
         await self._settler.settle()
         return str(found["label"])
 
-    async def upload_file(self, x: float, y: float, path: Path) -> str:
-        """Give ``path`` to the file input at (x, y) (in a frame or a shadow root too, or the one a
-        label there controls), or to the file chooser a click there opens (an upload button)."""
+    async def upload_file(self, x: float, y: float, file: Upload) -> str:
+        """Give ``file`` -- its bytes, never a path the browser would open later -- to the file input
+        at (x, y) (in a frame or a shadow root too, or the one a label there controls), or to the
+        file chooser a click there opens (an upload button)."""
         await self._settler.before_action()
         target = await self.guard(locate(self._state.page, x, y))
         field = None
         if target.element is not None:
             field = (await self.guard(target.element.evaluate_handle(FILE_INPUT_OF))).as_element()
         if field is not None:
-            await self.guard(field.set_input_files(path, timeout=self._settler.settle_ms()))
+            payload = FilePayload(name=file.name, mimeType=file.mime_type, buffer=file.data)
+            await self.guard(field.set_input_files(payload, timeout=self._settler.settle_ms()))
         else:
-            await self.guard(self._give_to_chooser(x, y, path))
+            await self.guard(self._give_to_chooser(x, y, file))
         await self._settler.settle()
-        return f"ok, gave the file {path.name!r} to the page"
+        return f"ok, gave the file {file.name!r} to the page"
 
-    async def _give_to_chooser(self, x: float, y: float, path: Path) -> None:
-        """Click at (x, y) and give ``path`` to the file chooser the click opens, through the
-        session's own CDP session (which intercepts choosers: ``faults``); ActionError when none
-        opens within the settle time."""
+    async def _give_to_chooser(self, x: float, y: float, file: Upload) -> None:
+        """Click at (x, y) and give ``file`` to the file chooser the click opens, through the
+        session's own CDP session (which intercepts choosers: ``faults``): the chooser's input is
+        given a file made of the bytes; ActionError when none opens within the settle time."""
         cdp = await self._state.cdp_session()
         with self._faults.expecting_chooser() as chooser:
             await self._click(x, y)
@@ -276,7 +279,17 @@ class PageControl:
         node = opened.get("backendNodeId")
         if node is None:
             raise ActionError("the file chooser that opened belongs to no file input the agent can fill")
-        await cdp.send("DOM.setFileInputFiles", {"files": [str(path)], "backendNodeId": node})
+        found = await cdp.send("DOM.resolveNode", {"backendNodeId": node})
+        data = base64.b64encode(file.data).decode("ascii")
+        call = {
+            "objectId": found["object"]["objectId"],
+            "functionDeclaration": GIVE_FILE,
+            "arguments": [{"value": file.name}, {"value": file.mime_type}, {"value": data}],
+            "awaitPromise": False,
+        }
+        reply = await cdp.send("Runtime.callFunctionOn", call)
+        if "exceptionDetails" in reply:
+            raise ActionError("the page refused the file given to its file chooser")
 
     async def wait(self, seconds: float) -> None:
         await asyncio.sleep(seconds)

@@ -4,6 +4,7 @@ the ``VIEW_*`` ones are plain expressions for CDP ``Runtime.evaluate``)."""
 __all__ = [
     "FILE_INPUT_OF",
     "FIND_SELECT",
+    "GIVE_FILE",
     "HIDE_CARET",
     "MASK_FOCUSED",
     "PAGE_TEXT",
@@ -90,6 +91,17 @@ FILE_INPUT_OF = """el => {
   if (el.tagName === "LABEL" && isFile(el.control)) return el.control;
   const label = el.closest("label");
   return label && isFile(label.control) ? label.control : null;
+}"""
+
+# Gives a file input (``this``: the one a file chooser was opened for) one file made of these bytes
+# (base64), as a person choosing it would: its files replaced, then input and change.
+GIVE_FILE = """function (name, type, data) {
+  const bytes = Uint8Array.from(atob(data), c => c.charCodeAt(0));
+  const files = new DataTransfer();
+  files.items.add(new File([bytes], name, {type: type, lastModified: Date.now()}));
+  this.files = files.files;
+  this.dispatchEvent(new Event("input", {bubbles: true, composed: true}));
+  this.dispatchEvent(new Event("change", {bubbles: true}));
 }"""
 
 

@@ -14,13 +14,13 @@ it). A refusal is an ``ActionError``: the policy is told, nothing is typed.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Sequence
-from pathlib import Path
 from typing import Literal, TypeVar
 
 from ..errors import ActionError, WebAgentError
 from ..images import Frame, Screenshot
 from ..records import Tab
 from ..secrets import Secrets
+from ..uploads import Upload
 from .session import BrowserSession
 
 __all__ = ["SecretPage"]
@@ -110,8 +110,8 @@ class SecretPage:
     async def wait(self, seconds: float) -> None:
         await self._call(self.session.wait(seconds))
 
-    async def upload_file(self, x: float, y: float, path: Path) -> str:
-        return self.secrets.redact(await self._call(self.session.upload_file(x, y, path)))
+    async def upload_file(self, x: float, y: float, file: Upload) -> str:
+        return self.secrets.redact(await self._call(self.session.upload_file(x, y, file)))
 
     async def evaluate(self, script: str, arg: object = None) -> object:
         return await self._call(self.session.evaluate(script, arg))

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any, Literal
 
 import structlog
@@ -39,6 +38,7 @@ from ..errors import BrowserCrashError, BrowserError, BrowserStuckError
 from ..images import Frame, Screenshot
 from ..records import DownloadedFile, Tab
 from ..secrets import well_formed
+from ..uploads import Upload
 from .capture import ScreenCapture
 from .control import PageControl
 from .crashes import browser_failure
@@ -299,9 +299,10 @@ class BrowserSession:
     async def wait(self, seconds: float) -> None:
         await self._control.wait(seconds)
 
-    async def upload_file(self, x: float, y: float, path: Path) -> str:
-        """Give ``path`` (an allowed file: ``webagent.uploads``) to the file input or chooser at (x, y)."""
-        return await self._control.upload_file(x, y, path)
+    async def upload_file(self, x: float, y: float, file: Upload) -> str:
+        """Give ``file`` (the bytes of an allowed file: ``webagent.uploads``) to the file input or
+        chooser at (x, y)."""
+        return await self._control.upload_file(x, y, file)
 
     # -- more hands (``webagent.browser.pointer``, ``webagent.browser.tabs``) -----------------------
     async def click_with(

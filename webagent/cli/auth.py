@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..config import AgentConfig
 from ..errors import InputError
-from ..inputs import check_text
+from ..inputs import check_text, terminal_text
 
 __all__ = ["run_auth"]
 
@@ -37,7 +37,12 @@ def run_auth(args: argparse.Namespace, config: AgentConfig) -> int:
         raise InputError(f"--output {output} is inside the run directory {run_dir}: keep the state file out of it")
     result = asyncio.run(run_task(config, args.url, args.goal, run_dir, args.quiet, None, save_state=output))
     if result.success and output.exists():
-        print(f"webagent: signed-in state saved to {output} (0600); use it with --storage-state {output}")
+        print(
+            terminal_text(f"webagent: signed-in state saved to {output} (0600); use it with --storage-state {output}")
+        )
         return 0
-    print(f"webagent: not signed in ({result.stop_reason}: {result.message}); nothing was saved", file=sys.stderr)
+    print(
+        terminal_text(f"webagent: not signed in ({result.stop_reason}: {result.message}); nothing was saved"),
+        file=sys.stderr,
+    )
     return 1

@@ -1,7 +1,8 @@
 """The CLI's human hand-off: the policy's ``ask_user`` asked on the terminal.
 
 Only when standard input is a terminal (``terminal_asker`` returns None otherwise: the run then
-ends with stop reason ``needs_human``, saying what it needed). The question goes to stderr; the
+ends with stop reason ``needs_human``, saying what it needed). The question goes to stderr, its
+control characters shown as escapes (``terminal_text``: a page can steer what the model asks); the
 answer is the next line typed, read without blocking the event loop (the run's browser stays
 open meanwhile); an empty line, end of input or Ctrl-D is no answer.
 """
@@ -12,6 +13,7 @@ import asyncio
 import sys
 from typing import TextIO
 
+from ..inputs import terminal_text
 from ..loop import HumanHandler, HumanRequest
 
 __all__ = ["terminal_asker"]
@@ -29,7 +31,8 @@ def terminal_asker(stdin: TextIO | None = None, stderr: TextIO | None = None) ->
         return None
 
     async def ask(request: HumanRequest) -> str | None:
-        out.write(f"\nwebagent needs you (step {request.step}, {request.url}):\n  {request.question}\n> ")
+        asked = f"webagent needs you (step {request.step}, {request.url}):\n  {request.question}"
+        out.write(f"\n{terminal_text(asked)}\n> ")
         out.flush()
         line = await _read_line(source)
         return line.strip() or None

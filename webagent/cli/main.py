@@ -2,33 +2,71 @@
 offline test servers — dispatch only; each command lives with its feature.
 
 Exit codes: 0 = validated success, 1 = task not accomplished, 2 = usage or configuration error.
-This is the only module that configures logging.
+This is the only module that configures logging. What it prints -- its error messages, every log
+line -- goes through ``terminal_text``: an error can quote a page's URL or a task file's id, a log
+line a page's words.
 """
 
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 import re
 import sys
 import time
-from collections.abc import Sequence
+import traceback
+from collections.abc import MutableMapping, Sequence
 from pathlib import Path
+from types import TracebackType
+from typing import Any, TextIO
 
 import structlog
+from structlog.typing import ExcInfo
 
 from ..errors import BrowserError, ConfigError, InputError, NavigationError, WebAgentError
-from ..inputs import check_text
+from ..inputs import check_text, terminal_text
 from ..secrets import Secrets, redact_log_event
 from .parser import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, build_parser, cli_option, config_from_args
 from .run import exit_status, run_task
 
-__all__ = ["configure_logging", "default_output", "main"]
+__all__ = ["configure_logging", "default_output", "main", "terminal_log_event"]
+
+
+class _TerminalFormatter(logging.Formatter):
+    """The standard library's log lines (the SDKs', the browser driver's), shown as ``terminal_text``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return terminal_text(super().format(record))
+
+
+def terminal_log_event(logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """A structlog processor: every text of a log event as ``terminal_text`` (a value that is not
+    text is shown by its ``repr``, which escapes control characters already)."""
+    for key, value in event.items():
+        if isinstance(value, str):
+            event[key] = terminal_text(value)
+    return event
+
+
+def _traceback(out: TextIO, exc_info: ExcInfo) -> None:
+    """A log event's traceback, plain and as ``terminal_text`` (an exception's message may quote a page)."""
+    text = io.StringIO()
+    structlog.dev.plain_traceback(text, exc_info)
+    out.write(terminal_text(text.getvalue()))
+
+
+def _uncaught(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+    """A traceback that reaches the top (a bug), shown as ``terminal_text`` like everything else."""
+    sys.stderr.write(terminal_text("".join(traceback.format_exception(kind, exc, tb))))
 
 
 def configure_logging(verbosity: int) -> None:
     level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
-    logging.basicConfig(level=level, stream=sys.stderr, format="%(message)s")
+    sys.excepthook = _uncaught
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_TerminalFormatter("%(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
     for name in ("httpx2", "openai"):  # httpx2 logs every model request at INFO: shown from -vv only
         logging.getLogger(name).setLevel(logging.WARNING if verbosity <= 1 else logging.DEBUG)
     structlog.configure(
@@ -36,7 +74,8 @@ def configure_logging(verbosity: int) -> None:
             redact_log_event,  # no secret value in any log line
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="%H:%M:%S"),
-            structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()),
+            terminal_log_event,  # no control character a page or a model wrote acts on the terminal
+            structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty(), exception_formatter=_traceback),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
@@ -104,13 +143,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return sites_main(["--port", str(args.port)])
     except ConfigError as exc:
-        print(f"webagent: error: {exc.worded(cli_option)}", file=sys.stderr)
+        print(terminal_text(f"webagent: error: {exc.worded(cli_option)}"), file=sys.stderr)
         return EXIT_USAGE
     except (InputError, NavigationError, BrowserError) as exc:
-        print(f"webagent: error: {exc}", file=sys.stderr)
+        print(terminal_text(f"webagent: error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     except WebAgentError as exc:
-        print(f"webagent: error: {exc}", file=sys.stderr)
+        print(terminal_text(f"webagent: error: {exc}"), file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
         print("webagent: interrupted", file=sys.stderr)

@@ -166,6 +166,10 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
     add_session_options(p)
 
 
+_CACHE_HELP = "steps replayed with no model call while pages match, the answer judged again; code-equivalent: review it"
+_ANY_ORIGIN_HELP = "replay recordings made from another origin (scheme, host, port), e.g. staging's on production"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="webagent", description="A web agent driven by vision-language models.")
     parser.add_argument("--version", action="version", version=f"webagent {__version__}")
@@ -183,9 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--json", action="store_true", help="print the result (as in result.json) as one JSON object on stdout"
     )
-    run.add_argument(
-        "--cache", metavar="FILE", help="replay cache: replay recorded steps without models while the page matches"
-    )
+    run.add_argument("--cache", metavar="FILE", help=f"replay cache: {_CACHE_HELP}")
+    run.add_argument("--cache-any-origin", action="store_true", help=_ANY_ORIGIN_HELP)
     _add_config_options(run)
 
     test = sub.add_parser(
@@ -203,9 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
     test.add_argument(
         "--cache",
         metavar="FILE",
-        help="replay cache (JSON, commit it next to the suite): replays recorded steps with no model calls "
-        "while pages match; re-plans and updates it when they do not",
+        help=f"replay cache (JSON, commit it next to the suite): {_CACHE_HELP}; re-plans and updates it when not",
     )
+    test.add_argument("--cache-any-origin", action="store_true", help=_ANY_ORIGIN_HELP)
     test.add_argument(
         "--trace",
         choices=["on-failure", "always", "off"],
@@ -439,6 +442,8 @@ def cli_option(key: str) -> str | None:
 
 def config_from_args(args: argparse.Namespace) -> AgentConfig:
     overrides: dict[str, Any] = session_overrides(args)
+    if getattr(args, "cache_any_origin", False):  # (run and test only)
+        overrides["agent.replay_any_origin"] = True
     for role in ROLES:
         for field, _, _ in _ROLE_FIELDS:
             value = getattr(args, f"{role}_{field}", None)

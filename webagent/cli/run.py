@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import assert_never
 
 from ..config import AgentConfig
+from ..inputs import terminal_json, terminal_text
 from ..records import Phase, RunResult, Step
 from .parser import EXIT_FAILED, EXIT_OK
 
@@ -53,7 +54,7 @@ async def run_task(
         printer.result(stream.result)
         note = unkept_output(output)
         if note:
-            print(f"webagent: {note}", file=sys.stderr)
+            print(terminal_text(f"webagent: {note}"), file=sys.stderr)
         return stream.result
 
 
@@ -73,7 +74,8 @@ def unkept_output(output: Path) -> str | None:
 
 
 def exit_status(result: RunResult, as_json: bool) -> int:
-    """Print the result as JSON if asked; 0 for a validated success, else 1."""
+    """Print the result as JSON if asked (control characters as JSON escapes: ``terminal_json``);
+    0 for a validated success, else 1."""
     if as_json:
-        print(json.dumps(result.model_dump(mode="json"), ensure_ascii=False))
+        print(terminal_json(json.dumps(result.model_dump(mode="json"), ensure_ascii=False)))
     return EXIT_OK if result.success else EXIT_FAILED

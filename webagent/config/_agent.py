@@ -94,6 +94,12 @@ class AgentSettings(Section):
         description="The policy is told to try something else once the same action has changed nothing visible "
         "this many times in a row (0: never; a single action that changed nothing is always told)",
     )
+    replay_any_origin: bool = Field(
+        default=False,
+        description="Replay a replay cache's recordings from any origin: a recording is bound to the origin "
+        "(scheme, host, port) of the start URL it was made from, and a look-alike page on another one replays "
+        "nothing; true: the same suite against staging and production (--cache-any-origin)",
+    )
     budget_calls: int | None = Field(default=None, ge=0, description="Hard limit on model calls per run")
     budget_tokens: int | None = Field(default=None, ge=0, description="Hard limit on tokens (all roles) per run")
     budget_usd: float | None = Field(default=None, ge=0, description="Hard limit on dollars per run")

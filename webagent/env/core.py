@@ -187,9 +187,11 @@ class WebEnv:
         if isinstance(spec, TaskSpec) and self.reward_mode in ("reference", "both") and not spec.reference:
             raise InputError(f"reward {self.reward_mode!r} needs reference answers in the task ('reference')")
         self.task, self.result = spec, None
-        self._files = RunFiles(output_dir)
+        private = self.agent.runtime.sessions.private()  # its outputs its owner's only (webagent.files)
+        self._files = RunFiles(output_dir, private=private)
         self._forget_downloads()
-        folder = DownloadFolder(Path(output_dir) / FOLDER_NAME) if output_dir is not None else None
+        where = Path(output_dir) / FOLDER_NAME if output_dir is not None else None
+        folder = DownloadFolder(where, private=private) if where is not None else None
         self._downloads = self.agent.runtime.download_folder(folder)
         stack = contextlib.AsyncExitStack()
         lease = SessionLease(stack, idle_timeout_s=self.idle_timeout_s)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal, Protocol, assert_never
 
 from ..actions import (
@@ -35,7 +35,7 @@ from ..records import Point, Tab
 from ..roles.localizer import Localizer
 from ..roles.policy import Policy
 from ..roles.validator import Validator
-from ..uploads import AllowedFiles
+from ..uploads import AllowedFiles, Upload
 from ..urls import normalize_url
 
 __all__ = ["PageDriver", "Placed", "Roles", "perform"]
@@ -62,8 +62,9 @@ class PageDriver(Protocol):
     async def press(self, key: str) -> None: ...
     async def select_option(self, x: float, y: float, option: str) -> str: ...
     async def wait(self, seconds: float) -> None: ...
-    async def upload_file(self, x: float, y: float, path: Path) -> str:
-        """Give ``path`` to the file input (or the chooser that a click opens) at (x, y); its outcome."""
+    async def upload_file(self, x: float, y: float, file: Upload) -> str:
+        """Give ``file`` (its bytes, read when it was allowed) to the file input (or the chooser that a
+        click opens) at (x, y); its outcome."""
         ...
 
     async def evaluate(self, script: str, arg: object = None) -> object:
@@ -179,8 +180,8 @@ async def perform(
             await page.refresh()
         case Wait(seconds=seconds):
             await page.wait(seconds)
-        case UploadFile(file=name):
-            return await page.upload_file(x, y, (uploads or AllowedFiles()).resolve(name))
+        case UploadFile(file=name):  # opened, checked and read in one go: the page gets those bytes
+            return await page.upload_file(x, y, await asyncio.to_thread((uploads or AllowedFiles()).open, name))
         case Answer() | AskUser():  # pragma: no cover - answers go to the validator, questions to a person
             raise AssertionError("answers are validated and questions asked, not acted")
         case _:

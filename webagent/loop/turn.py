@@ -19,7 +19,7 @@ from ..config import AgentSettings
 from ..errors import ActionError, LocalizationError, ModelReplyError
 from ..families import Grounding, ValidatorContext
 from ..images import Frame, Screenshot
-from ..records import Acted, Point, PolicyState, PromptContext, Step, StopReason, ToolCall, Verdict
+from ..records import Acted, Point, PolicyState, PromptContext, Step, StopReason, ToolCall
 from ..replay import CachedStep, StepReplay, fingerprint
 from ..roles.prompting import reply_text
 from .acting import Hands, batch_line, batch_outcome
@@ -71,9 +71,8 @@ class StepWork:
                     note=cached.note, thought="(replayed from the cache)", action=cached.action, more=more
                 )
                 rest = [Placed(a.point, a.target_point) for a in cached.more]
-                await self.apply(
-                    step, reply, point=cached.point, target=cached.target_point, rest=rest, verdict=cached.verdict
-                )
+                # An answer among them is judged again: a cache never stands for the validator.
+                await self.apply(step, reply, point=cached.point, target=cached.target_point, rest=rest)
                 return
         self.meter.reserve()
         t1 = time.perf_counter()
@@ -113,7 +112,7 @@ class StepWork:
         assert self.replay is not None and step.image is not None
         text = await self.page.page_text()
         step.fingerprint = fingerprint(step.url, step.title, text, step.image, start_url=self.url)
-        cached = self.replay.lookup(step.fingerprint)
+        cached = self.replay.lookup(step.fingerprint, max_actions=self.max_actions)
         step.replayed = cached is not None
         return cached
 
@@ -162,16 +161,15 @@ class StepWork:
         point: Point | None = None,
         target: Point | None = None,
         rest: Sequence[Placed] = (),
-        verdict: Verdict | None = None,
         raw: str | None = None,
         tool_calls: Sequence[ToolCall] = (),
         dropped: int = 0,
     ) -> None:
         """Carry out the policy's reply (``point``: where its element is, the localizer skipped;
         ``target``: where a drag is released; ``rest``: the points of the reply's further actions;
-        ``verdict``: skip the validator; ``raw``: the reply's text as the model gave it, else its
-        JSON; ``tool_calls``: its native tool calls; ``dropped``: its actions past
-        ``max_actions_per_turn``, not read)."""
+        ``raw``: the reply's text as the model gave it, else its JSON; ``tool_calls``: its native
+        tool calls; ``dropped``: its actions past ``max_actions_per_turn``, not read). An answer is
+        always judged (by the validator, or the caller's judge)."""
         self._told.replied(step, reply.model_dump_json() if raw is None and not tool_calls else raw, tool_calls)
         step.note, step.thought, step.action = reply.note, reply.thought, reply.action
         self._told.noted(reply.note)
@@ -187,11 +185,11 @@ class StepWork:
             step.action = answer
         unread = f"; {dropped} more action(s) not read: at most {self.max_actions} a step" if dropped else ""
         if len(actions) > 1:
-            await self._several(step, actions, places, verdict, unread)
+            await self._several(step, actions, places, unread)
         else:
             action = actions[0]
             try:
-                step.outcome = await self._perform(step, step, action, places[0], verdict)
+                step.outcome = await self._perform(step, step, action, places[0])
             except (ActionError, LocalizationError, ModelReplyError) as exc:
                 step.outcome = self._failed(step, step, exc)
             step.outcome += unread
@@ -199,14 +197,12 @@ class StepWork:
             self._told.told(line, acted=action if step.error is None else None)
         step.timings.total_s = time.perf_counter() - self._t0
 
-    async def _several(
-        self, step: Step, actions: Sequence[Action], places: Sequence[Placed], verdict: Verdict | None, unread: str
-    ) -> None:
+    async def _several(self, step: Step, actions: Sequence[Action], places: Sequence[Placed], unread: str) -> None:
         """Carry out a reply's list of actions in order, up to the first that changes the page."""
 
         async def perform(record: Acted, action: Action, placed: Placed, done: Sequence[Acted]) -> str:
             try:
-                return await self._perform(step, record, action, placed, verdict, done=done)
+                return await self._perform(step, record, action, placed, done=done)
             except (ActionError, LocalizationError, ModelReplyError) as exc:
                 return self._failed(step, record, exc)
 
@@ -234,7 +230,6 @@ class StepWork:
         record: Step | Acted,
         action: Action,
         placed: Placed,
-        verdict: Verdict | None = None,
         *,
         done: Sequence[Acted] = (),
     ) -> str:
@@ -242,7 +237,7 @@ class StepWork:
         points into ``record``; ``done``: the actions of the list before it)."""
         if isinstance(action, Answer):
             before = [f"{describe_action(a.action)} -> {a.outcome}" for a in done]
-            return await self._validate(step, action, verdict, before)
+            return await self._validate(step, action, before)
         if isinstance(action, AskUser):
             return await self._ask(step, action)
         return await self._hands.act(step, record, action, placed, self._shots[-1])
@@ -263,9 +258,7 @@ class StepWork:
         log.info("ask_user_answered", step=step.index)
         return f"the user answered: {' '.join(answer.split())}"
 
-    async def _validate(
-        self, step: Step, answer: Answer, cached: Verdict | None = None, before: Sequence[str] = ()
-    ) -> str:
+    async def _validate(self, step: Step, answer: Answer, before: Sequence[str] = ()) -> str:
         url = self.page.url
         context = step.context
         if context is not None:
@@ -283,8 +276,8 @@ class StepWork:
                 context.validator_context, context.validator_screenshots = "conversation", context.screenshots
                 if context.reply is None:  # the window context keeps no reply: the record does
                     context.reply, context.tool_calls = reply_text(text, calls), list(calls) or None
-            return await self.verdicts.judge_answer(step, answer, url, [], cached, conversation)
+            return await self.verdicts.judge_answer(step, answer, url, [], conversation)
         images = list(self._shots)[-self.settings.validator_screenshots :]
         if context is not None:
             context.validator_context, context.validator_screenshots = "separate", len(images)
-        return await self.verdicts.judge_answer(step, answer, url, images, cached)
+        return await self.verdicts.judge_answer(step, answer, url, images)

@@ -44,31 +44,28 @@ class Verdicts:
         answer: Answer,
         url: str,
         images: list[Screenshot],
-        cached: Verdict | None = None,
         conversation: Continuation | None = None,
     ) -> str:
-        """Judge ``answer`` (``cached``: a verdict replayed, no call made; ``conversation``: the
-        validator model judges it in the policy's conversation), record it in ``step``, and return
-        the step's outcome. Raises ModelError when the validator model fails."""
-        if cached is None and self.judge is None:
+        """Judge ``answer`` (``conversation``: the validator model judges it in the policy's
+        conversation), record it in ``step``, and return the step's outcome. Every answer is judged,
+        a replayed one too: a cache never stands for the validator. Raises ModelError when the
+        validator model fails."""
+        if self.judge is None:
             self.meter.reserve()
         self.attempts += 1
         self.answer = answer.content
-        if cached is not None:
-            verdict = cached
-        else:
-            t = time.perf_counter()
-            try:
-                if self.judge is not None:
-                    verdict, judged = await self.judge(answer.content, url, images)
-                else:
-                    verdict, judged = await self.validator.judge(
-                        self.goal, answer.content, url, images, expect=self.expect, conversation=conversation
-                    )
-            finally:
-                step.timings.validate_s = time.perf_counter() - t
-            if judged is not None:
-                self.meter.charge(step, judged)
+        t = time.perf_counter()
+        try:
+            if self.judge is not None:
+                verdict, judged = await self.judge(answer.content, url, images)
+            else:
+                verdict, judged = await self.validator.judge(
+                    self.goal, answer.content, url, images, expect=self.expect, conversation=conversation
+                )
+        finally:
+            step.timings.validate_s = time.perf_counter() - t
+        if judged is not None:
+            self.meter.charge(step, judged)
         step.verdict = verdict
         self.feedbacks.append(verdict.feedback)
         if verdict.success:

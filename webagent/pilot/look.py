@@ -57,11 +57,13 @@ def write_one_step_run(
     calls: list[ModelCall],
     usage: Usage,
     secrets: Secrets,
+    private: bool = False,
     answer: str | None = None,
     replayed: bool = False,
     error: str | None = None,
 ) -> None:
-    """Write the run directory of a check or an extraction (nothing when ``directory`` is None)."""
+    """Write the run directory of a check or an extraction (nothing when ``directory`` is None;
+    ``private``: its owner's only, ``webagent.files``)."""
     if directory is None:
         return
     step = Step(
@@ -98,6 +100,6 @@ def write_one_step_run(
         replayed_steps=int(replayed),
         calls_saved=int(replayed),
     )
-    files = RunFiles(directory)
+    files = RunFiles(directory, private=private)
     files.step(secrets.redact_model(step))
     files.finish(secrets.redact_model(result))

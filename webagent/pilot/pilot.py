@@ -68,6 +68,8 @@ class Pilot:
         self.browser = browser
         #: What the pilot redacts: the config's secrets and what the page's session settings hold.
         self.secrets = runtime.sessions.secrets(browser)
+        #: Whether its run directories are its owner's only (it holds a secret: ``webagent.files``).
+        self.private = runtime.sessions.private(browser)
         self.page = page
         self.policy = policy
         self.output_dir = Path(output_dir) if output_dir is not None else None
@@ -171,10 +173,12 @@ class Pilot:
                 look,
                 goal=f"Check: {statement}",
                 verdict=verdict,
-                outcome="the statement holds" if reply.holds else "the statement does not hold",
+                outcome=("the statement holds" if reply.holds else "the statement does not hold")
+                + (" (the replay cache's verdict, given on this page state before)" if cached is not None else ""),
                 calls=calls,
                 usage=meter.usage,
                 secrets=self.secrets,
+                private=self.private,
                 replayed=cached is not None,
             )
             if cached is None and reply.holds:
@@ -231,10 +235,12 @@ class Pilot:
                 look,
                 goal=goal,
                 verdict=Verdict(success=True, feedback=f"The reply validated against {schema.name}."),
-                outcome="extracted",
+                outcome="extracted"
+                + (" (from the replay cache, on this page state before)" if cached is not None else ""),
                 calls=calls,
                 usage=meter.usage,
                 secrets=self.secrets,
+                private=self.private,
                 answer=text,
                 replayed=cached is not None,
             )
@@ -325,6 +331,7 @@ class Pilot:
             calls=[exc.call] if isinstance(exc.call, ModelCall) else [],
             usage=meter.usage,
             secrets=self.secrets,
+            private=self.private,
             error=str(exc),
         )
 
@@ -332,7 +339,8 @@ class Pilot:
         """The answer the replay cache has for ``key`` on this page state, still valid."""
         if self.replay is None or look.seen is None:
             return None
-        hit = self.replay.answer_for(key, look.seen)
+        any_origin = self.runtime.config.agent.replay_any_origin
+        hit = self.replay.answer_for(key, look.seen, url=look.url, any_origin=any_origin)
         if hit is None:
             return None
         try:
@@ -343,7 +351,7 @@ class Pilot:
 
     def _store(self, key: str, look: Look, value: Any) -> None:
         if self.replay is not None and look.seen is not None:
-            self.replay.store_answer(key, look.seen, value)
+            self.replay.store_answer(key, look.seen, value, url=look.url)
 
 
 class _Json(BaseModel):

@@ -30,8 +30,9 @@ from typing import Any
 
 import pytest
 
+from ..files import cut_utf8
 from ..records import Fingerprint
-from ..replay import ReplayCache, StepReplay
+from ..replay import ReplayCache, StepReplay, origin_of
 from .options import REPORTS, CacheMode, RunsMode
 
 __all__ = [
@@ -56,11 +57,12 @@ _MAX_NAME = 120
 
 
 def _file_name(name: str) -> str:
-    """A file name for a test name (parameters included), the same on every system."""
+    """A file name for a test name (parameters included), the same on every system, at most
+    ``_MAX_NAME`` bytes before its suffix (a name of a non-Latin script is cut by bytes)."""
     safe = _UNSAFE.sub("_", name)
-    if len(safe) > _MAX_NAME or safe != name:
-        digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-        safe = f"{safe[: _MAX_NAME - 9]}-{digest}"
+    if len(safe.encode()) > _MAX_NAME or safe != name:  # bytes: what a file system limits
+        digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+        safe = f"{cut_utf8(safe, _MAX_NAME - 9)}-{digest}"
     return safe + ".json"
 
 
@@ -93,10 +95,12 @@ class ReadOnlyCache(ReplayCache):
 class RecordingCache(ReplayCache):
     """Replays nothing and records every successful call anew (``--webagent-cache write``)."""
 
-    def replay_for(self, key: str, *, goal: str, expect: str | None = None) -> StepReplay:
-        return StepReplay()
+    def replay_for(
+        self, key: str, *, goal: str, url: str, expect: str | None = None, any_origin: bool = False
+    ) -> StepReplay:
+        return StepReplay(origin=origin_of(url))
 
-    def answer_for(self, key: str, seen: Fingerprint) -> Any:
+    def answer_for(self, key: str, seen: Fingerprint, *, url: str, any_origin: bool = False) -> Any:
         return None
 
 

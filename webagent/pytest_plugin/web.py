@@ -17,6 +17,7 @@ from playwright.sync_api import Page as SyncPage
 from pydantic import BaseModel
 
 from ..errors import WebAgentError
+from ..inputs import terminal_text
 from ..pilot import Pilot
 from ..records import CheckResult, RunResult
 from ..secrets import shorten
@@ -52,7 +53,7 @@ def act_failure(goal: str, result: RunResult, report: str | None) -> str:
     if result.feedback:
         lines.append(f"validator: {result.feedback[-1]}")
     lines.append(f"report: {report}" if report else "report: none (--webagent-runs off)")
-    return "\n".join(lines)
+    return terminal_text("\n".join(lines))  # pytest shows it on the terminal: a model's words
 
 
 def check_failure(statement: str, check: CheckResult, report: str | None) -> str:
@@ -61,7 +62,7 @@ def check_failure(statement: str, check: CheckResult, report: str | None) -> str
     if check.url:
         lines.append(f"page: {check.url}")
     lines.append(f"report: {report}" if report else "report: none (--webagent-runs off)")
-    return "\n".join(lines)
+    return terminal_text("\n".join(lines))
 
 
 class AsyncWeb:

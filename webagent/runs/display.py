@@ -1,4 +1,8 @@
-"""Live step display for the CLI (stderr): rich on a terminal, plain lines otherwise."""
+"""Live step display for the CLI (stderr): rich on a terminal, plain lines otherwise.
+
+Every line goes through ``terminal_text``: a step's action, outcome, events and the validator's
+feedback are a model's or a page's words, and a control character in them would act on the
+terminal instead of being shown."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from rich.markup import escape
 
 from ..actions import describe_action
 from ..config import AgentConfig
+from ..inputs import terminal_text
 from ..records import Phase, Point, RunResult, Step
 
 __all__ = ["StepPrinter"]
@@ -25,10 +30,10 @@ class StepPrinter:
     def _print(self, markup: str, plain: str) -> None:
         if self.quiet:
             return
-        if self.rich:
-            self.console.print(markup)
+        if self.rich:  # (an escape is letters and a backslash that no "[" follows: no markup)
+            self.console.print(terminal_text(markup))
         else:
-            print(plain, file=sys.stderr, flush=True)
+            print(terminal_text(plain), file=sys.stderr, flush=True)
 
     def start(self, url: str, goal: str, config: AgentConfig) -> None:
         placed = (

@@ -420,8 +420,10 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]]
     return result, steps, images
 
 
-def render_report(run_dir: Path) -> Path:
-    """Write ``run_dir/report.html`` atomically and return its path."""
+def render_report(run_dir: Path, *, private: bool = False) -> Path:
+    """Write ``run_dir/report.html`` atomically and return its path (``private``: 0600, as it is
+    anyway in a private run directory: ``webagent.files``)."""
     run_dir = Path(run_dir)
     parts = _report_parts(*load_run(run_dir))
-    return write_atomic_parts(run_dir / "report.html", (p.encode() if isinstance(p, str) else p for p in parts))
+    encoded = (p.encode() if isinstance(p, str) else p for p in parts)
+    return write_atomic_parts(run_dir / "report.html", encoded, private=private)

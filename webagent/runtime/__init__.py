@@ -11,7 +11,7 @@ their runs and sessions through it, each handing down a ``RunSpec``. ``spec.py``
 from __future__ import annotations
 
 from .core import Runtime
-from .sessions import SessionSettings, checked_sessions
+from .sessions import SessionSettings, checked_sessions, private_outputs
 from .spec import RunSpec
 
-__all__ = ["RunSpec", "Runtime", "SessionSettings", "checked_sessions"]
+__all__ = ["RunSpec", "Runtime", "SessionSettings", "checked_sessions", "private_outputs"]

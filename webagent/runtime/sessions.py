@@ -24,7 +24,7 @@ from ..errors import ActionError, ConfigError
 from ..secrets import Secrets
 from ..uploads import AllowedFiles
 
-__all__ = ["SessionSettings", "checked_sessions"]
+__all__ = ["SessionSettings", "checked_sessions", "private_outputs"]
 
 #: State files (and the secrets made of them) kept parsed at once.
 _CACHED = 16
@@ -63,6 +63,10 @@ class SessionSettings:
             found = self._secrets.with_hidden({"STORAGE_STATE": state, "PASSWORD": passwords})
             self._remember(self._run_secrets, key, found)
         return found
+
+    def private(self, changes: ContextSettings | None = None) -> bool:
+        """Whether a run with these settings writes its outputs private (``private_outputs``)."""
+        return _holds_secrets(bool(self._secrets), self.effective(changes))
 
     def uploads(self, changes: ContextSettings | None = None) -> AllowedFiles:
         """The files a run with these settings may upload (``upload_dir``, ``upload_files``)."""
@@ -121,6 +125,22 @@ class SessionSettings:
         cache[key] = value
         while len(cache) > _CACHED:
             cache.popitem(last=False)
+
+
+def private_outputs(config: AgentConfig, changes: Iterable[ContextSettings | None] = ()) -> bool:
+    """Whether runs with this config (and these session settings: a batch's tasks, a suite's checks)
+    write their outputs private, folders 0700 and files 0600 (``webagent.files``): when they type
+    secrets, or hold a signed-in state or a password. Their screenshots are of signed-in pages then,
+    and other local users must not read them. Without any, outputs keep the umask's permissions: a
+    CI job reads what a container running as another user wrote (docker/README.md)."""
+    return _holds_secrets(bool(config.secrets), config.browser) or any(
+        _holds_secrets(False, config.browser.over(change)) for change in changes if change is not None
+    )
+
+
+def _holds_secrets(typed: bool, settings: ContextSettings) -> bool:
+    """The one rule: secrets to type (``typed``), or settings that hold a state or a password."""
+    return typed or settings.secret_bearing
 
 
 def checked_sessions(config: AgentConfig, changes: Iterable[ContextSettings | None]) -> AgentConfig:

@@ -15,6 +15,8 @@ from ..batch.cli import BatchProgress, ray_cluster
 from ..budget import BudgetLimits
 from ..config import ROLES, AgentConfig
 from ..errors import InputError
+from ..files import MAX_NAME_BYTES, cut_utf8
+from ..inputs import terminal_json, terminal_text
 from ..replay import ReplayCache
 from ..runtime import checked_sessions
 from ..secrets import Secrets
@@ -91,20 +93,24 @@ def run_test(args: argparse.Namespace, config: AgentConfig) -> int:
             )
         )
     if args.json:
-        print(json.dumps(summary))
+        print(terminal_json(json.dumps(summary)))
     elif not args.quiet:
         for item in items:
-            print(_line(item))
+            print(terminal_text(_line(item)))  # a check's name, the validator's feedback
         saved = f" ({summary['calls_saved']} saved by the replay cache)" if cache is not None else ""
         print(
-            f"{summary['passed']}/{summary['checks']} checks passed · {summary['model_calls']} model calls{saved}"
-            f" · ${summary['cost_usd']:.4f} · report: {output / 'report.html'}"
-            + (f" · junit: {args.junit}" if args.junit else "")
+            terminal_text(
+                f"{summary['passed']}/{summary['checks']} checks passed · {summary['model_calls']} model calls{saved}"
+                f" · ${summary['cost_usd']:.4f} · report: {output / 'report.html'}"
+                + (f" · junit: {args.junit}" if args.junit else "")
+            )
         )
         if cache is not None and cache.updated:
-            print(f"replay cache {cache.path} updated for: {', '.join(cache.updated)}", file=sys.stderr)
+            updated = f"replay cache {cache.path} updated for: {', '.join(cache.updated)}"
+            print(terminal_text(updated), file=sys.stderr)
     if interrupted:
-        print(f"webagent: interrupted; resume with the same command plus --resume (output: {output})", file=sys.stderr)
+        stopped = f"webagent: interrupted; resume with the same command plus --resume (output: {output})"
+        print(terminal_text(stopped), file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_PASSED if summary["passed"] == summary["checks"] else EXIT_FAILED
 
@@ -128,4 +134,6 @@ def with_variables(config: AgentConfig, suite: Suite) -> AgentConfig:
 
 
 def _slug(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_" else "-" for c in name.lower()).strip("-") or "suite"
+    """The default output folder's name for a suite's name (cut by bytes: a file system's limit)."""
+    slug = "".join(c if c.isalnum() or c in "-_" else "-" for c in name.lower()).strip("-")
+    return cut_utf8(slug, MAX_NAME_BYTES).strip("-") or "suite"

@@ -92,9 +92,9 @@ def junit_tree(suite: Suite, items: list[CheckOutcome], output: Path) -> ET.Elem
     return ET.ElementTree(root)
 
 
-def write_junit(target: Path, suite: Suite, items: list[CheckOutcome], output: Path) -> Path:
-    """Write the JUnit file atomically."""
+def write_junit(target: Path, suite: Suite, items: list[CheckOutcome], output: Path, *, private: bool = False) -> Path:
+    """Write the JUnit file atomically (``private``: 0600)."""
     tree = junit_tree(suite, items, output)
     buf = io.BytesIO()
     tree.write(buf, encoding="utf-8", xml_declaration=True)
-    return write_atomic(target, buf.getvalue())
+    return write_atomic(target, buf.getvalue(), private=private)

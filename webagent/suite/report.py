@@ -85,7 +85,13 @@ def render_suite_report(suite: Suite, items: list[CheckOutcome], output: Path, s
 
 
 def write_suite_report(
-    target: Path, suite: Suite, items: list[CheckOutcome], output: Path, summary: dict[str, Any]
+    target: Path,
+    suite: Suite,
+    items: list[CheckOutcome],
+    output: Path,
+    summary: dict[str, Any],
+    *,
+    private: bool = False,
 ) -> Path:
     page = render_suite_report(suite, items, output, summary)
-    return write_atomic(target, page)
+    return write_atomic(target, page, private=private)

@@ -144,10 +144,11 @@ async def run_suite(
     shown = _shown(suite, config)  # what the outputs show of the checks: the variables' values redacted
     items = outcomes(shown, output)
     summary = totals(shown, items, config, interrupted=runner.stopping)
-    write_atomic(output / "suite.json", (json.dumps(summary, indent=2) + "\n").encode())
+    private = runner.private  # its checks hold a secret: its outputs are its owner's only (webagent.files)
+    write_atomic(output / "suite.json", (json.dumps(summary, indent=2) + "\n").encode(), private=private)
     for target in {output / "junit.xml", *([junit] if junit else [])}:
-        write_junit(target, shown, items, output)
-    write_suite_report(output / "report.html", shown, items, output, summary)
+        write_junit(target, shown, items, output, private=private)
+    write_suite_report(output / "report.html", shown, items, output, summary, private=private)
     return summary, items, runner.stopping
 
 

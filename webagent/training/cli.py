@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..inputs import terminal_json, terminal_text
 from .export import ROLES, ExportOptions, export_sft, find_runs
 
 __all__ = ["add_export_parser", "run_export"]
@@ -58,13 +59,15 @@ def run_export(args: argparse.Namespace) -> int:
     )
     stats = export_sft(runs, output, options)
     if args.json:
-        print(json.dumps(stats.as_dict()))
+        print(terminal_json(json.dumps(stats.as_dict())))
     elif not args.quiet:
         skipped = f", {len(stats.skipped_runs)} unfinished runs skipped" if stats.skipped_runs else ""
         skipped += f", {stats.skipped_steps} steps without prompt context skipped" if stats.skipped_steps else ""
         print(
-            f"exported {stats.records} records from {stats.runs} runs to {output / 'data.jsonl'} "
-            f"({stats.duplicates} duplicates dropped, {stats.images} images written{skipped})",
+            terminal_text(
+                f"exported {stats.records} records from {stats.runs} runs to {output / 'data.jsonl'} "
+                f"({stats.duplicates} duplicates dropped, {stats.images} images written{skipped})"
+            ),
             file=sys.stderr,
         )
     return 0

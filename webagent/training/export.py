@@ -31,7 +31,7 @@ from ..actions import Answer
 from ..batch.results import read_results
 from ..batch.tasks import reference_matches
 from ..errors import InputError
-from ..files import write_atomic
+from ..files import make_dir, private_folder, write_atomic
 from ..images import Frame, Screenshot
 from ..model.client import Message
 from ..records import ModelCall, RunResult, Step
@@ -125,8 +125,9 @@ class _StoredShot(Screenshot):
 class _Images:
     """Copies screenshots into ``DIR/images`` under their content hash (each file once)."""
 
-    def __init__(self, output: Path) -> None:
+    def __init__(self, output: Path, *, private: bool = False) -> None:
         self.output = output
+        self.private = private
         self.directory = output / "images"
         self._done: dict[Path, str] = {}
         self.written = 0
@@ -137,7 +138,7 @@ class _Images:
             name = f"{hashlib.sha256(data).hexdigest()}{source.suffix}"
             target = self.directory / name
             if not target.exists():
-                write_atomic(target, data)  # a killed export never leaves a truncated image behind
+                write_atomic(target, data, private=self.private)  # a killed export: never a truncated image
                 self.written += 1
             self._done[source] = f"images/{name}"
         return self._done[source]
@@ -353,11 +354,14 @@ def _dedup_key(record: dict[str, Any]) -> str:
 
 
 def export_sft(runs: Sequence[RunRef], output: str | Path, options: ExportOptions | None = None) -> ExportStats:
-    """Write ``OUTPUT/data.jsonl`` and ``OUTPUT/images/`` from ``runs``; returns what was written."""
+    """Write ``OUTPUT/data.jsonl`` and ``OUTPUT/images/`` from ``runs``; returns what was written.
+    When a run directory is private (a run that held a secret: ``webagent.files``), so is the export:
+    its screenshots are those of the run."""
     options = options or ExportOptions()
     output = Path(output)
-    output.mkdir(parents=True, exist_ok=True)
-    images = _Images(output)
+    private = any(private_folder(ref.directory) for ref in runs)
+    make_dir(output, private=private)
+    images = _Images(output, private=private)
     stats = ExportStats()
     seen: set[str] = set()
     lines: list[str] = []
@@ -378,7 +382,7 @@ def export_sft(runs: Sequence[RunRef], output: str | Path, options: ExportOption
                 continue
             seen.add(key)
             lines.append(json.dumps({"id": key[:16], **record}, ensure_ascii=False) + "\n")
-    write_atomic(output / "data.jsonl", "".join(lines).encode())
+    write_atomic(output / "data.jsonl", "".join(lines).encode(), private=private)
     stats.records = len(lines)
     stats.images = images.written
     return stats
