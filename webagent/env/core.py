@@ -19,6 +19,16 @@ infrastructure failure is never a reward, and the 0.0 returned with it means not
 
 Each episode holds its browser context through a ``SessionLease`` (``webagent.env.lease``): closed
 when the episode ends, when the environment is dropped, or after ``idle_timeout_s`` without a call.
+
+Who a task comes from decides what its episode may reach (``webagent.runtime.access``): the
+operator's (the library's caller: ``tasks_from="operator"``) keeps a run's trust (a local start
+opens the local network, a ``file:`` start files); a remote client's (``tasks_from="client"``, the
+OpenEnv server's sessions) is an http(s) start URL, private addresses only when the operator
+allowed them; a task file's (``"file"``) reaches its own ``host:port`` only. A benchmark task runs
+on its task set's server as that one ``host:port``, whoever asked, never with ``file:``.
+
+A seeded episode runs on the page's controlled clock (``webagent.env.clock``): the same seed gives
+the same first observation, and the same actions the same episode.
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,24 +47,25 @@ from ..actions import Answer
 from ..agent import Agent
 from ..batch.tasks import TaskSpec, reference_matches
 from ..browser.session import BrowserSession
+from ..budget import Budget
 from ..config import AgentConfig
 from ..errors import BrowserError, ConfigError, InputError, LocalizationError, NavigationError
 from ..images import Screenshot
 from ..inputs import check_text
-from ..loop import Episode, Judge
+from ..loop import Episode
 from ..model.client import Message
 from ..model.parsing import ReplyParseError
 from ..records import Point, RunResult, Step, ToolCall
 from ..roles.contract import Decision
 from ..runs.trajectory import RunFiles
 from ..runtime import RunSpec
-from ..urls import normalize_url
-from .inputs import Action, TaskInput, as_task, needs_point, point_at, read_policy
+from .clock import PageClock
+from .inputs import Action, TaskInput, TaskSource, as_task, needs_point, point_at, read_policy, start_policy
 from .lease import SessionLease, lease_keeper
 from .rewards import RewardMode, judge_for, required_roles
 from .tasks import BenchmarkTask
 
-__all__ = ["Observation", "RewardMode", "StepResult", "WebEnv", "required_roles", "shared_agent"]
+__all__ = ["Observation", "RewardMode", "StepResult", "TaskSource", "WebEnv", "required_roles", "shared_agent"]
 
 log = structlog.get_logger("webagent.env")
 
@@ -103,6 +115,7 @@ class _Running:
     lease: SessionLease
     box: _Session
     finalizer: weakref.finalize[Any, Any]
+    clock: PageClock | None = None
     step: Step | None = None
     obs: Observation | None = None
 
@@ -117,10 +130,14 @@ class WebEnv:
         agent: Agent | None = None,
         reward: RewardMode = "validator",
         idle_timeout_s: float | None = None,
+        tasks_from: TaskSource = "operator",
+        budgets: Sequence[Budget] = (),
     ) -> None:
         """``agent``: a shared agent (many environments, one browser pool); ``idle_timeout_s``: close the
         episode's browser context when no call came for that long (None: only when the episode ends
-        or the environment is dropped)."""
+        or the environment is dropped); ``tasks_from``: who its tasks come from (the module
+        docstring); ``budgets``: budgets shared with other environments (a server's), charged with
+        every episode's model calls beside the run's own ``[agent] budget_*``."""
         if agent is None:
             if config is None:
                 raise ConfigError("WebEnv needs a config or a shared agent")
@@ -134,6 +151,8 @@ class WebEnv:
         self.agent = agent
         self.reward_mode: RewardMode = reward
         self.idle_timeout_s = idle_timeout_s
+        self.tasks_from: TaskSource = tasks_from
+        self.budgets = list(budgets)
         self.task: TaskSpec | BenchmarkTask | None = None
         self.result: RunResult | None = None
         self._run: _Running | None = None
@@ -161,19 +180,27 @@ class WebEnv:
     # -- reset -------------------------------------------------------------------------------------
 
     async def reset(
-        self, task: TaskInput, *, seed: int | None = None, output_dir: str | Path | None = None
+        self,
+        task: TaskInput,
+        *,
+        seed: int | None = None,
+        output_dir: str | Path | None = None,
+        source: TaskSource | None = None,
     ) -> tuple[Observation, dict[str, Any]]:
         """Start ``task`` in a fresh browser context: ``{"url", "goal", "reference"?}``, a TaskSpec, a
         benchmark task's name (``"miniwob/click-button"``, with ``seed``) or a BenchmarkTask.
 
         Returns the first observation and ``info`` (``task_id``, ``seed``, ``goal``). A start the
-        environment cannot make (the start page does not open, the browser fails) raises.
-        With ``output_dir`` the run directory is written as by ``Agent`` (exportable).
+        environment cannot make (the start page does not open, the browser fails) raises; so does a
+        start URL its source may not open (InputError, NavigationError). With a seed (a benchmark
+        task always has one) the page runs on the seeded clock. With ``output_dir`` the run
+        directory is written as by ``Agent`` (exportable). ``source``: who this task comes from
+        (default: the environment's ``tasks_from``).
         """
         await self._end_episode("the environment was reset")
         spec = as_task(task, seed)
         benchmark = isinstance(spec, BenchmarkTask)
-        url = normalize_url(spec.url)
+        seed = spec.seed if isinstance(spec, BenchmarkTask) else seed
         if not spec.goal.strip():
             raise InputError("the task has an empty goal")
         check_text(spec.goal, "the task's goal")
@@ -181,29 +208,34 @@ class WebEnv:
             raise InputError("reward 'task' needs a benchmark task (e.g. 'miniwob/click-button')")
         if isinstance(spec, TaskSpec) and self.reward_mode in ("reference", "both") and not spec.reference:
             raise InputError(f"reward {self.reward_mode!r} needs reference answers in the task ('reference')")
+        url, policy = await start_policy(self.agent.runtime, spec, source or self.tasks_from)
         self.task, self.result = spec, None
         self._files = RunFiles(output_dir)
         stack = contextlib.AsyncExitStack()
         lease = SessionLease(stack, idle_timeout_s=self.idle_timeout_s)
         box = _Session()
-        judge = judge_for(spec, self.reward_mode)
+        run = RunSpec(
+            url=url,
+            goal=spec.goal,
+            judge=judge_for(spec, self.reward_mode),
+            task=spec if isinstance(spec, BenchmarkTask) else None,
+            policy=policy,
+            budgets=self.agent.runtime.run_budgets(shared=self.budgets) if self.budgets else None,
+        )
         async with lease.use():  # not reaped while it starts, however long that takes
-            return await self._start(spec, url, lease, box, judge)
+            return await self._start(spec, run, seed, lease, box)
 
     async def _start(
-        self, spec: TaskSpec | BenchmarkTask, url: str, lease: SessionLease, box: _Session, judge: Judge | None
+        self, spec: TaskSpec | BenchmarkTask, run: RunSpec, seed: int | None, lease: SessionLease, box: _Session
     ) -> tuple[Observation, dict[str, Any]]:
         stack = lease.stack
+        clock: PageClock | None = None
         try:
             # The same setup as Agent runs: the navigation guard, secrets, the roles, the run's budget.
-            episode = await stack.enter_async_context(
-                self.agent.runtime.open_episode(
-                    RunSpec(
-                        url=url, goal=spec.goal, judge=judge, task=spec if isinstance(spec, BenchmarkTask) else None
-                    ),
-                    on_session=box.set,
-                )
-            )
+            episode = await stack.enter_async_context(self.agent.runtime.open_episode(run, on_session=box.set))
+            if seed is not None and box.session is not None:
+                clock = PageClock(box.session.context, seed)
+                await clock.install()  # before the start page's first script
             opened = await episode.open()
         except BaseException:
             await lease.close("the episode could not start")
@@ -211,12 +243,14 @@ class WebEnv:
             raise
         loop = asyncio.get_running_loop()
         finalizer = weakref.finalize(self, lease.abandon, loop, "the environment was dropped")
-        self._run = _Running(episode, lease, box, finalizer)
+        self._run = _Running(episode, lease, box, finalizer, clock)
         lease_keeper().adopt(lease)
         if not opened:
             await self._end()
             raise NavigationError(f"the start page did not open: {episode.result and episode.result.message}")
         try:
+            if clock is not None:
+                await clock.step()  # the page's start-up timers, as after every action
             obs = await self._observe()
         except BrowserError as exc:
             episode.finish(
@@ -224,7 +258,7 @@ class WebEnv:
             )
             await self._end()
             raise
-        info = {"task_id": spec.id, "seed": spec.seed if isinstance(spec, BenchmarkTask) else None, "goal": obs.goal}
+        info = {"task_id": spec.id, "seed": seed, "goal": obs.goal}
         return obs, info
 
     # -- step --------------------------------------------------------------------------------------
@@ -269,6 +303,8 @@ class WebEnv:
                 episode.unusable_reply(step, error, raw=raw, tool_calls=calls)
             else:
                 await episode.apply(step, usable[0], point=usable[1], raw=raw, tool_calls=calls)
+            if run.clock is not None and episode.result is None:
+                await run.clock.step()  # the page's time of a step, before its task is checked
 
         await episode.run_step(step, act())
         result = episode.end_step(step)

@@ -16,12 +16,14 @@ episode with reward 0, as in BrowserGym. A task whose seed is None gets a random
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import http.server
 import importlib.util
 import os
 import random
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,7 @@ import structlog
 
 from ..errors import BrowserError, ConfigError, InputError
 from ..loop import PageDriver, TaskCheck
-from .tasks import BenchmarkTask, TaskSet
+from .tasks import BenchmarkTask, TaskSet, shown
 
 __all__ = ["EPISODE_MAX_TIME_MS", "MiniWoBServer", "MiniWoBTask", "MiniWoBTasks", "miniwob_server"]
 
@@ -40,7 +42,7 @@ EPISODE_MAX_TIME_MS = 1_000_000
 #: Seconds a task's page gets to say it is ready after its start.
 READY_TIMEOUT_S = 10.0
 
-_START = """async ([seed, maxTime, timeoutMs]) => {
+_START = """([seed, maxTime]) => {
   Math.seedrandom(seed);
   core.EPISODE_MAX_TIME = maxTime;
   core.startEpisodeReal();
@@ -49,14 +51,15 @@ _START = """async ([seed, maxTime, timeoutMs]) => {
     const e = document.getElementById(id);
     if (e) e.style.visibility = "hidden";
   }
-  const t0 = Date.now();
-  while (!WOB_TASK_READY) {
-    if (Date.now() - t0 > timeoutMs) return null;
-    await new Promise((r) => setTimeout(r, 20));
-  }
+}"""
+# The goal once the task is ready, else null: polled from Python, so that a page whose clock is
+# paused (a seeded environment's, ``webagent.env.clock``) is waited for in real time.
+_GOAL = """() => {
+  if (!WOB_TASK_READY) return null;
   const u = core.getUtterance();
   return typeof u === "string" ? u : u.utterance;
 }"""
+_POLL_S = 0.02
 
 _STATE = """() => ({
   done: WOB_DONE_GLOBAL, raw_reward: WOB_RAW_REWARD_GLOBAL, env_reward: WOB_REWARD_GLOBAL,
@@ -127,9 +130,12 @@ class MiniWoBTask(BenchmarkTask):
         self.name = name
 
     async def start(self, page: PageDriver) -> str:
-        goal = await page.evaluate(_START, [self.seed, EPISODE_MAX_TIME_MS, int(READY_TIMEOUT_S * 1000)])
-        if not isinstance(goal, str):
-            raise BrowserError(f"the MiniWoB task {self.name} did not get ready within {READY_TIMEOUT_S:g} s")
+        await page.evaluate(_START, [self.seed, EPISODE_MAX_TIME_MS])
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not isinstance(goal := await page.evaluate(_GOAL), str):
+            if time.monotonic() > deadline:
+                raise BrowserError(f"the MiniWoB task {self.name} did not get ready within {READY_TIMEOUT_S:g} s")
+            await asyncio.sleep(_POLL_S)
         self.goal = goal
         return goal
 
@@ -173,5 +179,5 @@ class MiniWoBTasks(TaskSet):
         if name.endswith(".html"):
             name = name[: -len(".html")]
         if name not in self.names():
-            raise InputError(f"no MiniWoB++ task named {name!r} (e.g. click-button; see MiniWoBTasks().names())")
+            raise InputError(f"no MiniWoB++ task named {shown(name)!r} (e.g. click-button; see MiniWoBTasks().names())")
         return MiniWoBTask(name, base_url=self.base_url, seed=seed)
