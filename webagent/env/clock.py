@@ -6,25 +6,29 @@ derived from the seed (``seeded_time``) and ``Math.random`` seeded. The clock is
 ``requestAnimationFrame`` and ``requestIdleCallback`` of every document of the context follow it.
 The page's time then moves only when the environment runs it: ``STEP_MS`` once the start page is
 open (and the task started), and ``STEP_MS`` after each action, firing the page's timers and
-animation frames in order, as if each step took that long. So the same seed and the same actions
+animation frames in order, as if each step took that long. After each step the environment waits
+(in real time, bounded) for the requests the page has in flight and for their images to be painted,
+so that a step's observation does not depend on how quick the network was. So the same seed and the same actions
 give the same observations, an animated page (MiniWoB++'s chase-circle) included.
 
-What stays outside: a live site's answers and network timing (a response lands whenever it
-arrives; the page handles it at that point of its paused time), CSS animations and transitions the
+What stays outside: a live site's answers, and network timing past that wait (a page that keeps a
+request open, a response slower than ``QUIET_S``: it lands whenever it arrives), CSS animations and transitions the
 compositor runs by itself, ``crypto.getRandomValues``, and workers' own clocks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable
 
-from playwright.async_api import BrowserContext
 from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Request
 
+from ..browser.session import BrowserSession
 from ..errors import BrowserError, BrowserTimeoutError
 
-__all__ = ["EPOCH_S", "STEP_MS", "PageClock", "random_script", "seeded_time"]
+__all__ = ["EPOCH_S", "QUIET_S", "STEP_MS", "PageClock", "random_script", "seeded_time"]
 
 #: The page's time at seed 0: 2024-01-01T00:00:00Z (seconds); seed n starts n seconds later.
 EPOCH_S = 1_704_067_200
@@ -34,6 +38,15 @@ STEP_MS = 500
 _SPAN_S = 1_000_000_000
 #: Bound on one clock command (the page runs the timers due in ``STEP_MS`` meanwhile).
 _TIMEOUT_S = 15.0
+#: The longest wait, in real time, for a step's requests and their images (a page that never goes
+#: quiet, a long poll, costs this much a step).
+QUIET_S = 3.0
+# The page's images decoded, then two frames of the browser's (its real ones: the page's are paused).
+_PAINTED = """async () => {
+  await Promise.all(Array.from(document.images, (i) => i.complete ? 0 : i.decode().catch(() => 0)));
+  const real = globalThis.__pwClock ? globalThis.__pwClock.builtins : globalThis;
+  await new Promise((r) => real.requestAnimationFrame(() => real.requestAnimationFrame(r)));
+}"""
 
 
 def seeded_time(seed: int) -> int:
@@ -63,22 +76,52 @@ def random_script(seed: int) -> str:
 class PageClock:
     """The time of one episode's browser context (see the module docstring)."""
 
-    def __init__(self, context: BrowserContext, seed: int, *, step_ms: int = STEP_MS) -> None:
-        self.context = context
+    def __init__(self, session: BrowserSession, seed: int, *, step_ms: int = STEP_MS) -> None:
+        self.session = session
+        self.context = session.context
         self.seed = seed
         self.step_ms = step_ms
+        self._pending: set[Request] = set()  # the context's http(s) requests in flight
+        self._quiet = asyncio.Event()  # set while none is
+        self._quiet.set()
 
     async def install(self) -> None:
         """Before the start page loads: ``Math.random`` seeded, the clock paused at ``seeded_time``.
 
         Only ``pause_at`` (not ``install`` and then ``pause_at``): a new document replays the clock's
         commands, and the real time between those two would move its timers off their ticks."""
+        self.context.on("request", self._started)
+        self.context.on("requestfinished", self._ended)
+        self.context.on("requestfailed", self._ended)
         await self._bounded(self.context.add_init_script(random_script(self.seed)), "seed Math.random")
         await self._bounded(self.context.clock.pause_at(seeded_time(self.seed)), "pause the page's clock")
 
     async def step(self) -> None:
-        """Let ``step_ms`` of the page's time pass, its timers and animation frames fired in order."""
+        """Let ``step_ms`` of the page's time pass, its timers and animation frames fired in order;
+        then wait for what they asked of the network (``settle``)."""
         await self._bounded(self.context.clock.run_for(self.step_ms), "run the page's clock")
+        await self.settle()
+
+    async def settle(self) -> None:
+        """Wait (up to ``QUIET_S``) for the context's requests in flight, then for their images to be
+        decoded and painted: an image a step's new elements ask for (MiniWoB++'s icons, set by CSS
+        once the task has started) shows in its observation every time, not when the network is quick."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(QUIET_S):
+                await self._quiet.wait()
+        with contextlib.suppress(PlaywrightError, TimeoutError):  # a page going away: its next look says so
+            async with asyncio.timeout(QUIET_S):
+                await self.session.page.evaluate(_PAINTED)
+
+    def _started(self, request: Request) -> None:
+        if request.url.startswith(("http:", "https:")):
+            self._pending.add(request)
+            self._quiet.clear()
+
+    def _ended(self, request: Request) -> None:
+        self._pending.discard(request)
+        if not self._pending:
+            self._quiet.set()
 
     async def _bounded(self, work: Awaitable[object], what: str) -> None:
         try:

@@ -234,7 +234,7 @@ class WebEnv:
             # The same setup as Agent runs: the navigation guard, secrets, the roles, the run's budget.
             episode = await stack.enter_async_context(self.agent.runtime.open_episode(run, on_session=box.set))
             if seed is not None and box.session is not None:
-                clock = PageClock(box.session.context, seed)
+                clock = PageClock(box.session, seed)
                 await clock.install()  # before the start page's first script
             opened = await episode.open()
         except BaseException:

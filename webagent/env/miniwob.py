@@ -22,6 +22,7 @@ import http.server
 import importlib.util
 import os
 import random
+import sys
 import threading
 import time
 from pathlib import Path
@@ -85,14 +86,24 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A context closed while its page still loaded (an episode ended, a reset) drops its
+        # connections: no fault of the server's, and no traceback on the environment server's stderr.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        log.warning("miniwob_server_error", client=str(client_address), error=repr(sys.exc_info()[1]))
+
+
 class MiniWoBServer:
     """The task pages over HTTP on 127.0.0.1 (a daemon thread; ``close`` stops it)."""
 
     def __init__(self, root: Path | None = None, *, port: int = 0) -> None:
         self.root = root or _html_root()
         handler = functools.partial(_Quiet, directory=str(self.root))
-        self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _Server(("127.0.0.1", port), handler)
         self.port = self._httpd.server_address[1]
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="webagent-miniwob", daemon=True)
         self._thread.start()
