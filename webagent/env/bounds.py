@@ -5,9 +5,9 @@ A session is what holds a browser context: a ``/ws`` connection (openenv-core's 
 ``WebEnv``) for as long as it is open, and a plain-HTTP ``POST /reset`` or ``/step`` (openenv-core's
 stateless forms, an environment per request) while it runs. A client is who the gate says it is
 (``webagent.serving.gate.client_of``): its token when the server holds several, else its peer
-address. Refused: a ``/ws`` session is accepted and answered openenv-core's own capacity error
-(``{"type": "error", "data": {"code": "CAPACITY_REACHED", ...}}``, which its clients raise), then
-closed; an HTTP request gets ``429`` with FastAPI's ``{"detail": "..."}``. A client that goes away
+address. Refused: a ``/ws`` session is accepted, and its first message answered openenv-core's own capacity
+error (``{"type": "error", "data": {"code": "CAPACITY_REACHED", ...}}``, which its clients raise),
+then closed; an HTTP request gets ``429`` with FastAPI's ``{"detail": "..."}``. A client that goes away
 without closing its session is no error of the server's (nothing of it reaches the log but a debug
 line). A request body over
 ``max_body`` bytes gets ``413`` (bodies are read ahead, so nothing behind sees a partial one); a
@@ -16,6 +16,7 @@ WebSocket message over it is refused by the server itself (``uvicorn``'s ``ws_ma
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 
@@ -33,6 +34,7 @@ log = structlog.get_logger("webagent.env")
 #: The largest request body or WebSocket message a client may send (bytes): a reset or a step.
 MAX_BODY = 8 << 20
 _HTTP_SESSIONS = frozenset({"/reset", "/step", "/mcp"})
+_FIRST_MESSAGE_S = 30.0  # how long a refused session waits for the message its error answers
 
 
 class SessionBounds:
@@ -120,9 +122,15 @@ class SessionBounds:
             return
         await receive()  # websocket.connect
         await send({"type": "websocket.accept"})
-        error = {"type": "error", "data": {"message": reason, "code": "CAPACITY_REACHED"}}
-        await send({"type": "websocket.send", "text": json.dumps(error)})
-        await send({"type": "websocket.close", "code": 1013})
+        try:  # the error answers the client's first message, which its client raises
+            async with asyncio.timeout(_FIRST_MESSAGE_S):
+                message = await receive()
+        except TimeoutError:
+            message = {"type": "websocket.disconnect"}
+        if message["type"] == "websocket.receive":
+            error = {"type": "error", "data": {"message": reason, "code": "CAPACITY_REACHED"}}
+            await send({"type": "websocket.send", "text": json.dumps(error)})
+            await send({"type": "websocket.close", "code": 1013})
 
 
 def _replay(messages: list[Message], receive: Receive) -> Receive:
