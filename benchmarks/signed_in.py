@@ -38,9 +38,11 @@ from webagent.testing.teamscripts import SIGN_IN_GOAL, item_suite, team_script
 from webagent.testing.teamsite import OTP_CODE, PASSWORD, TeamSite
 
 
-def _config(server: FakeModelServer, state: Path | None = None) -> AgentConfig:
+def _config(server: FakeModelServer, site: TeamSite, state: Path | None = None) -> AgentConfig:
     config = offline_config(server.url, DEFAULT_PROFILE)
     config.secrets = {"PASSWORD": PASSWORD, "OTP": OTP_CODE}  # type: ignore[assignment]
+    # The suite file is data: its checks' secrets are typed only on the hosts allowed for them.
+    config.secret_hosts = {name: [f"{site.host}:{site.port}"] for name in config.secrets}
     if state is not None:
         config.browser.storage_state = state
     return config
@@ -72,13 +74,13 @@ async def main(checks: int, concurrency: int, latency: float) -> dict[str, Any]:
         suite_file.write_text("".join(json.dumps(c) + "\n" for c in item_suite(site.url, checks)))
         script = {**team_script(checks), "latency_s": latency}
         async with FakeModelServer(script) as server:
-            signed_out = await _suite(_config(server), suite_file, folder / "out-1", site, concurrency)
+            signed_out = await _suite(_config(server, site), suite_file, folder / "out-1", site, concurrency)
             state = folder / "state.json"
-            async with Agent(_config(server)) as agent:
+            async with Agent(_config(server, site)) as agent:
                 saved = await agent.run(f"{site.url}/app/", SIGN_IN_GOAL, save_state=state)
             if not saved.success or not state.exists():
                 raise SystemExit(f"signing in failed: {saved.stop_reason}: {saved.message}")
-            signed_in = await _suite(_config(server, state), suite_file, folder / "out-2", site, concurrency)
+            signed_in = await _suite(_config(server, site, state), suite_file, folder / "out-2", site, concurrency)
         mode = oct(os.stat(state).st_mode & 0o777)  # before the folder goes
     spared = 1 - signed_in["model_calls"] / signed_out["model_calls"] if signed_out["model_calls"] else 0.0
     return {

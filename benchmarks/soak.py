@@ -549,7 +549,7 @@ class FloorSession:
                 reply = await self.cdp.send(
                     "Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True}
                 )
-            x, y, _ = reply["result"]["value"]
+            x, y, *_ = reply["result"]["value"]
             self.scroll = (float(x), float(y))
         except (PlaywrightError, TimeoutError, KeyError, TypeError, ValueError):
             self.scroll = (0.0, 0.0)
@@ -782,7 +782,7 @@ async def agent(
         workers = auto_workers(n) if args.workers == "auto" else int(args.workers)
         runner = BatchRunner(
             config,
-            load_tasks(tasks_file),
+            load_tasks(tasks_file, trusted=True),  # the benchmark's own tasks
             out,
             concurrency=n,
             on_update=on_update,
@@ -804,7 +804,12 @@ async def agent(
             counter = asyncio.create_task(count_open(), name="count-open")
             run = asyncio.create_task(runner.run(), name="batch")
             killer = (
-                asyncio.create_task(kill_chromium(kill, exclude | {server.proc.pid}), name="kill") if kill else None
+                asyncio.create_task(
+                    kill_chromium(kill, exclude | {server.proc.pid}, lambda: runner.stats.steps, args.seed),
+                    name="kill",
+                )
+                if kill
+                else None
             )
             freezer = (
                 asyncio.create_task(freeze_chromium(args, exclude | {server.proc.pid}), name="freeze")
@@ -905,9 +910,13 @@ def chromium_pids(kind: str, exclude: set[int]) -> list[int]:
     return pids
 
 
-async def kill_chromium(kind: str, exclude: set[int]) -> list[str]:
+async def kill_chromium(kind: str, exclude: set[int], steps: Callable[[], int], seed: int = 0) -> list[str]:
     """``kill -9`` of Chromium processes of this run: ``browser`` its main process at 30 s,
-    ``renderers`` four renderer processes at 12, 15, 18 and 20 s (as in the reliability issue)."""
+    ``renderers`` four renderer processes at 12, 15, 18 and 20 s (as in the reliability issue),
+    ``setup`` four renderers while the sessions are being set up (issue 43): one every 0.25 s from
+    the first renderer on, while no step has ended (``steps()``: the steps ended so far)."""
+    if kind == "setup":
+        return await kill_in_set_up(exclude, steps, seed)
     started, killed = time.monotonic(), list[str]()
     plan = (
         [(30.0, "chromium browser")]
@@ -923,6 +932,22 @@ async def kill_chromium(kind: str, exclude: set[int]) -> list[str]:
                 os.kill(victim, signal.SIGKILL)
             killed.append(f"{target} {victim} at {time.monotonic() - started:.0f} s")
             print(f"  killed {killed[-1]}", flush=True)
+    return killed
+
+
+async def kill_in_set_up(exclude: set[int], steps: Callable[[], int], seed: int, kills: int = 4) -> list[str]:
+    """Renderers killed while the sessions open: their contexts opened, their guards installed, their
+    start pages loading (the crash before the first step that issue 43 saw end three tasks)."""
+    started, killed, draw = time.monotonic(), list[str](), random.Random(seed)
+    while len(killed) < kills and steps() == 0:
+        pids = chromium_pids("chromium renderer", exclude)
+        if pids:
+            victim = draw.choice(pids)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(victim, signal.SIGKILL)
+            killed.append(f"renderer {victim} at {time.monotonic() - started:.1f} s ({len(pids)} renderers, 0 steps)")
+            print(f"  killed {killed[-1]}", flush=True)
+        await asyncio.sleep(0.25)
     return killed
 
 
@@ -1233,9 +1258,10 @@ def main() -> None:
     )
     parser.add_argument(
         "--kill",
-        choices=("browser", "renderers"),
+        choices=("browser", "renderers", "setup"),
         default=None,
-        help="in the agent phase, kill -9 the browser's main process at 30 s, or four renderers at 12-20 s",
+        help="in the agent phase, kill -9 the browser's main process at 30 s, four renderers at 12-20 s, or "
+        "(setup) four renderers while the sessions are set up, before the first step ends",
     )
     parser.add_argument("--hog", type=int, default=0, metavar="N", help="N busy processes beside both phases")
     parser.add_argument(

@@ -411,7 +411,7 @@ async def agent(
                 ends.extend([time.monotonic()] * (stats.steps - seen[0]))
                 seen[0] = stats.steps
 
-        runner = BatchRunner(config, load_tasks(tasks_file), out, concurrency=n, on_update=on_update)
+        runner = BatchRunner(config, load_tasks(tasks_file, trusted=True), out, concurrency=n, on_update=on_update)
         server_cpu = cpu_s(server.proc.pid)
         with Meter(exclude | {server.proc.pid}) as meter:
             stats = await runner.run()

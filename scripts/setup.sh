@@ -40,7 +40,7 @@ if [ ! -x /usr/bin/chromium ] && [ -z "${WEBAGENT_SKIP_APT:-}" ]; then
   fi
 fi
 # Chromium's headless shell, which unguarded headless browsers prefer (half the CPU: docs/benchmarks.md,
-# "The headless shell"); best effort: without it they run on the full Chromium.
+# "What a page costs, by binary: the headless shell"); best effort: without it they run on the full Chromium.
 if [ -x /usr/bin/chromium ] && [ ! -x /usr/lib/chromium/chromium-headless-shell ] && [ -z "${WEBAGENT_SKIP_APT:-}" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "setup: installing Debian's chromium-headless-shell" >&2

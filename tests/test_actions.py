@@ -12,19 +12,29 @@ from pydantic import ValidationError
 
 from webagent.actions import (
     ACTION_ADAPTER,
+    ACTION_TYPES,
     Answer,
+    AskUser,
     ClickElement,
+    CloseTab,
+    DoubleClickElement,
+    DragElement,
     GoBack,
     Goto,
+    HoverElement,
     PolicyReply,
     PressKey,
     Refresh,
+    RightClickElement,
     Scroll,
     SelectOption,
+    SwitchTab,
+    UploadFile,
     Wait,
     WriteElement,
     describe_action,
     normalize_key,
+    points_of,
 )
 from webagent.model.parsing import ReplyParseError, parse_reply
 
@@ -50,11 +60,30 @@ ACTIONS: list[tuple[dict[str, Any], object]] = [
     ({"action": "refresh"}, Refresh()),
     ({"action": "wait", "seconds": 2.5}, Wait(seconds=2.5)),
     ({"action": "answer", "content": "The price is 42 EUR."}, Answer(content="The price is 42 EUR.")),
+    ({"action": "upload_file", "element": "CV field", "file": "cv.pdf"}, UploadFile(element="CV field", file="cv.pdf")),
+    ({"action": "ask_user", "question": "Your code?"}, AskUser(question="Your code?")),
+    ({"action": "hover_element", "element": "the Products menu"}, HoverElement(element="the Products menu")),
+    ({"action": "double_click_element", "element": "cell B2"}, DoubleClickElement(element="cell B2")),
+    ({"action": "right_click_element", "element": "report.pdf"}, RightClickElement(element="report.pdf")),
+    (
+        {"action": "drag_element", "element": "card 'Write report'", "target": "the Done column"},
+        DragElement(element="card 'Write report'", target="the Done column"),
+    ),
+    ({"action": "switch_tab", "index": 1}, SwitchTab(index=1)),
+    ({"action": "close_tab", "index": 0}, CloseTab(index=0)),
+    (
+        {"action": "scroll", "direction": "down", "element": "the log panel"},
+        Scroll(direction="down", element="the log panel"),
+    ),
+    (
+        {"action": "click_element", "element": "row 3", "modifiers": ["shift"]},
+        ClickElement(element="row 3", modifiers=("shift",)),
+    ),
 ]
 
 
-def test_ten_actions() -> None:
-    assert len({type(expected) for _, expected in ACTIONS}) == 10
+def test_every_action_is_listed() -> None:
+    assert {type(expected) for _, expected in ACTIONS} == set(ACTION_TYPES)
 
 
 @pytest.mark.parametrize(("data", "expected"), ACTIONS, ids=[d["action"] for d, _ in ACTIONS])
@@ -97,7 +126,7 @@ def test_extra_fields_are_ignored(data: dict[str, Any]) -> None:
     # Lenient parsing: the strict schema goes to the server, but a usable reply with extra keys is kept.
     action = ACTION_ADAPTER.validate_python(data)
     assert action.action == data["action"]
-    assert set(action.model_dump()) < set(data) | {"press_enter"}
+    assert set(action.model_dump()) < set(data) | {"press_enter", "modifiers", "element"}
 
 
 def test_extra_top_level_field_ignored_and_note_thought_default() -> None:
@@ -116,6 +145,12 @@ def test_extra_top_level_field_ignored_and_note_thought_default() -> None:
         {"action": "select_option", "element": "s", "option": ""},
         {"action": "write_element", "element": "f"},
         {"action": "wait"},
+        {"action": "drag_element", "element": "card"},  # a drag without a target
+        {"action": "drag_element", "element": "card", "target": ""},
+        {"action": "switch_tab", "index": -1},
+        {"action": "close_tab"},
+        {"action": "click_element", "element": "x", "modifiers": ["hyper"]},
+        {"action": "hover_element"},
     ],
 )
 def test_invalid_arguments_rejected(data: dict[str, Any]) -> None:
@@ -159,10 +194,73 @@ def test_actions_are_frozen() -> None:
         (Wait(seconds=2.5), "wait 2.5s"),
         (Wait(seconds=99), "wait 10s"),
         (Answer(content="42"), 'answer "42"'),
+        (ClickElement(element="row 3", modifiers=("shift", "ctrl")), 'click_element "row 3" holding shift+ctrl'),
+        (HoverElement(element="Products"), 'hover_element "Products"'),
+        (DoubleClickElement(element="cell"), 'double_click_element "cell"'),
+        (RightClickElement(element="file"), 'right_click_element "file"'),
+        (DragElement(element="card", target="Done"), 'drag_element "card" to "Done"'),
+        (Scroll(direction="down", element="log"), 'scroll down in "log"'),
+        (SwitchTab(index=2), "switch_tab 2"),
+        (CloseTab(index=1), "close_tab 1"),
     ],
 )
 def test_describe_action(action: Any, text: str) -> None:
     assert describe_action(action) == text
+
+
+@pytest.mark.parametrize(
+    ("given", "held"),
+    [
+        ("Shift", ("shift",)),
+        ("ctrl+Shift", ("ctrl", "shift")),
+        (["Control", "cmd", "option"], ("ctrl", "meta", "alt")),
+        (["shift", "SHIFT"], ("shift",)),
+        ([], None),
+        (None, None),
+        ("", None),
+    ],
+)
+def test_held_keys_are_read_as_a_model_spells_them(given: object, held: object) -> None:
+    assert ACTION_ADAPTER.validate_python({"action": "click_element", "element": "x", "modifiers": given}) == (
+        ClickElement(element="x", modifiers=held)  # type: ignore[arg-type]
+    )
+
+
+def test_a_blank_scroll_element_is_the_page() -> None:
+    assert Scroll(direction="up", element="  ") == Scroll(direction="up")
+
+
+def test_points_each_action_is_placed_at() -> None:
+    assert points_of(DragElement(element="a", target="b")) == 2
+    assert points_of(HoverElement(element="a")) == points_of(Scroll(direction="up", element="panel")) == 1
+    assert points_of(Scroll(direction="up")) == points_of(SwitchTab(index=0)) == points_of(Answer(content="")) == 0
+
+
+def test_a_reply_with_several_actions_keeps_them_in_order_and_writes_them_back_as_a_list() -> None:
+    data = {
+        "note": "form",
+        "thought": "fill it",
+        "actions": [
+            {"action": "write_element", "element": "name", "content": "Ada"},
+            {"action": "write_element", "element": "email", "content": "ada@example.com"},
+            {"action": "click_element", "element": "Submit"},
+        ],
+    }
+    reply = PolicyReply.model_validate(data)
+    assert reply.action == WriteElement(element="name", content="Ada")
+    assert [a.action for a in reply.actions] == ["write_element", "write_element", "click_element"]
+    dumped = json.loads(reply.model_dump_json())
+    assert "action" not in dumped and dumped["actions"][2] == {
+        "action": "click_element",
+        "element": "Submit",
+        "modifiers": None,
+    }
+    assert PolicyReply.model_validate(dumped) == reply
+    # One action is written as it always was; an empty list is no action.
+    single = PolicyReply(action=Refresh())
+    assert json.loads(single.model_dump_json()) == {"note": "", "thought": "", "action": {"action": "refresh"}}
+    with pytest.raises(ValidationError):
+        PolicyReply.model_validate({"actions": []})
 
 
 def test_describe_action_truncates_long_text() -> None:
@@ -223,10 +321,36 @@ ANY_ACTION = st.one_of(
     st.builds(Refresh),
     st.builds(Wait, seconds=st.floats(0, 10)),
     st.builds(Answer, content=_TEXT),
+    st.builds(
+        ClickElement,
+        element=_NONEMPTY,
+        modifiers=st.none()
+        | st.lists(st.sampled_from(["shift", "ctrl", "alt", "meta"]), min_size=1, unique=True).map(tuple),
+    ),
+    st.builds(Scroll, direction=st.sampled_from(["up", "down"]), element=st.none() | _NONEMPTY.filter(str.strip)),
+    st.builds(HoverElement, element=_NONEMPTY),
+    st.builds(DoubleClickElement, element=_NONEMPTY),
+    st.builds(RightClickElement, element=_NONEMPTY),
+    st.builds(DragElement, element=_NONEMPTY, target=_NONEMPTY),
+    st.builds(SwitchTab, index=st.integers(0, 20)),
+    st.builds(CloseTab, index=st.integers(0, 20)),
 )
-_ACTION_TYPES = (ClickElement, WriteElement, Scroll, PressKey, SelectOption, Goto, GoBack, Refresh, Wait, Answer)
+_ACTION_TYPES = ACTION_TYPES
 _TAGS = [t.model_fields["action"].default for t in _ACTION_TYPES]
-_ACTION_KEYS = ["action", "element", "content", "press_enter", "direction", "key", "option", "url", "seconds"]
+_ACTION_KEYS = [
+    "action",
+    "element",
+    "content",
+    "press_enter",
+    "direction",
+    "key",
+    "option",
+    "url",
+    "seconds",
+    "target",
+    "index",
+    "modifiers",
+]
 _ARGS = st.one_of(_TEXT, _TEXT, st.sampled_from(["up", "down", "Enter"]), st.booleans(), st.floats(0, 20), JSON_VALUES)
 #: Objects that look like actions: a known tag (mostly), some of the argument keys, any values.
 ACTION_OBJECTS = st.builds(
@@ -240,7 +364,9 @@ POLICY_OBJECTS = st.one_of(
     ),
     json_objects_with(["note", "thought", "action"]),
 )
-REPLIES = st.builds(PolicyReply, note=_TEXT, thought=_TEXT, action=ANY_ACTION)
+REPLIES = st.builds(
+    PolicyReply, note=_TEXT, thought=_TEXT, action=ANY_ACTION, more=st.lists(ANY_ACTION, max_size=3).map(tuple)
+)
 
 
 @PROPERTIES

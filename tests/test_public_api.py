@@ -12,6 +12,7 @@ from pydantic import BaseModel
 import webagent
 
 EXPECTED_ALL = [
+    "Acted",
     "Action",
     "ActionError",
     "Agent",
@@ -23,11 +24,16 @@ EXPECTED_ALL = [
     "BudgetLimits",
     "CheckResult",
     "ClickElement",
+    "CloseTab",
     "ConfigError",
+    "DoubleClickElement",
+    "DownloadedFile",
+    "DragElement",
     "ExtractionError",
     "Fingerprint",
     "GoBack",
     "Goto",
+    "HoverElement",
     "InputError",
     "LocalizationError",
     "ModelCall",
@@ -43,12 +49,15 @@ EXPECTED_ALL = [
     "PressKey",
     "Refresh",
     "ReplayCache",
+    "RightClickElement",
     "RoleUsage",
     "RunResult",
     "RunStream",
     "Scroll",
     "SelectOption",
     "Step",
+    "SwitchTab",
+    "Tab",
     "Timings",
     "Usage",
     "Verdict",
@@ -63,12 +72,18 @@ EXPECTED_ALL = [
 ACTION_CLASSES = [
     "Answer",
     "ClickElement",
+    "CloseTab",
+    "DoubleClickElement",
+    "DragElement",
     "GoBack",
     "Goto",
+    "HoverElement",
     "PressKey",
     "Refresh",
+    "RightClickElement",
     "Scroll",
     "SelectOption",
+    "SwitchTab",
     "Wait",
     "WriteElement",
 ]
@@ -105,13 +120,13 @@ def test_action_classes_are_the_union_members() -> None:
         tags.add(cls.model_fields["action"].default)
         # The exported class is the one the union validates to.
         assert type(ACTION_ADAPTER.validate_python(_minimal(cls))) is cls
-    assert len(tags) == 10
+    assert len(tags) == 16
 
 
 def _minimal(cls: type[BaseModel]) -> dict[str, object]:
     data: dict[str, object] = {"action": cls.model_fields["action"].default}
     samples = {"element": "e", "content": "c", "direction": "down", "key": "Enter", "option": "o", "url": "u"}
-    samples["seconds"] = 1
+    samples.update(seconds=1, target="t", index=0)
     for field, info in cls.model_fields.items():
         if field != "action" and info.is_required():
             data[field] = samples[field]

@@ -134,6 +134,7 @@ class Agent:
         browser: ContextSettings | None = None,
         save_state: str | Path | None = None,
         ask_user: HumanHandler | None = None,
+        secret_hosts: Sequence[str] | None = None,
     ) -> RunStream:
         """Run a task step by step: ``async for step in agent.stream(url, goal)``.
 
@@ -153,7 +154,10 @@ class Agent:
         ``device``, ...); ``save_state``: write the signed-in state there (0600) if the run succeeds;
         ``ask_user``: who answers the policy's questions (``webagent.loop.HumanHandler``: an async
         callable given a ``HumanRequest``, returning the answer or None; default the agent's
-        ``ask_user``, else none: the run ends ``needs_human``).
+        ``ask_user``, else none: the run ends ``needs_human``); ``secret_hosts``: where the secrets
+        without hosts of their own may be typed (host rules); default: ``[browser] allowed_domains``,
+        else the start URL's host (the caller speaks for the operator), and with a ``policy`` of the
+        caller's (a start someone else chose: a client's, a task file's) only ``allowed_domains``.
         """
         url = normalize_url(url)
         if not navigate and page is None:
@@ -174,6 +178,9 @@ class Agent:
             browser=browser,
             save_state=Path(save_state) if save_state is not None else None,
             ask_user=ask_user,
+            secret_hosts=self.runtime.secret_hosts(url if policy is None else None)
+            if secret_hosts is None
+            else tuple(secret_hosts),
         )
         return RunStream(
             self.runtime,

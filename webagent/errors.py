@@ -7,8 +7,9 @@
     ├── InputError                bad task input: missing or invalid URL, empty goal (exit code 2)
     ├── BrowserError              the browser could not be launched or driven
     │   ├── NavigationError       the start URL could not be opened (unreachable host, DNS, ...)
-    │   └── BrowserTimeoutError   the browser did not answer within its deadline (setting a session up, a screenshot)  [i]
-    │       └── BrowserStuckError the browser did not answer opening a context or a tab: the pool retires it  [i]
+    │   ├── BrowserTimeoutError   the browser did not answer within its deadline (setting a session up, a screenshot)  [i]
+    │   │   └── BrowserStuckError the browser did not answer opening a context or a tab: the pool retires it  [i]
+    │   └── BrowserCrashError     the browser, the page's renderer or its context died under the run (a crash)  [i]
     ├── ModelError                a model endpoint failed
     │   ├── ModelUnavailableError the endpoint kept failing after retries (5xx, 429, timeouts, refused)  [i]
     │   └── ModelReplyError       the reply could not be parsed, even after one repair request
@@ -35,6 +36,7 @@ from typing import Any, ClassVar
 
 __all__ = [
     "ActionError",
+    "BrowserCrashError",
     "BrowserError",
     "BrowserStuckError",
     "BrowserTimeoutError",
@@ -121,6 +123,16 @@ class BrowserTimeoutError(BrowserError):
 class BrowserStuckError(BrowserTimeoutError):
     """The browser did not answer opening a context or a tab within its deadline (frozen or far
     overloaded): a pool stops handing it out."""
+
+
+class BrowserCrashError(BrowserError):
+    """What the run needed of the browser is gone: the page's renderer crashed (past what the session
+    recovers from by reopening it), or the page, its context or the browser closed under the run
+    (``webagent.browser.crashes``). In whatever phase it happens (setting the session up, a step, the
+    final screenshot, saving the state), an infrastructure failure, never the task's verdict: a batch
+    re-runs the task on a fresh session."""
+
+    infrastructure = True
 
 
 class ModelError(WebAgentError):

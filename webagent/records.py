@@ -11,7 +11,9 @@ from .actions import Action
 from .images import Screenshot
 
 __all__ = [
+    "Acted",
     "CheckResult",
+    "DownloadedFile",
     "Fingerprint",
     "ModelCall",
     "Phase",
@@ -23,6 +25,7 @@ __all__ = [
     "RunResult",
     "Step",
     "StopReason",
+    "Tab",
     "Timings",
     "TokenRecord",
     "ToolCall",
@@ -132,6 +135,37 @@ class Point(_Record):
     viewport: tuple[float, float] = Field(description="CSS pixels of the viewport")
 
 
+class Tab(_Record):
+    """One open tab of the session (listed to the policy when there are several)."""
+
+    index: int = Field(description="Its index among the open tabs (switch_tab, close_tab)")
+    title: str = ""
+    url: str = ""
+    current: bool = Field(default=False, description="The tab the agent drives")
+
+
+class DownloadedFile(_Record):
+    """A file a page downloaded, kept in the run's ``downloads/`` folder (``[browser] downloads``)."""
+
+    name: str = Field(description="Its file name in the downloads folder: the page's name for it, made safe")
+    path: str = Field(description="Where it was saved")
+    bytes: int = Field(description="Its size in bytes")
+    url: str = Field(description="Where it was downloaded from (redacted like every page string)")
+
+
+class Acted(_Record):
+    """One action of a step whose reply carried several (``max_actions_per_turn`` above 1)."""
+
+    action: Action
+    element: str | None = None
+    point: Point | None = None
+    target_point: Point | None = Field(default=None, description="A drag's release point (its target's)")
+    outcome: str = Field(
+        default="", description="What it did; 'not carried out: ...' for those the list stopped before"
+    )
+    error: str | None = None
+
+
 class Verdict(_Record):
     success: bool
     feedback: str
@@ -165,6 +199,12 @@ class PolicyState(_Record):
         default=None, description="What the policy was told of its last action changing nothing (see Step.unchanged)"
     )
     outcome: str | None = Field(default=None, description="The previous step's action and outcome, as one line")
+    outcomes: list[str] = Field(
+        default_factory=list,
+        description="The previous step's actions and outcomes, one line each, when it carried out several (the "
+        "results of its parallel tool calls)",
+    )
+    tabs: list[Tab] = Field(default_factory=list, description="The open tabs, when there are several")
     secrets: list[str] = Field(default_factory=list, description="Names of the secrets the policy was told of")
     restrictions: str = Field(default="", description="Navigation rules the policy was told")
     uploads: list[str] = Field(default_factory=list, description="Files the policy was told it may upload")
@@ -199,6 +239,9 @@ class PromptContext(_Record):
         default=None, description="The policy family whose contract the request spoke (None: webagent's generic one)"
     )
     output: Literal["json", "tools"] | None = Field(default=None, description="How the policy was asked to reply")
+    actions: int | None = Field(
+        default=None, description="How many actions one reply could carry (max_actions_per_turn; None: one)"
+    )
     grounding: Literal["policy", "localizer"] | None = Field(
         default=None, description="Who placed the step's click: the policy in its reply, or the localizer"
     )
@@ -247,9 +290,16 @@ class Step(_Record):
     )
     note: str = ""
     thought: str = ""
-    action: Action | None = None
+    action: Action | None = Field(default=None, description="The action (the first, when the reply carried several)")
     element: str | None = None
     point: Point | None = None
+    target_point: Point | None = Field(default=None, description="A drag's release point (its target's)")
+    actions: list[Acted] = Field(
+        default_factory=list,
+        description="Every action of the reply in order, when it carried several (max_actions_per_turn above 1): "
+        "what each did, or that it was not carried out; action, element, point and target_point are the first's, "
+        "outcome says what they did together",
+    )
     grounding: Literal["policy", "localizer"] | None = Field(
         default=None, description="Who placed this step's click: the policy in its reply, or the localizer"
     )
@@ -325,6 +375,9 @@ class RunResult(_Record):
         default=None,
         description="Who placed the run's clicks: policy = the policy's own replies (one request per click "
         "step), localizer = a separate localizer model",
+    )
+    downloads: list[DownloadedFile] = Field(
+        default_factory=list, description="The files the pages downloaded and the run kept, in the order they ended"
     )
 
 

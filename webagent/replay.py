@@ -34,11 +34,11 @@ from urllib.parse import urlsplit, urlunsplit
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .actions import Action, Answer, ClickElement, SelectOption, WriteElement
+from .actions import Action, Answer, points_of
 from .errors import InputError
 from .files import write_atomic
 from .images import Screenshot
-from .records import Fingerprint, Point, Step, Verdict
+from .records import Acted, Fingerprint, Point, Step, Verdict
 
 __all__ = [
     "CachedAnswer",
@@ -117,13 +117,16 @@ class CachedStep(BaseModel):
     fingerprint: Fingerprint
     action: Action
     point: Point | None = None
+    target_point: Point | None = None
+    more: list[Acted] = Field(default_factory=list, description="The step's further actions (several a turn)")
     note: str = ""
     verdict: Verdict | None = None
 
     @property
     def calls(self) -> int:
-        """Model calls this step needed when it was planned."""
-        return 1 + isinstance(self.action, ClickElement | WriteElement | SelectOption) + isinstance(self.action, Answer)
+        """Model calls this step needed when it was planned (with a localizer: one per point)."""
+        actions = [self.action, *(a.action for a in self.more)]
+        return 1 + sum(points_of(a) for a in actions) + any(isinstance(a, Answer) for a in actions)
 
 
 class CachedAnswer(BaseModel):
@@ -187,8 +190,15 @@ class StepReplay:
             return
         if isinstance(action, Answer) and not (step.verdict and step.verdict.success):
             return
+        carried = [a for a in step.actions[1:] if not a.outcome.startswith("not carried out")]
         cached = CachedStep(
-            fingerprint=step.fingerprint, action=action, point=step.point, note=step.note, verdict=step.verdict
+            fingerprint=step.fingerprint,
+            action=action,
+            point=step.point,
+            target_point=step.target_point,
+            more=[Acted(action=a.action, point=a.point, target_point=a.target_point) for a in carried],
+            note=step.note,
+            verdict=step.verdict,
         )
         if step.replayed:
             self.calls_saved += cached.calls

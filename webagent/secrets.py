@@ -7,6 +7,12 @@ error messages -- goes through :meth:`Secrets.redact`, which replaces each value
 twice over), as HTML character references (decimal, hex, named), JSON-escaped (again and again),
 or in base64. Text that is shortened is redacted first (:func:`shorten`): a value cut in two is
 no longer recognisable.
+
+A secret is typed only into pages of the hosts it is allowed on (docs/security.md, "Secrets"): its
+own ``hosts`` (``[secrets] NAME = { value, hosts }``), else the run's default (``[browser]
+allowed_domains``, else the host of a start URL the operator chose, else none: a client's or a
+task file's start). :meth:`Secrets.typing_refusal` says why a write may not happen;
+:meth:`Secrets.reach_refusal` why a header or password may not be sent where it would go.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, SecretStr
 
 from .errors import ActionError
+from .hosts import url_host
+from .safety import HostRule, parse_rule
 
 __all__ = [
     "MIN_SECRET_CHARS",
@@ -122,22 +130,32 @@ class Secrets:
         values: Mapping[str, SecretStr | str] | None = None,
         *,
         hidden: Mapping[str, Sequence[str]] | None = None,
+        hosts: Mapping[str, Sequence[str]] | None = None,
+        variables: Mapping[str, str] | None = None,
     ) -> None:
         """``hidden``: more values redacted as ``{{NAME}}`` that the policy can neither name nor type
         (a signed-in state's cookies, a proxy's password); values shorter than ``MIN_SECRET_CHARS``
-        are left out."""
+        are left out. ``hosts``: the host rules (``safety.parse_rule``) each named secret may be
+        typed on; a secret without takes the default a write is given. ``variables``: a suite's
+        ``${NAME}`` values, redacted as ``${NAME}`` (short ones left out, as hidden values)."""
         self._values: dict[str, str] = {}
         for name, value in (values or {}).items():
             raw = value.get_secret_value() if isinstance(value, SecretStr) else value
             check_secret(name, raw)
             self._values[name] = raw
+        self._hosts = {name: tuple(parse_rule(rule) for rule in rules) for name, rules in (hosts or {}).items()}
         self._hidden = {
             name: sorted({v for v in found if len(v) >= MIN_SECRET_CHARS}) for name, found in (hidden or {}).items()
         }
-        everything = [*self._values.items(), *((name, v) for name, found in self._hidden.items() for v in found)]
+        self._variables = {name: v for name, v in (variables or {}).items() if len(v) >= MIN_SECRET_CHARS}
+        everything = [
+            *(("{{" + name + "}}", v) for name, v in self._values.items()),
+            *(("{{" + name + "}}", v) for name, found in self._hidden.items() for v in found),
+            *(("${" + name + "}", v) for name, v in self._variables.items()),
+        ]
         # One alternation, the longest value first, each in its own named group.
         ordered = sorted(everything, key=lambda item: len(item[1]), reverse=True)
-        self._group_names = {f"s{i}": name for i, (name, _) in enumerate(ordered)}
+        self._group_names = {f"s{i}": shown for i, (shown, _) in enumerate(ordered)}
         groups = [f"(?P<s{i}>{_value_pattern(raw)})" for i, (_, raw) in enumerate(ordered)]
         # A match can only start at one of a few characters: looking ahead for them first skips
         # every other position at once (three times faster on ordinary text).
@@ -150,12 +168,19 @@ class Secrets:
     def __bool__(self) -> bool:
         return self._pattern is not None
 
+    @property
+    def credentials(self) -> bool:
+        """Whether these hold a secret or a hidden value (a state's cookies, a password), not only a
+        suite's variables: what a Playwright trace, which cannot be redacted, must not record."""
+        return bool(self._values or any(self._hidden.values()))
+
     def with_hidden(self, hidden: Mapping[str, Sequence[str]]) -> Secrets:
         """These secrets and ``hidden`` values more (see ``__init__``); ``self`` when there are none."""
         if not any(len(v) >= MIN_SECRET_CHARS for found in hidden.values() for v in found):
             return self
         merged = {name: [*self._hidden.get(name, []), *found] for name, found in hidden.items()}
-        return Secrets(self._values, hidden={**self._hidden, **merged})
+        hosts = {name: [str(rule) for rule in rules] for name, rules in self._hosts.items()}
+        return Secrets(self._values, hidden={**self._hidden, **merged}, hosts=hosts, variables=self._variables)
 
     def __repr__(self) -> str:
         return f"Secrets({', '.join(self.names)})"
@@ -163,6 +188,65 @@ class Secrets:
     @property
     def names(self) -> list[str]:
         return sorted(self._values)
+
+    def hosts(self, name: str, default: Sequence[str] = ()) -> tuple[str, ...]:
+        """The host rules secret ``name`` may be typed on: its own, else ``default`` (the run's)."""
+        own = self._hosts.get(name)
+        return tuple(str(rule) for rule in own) if own is not None else tuple(default)
+
+    def restricted(self, name: str) -> bool:
+        """Whether secret ``name`` has hosts of its own."""
+        return name in self._hosts
+
+    def placeholders(self, text: str) -> list[str]:
+        """The names of the secrets ``text`` refers to as ``{{NAME}}`` (known ones, each once)."""
+        return sorted({m.group(1) for m in _PLACEHOLDER.finditer(text) if m.group(1) in self._values})
+
+    def typing_refusal(self, text: str, urls: Sequence[str], default: Sequence[str] = ()) -> str | None:
+        """Why ``text`` may not be typed into a field whose documents are at ``urls`` (the tab's top
+        document and the frames down to the field's), or None when it may: each secret it names is
+        typed only where its hosts (or ``default``, for one without) allow. One line for the policy,
+        naming the secret and the host and how the operator allows it; never a value."""
+        for name in self.placeholders(text):
+            own = self._hosts.get(name)
+            rules = own if own is not None else tuple(parse_rule(r) for r in default)
+            for url in urls:
+                if url.split("#", 1)[0].split("?", 1)[0] in ("about:blank", "about:srcdoc"):
+                    continue  # an empty document or srcdoc frame: its parent's origin, judged on its own
+                where = url_host(url)
+                if where is not None and any(rule.matches(where[1], where[2]) for rule in rules):
+                    continue
+                host = f"{where[1]}:{where[2]}" if where is not None else (url.partition(":")[0] + ": pages")
+                allowed = ", ".join(map(str, rules)) if rules else "no host in this run"
+                how = (
+                    f"[secrets] {name} = {{ value = ..., hosts = [...] }} or --secret-host {name}=HOST"
+                    if own is not None or rules
+                    else f"hosts for it ([secrets] {name} = {{ value = ..., hosts = [...] }}, --secret-host "
+                    f"{name}=HOST) or [browser] allowed_domains"
+                )
+                return (
+                    f"the secret {name} was not typed: it may not be typed on {host} (allowed: {allowed}); "
+                    f"only the operator can allow more hosts, with {how}"
+                )
+        return None
+
+    def reach_refusal(self, text: str, reach: Sequence[str] | None, what: str) -> str | None:
+        """Why ``text`` (a header value, a password: ``what``) may not be sent to the hosts of ``reach``
+        (None: every host the run reaches), or None: a secret with hosts of its own goes only to them."""
+        for name in self.placeholders(text):
+            own = self._hosts.get(name)
+            if own is None:
+                continue
+            hosts = ", ".join(map(str, own))
+            if reach is None:
+                return (
+                    f"{what} sends the secret {name} to every host a run reaches, and {name} may go only to {hosts}: "
+                    "set [browser] allowed_domains within its hosts (or give the credentials an origin)"
+                )
+            for entry in reach:
+                if not any(_covers(rule, parse_rule(entry)) for rule in own):
+                    return f"{what} sends the secret {name} to {entry}, and {name} may go only to {hosts}"
+        return None
 
     def substitute(self, text: str) -> tuple[str, bool]:
         """``text`` with each ``{{NAME}}`` replaced by its value, and whether any was.
@@ -186,7 +270,7 @@ class Secrets:
         """``text`` with every form of every value replaced by ``{{NAME}}``."""
         if self._pattern is None or not text:
             return text
-        return self._pattern.sub(lambda m: "{{" + self._group_names[str(m.lastgroup)] + "}}", text)
+        return self._pattern.sub(lambda m: self._group_names[str(m.lastgroup)], text)
 
     def contains(self, text: str) -> bool:
         return self._pattern is not None and self._pattern.search(text) is not None
@@ -222,6 +306,15 @@ class Secrets:
             ]
             return {**message, "content": parts}
         return message
+
+
+def _covers(rule: HostRule, other: HostRule) -> bool:
+    """Whether every host and port ``other`` matches, ``rule`` matches too."""
+    if rule.port is not None and rule.port != other.port:
+        return False
+    if rule.wildcard:
+        return other.host == rule.host or other.host.endswith("." + rule.host)
+    return not other.wildcard and other.host == rule.host
 
 
 _LIVE: weakref.WeakSet[Secrets] = weakref.WeakSet()

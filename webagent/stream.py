@@ -2,8 +2,8 @@
 
 It opens the ``Episode`` of its ``RunSpec`` through the ``Runtime`` it is given
 (``Runtime.open_episode``), yields each step with secrets redacted, writes the run directory as it
-goes, keeps the replay cache and an optional Playwright trace, and says when the run last made
-progress (what the batch watchdog reads). ``events()`` yields the same steps and, before the
+goes (the pages' downloads in its ``downloads/`` folder), keeps the replay cache and an optional
+Playwright trace, and says when the run last made progress (what the batch watchdog reads). ``events()`` yields the same steps and, before the
 first, a ``Phase`` as each stage begins (launching the browser, opening the start URL, step 1).
 """
 
@@ -21,7 +21,8 @@ from .browser.context import save_storage_state
 from .browser.deadline import on_wait_over, within
 from .browser.session import BrowserSession
 from .budget import Budget
-from .errors import BrowserError
+from .downloads import FOLDER_NAME, DownloadFolder
+from .errors import BrowserError, WebAgentError
 from .loop import Episode
 from .records import Phase, PhaseName, RunResult, Step
 from .replay import ReplayCache, StepReplay
@@ -29,7 +30,7 @@ from .runs.trajectory import RunFiles
 from .runtime import RunSpec, Runtime
 from .telemetry import runs as telemetry
 
-__all__ = ["TRACE_TIMEOUT_S", "RunEvent", "RunStream", "TraceMode"]
+__all__ = ["SETUP_FAILED", "TRACE_TIMEOUT_S", "RunEvent", "RunStream", "TraceMode"]
 
 TraceMode = Literal["off", "on-failure", "always"]
 #: What ``RunStream.events()`` yields.
@@ -37,6 +38,8 @@ RunEvent = Phase | Step
 
 log = structlog.get_logger("webagent")
 TRACE_TIMEOUT_S = 60.0  # writing a trace of a long run takes a while
+#: How the result of a run whose browser failed before its first step begins (``set_up_failed``).
+SETUP_FAILED = "the browser failed while the session was set up (not the task's failure): "
 
 
 class RunStream:
@@ -59,9 +62,19 @@ class RunStream:
         self.spec = spec.replace(settings=settings, budgets=runtime.run_budgets(settings, budgets or []))
         #: What the run redacts: the config's secrets and what its browser settings hold (a state's cookies).
         self.secrets = runtime.sessions.secrets(spec.browser)
+        #: Whether what it writes is its owner's only: it types secrets, holds a signed-in state or a
+        #: password, or saves one (its downloads folder 0700, their files 0600).
+        self.private = (
+            bool(runtime.config.secrets)
+            or runtime.sessions.effective(spec.browser).secret_bearing
+            or spec.save_state is not None
+        )
         self.url = spec.url
         self.goal = spec.goal
         self.output_dir = Path(output_dir) if output_dir is not None else None
+        if self.spec.downloads is None and self.output_dir is not None:  # made at the first download
+            folder = DownloadFolder(self.output_dir / FOLDER_NAME, private=self.private)
+            self.spec = self.spec.replace(downloads=folder)
         self.cache = cache
         self.cache_key = cache_key
         self.budgets = list(self.spec.budgets or [])
@@ -76,6 +89,12 @@ class RunStream:
         self.last_progress = time.monotonic()
         #: True while the session waits for its turn to open a page on its browser (not a stall).
         self.queued = False
+        #: True once the session is set up and the start page open: the first step has begun. What
+        #: fails before is the set-up's (a batch counts a crash then apart: ``setup_crash``).
+        self.stepping = False
+        #: The error that ended the run, if one did: the episode's (``Episode.error``), or the one that
+        #: stopped the session's set-up (``set_up_failed``).
+        self.error: WebAgentError | None = None
 
     @property
     def browser_lost(self) -> bool:
@@ -159,14 +178,20 @@ class RunStream:
             on_progress=self._progressed,
             on_queue=self._queued,
         )
-        async with opened as episode:
-            assert self.session is not None
-            steps = self._steps(episode, self.session, replay)
-            try:
-                async for step in steps:
-                    yield step
-            finally:  # closed early: the result and files before the session closes
-                await steps.aclose()  # type: ignore[attr-defined]
+        started = time.monotonic()
+        try:
+            async with opened as episode:
+                assert self.session is not None
+                steps = self._steps(episode, self.session, replay)
+                try:
+                    async for step in steps:
+                        yield step
+                finally:  # closed early: the result and files before the session closes
+                    await steps.aclose()  # type: ignore[attr-defined]
+        except BrowserError as exc:
+            if self.stepping or self.result is not None or not exc.infrastructure:
+                raise  # the start page that does not open (NavigationError), a browser that cannot launch
+            self.set_up_failed(exc, time.monotonic() - started)
 
     async def _steps(
         self, episode: Episode, session: BrowserSession, replay: StepReplay | None
@@ -174,9 +199,9 @@ class RunStream:
         secrets = self.secrets
         files = RunFiles(self.output_dir)
         # No trace when secrets are set: a trace's DOM snapshots would hold the typed values (and
-        # its network log a signed-in state's cookies).
+        # its network log a signed-in state's cookies). A suite's variables alone keep it.
         own_page = self.spec.page is None and self.spec.context is None
-        tracing = self.trace != "off" and own_page and not secrets
+        tracing = self.trace != "off" and own_page and not secrets.credentials
         if tracing:
             await _start_tracing(session)
         steps = episode.steps()
@@ -185,6 +210,7 @@ class RunStream:
             if self.spec.navigate:
                 yield self._phase("open")
             if await episode.open():  # (steps() opens no more)
+                self.stepping = True
                 yield self._phase("step")
             async for step in steps:
                 step = secrets.redact_model(step)  # what the model echoed of a secret it saw on a page
@@ -196,6 +222,7 @@ class RunStream:
         finally:
             await steps.aclose()  # type: ignore[attr-defined]
             self.result = secrets.redact_model(episode.result) if episode.result is not None else None
+            self.error = episode.error
             if spans is not None:
                 spans.end(self.result)
             self._progressed()  # the episode has ended: what follows is bounded clean-up
@@ -218,6 +245,23 @@ class RunStream:
                     self.result.trace = str(trace)
             files.finish(self.result)
 
+    def set_up_failed(self, exc: WebAgentError, duration_s: float) -> None:
+        """The browser failed before the first step (a crash or a deadline while the session was set
+        up: the context opened, the guard installed, the start page opened): the run's result names
+        it as the infrastructure's, never the task's, and its files are written."""
+        log.warning("run_setup_failed", error=str(exc), infrastructure=exc.infrastructure)
+        self.error = exc
+        self.result = RunResult(
+            success=False,
+            stop_reason="error",
+            message=f"{SETUP_FAILED}{exc}",
+            infrastructure=exc.infrastructure,
+            url=self.url,
+            goal=self.goal,
+            duration_s=round(duration_s, 3),
+        )
+        RunFiles(self.output_dir).finish(self.result)
+
     async def _save_state(self, session: BrowserSession, path: Path) -> None:
         """The signed-in state of a successful run, written 0600 (``webagent auth save``); a
         failure to write it makes the run fail (its one purpose)."""
@@ -228,6 +272,10 @@ class RunStream:
             self.result.success = False
             self.result.stop_reason = "error"
             self.result.message = f"signed in, but the browser state could not be saved to {path}: {exc}"
+            # The browser gone (a crash) or not answering: the infrastructure's, not the task's.
+            self.result.infrastructure = isinstance(exc, BrowserError) and exc.infrastructure
+            if isinstance(exc, BrowserError):
+                self.error = exc
             log.warning("storage_state_not_saved", path=str(path), error=str(exc))
             return
         self._progressed()

@@ -14,7 +14,7 @@ from webagent.batch import INFRA_RERUNS
 from webagent.batch.stats import infra_cause
 from webagent.batch.summary import summarize
 
-from .test_reruns import NO_SCREENSHOT, SETUP_TIMEOUT, by_id, fake_runner
+from .test_reruns import NO_ANSWER, NO_SCREENSHOT, by_id, fake_runner
 from .test_runner import make_config_stub
 
 
@@ -22,23 +22,23 @@ async def test_an_infrastructure_error_is_rerun_on_a_fresh_session_and_succeeds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     out = tmp_path / "b"
-    plans = {"setup": ["infra_setup", "ok"], "shot": ["infra_result", "infra_setup", "ok"], "fine": ["ok"]}
+    plans = {"later": ["infra_later", "ok"], "shot": ["infra_result", "infra_later", "ok"], "fine": ["ok"]}
     runner, agent = fake_runner(monkeypatch, out, plans)
     stats = await asyncio.wait_for(runner.run(), 30)
     rows = by_id(out)
     assert all(r.success and r.stop_reason == "answered" and not r.infrastructure for r in rows.values()), rows
-    assert agent.played["shot"] == ["infra_result", "infra_setup", "ok"]
+    assert agent.played["shot"] == ["infra_result", "infra_later", "ok"]
     (record,) = rows["shot"].attempt_records
     assert [rr.reason for rr in record.reruns] == ["infrastructure", "infrastructure"]
-    assert [rr.message for rr in record.reruns] == [NO_SCREENSHOT, SETUP_TIMEOUT]
-    assert record.reruns[0].steps == 1 and record.reruns[1].steps == 0
+    assert [rr.message for rr in record.reruns] == [NO_SCREENSHOT, NO_ANSWER]
+    assert record.reruns[0].steps == 1 and record.reruns[1].steps == 1
     assert record.retried and not record.infrastructure
     lines = (out / record.output_dir / "trajectory.jsonl").read_text().splitlines()
     assert [json.loads(line)["plan"] for line in lines] == ["ok", "ok"]  # a fresh directory for the re-run
-    assert rows["shot"].infra_reruns == 2 and rows["setup"].infra_reruns == 1 and rows["fine"].infra_reruns == 0
+    assert rows["shot"].infra_reruns == 2 and rows["later"].infra_reruns == 1 and rows["fine"].infra_reruns == 0
     assert rows["shot"].retried and not rows["fine"].retried
     assert (stats.infra_reruns, stats.retried, stats.errors, stats.succeeded) == (3, 2, 0, 3)
-    assert stats.infra_causes == {infra_cause(SETUP_TIMEOUT): 2, infra_cause(NO_SCREENSHOT): 1}
+    assert stats.infra_causes == {infra_cause(NO_ANSWER): 2, infra_cause(NO_SCREENSHOT): 1}
     assert agent.opened == agent.closed == 6  # each run on a session of its own, each closed
 
 
@@ -46,12 +46,12 @@ async def test_infrastructure_reruns_are_bounded_then_the_task_ends_naming_the_i
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     out = tmp_path / "b"
-    plans = {"stuck": ["infra_result", "infra_setup", "infra_result", "ok"], "task": ["error"]}
+    plans = {"stuck": ["infra_result", "infra_later", "infra_result", "ok"], "task": ["error"]}
     runner, agent = fake_runner(monkeypatch, out, plans)
     stats = await asyncio.wait_for(runner.run(), 30)
     rows = by_id(out)
     stuck = rows["stuck"]
-    assert agent.played["stuck"] == ["infra_result", "infra_setup", "infra_result"]  # 1 run + INFRA_RERUNS re-runs
+    assert agent.played["stuck"] == ["infra_result", "infra_later", "infra_result"]  # 1 run + INFRA_RERUNS re-runs
     assert INFRA_RERUNS == 2 and stuck.infra_reruns == INFRA_RERUNS
     assert not stuck.success and stuck.stop_reason == "error" and stuck.infrastructure
     assert stuck.message == f"infrastructure failure, re-run 2 times: {NO_SCREENSHOT}"
@@ -62,14 +62,14 @@ async def test_infrastructure_reruns_are_bounded_then_the_task_ends_naming_the_i
     summary = summarize(list(rows.values()), stats, make_config_stub(), attempts=1)
     assert summary["errors"] == 2 and summary["infrastructure_errors"] == 1
     assert summary["infra_reruns"] == 2
-    assert summary["run"]["infra_rerun_causes"] == {infra_cause(NO_SCREENSHOT): 1, infra_cause(SETUP_TIMEOUT): 1}
+    assert summary["run"]["infra_rerun_causes"] == {infra_cause(NO_SCREENSHOT): 1, infra_cause(NO_ANSWER): 1}
 
 
 async def test_infrastructure_and_crash_reruns_are_counted_apart(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     out = tmp_path / "b"
-    runner, _ = fake_runner(monkeypatch, out, {"both": ["crash", "infra_setup", "crash", "infra_result", "ok"]})
+    runner, _ = fake_runner(monkeypatch, out, {"both": ["crash", "infra_later", "crash", "infra_result", "ok"]})
     stats = await asyncio.wait_for(runner.run(), 30)
     (r,) = by_id(out).values()
     assert r.success

@@ -16,18 +16,25 @@ import pytest
 from webagent.batch import CRASH_RERUNS, BatchRunner, TaskResult, read_results
 from webagent.batch.summary import summarize
 from webagent.batch.tasks import TaskSpec
-from webagent.errors import BrowserError, BrowserTimeoutError
+from webagent.errors import BrowserCrashError, BrowserError, BrowserTimeoutError, WebAgentError
 from webagent.records import ModelCall, RoleUsage, RunResult, Step, Timings, Usage
+from webagent.stream import SETUP_FAILED
 
 from .test_runner import lines_of, make_config_stub, wait_for
 
-Plan = str  # "ok", "crash", "crash_result", "crash_at_open", "error", "stall", "stubborn", "busy", "quiet", "hang",
-# "slow_close", "lost", "lost_close", "infra_setup", "infra_result", "model_down"
+Plan = str  # "ok", "fail", "crash", "crash_result", "crash_at_open", "crash_later_result", "error", "stall",
+# "stubborn", "busy", "quiet", "hang", "slow_close", "lost", "lost_close", "infra_setup", "infra_result",
+# "infra_later", "setup_crash", "setup_crash_result"
 #: What a browser that did not answer setting the session up says (the issue's overloaded machine).
 SETUP_TIMEOUT = (
     "cannot set up the navigation policy: installing the navigation guard: no answer from the browser within 30 s"
 )
+#: What a renderer that died while the session was set up says (issue 43's batch with renderers killed).
+SETUP_CRASH = "cannot set up the navigation policy: Page.enable: Target crashed"
 NO_SCREENSHOT = "the page gives no screenshot (none within 10 s, twice) at http://example.test/page?id=17"
+NO_ANSWER = "the browser answers nothing: no screenshot within 30 s, and a probe got no answer within 5 s either"
+#: A page whose renderer kept dying: past what the session recovers from by reopening it (its browser alive).
+CRASHED_AGAIN = "the page crashed 4 times (its renderer process died) at http://example.test/; giving up"
 
 
 class FakeSession:
@@ -47,6 +54,8 @@ class FakeStream:
         self.session: FakeSession | None = None
         self.last_progress = time.monotonic()
         self.queued = False
+        self.stepping = False  # the first step has begun (RunStream.stepping)
+        self.error: WebAgentError | None = None  # what ended the run (RunStream.error)
         self._gen = self._run()
 
     @property
@@ -63,6 +72,7 @@ class FakeStream:
         await self._gen.aclose()
 
     def _step(self, index: int) -> Step:
+        self.stepping = True
         self.directory.mkdir(parents=True, exist_ok=True)
         with (self.directory / "trajectory.jsonl").open("a") as fh:
             fh.write(json.dumps({"index": index, "plan": self.plan}) + "\n")
@@ -98,7 +108,27 @@ class FakeStream:
         try:
             if plan == "infra_setup":  # the session opened; the browser did not answer setting it up
                 raise BrowserTimeoutError(SETUP_TIMEOUT)
+            if plan == "setup_crash":  # the session opened; its renderer died as the guard was installed
+                raise BrowserCrashError(SETUP_CRASH)
+            if plan == "setup_crash_result":  # the same, ended as RunStream ends it: a result, not raised
+                self.error = BrowserCrashError(SETUP_CRASH)
+                self._end(False, "error", SETUP_FAILED + SETUP_CRASH, 0)
+                assert self.result is not None
+                self.result.infrastructure = True
+                return
             yield self._step(1)
+            if plan == "infra_later":  # the browser answered nothing after the first step (raised)
+                raise BrowserTimeoutError(NO_ANSWER)
+            if plan == "crash_later_result":  # the page's renderer kept dying; the browser is alive
+                self.error = BrowserCrashError(CRASHED_AGAIN)
+                self._end(False, "error", CRASHED_AGAIN, 1)
+                assert self.result is not None
+                self.result.infrastructure = True
+                return
+            if plan == "fail":  # the task's own failure: its answers were not accepted
+                yield self._step(2)
+                self._end(False, "max_steps", "stopped after 2 steps; no answer was accepted")
+                return
             if plan == "infra_result":  # the episode ended: no screenshot came, even after the page was reopened
                 self._end(False, "error", NO_SCREENSHOT, 1)
                 assert self.result is not None
@@ -147,7 +177,7 @@ class FakePool:
     def __init__(self) -> None:
         self.crashes = 0
 
-    async def start(self) -> None:
+    async def start(self, *, hardened: bool = False) -> None:  # as BrowserPool.start
         pass
 
 

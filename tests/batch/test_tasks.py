@@ -38,11 +38,14 @@ def test_our_format(tmp_path: Path) -> None:
         task_line(id="c", url="localhost:9000/p", goal="Do c", answer=["x", 7]),
     )
     tasks = load_tasks(path)
-    assert tasks == [
-        TaskSpec(id="a", url="http://127.0.0.1:8000/catalog/", goal="Find the price"),
-        TaskSpec(id="b", url="https://example.com/x?y=1", goal="Do b", web_name="Example", reference=["42"]),
-        TaskSpec(id="c", url="http://localhost:9000/p", goal="Do c", reference=["x", "7"]),
+    assert tasks == [  # a file's tasks are data unless the operator trusts it
+        TaskSpec(id="a", url="http://127.0.0.1:8000/catalog/", goal="Find the price", trusted=False),
+        TaskSpec(
+            id="b", url="https://example.com/x?y=1", goal="Do b", web_name="Example", reference=["42"], trusted=False
+        ),
+        TaskSpec(id="c", url="http://localhost:9000/p", goal="Do c", reference=["x", "7"], trusted=False),
     ]
+    assert all(task.trusted for task in load_tasks(path, trusted=True))
 
 
 def test_a_task_line_carries_its_run_options(tmp_path: Path) -> None:
@@ -223,6 +226,58 @@ def test_numeric_reference_answer(tmp_path: Path) -> None:
         assert tasks[0].reference == ["42"]
 
 
+# ---------------------------------------------------------------- a file not trusted is data
+
+_HEADER = {"browser": {"extra_http_headers": {"X": "{{PASSWORD}}"}}}
+
+
+@pytest.mark.parametrize(
+    ("fields", "key"),
+    [
+        (_HEADER, "browser.extra_http_headers.X: a {{NAME}} secret placeholder"),
+        ({"goal": "sign in with {{ PASSWORD }}"}, "goal: a {{NAME}} secret placeholder"),
+        ({"expect": "the field shows {{PASSWORD}}"}, "expect: a {{NAME}} secret placeholder"),
+        ({"url": "https://example.com/?q={{PASSWORD}}"}, "url: a {{NAME}} secret placeholder"),
+        ({"browser": {"upload_dir": "/home/operator/private"}}, "browser.upload_dir: refused"),
+        ({"browser": {"upload_files": ["../id_rsa"]}}, "browser.upload_files: refused"),
+        ({"browser": {"storage_state": "state.json"}}, "browser.storage_state: refused"),
+        ({"browser": {"proxy": "http://127.0.0.1:3128"}}, "browser.proxy: refused"),
+        ({"browser": {"http_credentials": "ada:pw-1234"}}, "browser.http_credentials: refused"),
+        ({"browser": {"ignore_https_errors": True}}, "browser.ignore_https_errors: refused"),
+        ({"browser": {"permissions": ["clipboard-read"]}}, "browser.permissions: refused"),
+        ({"url": "file:///etc/passwd"}, "url: a file: start URL is refused"),
+    ],
+)
+def test_a_line_of_a_file_not_trusted_may_not_use_the_operators_secrets_files_or_network(
+    tmp_path: Path, fields: dict[str, Any], key: str
+) -> None:
+    line = {"id": "x", "url": "https://example.com/", "goal": "g", **fields}
+    path = write(tmp_path / "tasks.jsonl", GOOD, json.dumps(line))
+    with pytest.raises(InputError) as info:
+        load_tasks(path)
+    text = str(info.value)
+    assert text.startswith(f"{path}:2: {key}") and "--trust-tasks" in text and "\n" not in text, text
+    assert "pw-1234" not in text
+    # The operator's word makes the same line a task like any other.
+    (task,) = [t for t in load_tasks(path, trusted=True) if t.id == "x"]
+    assert task.trusted
+
+
+def test_a_line_of_a_file_not_trusted_keeps_what_touches_only_its_own_session(tmp_path: Path) -> None:
+    browser = {"locale": "fr-FR", "device": "iPhone 15", "extra_http_headers": {"X-Test": "1"}, "permissions": []}
+    path = write(tmp_path / "tasks.jsonl", task_line(id="x", url="http://127.0.0.1:8000/", goal="g", browser=browser))
+    (task,) = load_tasks(path)
+    assert task.browser is not None and task.browser.locale == "fr-FR" and not task.trusted
+
+
+def test_a_task_built_as_not_trusted_is_checked_too() -> None:
+    with pytest.raises(ValueError, match=r"browser\.upload_dir: refused"):
+        TaskSpec.model_validate(
+            {"id": "x", "url": "https://e.test/", "goal": "g", "browser": {"upload_dir": "/"}, "trusted": False}
+        )
+    assert TaskSpec(id="x", url="https://e.test/", goal="{{PASSWORD}}").trusted  # built in code: the operator's
+
+
 # ---------------------------------------------------------------- property: JSONL round trip
 
 _ids = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=20).filter(
@@ -255,7 +310,7 @@ def test_generated_tasks_round_trip(
         )
         lines.append(json.dumps(obj, ensure_ascii=ensure_ascii))
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    loaded = load_tasks(path)
+    loaded = load_tasks(path, trusted=True)  # any goal: a {{NAME}} in one is for the trusted
     assert [(t.id, t.url, t.goal) for t in loaded] == tasks
 
 
@@ -382,3 +437,15 @@ def test_distinct_task_ids_get_distinct_run_directories(ids: list[str]) -> None:
     # An id that looks like another one's generated name does not take that name.
     generated = run_dir_name("a/b")
     assert run_dir_name(generated) != generated
+
+
+def test_a_task_of_a_file_not_trusted_is_always_guarded(tmp_path: Path) -> None:
+    from webagent.batch.tasks import guarded
+    from webagent.config import AgentConfig
+
+    config = AgentConfig()
+    local = TaskSpec(id="l", url="http://127.0.0.1:8000/", goal="g")
+    assert not guarded(local, config)  # the operator's local start: every local address open, no guard
+    assert guarded(local.model_copy(update={"trusted": False}), config)  # a file's: that host:port only
+    assert guarded(TaskSpec(id="p", url="https://example.com/", goal="g"), config)  # private networks shut
+    assert guarded(local, AgentConfig.model_validate({"browser": {"allowed_domains": ["127.0.0.1"]}}))

@@ -28,6 +28,7 @@ from webagent.browser.pool import BrowserPool
 from webagent.browser.secretpage import SecretPage
 from webagent.browser.session import BrowserSession
 from webagent.config import BrowserConfig
+from webagent.runtime import access as runtime_access
 from webagent.safety import NavigationPolicy
 from webagent.secrets import Secrets
 from webagent.testing.attacksites import (
@@ -143,7 +144,11 @@ async def _attack(
         await session.goto(url, start=True)
         driver: BrowserSession | SecretPage = session
         if secret is not None:
-            driver = SecretPage(session, Secrets({"PASSWORD": secret}))
+            # The operator allows the secret on the attack page's own host; the attack is what the
+            # page does with it afterwards.
+            page_host = runtime_access.host_port(url)
+            assert page_host is not None
+            driver = SecretPage(session, Secrets({"PASSWORD": secret}), hosts=[page_host])
             await driver.write(*SECRET_FIELD, "{{PASSWORD}}", press_enter=False)
         if secret is not None or attack == "popup-redirect":
             await driver.click(*SECRET_BUTTON)

@@ -111,7 +111,9 @@ async def test_a_secret_typed_into_a_frame_or_shadow_root_is_masked_there(
     session: BrowserSession, team_site: TeamSite, place: str
 ) -> None:
     await _frames_page(session, team_site)
-    page = SecretPage(session, Secrets({"TOKEN": "frame-secret-123"}))
+    # The page's host and the cross-origin frame's (localhost) are the secret's.
+    hosts = {"TOKEN": [f"127.0.0.1:{team_site.port}", f"localhost:{team_site.port}"]}
+    page = SecretPage(session, Secrets({"TOKEN": "frame-secret-123"}, hosts=hosts))
     mark = len(team_site.events)  # the first test typed "hello <place>" into the same field
     await page.write(FRAME_COLUMNS[place], FRAME_ROWS["text"], "{{TOKEN}}", press_enter=True)
     assert (await _event(team_site, place, "text", mark))["value"] == "frame-secret-123"
@@ -126,6 +128,36 @@ async def test_a_secret_typed_into_a_frame_or_shadow_root_is_masked_there(
                    return getComputedStyle(el).webkitTextSecurity; }"""
     )
     assert masked == "disc"
+
+
+@pytest.mark.parametrize("place", PLACES)
+async def test_a_secret_is_typed_only_where_its_hosts_allow_the_field_and_the_page(
+    session: BrowserSession, team_site: TeamSite, place: str
+) -> None:
+    await _frames_page(session, team_site)
+    value = "frame-only-secret-77"
+    # Allowed on the page's host only: not into the cross-origin frame (localhost), whose page would
+    # receive every key; into the page's own fields and its same-origin frame, as before.
+    page = SecretPage(session, Secrets({"TOKEN": value}, hosts={"TOKEN": [f"127.0.0.1:{team_site.port}"]}))
+    mark = len(team_site.events)
+    if place == "cross":
+        with pytest.raises(ActionError) as info:
+            await page.write(FRAME_COLUMNS[place], FRAME_ROWS["text"], "{{TOKEN}}", press_enter=True)
+        message = str(info.value)
+        assert message.startswith(f"the secret TOKEN was not typed: it may not be typed on localhost:{team_site.port}")
+        assert f"allowed: 127.0.0.1:{team_site.port}" in message and "--secret-host TOKEN=HOST" in message
+        frame = next(f for f in session.page.frames if "who=cross" in f.url)
+        field = "document.getElementById('host').shadowRoot.getElementById('text').value"
+        assert await frame.evaluate(f"() => {field}") != value  # not one key reached it
+        await session.page.wait_for_timeout(300)
+        assert not [e for e in team_site.events[mark:] if value in str(e)]
+    else:
+        await page.write(FRAME_COLUMNS[place], FRAME_ROWS["text"], "{{TOKEN}}", press_enter=True)
+        assert (await _event(team_site, place, "text", mark))["value"] == value
+    # With no hosts of its own and none for the run, a secret is typed nowhere, not even on the page.
+    nowhere = SecretPage(session, Secrets({"TOKEN": value}))
+    with pytest.raises(ActionError, match=r"may not be typed on 127\.0\.0\.1:\d+ \(allowed: no host in this run\)"):
+        await nowhere.write(FRAME_COLUMNS["shadow"], FRAME_ROWS["text"], "{{TOKEN}}", press_enter=False)
 
 
 async def test_an_upload_button_gets_the_file_through_its_chooser(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import queue
@@ -13,14 +14,20 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from playwright._impl._driver import compute_driver_executable
+from playwright.async_api import async_playwright
 
 from webagent import Agent, BrowserError, ConfigError
 from webagent.browser.devtools import free_port
-from webagent.browser.launcher import CHROMIUM_ARGS
-from webagent.config import load_config
+from webagent.browser.launcher import CHROMIUM_ARGS, connect_browser
+from webagent.browser.session import BrowserSession
+from webagent.config import BrowserConfig, load_config
+from webagent.downloads import DownloadFolder
+from webagent.testing.downloadsite import FILE_BYTE, LINK, file_path
+from webagent.testing.sites import SiteServer
 
 from ..conftest import ServerFactory, load_task_script, make_config
 
@@ -146,3 +153,39 @@ def test_remote_endpoint_settings_are_checked() -> None:
         load_config(env={}, overrides={"browser.ws_endpoint": "ws://a:1/", "browser.cdp_endpoint": "http://a:2"})
     with pytest.raises(ConfigError, match=r"ws_endpoint.*ws://"):
         load_config(env={}, overrides={"browser.ws_endpoint": "localhost:3000"})
+
+
+async def test_downloads_over_a_playwright_browser_server_come_through_the_driver(
+    site: SiteServer, tmp_path: Path
+) -> None:
+    """The browser's files are on its machine: a kept download is streamed through Playwright's
+    connection (``save_as``), and the size limit still holds, from the browser's progress events."""
+    node, cli = compute_driver_executable()
+    port = free_port()
+    server_args = [node, cli, "run-server", "--host", "127.0.0.1", "--port", str(port), "--unsafe"]
+    with process(server_args, r"Listening on (ws://\S+)", stream="stdout") as (_, endpoint):
+        async with async_playwright() as playwright:
+            config = BrowserConfig(ws_endpoint=endpoint, executable_path="/usr/bin/chromium", max_download_mb=1)
+            browser = await connect_browser(playwright, config)
+            session = await BrowserSession.create(browser, config)
+            try:
+                session.keep_downloads(DownloadFolder(tmp_path / "downloads"))
+                told: list[str] = []
+                for name, size in (("small.bin", 1000), ("big.bin", 8 * 1024 * 1024)):
+                    await session.goto(f"{site.url}/downloads/link?href={quote(file_path(name, size), safe='')}")
+                    await session.click(*LINK)
+                    for _ in range(100):
+                        told += session.drain_events()
+                        if any(name in e and "in progress" not in e for e in told):
+                            break
+                        await asyncio.sleep(0.1)
+            finally:
+                await session.close()
+                await browser.close()
+    assert [e for e in told if "in progress" not in e] == [
+        "Downloaded: small.bin (1000 bytes)",
+        f"The download of 'big.bin' ({site.url}{file_path('big.bin', 8 * 1024 * 1024)}) was cancelled: it is "
+        "larger than 1 MB ([browser] max_download_mb).",
+    ]
+    assert sorted(p.name for p in (tmp_path / "downloads").iterdir()) == ["small.bin"]
+    assert (tmp_path / "downloads" / "small.bin").read_bytes() == FILE_BYTE * 1000

@@ -280,13 +280,30 @@ def test_sigterm_stops_cleanly_then_resume(slow: FakeModelServer, site: SiteServ
     [
         (['{"id": "a", "url": "https://example.com", "goal": "g"}', "{broken"], ":2: not valid JSON"),
         (["# comment", "", '{"id": "a", "url": "gopher://x", "goal": "g"}'], ":3: invalid URL"),
+        # A task file is data: the operator's secrets, files and network stay out of its lines.
+        (
+            [
+                '{"id": "a", "url": "https://example.com", "goal": "g"}',
+                '{"id": "b", "url": "https://example.com", "goal": "g", '
+                '"browser": {"extra_http_headers": {"X": "{{PASSWORD}}"}}}',
+            ],
+            ":2: browser.extra_http_headers.X: a {{NAME}} secret placeholder is refused in a file that is not "
+            "trusted; pass --trust-tasks if the file is yours",
+        ),
+        (
+            ['{"id": "a", "url": "https://example.com", "goal": "g", "browser": {"upload_dir": "/root"}}'],
+            ":1: browser.upload_dir: refused in a file that is not trusted (it lets pages receive the operator's "
+            "files); pass --trust-tasks",
+        ),
+        (['{"id": "a", "url": "file:///etc/passwd", "goal": "g"}'], ":1: url: a file: start URL is refused"),
     ],
 )
 def test_bad_task_file_exits_2(fast: FakeModelServer, tmp_path: Path, lines: list[str], message: str) -> None:
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("\n".join(lines) + "\n")
-    proc = webagent_batch(tasks, tmp_path / "out", fast)
+    proc = webagent_batch(tasks, tmp_path / "out", fast, "--secret", "PASSWORD=pw-value-4711")
     assert proc.returncode == 2, proc.stderr
+    assert "pw-value-4711" not in proc.stderr + proc.stdout
     err = proc.stderr.strip().splitlines()
     assert len(err) == 1, proc.stderr
     assert err[0].startswith(f"webagent: error: {tasks}{message}"), err[0]

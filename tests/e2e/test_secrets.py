@@ -161,3 +161,66 @@ def test_a_secret_sent_to_a_blocked_host_leaves_no_part_of_itself(
     assert _parts(proc.stdout) == [] and _parts(proc.stderr) == []
     for raw in recording.raw:
         assert _parts(raw) == []
+
+
+def _steered_script(other: str) -> dict[str, Any]:
+    """The sign-in page of another host (``other``: the same server as ``localhost``), where the policy
+    writes the code."""
+    policy = SCRIPT["tasks"][0]["policy"]
+    return {
+        "tasks": [
+            {
+                **SCRIPT["tasks"][0],
+                "policy": [
+                    policy[0],
+                    {"when": {"step": 1}, "action": {"action": "goto", "url": f"{other}/safety/login"}},
+                    {**policy[1], "when": {"step": 2}},
+                    {**policy[2], "when": {"step": 3}},
+                    {"when": {}, "action": {"action": "answer", "content": "not signed in"}},
+                ],
+                "validator": {"accept": ["signed in"]},
+            }
+        ]
+    }
+
+
+@pytest.mark.parametrize("allowed", [False, True])
+def test_a_secret_is_typed_only_on_the_hosts_allowed_for_it(site: SiteServer, tmp_path: Path, allowed: bool) -> None:
+    # The start is the operator's (127.0.0.1:PORT); the page the policy goes to is another host
+    # (localhost:PORT), where only --secret-host lets the code be typed.
+    other = f"http://localhost:{site.port}"
+    server = FakeModelServer(_steered_script(other), keep_raw=True)
+    server.start_in_thread()
+    out = tmp_path / "run"
+    flags = ["--localizer-profile", "holo1.5", "--model", PROFILE_MODELS["holo1.5"], "--api-key", "offline"]
+    for role in ("policy", "localizer", "validator"):
+        flags += [f"--{role}-base-url", server.base_url(role)]
+    if allowed:
+        flags += ["--secret-host", f"CODE=localhost:{site.port}"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WEBAGENT_")}
+    env["WEBAGENT_SECRET_CODE"] = VALUE
+    site.logins.clear()
+    site.safety_hits.clear()
+    command = [sys.executable, "-m", "webagent", "run", "--url", site.url + "/safety/login", "--goal", GOAL]
+    try:
+        proc = subprocess.run(
+            [*command, "--output", str(out), "--json", "-vv", *flags], capture_output=True, timeout=120, env=env
+        )
+    finally:
+        server.stop_thread()
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    result = json.loads(proc.stdout)
+    steps = [json.loads(line) for line in (out / "trajectory.jsonl").read_text().splitlines()]
+    if allowed:
+        assert site.logins == [{"user": "ada", "code": VALUE}] and result["answer"] == "signed in"
+        return
+    # The other host's page never received the code: no sign-in, no request holding it.
+    assert site.logins == [] and result["answer"] == "not signed in"
+    assert not [hit for hit in site.safety_hits if _occurrences(hit[1].encode())]
+    refusal = f"the secret CODE was not typed: it may not be typed on localhost:{site.port}"
+    assert steps[2]["error"].startswith(refusal) and f"(allowed: 127.0.0.1:{site.port})" in steps[2]["error"]
+    assert any(refusal in r.turn for r in server.requests if r.role == "policy")  # the policy was told
+    for path in sorted(p for p in out.rglob("*") if p.is_file()):
+        assert _occurrences(path.read_bytes()) == 0, path
+    assert _occurrences(proc.stdout) == 0 and _occurrences(proc.stderr) == 0
+    assert all(_occurrences(raw) == 0 for raw in server.raw)

@@ -37,7 +37,7 @@ def fake() -> Iterator[FakeModelServer]:
 
 def suite_file(tmp_path: Path, *checks: str, name: str = "local smoke") -> Path:
     path = tmp_path / "suite.yaml"
-    path.write_text(f"name: {name}\ndefaults: {{max_steps: 8}}\nchecks:\n" + "".join(checks))
+    path.write_text(f"name: {name}\nenv: [SITE]\ndefaults: {{max_steps: 8}}\nchecks:\n" + "".join(checks))
     return path
 
 
@@ -247,7 +247,9 @@ def test_a_secret_value_in_a_suite_and_an_output_file_are_refused(
     fake: FakeModelServer, site: SiteServer, tmp_path: Path
 ) -> None:
     suite = tmp_path / "suite.yaml"
-    suite.write_text("checks:\n  - name: login\n    url: ${SITE}/form/\n    goal: Log in with password ${PW}\n")
+    suite.write_text(
+        "env: [SITE, PW]\nchecks:\n  - name: login\n    url: ${SITE}/form/\n    goal: Log in with password ${PW}\n"
+    )
     proc = webagent(
         "test", str(suite), "--output", str(tmp_path / "out"), *role_flags(fake),
         env={"SITE": site.url, "PW": "hunter2-value", "WEBAGENT_SECRET_PW": "hunter2-value"},
@@ -257,3 +259,46 @@ def test_a_secret_value_in_a_suite_and_an_output_file_are_refused(
     (tmp_path / "file").write_text("")
     proc = webagent("test", str(suite), "--output", str(tmp_path / "file"), *role_flags(fake), env={"SITE": site.url})
     assert proc.returncode == 2 and "is a file" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_a_suite_reads_only_the_variables_it_declares_and_their_values_are_written_nowhere(
+    site: SiteServer, tmp_path: Path
+) -> None:
+    who = "ada-lovelace-7719"
+    env = {"SITE": site.url, "WHO": who, "OPERATOR_HOME": "/home/operator/.ssh"}
+    undeclared = tmp_path / "undeclared.yaml"
+    undeclared.write_text(
+        f"env: [SITE]\nchecks:\n  - name: a\n    url: ${{SITE}}/catalog/\n    goal: {PRICE} ${{OPERATOR_HOME}}\n"
+    )
+    proc = webagent("test", str(undeclared), "--output", str(tmp_path / "no"), env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert "${OPERATOR_HOME} reads an environment variable the suite does not declare" in proc.stderr
+    assert "/home/operator" not in proc.stderr and not (tmp_path / "no").exists()
+
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        "name: variables\nenv: [SITE, WHO]\ndefaults: {max_steps: 8}\nchecks:\n"
+        f"  - name: blue widget\n    url: ${{SITE}}/catalog/?asked_by=${{WHO}}\n    goal: {PRICE} (for ${{WHO}})\n"
+    )
+    out = tmp_path / "out"
+    server = FakeModelServer(TASKS / "scripts" / "local.json", keep_raw=True)
+    server.start_in_thread()
+    try:
+        proc = webagent("test", str(suite), "--output", str(out), *role_flags(server), env=env, timeout=180)
+    finally:
+        server.stop_thread()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    values = (who, site.url, f"127.0.0.1:{site.port}")
+    written = [p for p in out.rglob("*") if p.is_file()]
+    names = {p.name for p in written}
+    assert {"results.jsonl", "junit.xml", "report.html", "suite.json", "result.json", "trajectory.jsonl"} <= names
+    for path in written:
+        if path.suffix in (".jpg", ".png", ".zip"):
+            continue
+        text = path.read_text(errors="replace")
+        assert not [v for v in values if v in text], path
+    assert not [v for v in values if v in proc.stdout + proc.stderr]
+    assert server.raw and not [v for raw in server.raw for v in values if v.encode() in raw]
+    assert b"(for ${WHO})" in b"".join(server.raw)  # the scan reads the requests' text: the goal, redacted
+    row = json.loads((out / "results.jsonl").read_text().splitlines()[0])
+    assert row["url"] == "${SITE}/catalog/?asked_by=${WHO}" and row["success"]

@@ -225,6 +225,8 @@ async def test_env_runs_guarded_and_types_secrets_without_writing_them(
     async with model_server(load_task_script("catalog-price")) as server:
         config = make_config(server)
         config.secrets = {"QUERY": SecretStr(value)}
+        # An environment's start is its caller's, not the operator's: the secret's host is given.
+        config.secret_hosts = {"QUERY": [task["url"].split("/")[2]]}
         async with Agent(config, browser=browser) as agent, WebEnv(agent=agent) as env:
             obs, _ = await env.reset(task, output_dir=tmp_path / "run")
             assert "{{QUERY}}" in shown(obs)  # the policy is told the name only

@@ -29,9 +29,11 @@ BUTTON = """() => { const r = document.querySelector('#subbtn').getBoundingClien
 
 @pytest.fixture(scope="module")
 def vf_venv() -> Path:
-    """The verifiers venv (made on first use: a few minutes; then reused)."""
-    subprocess.run([str(ROOT / "scripts" / "setup-verifiers.sh")], check=True, timeout=1200)
-    return ROOT / ".venv-vf"
+    """The verifiers venv (made on first use: a few minutes; then reused while its requirements hold)."""
+    made = subprocess.run(
+        [str(ROOT / "scripts" / "setup-verifiers.sh")], check=True, timeout=1200, capture_output=True, text=True
+    )
+    return Path(made.stdout.strip().splitlines()[-1])
 
 
 def script(button: tuple[float, float]) -> dict[str, Any]:
@@ -96,7 +98,8 @@ async def test_vf_eval_runs_the_environment_and_scores_it_by_its_reward(
 async def asyncio_run(command: list[str]) -> subprocess.CompletedProcess[str]:
     import asyncio
 
-    env = {**os.environ, "OFFLINE_KEY": "offline", "PYTHONUNBUFFERED": "1"}
+    # The venv holds webagent's dependencies, not webagent: this checkout comes first on the path.
+    env = {**os.environ, "OFFLINE_KEY": "offline", "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
     return await asyncio.to_thread(
         subprocess.run, command, capture_output=True, text=True, timeout=900, env=env, cwd=str(ROOT)
     )

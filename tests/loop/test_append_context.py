@@ -28,7 +28,8 @@ from webagent.roles.validator import Validator
 from webagent.runs.trajectory import RunFiles
 from webagent.training.export import ExportOptions, RunRef, export_sft
 
-from .test_episode import GOAL, FakePage
+from .fakepage import FakePage
+from .test_episode import GOAL
 
 SCROLL = json.dumps({"note": "", "thought": "look further", "action": {"action": "scroll", "direction": "down"}})
 
@@ -243,9 +244,9 @@ def test_context_builder_prefix_and_forced_epochs() -> None:
 
 
 def _tiny(look: int) -> str:
-    from .test_episode import _png
+    from .fakepage import png
 
-    return _png(4, 3, look)
+    return png(4, 3, look)
 
 
 # --------------------------------------------------------------------------- export
@@ -350,3 +351,47 @@ async def test_a_grounded_tool_calling_policy_in_the_history_context_is_exported
         assert [m.get("tool_calls") for m in record["messages"]] == [m.get("tool_calls") for m in request]
         assert record["tools"] == client.bodies[0]["tools"]
     assert record["target_tool_calls"][0]["function"]["name"] == "answer"
+
+
+async def test_parallel_tool_calls_are_answered_each_and_exported_exactly(tmp_path: Path) -> None:
+    """Several actions a turn as parallel native tool calls: each call answered with its own action's
+    outcome before the next observation (a call past the limit, not carried out), the system prompt
+    and the request's tools those of the limit, and the SFT records the exact requests again."""
+    calls = [
+        ToolCall(
+            id="a1",
+            name="write",
+            arguments=json.dumps({"note": "form", "element": "name", "content": "Ada", "x": 100, "y": 100}),
+        ),
+        ToolCall(id="a2", name="click", arguments=json.dumps({"note": "", "element": "go", "x": 500, "y": 500})),
+        ToolCall(id="a3", name="scroll", arguments=json.dumps({"note": "", "direction": "down"})),
+        ToolCall(id="a4", name="wait", arguments=json.dumps({"note": "", "seconds": 0})),
+    ]
+    replies: list[Any] = [Reply("fill it", tuple(calls)), _tool(5, "answer", content="42")]
+    client = ScriptedClient(replies)
+    policy = Policy(client, images=PolicyImages("holo3.1"), output="tools")  # type: ignore[arg-type]
+    page = FakePage()
+    page.restructuring = {"click"}  # the click adds elements: the scroll waits for the next look
+    episode = _episode(client, page, policy, context="history", grounding="policy", max_actions_per_turn=3)
+    run = tmp_path / "run"
+    files = RunFiles(run)
+    steps = []
+    async for step in episode.steps():
+        files.step(step)
+        steps.append(step)
+    files.finish(episode.result)
+    assert episode.result is not None and episode.result.success
+    assert [c[0] for c in page.calls[1:]] == ["write", "click"]
+    assert "up to 3 actions" in str(client.requests[0][0]["content"]) and client.bodies[0]["parallel_tool_calls"]
+    results = [m for m in client.requests[1] if m["role"] == "tool"]
+    assert [r["tool_call_id"] for r in results] == ["a1", "a2", "a3", "a4"]
+    assert results[0]["content"] == 'write_element "name" content="Ada" -> ok'
+    assert results[2]["content"] == "scroll down -> not carried out: the page changed (elements were added or removed)"
+    assert results[3]["content"] == "not carried out: at most 3 actions per step"
+    output = tmp_path / "export"
+    export_sft([RunRef(run, "t")], output, ExportOptions(roles=frozenset({"policy"}), include_failed=True))
+    records = [json.loads(line) for line in (output / "data.jsonl").read_text().splitlines()]
+    assert len(records) == len(client.requests) == 2
+    for record, request in zip(records, client.requests, strict=True):
+        assert _digested(record["messages"], output) == _digested_request(request)
+    assert len(records[0]["target_tool_calls"]) == 4

@@ -15,7 +15,8 @@ from webagent.records import RunResult, Step
 from webagent.replay import ReplayCache, StepReplay
 
 from ..conftest import ServerFactory, make_config
-from .test_episode import GOAL, FakePage, script
+from .fakepage import FakePage
+from .test_episode import GOAL, script
 
 CLICK_FOREVER = [{"action": {"action": "click_element", "element": "big button"}}]
 SOLVE = [

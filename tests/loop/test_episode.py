@@ -3,107 +3,22 @@
 from __future__ import annotations
 
 import asyncio
-import base64
-import io
 from typing import Any
 
 import pytest
-from PIL import Image
 from pydantic import SecretStr
 
 from webagent import Agent
 from webagent.config import AgentConfig
-from webagent.errors import ActionError, BrowserError, BrowserTimeoutError
+from webagent.errors import BrowserError, BrowserTimeoutError
 from webagent.images import Frame, Screenshot
 from webagent.loop import Episode
 from webagent.records import RunResult, Step
 
 from ..conftest import ServerFactory, make_config
+from .fakepage import FakePage
 
 GOAL = "Find the answer to everything"
-
-
-def _png(w: int, h: int, look: int = 0) -> str:
-    buf = io.BytesIO()
-    Image.new("RGB", (w, h), (200, 220, look % 256)).save(buf, "PNG")
-    return base64.b64encode(buf.getvalue()).decode()
-
-
-class FakePage:
-    """A PageDriver that records what the loop asks of it."""
-
-    def __init__(self, url: str = "http://127.0.0.1:1/start") -> None:
-        self.viewport = (1280, 800)
-        self._url = url
-        self.calls: list[tuple[Any, ...]] = []
-        self.shots = 0
-        self.events: list[str] = []
-        self.fail: dict[str, str] = {}
-        self._png: dict[tuple[int, int, int], str] = {}
-        self.text = "fake page text"
-        #: What the screenshot shows; with ``changing`` every action changes it.
-        self.look = 0
-        self.changing = False
-
-    @property
-    def url(self) -> str:
-        return self._url
-
-    async def title(self) -> str:
-        return "Fake page"
-
-    async def page_text(self) -> str:
-        return self.text
-
-    async def screenshot(self, frame: Frame) -> Screenshot:
-        self.shots += 1
-        key = (frame.image_width, frame.image_height, self.look)
-        if key not in self._png:
-            self._png[key] = _png(*key)
-        return Screenshot(self._png[key], "image/png", frame)
-
-    def drain_events(self) -> list[str]:
-        events, self.events = self.events, []
-        return events
-
-    def drain_recoveries(self) -> list[str]:
-        return []
-
-    def _record(self, *call: Any) -> None:
-        self.calls.append(call)
-        if self.changing:
-            self.look += 1
-        if call[0] in self.fail:
-            raise ActionError(self.fail.pop(call[0]))
-
-    async def goto(self, url: str, *, start: bool = False) -> None:
-        self._record("goto", url)
-        self._url = url
-
-    async def go_back(self) -> None:
-        self._record("go_back")
-
-    async def refresh(self) -> None:
-        self._record("refresh")
-
-    async def click(self, x: float, y: float) -> None:
-        self._record("click", round(x), round(y))
-
-    async def write(self, x: float, y: float, text: str, *, press_enter: bool) -> None:
-        self._record("write", round(x), round(y), text, press_enter)
-
-    async def scroll(self, direction: str) -> None:
-        self._record("scroll", direction)
-
-    async def press(self, key: str) -> None:
-        self._record("press", key)
-
-    async def select_option(self, x: float, y: float, option: str) -> str:
-        self._record("select", round(x), round(y), option)
-        return option
-
-    async def wait(self, seconds: float) -> None:
-        self._record("wait", seconds)
 
 
 def script(policy: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:

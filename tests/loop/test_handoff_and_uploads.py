@@ -12,7 +12,8 @@ from webagent.loop import Episode, HumanRequest
 from webagent.uploads import AllowedFiles
 
 from ..conftest import ServerFactory, make_config
-from .test_episode import GOAL, FakePage, script
+from .fakepage import FakePage
+from .test_episode import GOAL, script
 
 
 class UploadingPage(FakePage):

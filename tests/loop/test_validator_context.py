@@ -16,7 +16,8 @@ from webagent.records import RunResult, Step
 from webagent.testing.server import FakeModelServer, RecordedRequest
 
 from ..conftest import ServerFactory, make_config
-from .test_episode import GOAL, FakePage, script
+from .fakepage import FakePage
+from .test_episode import GOAL, script
 
 SOLVE = [
     {"when": {"step": 1}, "note": "start", "action": {"action": "click_element", "element": "big button"}},

@@ -43,6 +43,7 @@ async def test_a_question_is_an_elicitation_and_its_answer_signs_in(
     async with model_server(team_script(items=1, ask_code=True)) as server:
         config = local_config(server)
         config.secrets = {"PASSWORD": PASSWORD}  # type: ignore[assignment]
+        config.secret_hosts = {"PASSWORD": [f"{team_site.host}:{team_site.port}"]}  # the operator's site
         app = WebagentMCP(config, output_dir=tmp_path / "runs", browser=browser)
         try:
             # A session of the protocol before 2026-07-28: the server asks mid-call (elicitation/create).
@@ -72,6 +73,7 @@ async def test_no_answer_from_the_client_is_needs_human(
     async with model_server(team_script(items=1, ask_code=True)) as server:
         config = local_config(server)
         config.secrets = {"PASSWORD": PASSWORD}  # type: ignore[assignment]
+        config.secret_hosts = {"PASSWORD": [f"{team_site.host}:{team_site.port}"]}  # the operator's site
         app = WebagentMCP(config, output_dir=tmp_path / "runs", browser=browser)
         callback = decline if client_does != "nothing" else None
         # Without a back-channel (the stateless protocol in process) nothing can be asked mid-call.

@@ -36,6 +36,7 @@ async def test_a_profile_keeps_a_session_signed_in_across_restarts(
     async with model_server(team_script(items=1)) as server:
         config = local_config(server)
         config.secrets = {"PASSWORD": PASSWORD, "OTP": OTP_CODE}  # type: ignore[assignment]
+        config.secret_hosts = {name: [f"{team_site.host}:{team_site.port}"] for name in config.secrets}
         app = WebagentMCP(config, output_dir=tmp_path / "runs", browser=browser, profile_dir=profiles)
         try:
             async with Client(app.server) as client:

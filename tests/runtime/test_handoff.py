@@ -28,9 +28,11 @@ from ..conftest import ServerFactory, make_config
 pytestmark = pytest.mark.e2e
 
 
-def _config(server: FakeModelServer, **agent: object) -> AgentConfig:
+def _config(server: FakeModelServer, site: TeamSite | None = None, **agent: object) -> AgentConfig:
     config = make_config(server, **agent)
     config.secrets = {"PASSWORD": PASSWORD}  # type: ignore[assignment]
+    if site is not None:  # a task or suite file's runs type it only where the operator allows it
+        config.secret_hosts = {"PASSWORD": [f"{site.host}:{site.port}"]}
     return config
 
 
@@ -86,7 +88,7 @@ async def test_batch_and_suites_count_tasks_that_need_a_person_apart(
     suite_file = tmp_path / "suite.jsonl"
     suite_file.write_text("".join(json.dumps(c) + "\n" for c in item_suite(team_site.url, 2)))
     async with model_server(team_script(items=2, ask_code=True)) as server:
-        config = _config(server)
+        config = _config(server, team_site)
         runner = BatchRunner(config, load_tasks(tasks), tmp_path / "batch", concurrency=2)
         await runner.run()
         summary = summarize(read_results(tmp_path / "batch"), runner.stats, config, attempts=1)

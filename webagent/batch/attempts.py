@@ -10,7 +10,15 @@ Each run of an attempt gets a fresh browser session and runs under the watchdog.
 in the same attempt directory, when:
 
 - its browser died under it (``browser_crash``; or it still waited ``browser_lost_grace_s`` after its
-  browser disconnected): at most ``CRASH_RERUNS`` times per attempt, on a replacement browser;
+  browser disconnected; or its page's renderer, its page or its context died past what the session
+  recovers from: a ``BrowserCrashError``): at most ``CRASH_RERUNS`` times per attempt, on a
+  replacement browser when the browser died, else on a fresh session;
+- the same happened before its first step, while its session was being set up (opening its context,
+  installing the navigation guard, opening the start page), or a set-up command passed its deadline
+  (``setup_crash``: whatever fails in the browser before the first step is never the task's): at most
+  ``SETUP_RERUNS`` times per attempt. The re-run is a new run (its own time limit, steps and
+  set-up deadlines, none spent by the failed set-up) in the same attempt: pass@k attempts are not
+  consumed;
 - it ended with an error of the machinery under it (``infrastructure``: ``WebAgentError.infrastructure``,
   e.g. a browser that did not answer setting the session up or a screenshot within its deadline, a
   model server that kept failing): at most ``INFRA_RERUNS`` times per attempt;
@@ -37,20 +45,25 @@ import structlog
 from ..agent import Agent
 from ..budget import Budget
 from ..config import ROLES
-from ..errors import BrowserError, NavigationError, WebAgentError
+from ..errors import BrowserCrashError, BrowserError, NavigationError, WebAgentError
 from ..records import RunResult, Step, Usage
 from ..replay import ReplayCache
+from ..runtime.access import data_start, task_set_policy
+from ..safety import NavigationPolicy
 from ..stream import RunStream
 from .results import AttemptRecord, Rerun, RerunReason, TaskResult, cost_of
 from .tasks import TaskSpec, reference_matches, run_dir_name
 from .watchdog import BROWSER_LOST_GRACE_S, cancel_run, keep_aside, stuck_in, wait_for_progress, write_result
 
-__all__ = ["CRASH_RERUNS", "INFRA_RERUNS", "STALL_RERUNS", "TaskLimits", "TaskRunner", "run_task"]
+__all__ = ["CRASH_RERUNS", "INFRA_RERUNS", "SETUP_RERUNS", "STALL_RERUNS", "TaskLimits", "TaskRunner", "run_task"]
 
 log = structlog.get_logger("webagent.batch")
 
 #: Re-runs of one attempt after the browser died under it (each time on a replacement browser).
 CRASH_RERUNS = 2
+#: Re-runs of one attempt after the browser failed before its first step (a crash or a deadline while
+#: its session was set up), each on a fresh session.
+SETUP_RERUNS = 2
 #: Re-runs of one attempt after it ended with an infrastructure error (each on a fresh session).
 INFRA_RERUNS = 2
 #: Re-runs of one attempt after the watchdog stopped it for making no progress.
@@ -58,6 +71,7 @@ STALL_RERUNS = 1
 
 _RERUNS: dict[RerunReason, int] = {
     "browser_crash": CRASH_RERUNS,
+    "setup_crash": SETUP_RERUNS,
     "infrastructure": INFRA_RERUNS,
     "stalled": STALL_RERUNS,
 }
@@ -87,9 +101,13 @@ class _Outcome:
     crashed: bool = False
     stalled: bool = False
     infrastructure: bool = False
+    #: It failed before its first step began, in the browser (its session was being set up).
+    setup: bool = False
 
     @property
     def rerun_reason(self) -> RerunReason | None:
+        if self.setup and (self.crashed or self.infrastructure):
+            return "setup_crash"
         if self.crashed:
             return "browser_crash"
         if self.stalled:
@@ -167,8 +185,20 @@ class TaskRunner:
             from ..env.tasks import benchmark_task
 
             page = benchmark_task(task.benchmark, task.seed)
-            return self.agent.stream(page.url, page.goal, task=page, **how)
-        return self.agent.stream(task.url, task.goal, **how)
+            return self.agent.stream(page.url, page.goal, task=page, policy=self.policy(task, page.url), **how)
+        return self.agent.stream(task.url, task.goal, policy=self.policy(task), **how)
+
+    def policy(self, task: TaskSpec, url: str | None = None) -> NavigationPolicy | None:
+        """The navigation policy of ``task``'s runs other than the one its start URL gives (None):
+        a benchmark page's (its task set's own server at ``url``: that one host:port, nothing else
+        local), a file's not trusted (its start proves nothing: ``data_start``)."""
+        if task.benchmark is not None:
+            if url is None:
+                from ..env.tasks import benchmark_task
+
+                url = benchmark_task(task.benchmark, task.seed).url
+            return task_set_policy(self.agent.runtime, url)
+        return data_start(self.agent.runtime, task.url) if not task.trusted else None
 
     async def run(self, task: TaskSpec) -> TaskResult:
         """The task's results line: its attempts, each with its re-runs. A bug of the runner is
@@ -232,11 +262,7 @@ class TaskRunner:
         infrastructure = (
             not result.success
             and result.stop_reason == "error"
-            and outcome.rerun_reason
-            in (
-                "browser_crash",
-                "infrastructure",
-            )
+            and outcome.rerun_reason in ("browser_crash", "setup_crash", "infrastructure")
         )
         message = result.message
         if infrastructure and reruns:
@@ -259,6 +285,7 @@ class TaskRunner:
             replayed_steps=result.replayed_steps,
             calls_saved=result.calls_saved,
             trace=result.trace,
+            downloads=result.downloads,
         )
 
     def _line(
@@ -288,6 +315,7 @@ class TaskRunner:
             replayed_steps=sum(r.replayed_steps for r in records),
             calls_saved=sum(r.calls_saved for r in records),
             benchmark=task.benchmark,
+            downloads=best.downloads,
         )
 
     async def _attempt(self, task: TaskSpec, directory: Path, usage: Usage) -> _Outcome:
@@ -316,7 +344,8 @@ class TaskRunner:
                 write_result(directory, ended)
             # An episode that failed as its browser died (its clean-up then waiting on that browser)
             # is re-run as after any crash.
-            return _Outcome(ended, crashed=stall.browser_lost and ended.stop_reason == "error")
+            crashed = stall.browser_lost and ended.stop_reason == "error"
+            return _Outcome(ended, crashed=crashed, setup=crashed and not stream.stepping)
         if stall.browser_lost:
             message = (
                 f"the browser disconnected and the run was still waiting {limits.browser_lost_grace_s:g} s later "
@@ -330,7 +359,7 @@ class TaskRunner:
         _add_usage(usage, progress.usage)
         write_result(directory, result)
         if stall.browser_lost:  # re-run on a replacement browser, as after any crash
-            return _Outcome(result, crashed=True)
+            return _Outcome(result, crashed=True, setup=not stream.stepping)
         return _Outcome(result, stalled=True)
 
     async def _consume(self, stream: RunStream, task: TaskSpec, usage: Usage, progress: _Progress) -> _Outcome:
@@ -355,14 +384,28 @@ class TaskRunner:
                 crashed = await stream.session.confirm_browser_crash()
             else:  # no session yet (the pool tried other browsers already): a crash if a browser died meanwhile
                 crashed = isinstance(exc, BrowserError) and agent.browsers.crashes > crashes_before
-            return _Outcome(result, crashed=crashed, infrastructure=exc.infrastructure)
+            return _ended(stream, result, exc, crashed)
         assert stream.result is not None
         result = stream.result
         _add_usage(usage, result.usage)
-        if result.stop_reason != "error" or stream.session is None:
+        if result.stop_reason != "error":
             return _Outcome(result, infrastructure=result.infrastructure)
-        crashed = await stream.session.confirm_browser_crash()
-        return _Outcome(result, crashed=crashed, infrastructure=result.infrastructure)
+        crashed = stream.session is not None and await stream.session.confirm_browser_crash()
+        return _ended(stream, result, stream.error, crashed)
+
+
+def _ended(stream: RunStream, result: RunResult, error: WebAgentError | None, crashed: bool) -> _Outcome:
+    """How a run that ended with an error ended: a crash (its browser died, or the page, its renderer
+    or its context: ``BrowserCrashError``), before its first step (``setup``) or after, or another
+    error of the infrastructure's (``result.infrastructure``), or the task's own."""
+    crashed = crashed or isinstance(error, BrowserCrashError)
+    in_browser = crashed or isinstance(error, BrowserError)
+    return _Outcome(
+        result,
+        crashed=crashed,
+        infrastructure=result.infrastructure,
+        setup=in_browser and not stream.stepping,
+    )
 
 
 def _failed(task: TaskSpec, message: str, progress: _Progress, *, infrastructure: bool = False) -> RunResult:

@@ -83,6 +83,7 @@ class BatchProgress:
             f"{s.steps / wall:.1f} steps/s, {s.tokens / wall:,.0f} model tokens/s, "
             f"{s.errors} errors, {s.retried} retried"
             + (f", {s.stalled} stalled" if s.stalled else "")
+            + (f", {s.setup_crashes} re-run after a crash in set-up" if s.setup_crashes else "")
             + (f", {s.infra_reruns} re-run after an infrastructure failure" if s.infra_reruns else "")
         )
 
@@ -145,7 +146,7 @@ def admitted(s: BatchStats) -> str:
 
 
 def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:
-    tasks = load_tasks(args.tasks)
+    tasks = load_tasks(args.tasks, trusted=getattr(args, "trust_tasks", False))
     config = checked_sessions(config, (task.browser for task in tasks))
     references = load_references(args.references) if args.references else None
     if args.concurrency < 1:

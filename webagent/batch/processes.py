@@ -2,11 +2,12 @@
 
 One Python thread drives every session of a local batch: its event loop, the Playwright driver's
 messages, the model calls' HTTP, the run files. At a few hundred sessions that thread is the limit
-(on a busy machine it waits for a CPU between every browser round trip: docs/benchmarks.md, issue
-27). ``WorkerPool`` starts N processes (``worker.py``), each with its own agent, browser pool,
-driver and admission control, hands each task to the worker with the fewest in flight (each holds at
-most its share of ``--concurrency``) and yields the lines and step figures they send back, for the
-one ``BatchRunner`` that writes ``results.jsonl`` and counts them. A worker that dies (killed, out of
+(on a busy machine it waits for a CPU between every browser round trip: docs/benchmarks.md, "Soak";
+how it was found: docs/benchmarks-history.md, 2026-12-02, issue 27). ``WorkerPool`` starts N
+processes (``worker.py``), each with its own agent, browser pool, driver and admission control,
+hands each task to the worker with the fewest in flight (each holds at most its share of
+``--concurrency``) and yields the lines and step figures they send back, for the one
+``BatchRunner`` that writes ``results.jsonl`` and counts them. A worker that dies (killed, out of
 memory) is replaced and its tasks in flight handed out again, up to ``WORKER_RETRIES`` times each;
 a worker that stops answering at all is found by its silence (it reports every second): killed,
 then handled like a death.
@@ -37,7 +38,7 @@ from .attempts import TaskLimits
 from .results import TaskResult
 from .stats import AdmissionState, BatchStats, StepFigures
 from .tasks import TaskSpec
-from .worker import LINE_LIMIT, config_payload
+from .worker import LINE_LIMIT, config_payload, payload
 
 __all__ = ["CLOSE_S", "SILENT_S", "START_S", "WORKER_RETRIES", "WorkerPool", "auto_workers"]
 
@@ -123,7 +124,10 @@ class WorkerPool:
         admission: bool = True,
         cache: Path | None = None,
         verbosity: int = 0,
+        hardened: bool = False,
     ) -> None:
+        """``hardened``: each worker's first browser is of the kind guarded sessions get (its first
+        task's, ``tasks.guarded``)."""
         if workers < 1:
             raise ValueError("a worker pool needs at least 1 worker")
         self.config = config
@@ -142,6 +146,7 @@ class WorkerPool:
             "limits": dataclasses.asdict(limits),
             "cache": str(cache.resolve()) if cache is not None else None,
             "admission": admission,
+            "hardened": hardened,
         }
 
     def _shares(self) -> list[int]:
@@ -262,7 +267,7 @@ class WorkerPool:
             worker = min(room, key=lambda w: len(w.tasks))
             task = pending.popleft()
             worker.tasks[task.id] = task
-            worker.send({"run": task.model_dump(mode="json")})
+            worker.send({"run": payload(task)})
 
     async def results(self, pending: deque[TaskSpec], stats: BatchStats) -> AsyncGenerator[TaskResult | StepFigures]:
         """Hand ``pending`` out, each worker up to its share at once; yield each step's figures and

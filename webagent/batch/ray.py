@@ -39,7 +39,7 @@ from .attempts import TaskLimits, TaskRunner
 from .results import TaskResult
 from .stats import BatchStats, StepFigures
 from .tasks import TaskSpec
-from .worker import config_payload
+from .worker import config_payload, payload
 
 __all__ = ["ACTOR_RETRIES", "RayCluster", "RayPool", "TaskActor", "check_reachable"]
 
@@ -97,12 +97,13 @@ class TaskActor:
     async def pid(self) -> int:
         return os.getpid()
 
-    async def start(self) -> str | None:
-        """Launch this actor's first browser; the error text if it cannot (a usage error for the driver)."""
+    async def start(self, hardened: bool = False) -> str | None:
+        """Launch this actor's first browser (of the kind guarded sessions get: ``hardened``); the error
+        text if it cannot (a usage error for the driver)."""
         if self.agent is None:
             self.agent = Agent(self.config)
         try:
-            await self.agent.browsers.start()
+            await self.agent.browsers.start(hardened=hardened)
         except WebAgentError as exc:
             return str(exc)
         return None
@@ -145,8 +146,11 @@ class RayPool:
         concurrency: int,
         *,
         cache: Path | None = None,
+        hardened: bool = False,
     ) -> None:
+        """``hardened``: each actor's first browser is of the kind guarded sessions get."""
         self.cluster = cluster
+        self.hardened = hardened
         self.config = config
         self.output = output
         self.limits = limits
@@ -174,7 +178,7 @@ class RayPool:
                 ) from None
         try:
             self.actors = [self._new_actor() for _ in range(self.cluster.actors)]
-            started = await asyncio.gather(*(_get(slot.handle.start.remote()) for slot in self.actors))
+            started = await asyncio.gather(*(_get(slot.handle.start.remote(self.hardened)) for slot in self.actors))
             errors = [e for e in started if e]
             if errors:  # as in a local batch: a browser that cannot launch is one usage error, not N failures
                 raise BrowserError(errors[0])
@@ -223,7 +227,7 @@ class RayPool:
                     if slot.in_flight >= self.concurrency:
                         break
                     task = pending.popleft()
-                    ref = slot.handle.run.remote(task.model_dump(mode="json"))
+                    ref = slot.handle.run.remote(payload(task))
                     in_flight[asyncio.wrap_future(ref.future())] = (task, slot)
                     slot.in_flight += 1
                 stats.in_flight = len(in_flight)

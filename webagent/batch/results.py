@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 from ..config import ROLES, AgentConfig
 from ..errors import InputError
 from ..files import write_atomic_parts
-from ..records import Usage
+from ..records import DownloadedFile, Usage
 from .tasks import TaskSpec
 
 __all__ = [
@@ -39,9 +39,10 @@ __all__ = [
 
 log = structlog.get_logger("webagent.batch")
 
-#: Why a run was replaced: its browser died, the watchdog stopped it, or it ended with an error of the
-#: infrastructure under it (``WebAgentError.infrastructure``).
-RerunReason = Literal["browser_crash", "stalled", "infrastructure"]
+#: Why a run was replaced: its browser (or its page's renderer) died under it, the browser failed before
+#: its first step (a crash or a deadline while its session was set up), the watchdog stopped it, or it
+#: ended with an error of the infrastructure under it (``WebAgentError.infrastructure``).
+RerunReason = Literal["browser_crash", "setup_crash", "stalled", "infrastructure"]
 
 
 class Rerun(BaseModel):
@@ -79,6 +80,7 @@ class AttemptRecord(BaseModel):
     replayed_steps: int = 0
     calls_saved: int = 0
     trace: str | None = None
+    downloads: list[DownloadedFile] = Field(default=[], description="The files its pages downloaded and it kept")
 
 
 class TaskResult(BaseModel):
@@ -110,6 +112,9 @@ class TaskResult(BaseModel):
     calls_saved: int = Field(default=0, description="Model calls the replay cache saved")
     benchmark: str | None = Field(
         default=None, description="A benchmark task's name (miniwob/click-button): success is its page's verdict"
+    )
+    downloads: list[DownloadedFile] = Field(
+        default=[], description="The files the attempt that counts (its answer's) kept of its pages' downloads"
     )
 
     @classmethod

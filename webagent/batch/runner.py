@@ -6,8 +6,9 @@ crashed machine is cut off on resume). Re-running the same command skips finishe
 and SIGTERM stop new work and cleanly abandon in-flight tasks (they rerun on resume).
 
 Each task is run to its line by the one task runner (``TaskRunner``, ``attempts.py``): its attempts,
-and the re-runs of a run whose browser died (``CRASH_RERUNS``), that ended with an infrastructure
-error (``INFRA_RERUNS``) or that the watchdog stopped for making no progress (``STALL_RERUNS``).
+and the re-runs of a run whose browser died (``CRASH_RERUNS``), whose browser failed before its
+first step (``SETUP_RERUNS``), that ended with an infrastructure error (``INFRA_RERUNS``) or that
+the watchdog stopped for making no progress (``STALL_RERUNS``).
 Cancelling a run closes its browser context; that cleanup is bounded too (``cleanup_timeout_s``),
 so a task always ends with its one line. The tasks run here (N coroutines on one ``Agent``), in
 ``workers`` processes of this machine (``processes.py``: each its own agent, driver and admission,
@@ -39,12 +40,12 @@ from ..records import Step
 from ..replay import ReplayCache
 from ..stream import TRACE_TIMEOUT_S
 from .admission import INITIAL, TICK_S, Admission
-from .attempts import CRASH_RERUNS, INFRA_RERUNS, STALL_RERUNS, TaskLimits, TaskRunner
+from .attempts import CRASH_RERUNS, INFRA_RERUNS, SETUP_RERUNS, STALL_RERUNS, TaskLimits, TaskRunner
 from .processes import WorkerPool
 from .ray import RayCluster, RayPool
 from .results import ResultsFile, ResumePlan, TaskResult, resume_plan
 from .stats import BatchPhase, BatchStats, StepFigures
-from .tasks import TaskSpec, check_run_dirs
+from .tasks import TaskSpec, check_run_dirs, guarded
 from .watchdog import BROWSER_LOST_GRACE_S
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "DEFAULT_CLEANUP_TIMEOUT_S",
     "DEFAULT_STALL_TIMEOUT_S",
     "INFRA_RERUNS",
+    "SETUP_RERUNS",
     "STALL_RERUNS",
     "BatchPhase",
     "BatchRunner",
@@ -127,6 +129,7 @@ class BatchRunner:
             )
         check_run_dirs(task.id for task in tasks)  # no run overwrites another's files
         self.config = config
+        self._redaction = config.secret_set()
         self.tasks = tasks
         self.output = Path(output)
         self.concurrency = concurrency
@@ -219,7 +222,9 @@ class BatchRunner:
         return self.stats
 
     def _finished(self, result: TaskResult) -> None:
-        """A task's line: written, then counted (the one place either is done)."""
+        """A task's line: written, then counted (the one place either is done). Redacted here too: a
+        task's own url and goal may hold a suite variable's value (``AgentConfig.variables``)."""
+        result = self._redaction.redact_model(result)
         self.results.append(result)  # a task that finished is kept, even while stopping
         self.stats.count_line(result)
         self.on_update(self.stats)
@@ -233,15 +238,6 @@ class BatchRunner:
         for task in pending:
             queue.put_nowait(task)
         agent = self.agent = Agent(self.config)
-        if pending:
-            self.on_update(self.stats)  # phase "launch"
-            try:
-                await agent.browsers.start()  # a browser that cannot launch is a usage error, not N failures
-            except BaseException:
-                await agent.aclose()
-                raise
-            self.stats.phase = "run"
-            self.on_update(self.stats)
         runner = TaskRunner(
             agent,
             self.output,
@@ -251,6 +247,15 @@ class BatchRunner:
             on_step=self._stepped,
             stopping=lambda: self.stopping,
         )
+        if pending:
+            self.on_update(self.stats)  # phase "launch"
+            try:  # a browser that cannot launch is a usage error, not N failures; of the first task's kind
+                await agent.browsers.start(hardened=guarded(pending[0], self.config))
+            except BaseException:
+                await agent.aclose()
+                raise
+            self.stats.phase = "run"
+            self.on_update(self.stats)
         ticking = asyncio.create_task(self._tick(admission=True), name="webagent-admission")
         try:
             with self._signals():
@@ -267,7 +272,10 @@ class BatchRunner:
         self.stats.phase = "ray"
         self.on_update(self.stats)
         cache = self.cache.path if self.cache is not None else None
-        pool = self.pool = RayPool(cluster, self.config, self.output, self.limits, self.concurrency, cache=cache)
+        hardened = guarded(pending[0], self.config)
+        pool = self.pool = RayPool(
+            cluster, self.config, self.output, self.limits, self.concurrency, cache=cache, hardened=hardened
+        )
         async with pool:  # Ray started (or joined), each actor's browser launched
             await self._elsewhere(self._drive(pool, deque(pending)))  # signals after ray.init, which sets its own
 
@@ -284,6 +292,7 @@ class BatchRunner:
             admission=self._admit,
             cache=cache,
             verbosity=2 if root <= logging.DEBUG else 1 if root <= logging.INFO else 0,
+            hardened=guarded(pending[0], self.config),
         )
         async with pool:  # each worker's browser launched
             await self._elsewhere(self._gather(pool, deque(pending)))

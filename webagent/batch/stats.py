@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..records import Step
+from ..stream import SETUP_FAILED
 from .results import TaskResult
 
 __all__ = ["AdmissionState", "BatchPhase", "BatchStats", "StepFigures", "infra_cause"]
@@ -83,6 +84,10 @@ class BatchStats:
         #: Runs re-run because the infrastructure failed under them (not a crash, not a stall), by cause.
         self.infra_reruns = 0
         self.infra_causes: collections.Counter[str] = collections.Counter()
+        #: Runs re-run because the browser failed before their first step (a crash or a deadline while
+        #: their session was set up), by cause.
+        self.setup_crashes = 0
+        self.setup_causes: collections.Counter[str] = collections.Counter()
         self.steps = 0
         self.tokens = 0
         self.in_flight = 0
@@ -120,6 +125,9 @@ class BatchStats:
                 if rerun.reason == "infrastructure":
                     self.infra_reruns += 1
                     self.infra_causes[infra_cause(rerun.message)] += 1
+                elif rerun.reason == "setup_crash":
+                    self.setup_crashes += 1
+                    self.setup_causes[infra_cause(rerun.message.removeprefix(SETUP_FAILED))] += 1
 
 
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)

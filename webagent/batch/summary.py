@@ -36,6 +36,11 @@ def _crashed(result: TaskResult) -> bool:
     return any(r.reason == "browser_crash" for r in reruns) if reruns else result.retried
 
 
+def _setup_crashes(result: TaskResult) -> int:
+    """Runs of it re-run because the browser failed before their first step."""
+    return sum(r.reason == "setup_crash" for a in result.attempt_records for r in a.reruns)
+
+
 def _stalled(result: TaskResult) -> bool:
     """A run of it was stopped by the watchdog (and re-run, or the task ended with that error)."""
     return any(a.stalled or any(r.reason == "stalled" for r in a.reruns) for a in result.attempt_records)
@@ -84,6 +89,9 @@ def summarize(
         # server that kept failing), re-runs spent; a resumed batch runs them again.
         "infrastructure_errors": sum(r.infrastructure and r.stop_reason == "error" for r in results),
         "retried_after_crash": sum(_crashed(r) for r in results),
+        # Runs re-run because the browser failed before their first step (a renderer, page, context or
+        # browser gone, or a deadline, while their session was set up): never the task's failure.
+        "setup_crash_reruns": sum(_setup_crashes(r) for r in results),
         "stalled": sum(_stalled(r) for r in results),
         "infra_reruns": sum(r.infra_reruns for r in results),
         "tokens": {
@@ -110,6 +118,7 @@ def summarize(
             "resumed_failed": stats.resumed_failed,
             "resumed_infra_errors_rerun": stats.resumed_infra,
             "infra_rerun_causes": dict(stats.infra_causes.most_common()),
+            "setup_crash_causes": dict(stats.setup_causes.most_common()),
             "steps": stats.steps,
             "steps_per_s": _r(stats.steps / wall if wall > 0 else None),
             "model_tokens_per_s": _r(stats.tokens / wall if wall > 0 else None, 1),
@@ -176,6 +185,12 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
         f"{summary['errors']} ({summary.get('infrastructure_errors', 0)}) / {summary['retried_after_crash']} / "
         f"{summary.get('stalled', 0)}",
     )
+    setup = summary["run"].get("setup_crash_causes") or {}
+    if summary.get("setup_crash_reruns") or setup:
+        top = "; ".join(f"{n} x {cause}" for cause, n in list(setup.items())[:3])
+        table.add_row(
+            "re-run after a crash in set-up", f"{summary.get('setup_crash_reruns', 0)}" + (f" ({top})" if top else "")
+        )
     if summary.get("needs_human"):
         table.add_row("needed a person (ask_user, none to answer)", str(summary["needs_human"]))
     for name, row in summary.get("benchmarks", {}).items():

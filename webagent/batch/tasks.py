@@ -9,6 +9,13 @@ Task files: our JSONL (``{"id","url","goal"}``, with any of the options), benchm
 reward themselves (``{"id", "task": "miniwob/click-button", "seed": 3}``: ``webagent.env.tasks``)
 and WebVoyager's (``{"web_name","id","ques","web"}``), plus reference answers (WebVoyager
 ``reference_answer.json`` style, or a plain ``{id: answer}`` map).
+
+A task file is data, not configuration, unless the operator says otherwise (``--trust-tasks``,
+``load_tasks(trusted=True)``; docs/security.md, "Who is trusted where"): a line of a file not
+trusted may not name a secret (``{{NAME}}`` anywhere), read the operator's files, send through the
+operator's proxy or credentials, or weaken the browser (``UNTRUSTED_BROWSER_KEYS``), and its start
+is an ``http(s)`` URL that lets the run reach no other local address (``runtime.access.data_start``).
+A task built in code speaks for the operator (``TaskSpec.trusted``).
 """
 
 from __future__ import annotations
@@ -19,22 +26,27 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ..config import AgentSettings, ContextSettings
+from ..config import AgentConfig, AgentSettings, ContextSettings
 from ..errors import InputError
 from ..inputs import MAX_GOAL_CHARS, check_text, load_json, read_text
+from ..safety import NavigationPolicy
 from ..stream import TraceMode
 from ..urls import normalize_url
 
 __all__ = [
     "OPTION_KEYS",
     "RUN_LIMITS",
+    "UNTRUSTED_BROWSER_KEYS",
     "RunLimits",
     "TaskOptions",
     "TaskSpec",
     "check_run_dirs",
+    "distrust",
+    "guarded",
     "load_references",
     "load_tasks",
     "reference_matches",
@@ -42,6 +54,21 @@ __all__ = [
 ]
 
 _HASHED = re.compile(r"-[0-9a-f]{8}$")
+_PLACEHOLDER = re.compile(r"\{\{\s*[A-Za-z_][A-Za-z0-9_]*\s*\}\}")
+#: The ``browser`` keys a task or suite file not trusted may not set, and why: they read the
+#: operator's files, carry the operator's secrets, route traffic through the operator's
+#: infrastructure, or weaken what the browser checks or allows.
+UNTRUSTED_BROWSER_KEYS = {
+    "storage_state": "it loads the operator's signed-in state",
+    "upload_dir": "it lets pages receive the operator's files",
+    "upload_files": "it lets pages receive the operator's files",
+    "proxy": "it routes traffic through a proxy of the operator's choosing",
+    "http_credentials": "it answers sites with the operator's credentials",
+    "ignore_https_errors": "it turns off the check of sites' certificates",
+    "permissions": "it grants every site permissions on the operator's machine",
+}
+#: What a refusal tells the operator.
+TRUST_HINT = "pass --trust-tasks if the file is yours"
 
 
 class RunLimits(BaseModel):
@@ -104,10 +131,95 @@ class TaskSpec(BaseModel):
     #: The task's own browser session settings over the config's ``[browser]`` (a signed-in
     #: ``storage_state``, a ``proxy``, a ``locale``, a ``device``, ...).
     browser: ContextSettings | None = None
+    #: False: from a task or suite file the operator did not mark trusted. Its start may be an
+    #: ``http(s)`` URL only, and runs under ``runtime.access.data_start`` (a local start is that one
+    #: ``host:port``; secrets without hosts of their own typed only on ``allowed_domains``); it may
+    #: not name a secret or set ``UNTRUSTED_BROWSER_KEYS``.
+    trusted: bool = True
+
+    @model_validator(mode="after")
+    def _data(self) -> TaskSpec:
+        if not self.trusted:
+            refusal = distrust(self._as_data())
+            if refusal is not None:
+                raise ValueError(f"task {self.id!r}: {refusal}")
+        return self
+
+    def _as_data(self) -> dict[str, Any]:
+        browser = self.browser.model_dump(exclude_unset=True, mode="json") if self.browser is not None else None
+        url = self.url if self.benchmark is None else "https://benchmark.invalid/"  # webagent's own server
+        return {"url": url, "goal": self.goal, "expect": self.options.expect, "browser": browser}
 
 
-def load_tasks(path: str | Path) -> list[TaskSpec]:
-    """Read a task file; a bad line is an InputError naming the file and line number."""
+def distrust(data: dict[str, Any]) -> str | None:
+    """Why a task or check of a file not trusted may not be run as it is written (``data``: its line or
+    mapping), or None: a ``{{NAME}}`` anywhere, a ``browser`` key of ``UNTRUSTED_BROWSER_KEYS``, a
+    start URL that is not ``http(s)``. One phrase naming the key and the flag."""
+    found = _placeholder_at(data, "")
+    if found is not None:
+        return f"{found}: a {{{{NAME}}}} secret placeholder is refused in a file that is not trusted; {TRUST_HINT}"
+    browser = data.get("browser")
+    if isinstance(browser, dict):
+        for key, why in UNTRUSTED_BROWSER_KEYS.items():
+            if browser.get(key) not in (None, False, [], ""):
+                return f"browser.{key}: refused in a file that is not trusted ({why}); {TRUST_HINT}"
+    url = next((data[k] for k in ("url", "web") if isinstance(data.get(k), str)), None)
+    if url is not None and "task" not in data:
+        scheme = urlsplit(normalize_url(url)).scheme if _normalizes(url) else ""
+        if scheme and scheme not in ("http", "https"):
+            return f"url: a {scheme}: start URL is refused in a file that is not trusted (http and https only); {TRUST_HINT}"
+    return None
+
+
+def _normalizes(url: str) -> bool:
+    try:
+        normalize_url(url)
+    except InputError:
+        return False  # the line's own error says what is wrong with it
+    return True
+
+
+def _placeholder_at(value: Any, where: str) -> str | None:
+    """The key (dotted) of the first string in ``value`` holding a ``{{NAME}}``; None if none does."""
+    if isinstance(value, str):
+        return (where or "the line") if _PLACEHOLDER.search(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _placeholder_at(item, f"{where}.{key}" if where else str(key))
+            if found is not None:
+                return found
+    if isinstance(value, list):
+        for item in value:
+            found = _placeholder_at(item, where)
+            if found is not None:
+                return found
+    return None
+
+
+def guarded(task: TaskSpec, config: AgentConfig) -> bool:
+    """Whether ``task``'s sessions are guarded under ``config``: they want a hardened browser, which
+    the first one launched (``BrowserPool.start``) had better be. A start someone else chose always
+    is (no ``file:``, no other local address: ``attempts.TaskRunner.policy``); the operator's as
+    ``Runtime.navigation_policy`` rules it (a bad URL: no, its run says why)."""
+    if task.benchmark is not None or not task.trusted:
+        return True
+    browser = config.browser
+    try:
+        policy = NavigationPolicy.build(
+            allowed=browser.allowed_domains,
+            blocked=browser.blocked_domains,
+            private_network=browser.private_network,
+            start_url=task.url,
+        )
+    except ValueError:
+        return False
+    return policy.active
+
+
+def load_tasks(path: str | Path, *, trusted: bool = False) -> list[TaskSpec]:
+    """Read a task file; a bad line is an InputError naming the file and line number. ``trusted``:
+    the operator vouches for the file (``--trust-tasks``); otherwise its lines are data
+    (``distrust``: what they may not hold) and its tasks are run as such (``TaskSpec.trusted``)."""
     path = Path(path)
     text = read_text(path, "task file")
     tasks: list[TaskSpec] = []
@@ -123,9 +235,15 @@ def load_tasks(path: str | Path) -> list[TaskSpec]:
             raise InputError(f"{where}: not valid JSON ({exc.msg})") from None
         if not isinstance(data, dict):
             raise InputError(f"{where}: a task must be a JSON object")
+        if not trusted:
+            refusal = distrust(data)
+            if refusal is not None:
+                raise InputError(f"{where}: {refusal}")
         task = _parse_task(data, where)
         if "browser" in data:
             task = task.model_copy(update={"browser": _browser(data["browser"], where, path.parent)})
+        if not trusted:
+            task = task.model_copy(update={"trusted": False})
         if task.id in seen:
             raise InputError(f"{where}: duplicate task id {task.id!r}")
         seen.add(task.id)

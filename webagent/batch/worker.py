@@ -8,7 +8,7 @@ local batch does in one process, on a share of the sessions. The parent alone wr
 ``results.jsonl``; a worker writes its runs' directories, as a Ray actor does.
 
 The wire is JSON lines. Parent to worker, on stdin: first the set-up (``config``, ``output``,
-``limits``, ``cache``, ``ceiling``, ``admission``), then ``{"run": TASK}`` per task.
+``limits``, ``cache``, ``ceiling``, ``admission``, ``hardened``), then ``{"run": TASK}`` per task.
 Worker to parent, on the stdout it had at start (``sys.stdout`` is pointed at stderr, so nothing
 else can write there): ``{"started": ERROR|null}`` once its browser is up (or cannot launch),
 ``{"step": [FIGURES]}`` as each step ends, ``{"result": LINE}`` as each task ends, and every
@@ -28,8 +28,10 @@ import json
 import os
 import signal
 import sys
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
+
+from pydantic import BaseModel, SecretStr
 
 from ..agent import Agent
 from ..browser.deadline import browser_load
@@ -44,7 +46,7 @@ from .results import TaskResult
 from .stats import StepFigures
 from .tasks import TaskSpec
 
-__all__ = ["LINE_LIMIT", "config_payload", "main", "serve"]
+__all__ = ["LINE_LIMIT", "config_payload", "main", "payload", "serve"]
 
 #: Seconds the last messages get to leave at the end.
 CLOSE_DRAIN_S = 5.0
@@ -52,12 +54,43 @@ CLOSE_DRAIN_S = 5.0
 LINE_LIMIT = 64 * 1024 * 1024
 
 
-def config_payload(config: AgentConfig) -> dict[str, Any]:
-    """The config as JSON for another process (a worker, a Ray actor), with the secrets' values (a
-    JSON dump masks them as ******)."""
-    data: dict[str, Any] = config.model_dump(mode="json")
-    data["secrets"] = {name: value.get_secret_value() for name, value in config.secrets.items()}
+def payload(model: BaseModel) -> dict[str, Any]:
+    """A model as JSON for another process (a worker, a Ray actor) that rebuilds it as it is here:
+    only the fields set, at every level, so that what was decided stays decided and a default stays a
+    default there (``direct_cdp`` set or not; a task's ``browser`` block over the config's naming only
+    what the task set), and every value as it is (a JSON dump masks secrets, passwords among them, as
+    ******). A section never set but changed since (``config.browser.args = [...]``) goes with what
+    was changed in it. ``model_validate`` of it gives equal values with the same fields set below."""
+    data: dict[str, Any] = {}
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        if isinstance(value, BaseModel):
+            inner = payload(value)
+            if inner or name in model.model_fields_set:
+                data[name] = inner
+        elif name in model.model_fields_set:
+            data[name] = _plain(value)
     return data
+
+
+def config_payload(config: AgentConfig) -> dict[str, Any]:
+    """The config for another process (``payload``): its secrets' values, what it set."""
+    return payload(config)
+
+
+def _plain(value: Any) -> Any:
+    """A value as JSON's types: models as their ``payload``, secrets as their values, paths as strings."""
+    if isinstance(value, BaseModel):
+        return payload(value)
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_plain(v) for v in value]
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    if isinstance(value, PurePath):
+        return str(value)
+    return value
 
 
 class Worker:
@@ -69,6 +102,7 @@ class Worker:
         cache = ReplayCache(setup["cache"]) if setup.get("cache") else None
         ceiling = int(setup["ceiling"])
         self.admit = bool(setup.get("admission", True))
+        self.hardened = bool(setup.get("hardened", False))
         self.load = BrowserLoad()
         self.admission = Admission(ceiling, self.load, initial=INITIAL if self.admit else ceiling)
         self.agent = Agent(self.config)
@@ -93,7 +127,7 @@ class Worker:
     async def start(self) -> bool:
         """Launch the first browser; say so (or why it cannot launch: a usage error for the parent)."""
         try:
-            await self.agent.browsers.start()
+            await self.agent.browsers.start(hardened=self.hardened)
         except WebAgentError as exc:
             self._write({"started": str(exc)})
             return False

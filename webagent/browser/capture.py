@@ -29,15 +29,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import structlog
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 
-from ..errors import BrowserError, BrowserTimeoutError
+from ..errors import BrowserTimeoutError
 from ..images import Frame, Screenshot
 from ..secrets import well_formed
+from .crashes import browser_failure
 from .deadline import CommandTimeout, within
 from .devtools import CDPChannel, DevToolsSession
 from .faults import PageFaults
@@ -104,6 +108,8 @@ class ScreenCapture:
         self._faults = faults  # reopens a page that crashed or gives no screenshot
         self._settled_scroll: Scroll | None = None  # read by settle, used once by screenshot
         self._title: str | None = None
+        #: The document's URL as the last view read found it, and Playwright's URL of the page then.
+        self._href: tuple[str, str] | None = None
         self._shot_frame: Frame | None = None  # the frame of the last screenshot
         self._shot_scroll: Scroll | None = None  # the scroll offsets its clip used
         self._prefetched: Prefetch | None = None  # started by settle and checked: the next screenshot
@@ -116,6 +122,9 @@ class ScreenCapture:
         self._capture_in_flight: asyncio.Future[Any] | None = None
         self.pages_replaced = 0
         self._recoveries: list[str] = []
+        #: Expressions read in settle's round trip (``probe``), and their values at the last one.
+        self._probes: dict[str, str] = {}
+        self.probed: dict[str, Any] = {}
         state.on_switch(lambda _: self.invalidate_view())  # another tab: another view
         state.on_cdp("Page.frameNavigated", self._on_frame_committed)
 
@@ -133,35 +142,62 @@ class ScreenCapture:
         except VIEW_ERRORS:
             return (0.0, 0.0)
 
+    def probe(self, name: str, expression: str | None) -> None:
+        """Read the JavaScript ``expression`` in settle's round trip from now on (None: no longer),
+        its value in ``probed[name]`` (None when it threw): what an action changed, at no page read
+        of its own. Without probes the round trip is the same as ever."""
+        if expression is None:
+            self._probes.pop(name, None)
+        else:
+            self._probes[name] = expression
+
     async def read_settled_view(self, *, after_frame: bool, timeout_s: float) -> None:
         """Settle's check that the page handled the action, which reads the scroll offsets of the next
-        screenshot (left unknown if the page cannot answer within ``timeout_s``)."""
+        screenshot (left unknown if the page cannot answer within ``timeout_s``) and the probes."""
+        self.probed = {}
         with contextlib.suppress(*VIEW_ERRORS):
             async with asyncio.timeout(timeout_s):
-                self._settled_scroll = await self._view(after_frame=after_frame)
+                self._settled_scroll = await self._view(after_frame=after_frame, probes=self._probes)
 
-    async def _view(self, *, after_frame: bool = False) -> Scroll:
+    async def _view(self, *, after_frame: bool = False, probes: Mapping[str, str] | None = None) -> Scroll:
         """Scroll offsets and title, read through the page's main thread (so every input handler
         has run). Raw CDP ``Runtime.evaluate`` costs about two thirds of ``page.evaluate``'s CPU,
         counting Python, the Playwright driver and Chromium. Raises on a page that cannot answer."""
         state = self._state
         if state.crashed or state.page.is_closed():
             raise ValueError("the page cannot answer")  # a crashed target may never reply over CDP
-        script = VIEW_AFTER_FRAME if after_frame else VIEW_NOW
+        script = _with_probes(after_frame, probes) if probes else VIEW_AFTER_FRAME if after_frame else VIEW_NOW
         cdp = state.cdp
+        known = state.page.url
         if cdp is None:  # no DevTools session yet: none is set up under the caller's deadline
-            x, y, title = await state.page.evaluate(script)
+            x, y, title, href, *probed = await state.page.evaluate(script)
         else:
             reply = await cdp.send(
                 "Runtime.evaluate", {"expression": script, "returnByValue": True, "awaitPromise": True}
             )
-            x, y, title = reply["result"]["value"]  # an exception in the page: no "value" (KeyError)
+            x, y, title, href, *probed = reply["result"]["value"]  # an exception in the page: no "value" (KeyError)
+        if probed and isinstance(probed[0], dict):
+            self.probed = probed[0]
         self._title = well_formed(str(title))  # a page's title may hold a lone surrogate
+        self._href = (str(href), known) if isinstance(href, str) else None
         return (float(x), float(y))
 
     def invalidate_view(self) -> None:
         self._settled_scroll = None
         self._title = None
+        self._href = None
+
+    def url(self, known: str) -> str:
+        """The page's URL: Playwright's (``known``), or the document's as the last view read found it
+        when Playwright has not caught up with it since: a same-document navigation (``pushState``,
+        ``replaceState``, a fragment) that its channel reports late when the session's commands go
+        over the direct DevTools connection. Never another origin: another document is Playwright's
+        to report, and ``settle`` waits for it."""
+        read = self._href
+        if read is None or read[1] != known or read[0] == known:
+            return known
+        href, base = urlsplit(read[0]), urlsplit(known)
+        return read[0] if (href.scheme, href.netloc) == (base.scheme, base.netloc) else known
 
     # -- screenshots ----------------------------------------------------------------------
     def _params(self, frame: Frame, scroll: Scroll | None) -> dict[str, Any]:
@@ -210,13 +246,12 @@ class ScreenCapture:
                 result = await self._capture(frame)
                 break
             except PlaywrightError as exc:
+                dead = state.dead(exc)
+                if state.crashed and attempt < 2:
+                    continue  # reopened above
+                if attempt == 2 or state.page.is_closed():  # gone, or no screenshot three times
+                    raise browser_failure(exc, "cannot take a screenshot", dead=dead) from None
                 # Right after a navigation the new document may have no frame to capture yet.
-                if state.crashed:
-                    continue
-                state.target_closed(exc)
-                if attempt == 2 or state.page.is_closed():
-                    error = BrowserTimeoutError if isinstance(exc, CommandTimeout) else BrowserError
-                    raise error(f"cannot take a screenshot: {first_line(exc)}") from None
                 with contextlib.suppress(PlaywrightError, TimeoutError):
                     async with asyncio.timeout(0.5):
                         await state.page.evaluate(TWO_FRAMES)
@@ -374,3 +409,14 @@ class ScreenCapture:
         if self._prefetched is not None:
             self._prefetched.drop()
             self._prefetched = None
+
+
+def _with_probes(after_frame: bool, probes: Mapping[str, str]) -> str:
+    """The view's expression with the probes' values after its own (each its own try: one that
+    throws is null, the others are read)."""
+    read = ", ".join(
+        f"{json.dumps(name)}: (() => {{ try {{ return ({expression}); }} catch (e) {{ return null; }} }})()"
+        for name, expression in probes.items()
+    )
+    values = f"{VIEW_NOW[:-1]}, {{{read}}}]"
+    return f"new Promise(r => requestAnimationFrame(() => r({values})))" if after_frame else values

@@ -7,6 +7,12 @@ pytest plugin (``browser_context_args``), so that a setting means the same where
 A storage state is a secret: it is read here and handed to Chromium, never copied into a run
 directory, and written only by ``save_storage_state`` (0600). ``state_secrets`` lists its values
 (cookies, local storage) for redaction.
+
+A ``{{NAME}}`` in a header value or a password is filled in when the context opens, and goes with
+every request to wherever it is sent: a secret with hosts of its own may be used there only when
+that is within them (``secret_reach``): a header when ``allowed_domains`` keeps every request within
+its hosts, HTTP credentials when their ``origin`` (or ``allowed_domains``) is, a proxy's password
+when the proxy is.
 """
 
 from __future__ import annotations
@@ -14,19 +20,23 @@ from __future__ import annotations
 import difflib
 import json
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import structlog
 from playwright.async_api import BrowserContext
 from playwright.async_api import Error as PlaywrightError
 
 from ..config import ContextSettings, Viewport
-from ..errors import BrowserError, ConfigError
+from ..errors import ConfigError
 from ..files import write_atomic
+from ..hosts import url_host
 from ..inputs import check_nesting, read_text
-from .deadline import CommandTimeout, within
+from ..secrets import Secrets
+from .crashes import browser_failure
+from .deadline import within
 
 __all__ = [
     "MAX_STATE_BYTES",
@@ -35,6 +45,7 @@ __all__ = [
     "load_storage_state",
     "resolve_device",
     "save_storage_state",
+    "secret_reach",
     "state_secrets",
 ]
 
@@ -80,11 +91,14 @@ def _readable_by_others(path: Path) -> bool:
 
 async def save_storage_state(context: BrowserContext, path: Path, *, timeout_s: float) -> Path:
     """Write the context's state (cookies, local storage, IndexedDB) to ``path``, readable by its
-    owner only (0600), atomically; BrowserError when the browser does not give it."""
+    owner only (0600), atomically; BrowserError when the browser does not give it (BrowserCrashError
+    when the context or browser is gone, BrowserTimeoutError past ``timeout_s``)."""
     try:
         state = await within(context.storage_state(indexed_db=True), timeout_s, "context.storage_state")
-    except (CommandTimeout, PlaywrightError) as exc:
-        raise BrowserError(f"cannot read the browser's signed-in state: {str(exc).splitlines()[0]}") from None
+    except PlaywrightError as exc:  # CommandTimeout too
+        browser = context.browser
+        dead = browser is not None and not browser.is_connected()
+        raise browser_failure(exc, "cannot read the browser's signed-in state", dead=dead) from None
     write_atomic(path, json.dumps(state, indent=1) + "\n", private=True)
     return path
 
@@ -175,3 +189,44 @@ def context_options(
     if settings.storage_state is not None:
         options["storage_state"] = dict(state) if state is not None else load_storage_state(settings.storage_state)
     return options
+
+
+def secret_reach(settings: ContextSettings, secrets: Secrets, allowed: Sequence[str]) -> str | None:
+    """Why ``settings`` would send a secret with hosts of its own (``{{NAME}}`` in a header value or
+    a password) to a host outside them, or None. ``allowed``: ``[browser] allowed_domains`` (empty:
+    the run may reach every host)."""
+    every = tuple(allowed) or None
+    for name, value in settings.extra_http_headers.items():
+        refusal = secrets.reach_refusal(value, every, f"extra_http_headers {name}")
+        if refusal is not None:
+            return refusal
+    creds = settings.http_credentials
+    if creds is not None:
+        origin = _host_port(creds.origin) if creds.origin else None
+        reach = (origin,) if origin is not None else every
+        refusal = secrets.reach_refusal(creds.password.get_secret_value(), reach, "http_credentials")
+        if refusal is not None:
+            return refusal
+    proxy = settings.proxy
+    if proxy is not None and proxy.password is not None:
+        server = _host_port(proxy.server)
+        return secrets.reach_refusal(
+            proxy.password.get_secret_value(), (server,) if server is not None else None, "the proxy's password"
+        )
+    return None
+
+
+def _host_port(url: str) -> str | None:
+    """``host:port`` of an origin or a proxy server's URL, as a host rule (None: none can be read)."""
+    parsed = url_host(url)
+    if parsed is not None:
+        host, port = parsed[1], parsed[2]
+    else:
+        try:
+            parts = urlsplit(url)
+            host, port = parts.hostname or "", parts.port or 1080
+        except ValueError:
+            return None
+        if not host:
+            return None
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

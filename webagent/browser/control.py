@@ -1,8 +1,8 @@
 """What a browser session does on the page: open a URL, go back, reload, mouse and keyboard.
 
 Each action starts from a page that has not crashed (``Settler.before_action``), bounds every
-browser call it makes (a Playwright failure becomes an ActionError, or a BrowserError when the page
-or browser is gone), and ends with ``settle``: the wait until the page has reacted.
+browser call it makes (a Playwright failure becomes an ActionError, or a BrowserCrashError when the
+page or browser is gone), and ends with ``settle``: the wait until the page has reacted.
 """
 
 from __future__ import annotations
@@ -10,15 +10,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Frame
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from ..actions import normalize_key
-from ..errors import ActionError, BrowserError, NavigationError
+from ..errors import ActionError, BrowserCrashError, NavigationError
 from .capture import ScreenCapture
 from .deadline import CommandTimeout, within
 from .devtools import DevToolsSession
@@ -80,8 +81,10 @@ class PageControl:
             state.report(f"The page was still loading after {state.config.navigation_timeout_s:g} s.")
         except PlaywrightError as exc:
             reason = first_line(exc).removeprefix("Page.goto: ")
-            if state.target_closed(exc) and (start or state.browser_crashed):
-                raise BrowserError(f"the page or browser closed while opening {url}: {reason}") from None
+            # Its renderer died past what reopening recovers from, or the page, context or browser
+            # closed: a crash, not the site's fault (nor the task's).
+            if state.dead(exc) and (start or state.browser_crashed):
+                raise BrowserCrashError(f"the page crashed or closed while opening {url}: {reason}") from None
             if start:
                 raise NavigationError(f"cannot open {url}: {reason}; check the URL and that the site is up") from None
             raise ActionError(f"cannot open {url}: {reason}") from None
@@ -129,7 +132,7 @@ class PageControl:
     async def go_back(self) -> None:
         await self._settler.before_action()
         cdp = await self._state.cdp_session()
-        history = await self._guard(cdp.send("Page.getNavigationHistory"))
+        history = await self.guard(cdp.send("Page.getNavigationHistory"))
         index = int(history["currentIndex"])
         if index <= 0 or history["entries"][index - 1]["url"] in ("about:blank", ""):
             raise ActionError("there is no previous page in this tab's history")
@@ -155,7 +158,7 @@ class PageControl:
     # -- input ----------------------------------------------------------------------------
     async def click(self, x: float, y: float) -> None:
         await self._settler.before_action()
-        await self._guard(self._click(x, y))
+        await self.guard(self._click(x, y))
         await self._settler.settle()
 
     def _click(self, x: float, y: float) -> Awaitable[None]:
@@ -163,65 +166,81 @@ class PageControl:
         cdp = self._state.cdp
         return cdp.click(x, y) if isinstance(cdp, DevToolsSession) else self._state.page.mouse.click(x, y)
 
-    async def write(self, x: float, y: float, text: str, *, press_enter: bool, mask: bool = False) -> None:
-        """Type into the field at (x, y). ``mask``: the field shows discs from now on (a secret)."""
+    async def write(
+        self,
+        x: float,
+        y: float,
+        text: str,
+        *,
+        press_enter: bool,
+        mask: bool = False,
+        before_typing: Callable[[list[str]], None] | None = None,
+    ) -> None:
+        """Type into the field at (x, y). ``mask``: the field shows discs from now on (a secret);
+        ``before_typing`` then gets the URLs of the documents from the focused field's frame up to the
+        top, before any key is pressed (it refuses by raising)."""
         await self._settler.before_action()
         page = self._state.page
         keyboard = page.keyboard
-        await self._guard(self._click(x, y))
-        if mask and not await self._guard(self._mask_focused(x, y)):
-            raise ActionError("the secret was not typed: no text field has the focus there")
-        await self._guard(keyboard.press("ControlOrMeta+A"))
+        await self.guard(self._click(x, y))
+        if mask:
+            frame = await self.guard(self._mask_focused(x, y))
+            if frame is None:
+                raise ActionError("the secret was not typed: no text field has the focus there")
+            if before_typing is not None:
+                before_typing(_documents(frame))
+        await self.guard(keyboard.press("ControlOrMeta+A"))
         if not text:
-            await self._guard(keyboard.press("Backspace"))
+            await self.guard(keyboard.press("Backspace"))
         elif len(text) > _TYPE_FAST_ABOVE:
-            await self._guard(keyboard.insert_text(text))
+            await self.guard(keyboard.insert_text(text))
         else:
-            await self._guard(keyboard.type(text))
+            await self.guard(keyboard.type(text))
         if press_enter:
-            await self._guard(keyboard.press("Enter"))
+            await self.guard(keyboard.press("Enter"))
         await self._settler.settle()
 
-    async def _mask_focused(self, x: float, y: float) -> bool:
-        """Show the focused field as discs from now on: in the frame at (x, y), where the click put the focus."""
+    async def _mask_focused(self, x: float, y: float) -> Frame | None:
+        """Show the focused field as discs from now on: in the frame at (x, y), where the click put the
+        focus; that frame (None: no field has the focus there)."""
         # A frame in another process may not be known yet (located as its <iframe> element in the
         # parent) or get the focus a moment after the click's reply: looked for again, up to a bound.
         until = time.monotonic() + _FOCUS_WAIT_S
         while True:
             target = await locate(self._state.page, x, y)
             if await target.frame.evaluate(MASK_FOCUSED, _FOCUS_POLL_MS):
-                return True
+                return target.frame
             if time.monotonic() >= until:
-                return False
+                return None
 
     async def scroll(self, direction: str) -> None:
         await self._settler.before_action()
         page = self._state.page
         w, h = self._state.viewport
         dx, dy = {"up": (0, -0.8 * h), "down": (0, 0.8 * h), "left": (-0.8 * w, 0), "right": (0.8 * w, 0)}[direction]
-        await self._guard(page.mouse.move(w / 2, h / 2))
-        await self._guard(page.mouse.wheel(dx, dy))
+        await self.guard(page.mouse.move(w / 2, h / 2))
+        await self.guard(page.mouse.wheel(dx, dy))
         await self._settler.settle(next_frame=True)
 
     async def press(self, key: str) -> None:
         await self._settler.before_action()
-        await self._guard(self._state.page.keyboard.press(normalize_key(key)))
+        await self.guard(self._state.page.keyboard.press(normalize_key(key)))
         await self._settler.settle(next_frame=True)
 
     async def select_option(self, x: float, y: float, option: str) -> str:
         """Choose ``option`` in the native select at (x, y) -- in a frame or a shadow root too;
         returns the chosen label."""
         await self._settler.before_action()
-        target = await self._guard(locate(self._state.page, x, y))
+        target = await self.guard(locate(self._state.page, x, y))
         if target.element is None:
             raise ActionError("there is no element at that point")
-        found = await self._guard(target.element.evaluate(FIND_SELECT, option))
+        found = await self.guard(target.element.evaluate(FIND_SELECT, option))
         if "error" in found:
             raise ActionError(str(found["error"]))
-        select = (await self._guard(target.element.evaluate_handle(SELECT_OF))).as_element()
+        select = (await self.guard(target.element.evaluate_handle(SELECT_OF))).as_element()
         if select is None:
             raise ActionError("the dropdown disappeared")
-        await self._guard(select.select_option(index=int(found["index"]), timeout=self._settler.settle_ms()))
+        await self.guard(select.select_option(index=int(found["index"]), timeout=self._settler.settle_ms()))
         await self._settler.settle()
         return str(found["label"])
 
@@ -229,14 +248,14 @@ class PageControl:
         """Give ``path`` to the file input at (x, y) (in a frame or a shadow root too, or the one a
         label there controls), or to the file chooser a click there opens (an upload button)."""
         await self._settler.before_action()
-        target = await self._guard(locate(self._state.page, x, y))
+        target = await self.guard(locate(self._state.page, x, y))
         field = None
         if target.element is not None:
-            field = (await self._guard(target.element.evaluate_handle(FILE_INPUT_OF))).as_element()
+            field = (await self.guard(target.element.evaluate_handle(FILE_INPUT_OF))).as_element()
         if field is not None:
-            await self._guard(field.set_input_files(path, timeout=self._settler.settle_ms()))
+            await self.guard(field.set_input_files(path, timeout=self._settler.settle_ms()))
         else:
-            await self._guard(self._give_to_chooser(x, y, path))
+            await self.guard(self._give_to_chooser(x, y, path))
         await self._settler.settle()
         return f"ok, gave the file {path.name!r} to the page"
 
@@ -263,8 +282,8 @@ class PageControl:
         await asyncio.sleep(seconds)
         await self._settler.settle(next_frame=True)
 
-    async def _guard(self, awaitable: Any) -> Any:
-        """Turn Playwright failures during an action into ActionError (or BrowserError if gone)."""
+    async def guard(self, awaitable: Any) -> Any:
+        """Turn Playwright failures during an action into ActionError (or BrowserCrashError if gone)."""
         state = self._state
         timeout_s = state.config.command_timeout_s
         try:
@@ -279,14 +298,24 @@ class PageControl:
                 raise ActionError("the page crashed during the action (its renderer process died)") from None
             if state.target_closed(exc):
                 if state.browser_crashed:
-                    raise BrowserError(f"the browser is gone: {first_line(exc)}") from None
+                    raise BrowserCrashError(f"the browser is gone: {first_line(exc)}") from None
                 if await self._tabs.closed_itself():
                     return None  # the action closed its own tab (window.close()): settle() moves on
             if state.page.is_closed() and not state.context.pages:
-                raise BrowserError(f"the browser page is gone: {first_line(exc)}") from None
+                raise BrowserCrashError(f"the browser page is gone: {first_line(exc)}") from None
             raise ActionError(first_line(exc)) from None
 
 
 async def _both(first: asyncio.Event, second: asyncio.Event) -> None:
     await first.wait()
     await second.wait()
+
+
+def _documents(frame: Frame) -> list[str]:
+    """The URLs of ``frame``'s document and of every document above it, up to the tab's top one."""
+    urls: list[str] = []
+    current: Frame | None = frame
+    while current is not None:
+        urls.append(current.url)
+        current = current.parent_frame
+    return urls

@@ -6,8 +6,9 @@ flattened CDP session (``Target.attachToTarget``) on a WebSocket straight to Chr
 port: the three commands of an agent step (the click, settle's check and the screenshot), and
 what already went over that session (navigation events, file choosers, new-tab notices, the
 navigation guard's ``Fetch`` interception). At 100 sessions on 2 cores that spares the driver's
-CPU and most of Playwright's Python per call (``docs/benchmarks.md``). Contexts, pages,
-``goto``, dialogs, the keyboard and the events Playwright reports stay Playwright's.
+CPU and most of Playwright's Python per call (``docs/benchmarks.md``, "Throughput on a light
+page"; the measurement: ``docs/benchmarks-history.md``, 2026-11-22). Contexts, pages, ``goto``,
+dialogs, the keyboard and the events Playwright reports stay Playwright's.
 
 ``launch_browser`` starts Chromium with ``--remote-debugging-port`` on a free 127.0.0.1 port and
 connects right away, while the browser is idle (at 100 sessions a saturated browser can take

@@ -4,8 +4,8 @@ None of these hangs a run or costs a round trip on the normal path; each becomes
 policy reads in its next observation:
 
 * **dialog** (``beforeunload`` included) — accepted (a prompt with its default value); reported;
-* **download** — the context does not accept downloads, so Chromium cancels it; reported, and a
-  settle waiting for the navigation the download link asked for stops waiting at once;
+* **download** — kept or refused by ``webagent.browser.downloads`` (told either way), and a settle
+  waiting for the navigation the download link asked for stops waiting at once;
 * **file chooser** — intercepted on the session's own CDP session, which every action sets up
   first (a chooser needs a user gesture, so none opens before an action), and left unanswered,
   which dismisses it; reported (files are given only by the ``upload_file`` action, ``control``). Chromium announces it while the
@@ -17,7 +17,8 @@ policy reads in its next observation:
 * **renderer crash** — the page is replaced by a fresh tab in the same context, reopened at the
   URL it had (reported), before the next screenshot; an action attempted on the crashed page is
   an ActionError. After ``MAX_PAGE_CRASHES`` reopenings — or at the first crash of a page the
-  session does not own (a caller's page) — the run ends with a BrowserError.
+  session does not own (a caller's page) — the run ends with a BrowserCrashError (the
+  infrastructure's failure, never the task's: ``webagent.browser.crashes``).
 
 Pages that never finish loading are capped by ``settle`` and by ``load`` here, the one bounded
 page load of ``goto`` and of reopening a page (after a crash, or a page that gives no screenshot).
@@ -31,13 +32,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import structlog
-from playwright.async_api import Dialog, Download, Page, Request
+from playwright.async_api import Dialog, Page, Request
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
-from ..errors import BrowserError, BrowserTimeoutError
+from ..errors import BrowserCrashError, BrowserError
 from ..secrets import shorten
-from .deadline import CommandTimeout, within
+from .crashes import browser_failure
+from .deadline import within
 from .state import PageState, first_line
 from .tabs import TabFollower
 
@@ -54,7 +56,7 @@ ABORT_GRACE_S = 0.5
 
 
 class PageFaults:
-    """Dialogs, downloads, file choosers, failed navigations and renderer crashes; reopening a page."""
+    """Dialogs, file choosers, failed navigations and renderer crashes; reopening a page."""
 
     def __init__(self, state: PageState, tabs: TabFollower) -> None:
         self._state = state
@@ -68,7 +70,6 @@ class PageFaults:
         listen = self._state.listen
         listen(page, "dialog", self._on_dialog)
         listen(page, "crash", self._on_crash)
-        listen(page, "download", self._on_download)
         listen(page, "requestfailed", self._on_request_failed)
 
     # -- events ---------------------------------------------------------------------------
@@ -95,14 +96,6 @@ class PageFaults:
     def _on_crash(self, page: Page) -> None:
         if self._state.note_crash(page):
             log.warning("page_crashed", url=page.url)
-
-    def _on_download(self, download: Download) -> None:
-        # A link to a file asked for a navigation that will never commit: end the wait for it.
-        self._state.nav.settled()
-        name = download.suggested_filename or "a file"
-        self._state.report(
-            f"The page started a download of {name!r} ({download.url}); downloads are not kept, so it was cancelled."
-        )
 
     @contextlib.contextmanager
     def expecting_chooser(self) -> Iterator[asyncio.Future[dict[str, Any]]]:
@@ -150,14 +143,14 @@ class PageFaults:
 
     # -- crashes --------------------------------------------------------------------------
     async def reopen_after_crash(self) -> None:
-        """Replace the crashed page by a fresh tab at the same URL (BrowserError past the limit)."""
+        """Replace the crashed page by a fresh tab at the same URL (BrowserCrashError past the limit)."""
         url = self._state.page.url
         if not self._state.recovers:
-            raise BrowserError(f"the page crashed (its renderer process died) at {url}")
+            raise BrowserCrashError(f"the page crashed (its renderer process died) at {url}")
         while True:
             self._crashes += 1
             if self._crashes > MAX_PAGE_CRASHES:
-                raise BrowserError(
+                raise BrowserCrashError(
                     f"the page crashed {self._crashes} times (its renderer process died) at {url}; giving up"
                 )
             try:
@@ -222,9 +215,10 @@ class PageFaults:
         timeout_s = state.config.open_timeout_s
         try:
             page = await within(state.context.new_page(), timeout_s, "new_page")
-        except PlaywrightError as exc:
-            error = BrowserTimeoutError if isinstance(exc, CommandTimeout) else BrowserError
-            raise error(f"cannot open a new tab in place of the page: {first_line(exc)}") from None
+        except PlaywrightError as exc:  # CommandTimeout too
+            raise browser_failure(
+                exc, "cannot open a new tab in place of the page", dead=state.browser_crashed
+            ) from None
         self._tabs.forget(page)  # not a tab the page opened
         with contextlib.suppress(PlaywrightError):
             await within(crashed.close(), timeout_s, "page.close")

@@ -53,10 +53,10 @@ SYSTEM_CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 #: the browser UI, what Playwright itself launches for headless Chromium. The full browser's headless
 #: mode draws a window per context whose tab throbber animates while a page loads: 27 ms of CPU a
 #: second for each page still loading, against 0.2 here, and twice the CPU to open a session
-#: (docs/benchmarks.md, "The headless shell"). Not for guarded sessions: the shell is Chromium's
-#: content layer only, where ``--webrtc-ip-handling-policy`` (a Chrome switch) does nothing and
-#: WebRTC's UDP would leave past the guard (tests/browser/test_attacks.py), so hardened browsers
-#: stay on the full Chromium.
+#: (docs/benchmarks.md, "What a page costs, by binary: the headless shell"). Not for guarded
+#: sessions: the shell is Chromium's content layer only, where ``--webrtc-ip-handling-policy`` (a
+#: Chrome switch) does nothing and WebRTC's UDP would leave past the guard
+#: (tests/browser/test_attacks.py), so hardened browsers stay on the full Chromium.
 #: Debian's binary first: its /usr/bin wrapper script stays alive as the browser's parent (no
 #: ``exec``), a process more per browser and the one a signal meant for the browser would reach.
 SYSTEM_HEADLESS_SHELL = ("/usr/lib/chromium/chromium-headless-shell", "/usr/bin/chromium-headless-shell")

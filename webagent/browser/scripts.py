@@ -49,8 +49,10 @@ PAGE_TEXT = """() => {
     e.type === "password" ? "" : (e.type === "checkbox" || e.type === "radio") ? String(e.checked) : e.value);
   return body.innerText + "\u0000" + values.join("\u0001");
 }"""
-# Scroll offsets (for the screenshot clip) and title, read in the same round trip as the settle wait.
-VIEW_NOW = "[window.visualViewport ? visualViewport.pageLeft : scrollX, window.visualViewport ? visualViewport.pageTop : scrollY, document.title]"
+# Scroll offsets (for the screenshot clip), title and the document's URL, read in the same round trip
+# as the settle wait (the URL: a same-document navigation the page made, which Playwright's own
+# channel may report late when the session's commands go over the direct DevTools connection).
+VIEW_NOW = "[window.visualViewport ? visualViewport.pageLeft : scrollX, window.visualViewport ? visualViewport.pageTop : scrollY, document.title, location.href]"
 # settle() reads the view with a plain Runtime.evaluate: a round trip through the page's main thread, so
 # every input handler has run and any navigation or new tab it asked for has been announced over
 # CDP. It requests no extra frame (the screenshot waits for the next composited frame by itself),

@@ -5,13 +5,17 @@ parts, each given the session's ``PageState`` (``webagent.browser.state``: the c
 CDP session, crash flag, navigation and page events) and the other parts it needs:
 
 * ``TabFollower`` (``tabs``) moves the session to a tab the page opened, or off one it closed;
-* ``PageFaults`` (``faults``) handles dialogs, downloads, file choosers, failed navigations and
-  renderer crashes, and reopens a page in a fresh tab;
+* ``PageFaults`` (``faults``) handles dialogs, file choosers, failed navigations and renderer
+  crashes, and reopens a page in a fresh tab;
+* ``PageDownloads`` (``downloads``) keeps the files pages download in the run's folder, or refuses
+  them (``[browser] downloads``), within the size, count and time limits;
 * ``ScreenCapture`` (``capture``) takes screenshots, and one ahead of time after an action;
 * ``Settler`` (``settle``) tracks the main frame's navigations and waits after each action only
   as long as the page needs: one round trip through its main thread (plus a frame after
   scrolling), and the load of a navigation or new tab, capped by ``settle_timeout_s``;
-* ``PageControl`` (``control``) opens URLs, goes back, reloads, clicks, types and scrolls.
+* ``PageControl`` (``control``) opens URLs, goes back, reloads, clicks, types and scrolls;
+* ``Pointer`` (``pointer``) clicks holding keys, double and right clicks, hovers, drags, turns the
+  wheel over a panel, and counts the elements a list of actions adds or removes.
 
 Pages that misbehave never hang a run: every browser call is bounded (``deadline``), and each
 problem becomes an event for the policy.
@@ -21,24 +25,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import structlog
 from playwright.async_api import Browser, BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
 
 from ..config import BrowserConfig
-from ..errors import BrowserError, BrowserStuckError
+from ..downloads import DownloadFolder
+from ..errors import BrowserCrashError, BrowserError, BrowserStuckError
 from ..images import Frame, Screenshot
+from ..records import DownloadedFile, Tab
 from ..secrets import well_formed
 from .capture import ScreenCapture
 from .control import PageControl
+from .crashes import browser_failure
 from .deadline import CommandTimeout, within
 from .devtools import devtools_for
+from .downloads import PageDownloads
 from .faults import PageFaults
 from .guard import NavigationGuard
+from .pointer import Pointer
 from .scripts import PAGE_TEXT
 from .settle import Settler
 from .state import PageState, first_line
@@ -60,9 +69,11 @@ class BrowserSession:
         self.viewport = state.viewport
         self._tabs = TabFollower(state)
         self._faults = PageFaults(state, self._tabs)
+        self._downloads = PageDownloads(state)
         self._capture = ScreenCapture(state, self._faults)
-        self._settler = Settler(state, self._capture, self._tabs)
+        self._settler = Settler(state, self._capture, self._tabs, self._downloads)
         self._control = PageControl(state, self._capture, self._settler, self._tabs, self._faults)
+        self._pointer = Pointer(state, self._capture, self._settler, self._control)
         self._first_page: Page | None = None  # its target id asked ahead (create), until close
 
     @classmethod
@@ -93,7 +104,7 @@ class BrowserSession:
                         "viewport": {"width": config.viewport.width, "height": config.viewport.height},
                         "device_scale_factor": 1,
                         **(options or {}),
-                        "accept_downloads": False,
+                        "accept_downloads": config.downloads == "keep",
                         **guarded,
                     }
                 ),
@@ -103,7 +114,8 @@ class BrowserSession:
         except CommandTimeout as exc:
             raise BrowserStuckError(f"cannot open a browser context: {first_line(exc)}") from None
         except PlaywrightError as exc:
-            raise BrowserError(f"cannot open a browser context: {first_line(exc)}") from None
+            dead = not browser.is_connected()
+            raise browser_failure(exc, "cannot open a browser context", dead=dead) from None
         try:
             page = await _new_page(context, timeout_s)
         except BaseException as exc:  # a cancelled open (watchdog, Ctrl-C) closes its context too
@@ -112,7 +124,8 @@ class BrowserSession:
             if isinstance(exc, CommandTimeout):
                 raise BrowserStuckError(f"cannot open a browser tab: {first_line(exc)}") from None
             if isinstance(exc, PlaywrightError):
-                raise BrowserError(f"cannot open a browser tab: {first_line(exc)}") from None
+                dead = not browser.is_connected()
+                raise browser_failure(exc, "cannot open a browser tab", dead=dead) from None
             raise
         session = cls(page, config, owns_context=True)
         devtools = devtools_for(browser) if config.direct_cdp else None
@@ -145,6 +158,16 @@ class BrowserSession:
         if page is not self._state.page:
             self._state.switch_to(page)
             await self._state.watch_navigations()
+
+    # -- downloads ------------------------------------------------------------------------------
+    def keep_downloads(self, folder: DownloadFolder) -> None:
+        """Keep the files the pages download in ``folder`` (before the first; ``[browser] downloads``)."""
+        self._downloads.keep_in(folder)
+
+    @property
+    def downloads(self) -> list[DownloadedFile]:
+        """The files kept so far, in the order they ended."""
+        return list(self._downloads.kept)
 
     # -- events and the browser -----------------------------------------------------------------
     def drain_events(self) -> list[str]:
@@ -191,7 +214,8 @@ class BrowserSession:
     # -- observation ----------------------------------------------------------------------
     @property
     def url(self) -> str:
-        return self._state.page.url
+        """The page's URL, a same-document navigation the page made included (``ScreenCapture.url``)."""
+        return self._capture.url(self._state.page.url)
 
     async def title(self) -> str:
         return await self._capture.title()
@@ -247,9 +271,20 @@ class BrowserSession:
     async def click(self, x: float, y: float) -> None:
         await self._control.click(x, y)
 
-    async def write(self, x: float, y: float, text: str, *, press_enter: bool, mask: bool = False) -> None:
-        """Type into the field at (x, y). ``mask``: the field shows discs from now on (a secret)."""
-        await self._control.write(x, y, text, press_enter=press_enter, mask=mask)
+    async def write(
+        self,
+        x: float,
+        y: float,
+        text: str,
+        *,
+        press_enter: bool,
+        mask: bool = False,
+        before_typing: Callable[[list[str]], None] | None = None,
+    ) -> None:
+        """Type into the field at (x, y). ``mask``: the field shows discs from now on (a secret);
+        ``before_typing`` (with ``mask``) is given the URLs of the documents from the field's frame up
+        to the top after the click, before any key, and may refuse by raising."""
+        await self._control.write(x, y, text, press_enter=press_enter, mask=mask, before_typing=before_typing)
 
     async def scroll(self, direction: str) -> None:
         await self._control.scroll(direction)
@@ -268,15 +303,78 @@ class BrowserSession:
         """Give ``path`` (an allowed file: ``webagent.uploads``) to the file input or chooser at (x, y)."""
         return await self._control.upload_file(x, y, path)
 
+    # -- more hands (``webagent.browser.pointer``, ``webagent.browser.tabs``) -----------------------
+    async def click_with(
+        self,
+        x: float,
+        y: float,
+        *,
+        button: Literal["left", "right"] = "left",
+        count: int = 1,
+        modifiers: Sequence[str] = (),
+    ) -> None:
+        """A click of ``button``, ``count`` times, holding ``modifiers`` (Shift, Control, Alt, Meta)."""
+        await self._pointer.click_with(x, y, button=button, count=count, modifiers=modifiers)
+
+    async def hover(self, x: float, y: float) -> None:
+        await self._pointer.hover(x, y)
+
+    async def drag(self, x: float, y: float, to_x: float, to_y: float) -> str:
+        return await self._pointer.drag(x, y, to_x, to_y)
+
+    async def scroll_at(self, x: float, y: float, direction: str) -> str:
+        return await self._pointer.scroll_at(x, y, direction)
+
+    async def tabs(self) -> list[Tab]:
+        """The open tabs when there are several, in the order they opened (none read when there is one)."""
+        if len(self._tabs.open_pages()) <= 1:
+            return []
+        return await self._tabs.tabs(await self.title())
+
+    async def switch_tab(self, index: int) -> str:
+        """Drive the open tab at ``index``; its outcome."""
+        await self._settler.before_action()
+        page = await self._tabs.switch(index)
+        if page is None:
+            return f"tab {index} is the current tab already"
+        await self._state.watch_navigations()
+        await self._settler.settle(next_frame=True)
+        return f"ok, switched to tab {index}"
+
+    async def close_tab(self, index: int) -> str:
+        """Close the open tab at ``index`` (never the only one); its outcome."""
+        await self._settler.before_action()
+        current = self._state.page
+        page = await self._tabs.close(index)
+        if page is not current:
+            await self._state.watch_navigations()
+        await self._settler.settle(next_frame=True)
+        where = self._tabs.open_pages().index(page) if page in self._tabs.open_pages() else None
+        return f"ok, closed tab {index}" + (
+            f"; now on tab {where}" if page is not current and where is not None else ""
+        )
+
+    async def watch_structure(self) -> None:
+        await self._pointer.watch_structure()
+
+    async def structure_changed(self) -> bool:
+        return self._pointer.structure_changed()
+
+    async def unwatch_structure(self) -> None:
+        await self._pointer.unwatch_structure()
+
     async def evaluate(self, script: str, arg: object = None) -> object:
         """Run ``script`` (a JavaScript function or expression) in the page, within ``command_timeout_s``;
-        a page or browser that cannot answer is a BrowserError (what a task reading its own reward from the
-        page needs: ``webagent.loop.task``)."""
+        a page or browser that cannot answer is a BrowserError, a BrowserCrashError when it is gone (what a
+        task reading its own reward from the page needs: ``webagent.loop.task``)."""
+        state = self._state
         try:
-            return await within(self._state.page.evaluate(script, arg), self.config.command_timeout_s, "evaluate")
+            return await within(state.page.evaluate(script, arg), self.config.command_timeout_s, "evaluate")
         except CommandTimeout as exc:
             raise BrowserError(f"the page did not answer a script: {first_line(exc)}") from None
-        except PlaywrightError as exc:
+        except PlaywrightError as exc:  # a script that throws is the page's; a dead page is a crash
+            if state.dead(exc):
+                raise BrowserCrashError(f"the page could not run a script: {first_line(exc)}") from None
             raise BrowserError(f"the page could not run a script: {first_line(exc)}") from None
 
     async def settle(self, *, next_frame: bool = False) -> None:
@@ -289,6 +387,7 @@ class BrowserSession:
         step bounded (a browser that stopped answering is left to the pool, which closes it)."""
         state = self._state
         self._capture.drop_prefetch()
+        await self._downloads.close()
         if self._first_page is not None:  # closed (or replaced) before its first attach: nothing to attach
             devtools = devtools_for(state.context.browser)
             if devtools is not None:

@@ -14,7 +14,9 @@ for them while it handles the action's input, so in practice they arrive before 
 answer. Their commit is Playwright's ``framenavigated`` of the main frame; where the navigation
 stands is the session's ``Navigation`` (``webagent.browser.state``), which downloads, crashes and
 guard blocks end too. New tabs (``Page.windowOpen``) and file choosers (``Page.fileChooserOpened``)
-come the same way and are handled by ``webagent.browser.tabs`` and ``webagent.browser.faults``.
+come the same way and are handled by ``webagent.browser.tabs`` and ``webagent.browser.faults``, and
+so do downloads (``Page.downloadWillBegin``): the wait lasts until each one the action started is
+kept or refused and told (``webagent.browser.downloads``), within the same cap.
 
 The wait also decides whether the screenshot that ``webagent.browser.capture`` started right after
 the input shows the settled page: only an action that raised no page event, opened no tab and
@@ -35,6 +37,7 @@ from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from ..errors import ActionError, BrowserError
 from .capture import ScreenCapture
+from .downloads import PageDownloads
 from .faults import ABORT_GRACE_S
 from .state import PageState
 from .tabs import TabFollower
@@ -48,10 +51,11 @@ _SAME_DOCUMENT = frozenset({"sameDocument", "historySameDocument"})
 class Settler:
     """The main frame's navigation events, the reset before each action, and the wait after it."""
 
-    def __init__(self, state: PageState, capture: ScreenCapture, tabs: TabFollower) -> None:
+    def __init__(self, state: PageState, capture: ScreenCapture, tabs: TabFollower, downloads: PageDownloads) -> None:
         self._state = state
         self._capture = capture
         self._tabs = tabs
+        self._downloads = downloads
         self._action_events = 0  # page events reported before the current action began
         self._dialogs_opened = 0  # JavaScript dialogs opened during the current action
         self._dialogs_handled = 0  # state.dialogs_handled when the current action began
@@ -102,6 +106,7 @@ class Settler:
         self._capture.invalidate_view()
         state.nav.reset()
         self._tabs.reset()
+        self._downloads.before_action()
 
     def settle_ms(self) -> float:
         """``settle_timeout_s`` in ms, for Playwright calls that wait for a navigation's commit."""
@@ -143,6 +148,7 @@ class Settler:
             self._capture.invalidate_view()
             await self._wait_for_navigation(deadline)
         await self._wait_for_dialogs(deadline)
+        await self._downloads.settle(deadline)
         # The wait is over: a navigation that fails from now on is reported when it fails.
         failure = self._state.nav.finish()
         if failure is not None:

@@ -18,24 +18,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import weakref
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar
 
 import structlog
 from playwright.async_api import BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
 
 from ..config import BrowserConfig
-from ..errors import BrowserError, BrowserTimeoutError
+from ..errors import BrowserTimeoutError
+from .crashes import browser_failure, dead_target, first_line, unless_crashed
 from .deadline import BoundedCDPSession, CommandTimeout, within
 from .devtools import CDPChannel, DevToolsSession, devtools_for
 from .guard import NavigationGuard
 from .launcher import kill_frozen
 from .scripts import HIDE_CARET, SHOW_CARET
 
-__all__ = ["Navigation", "PageState", "first_line"]
+__all__ = ["Navigation", "PageState", "first_line"]  # first_line: from .crashes, for the parts
 
 log = structlog.get_logger("webagent.browser")
+T = TypeVar("T")
 
 #: Seconds a caller's page gets to show its caret again when the session lets go of it.
 CARET_RESTORE_S = 2.0
@@ -140,6 +142,7 @@ class PageState:
         self._left: list[tuple[Page, CDPChannel]] = []
         self.main_frame_id = ""
         self.crashed = False  # the renderer of self.page died; reopened before the next screenshot
+        self._crash = asyncio.Event()  # set when it does (a CDP session being opened stops waiting)
         self.saw_target_closed = False  # a call failed because the page, context or browser closed
         #: The browser answered neither a command of the session nor a probe: frozen (the pool retires it).
         self.browser_stuck = False
@@ -148,6 +151,7 @@ class PageState:
         self.dialogs_handled = 0  # JavaScript dialogs accepted (or gone) and reported so far
         self.dialog_handled = asyncio.Event()  # set at each; settle() waits on it for an action's dialog
         self._page_watchers: list[Callable[[Page], None]] = []
+        self._summaries: list[Callable[[], list[str]]] = []  # lines added at each drain (on_drain)
         self._switch_hooks: list[Callable[[Page], None]] = []
         self._watched: weakref.WeakSet[Page] = weakref.WeakSet([page])  # pages the watchers were given
         self._listeners: list[tuple[_Emitter, str, Callable[..., Any]]] = []
@@ -170,7 +174,12 @@ class PageState:
 
     def drain_events(self) -> list[str]:
         events, self.events = self.events, []
-        return events
+        return events + [line for summary in self._summaries for line in summary()]
+
+    def on_drain(self, summary: Callable[[], list[str]]) -> None:
+        """Add ``summary()``'s lines at each drain: events counted rather than told one by one (a
+        flood of downloads is one line, however many the page started)."""
+        self._summaries.append(summary)
 
     def on_page(self, watch: Callable[[Page], None]) -> None:
         """Call ``watch`` with the current page now, and with each page the session moves to for
@@ -204,6 +213,7 @@ class PageState:
         A crash of the tab left behind is not the new tab's: it is not reopened for it."""
         if page is not self.page:
             self.crashed = False
+            self._crash = asyncio.Event()
         # Its guard interception stays on the tab left behind (see _left); closed tabs need none.
         self._left = [(p, cdp) for p, cdp in self._left if not p.is_closed()]
         if self.cdp is not None and not self.page.is_closed():
@@ -220,6 +230,7 @@ class PageState:
     def replace(self, page: Page) -> None:
         """Drive ``page``, a fresh tab opened in place of one whose renderer died or that stopped answering."""
         self.crashed = False
+        self._crash = asyncio.Event()
         self.switch_to(page)
 
     def note_crash(self, page: Page) -> bool:
@@ -227,6 +238,7 @@ class PageState:
         if page is not self.page:
             return False
         self.crashed = True
+        self._crash.set()
         self.nav.settled()
         return True
 
@@ -266,20 +278,27 @@ class PageState:
         self.saw_target_closed |= closed
         return closed
 
+    def dead(self, exc: BaseException) -> bool:
+        """Whether a call failed with ``exc`` because what it needed is gone: the page's renderer
+        crashed, the page, its context or the browser closed (``webagent.browser.crashes``)."""
+        gone = self.crashed or self.page.is_closed() or self.browser_crashed or dead_target(exc)
+        if isinstance(exc, PlaywrightError):
+            self.target_closed(exc)
+        return gone
+
     # -- the navigation guard -----------------------------------------------------------------
     async def set_guard(self, guard: NavigationGuard) -> None:
         """Enforce a navigation policy on the context (before the first navigation): a BrowserError
-        when it cannot be (no page is driven unguarded)."""
+        when it cannot be (no page is driven unguarded); a BrowserCrashError when the page's renderer
+        died meanwhile, or the page, context or browser closed; a BrowserTimeoutError past its deadline."""
         self.guard = guard
         guard.on_event = self._on_guard_event
         try:
             await within(guard.install(self.context), self.config.command_timeout_s, "installing the navigation guard")
             if guard.active:
                 await self.cdp_session()  # the guard's interception is attached with it
-        except CommandTimeout as exc:
-            raise BrowserTimeoutError(f"cannot set up the navigation policy: {first_line(exc)}") from None
-        except PlaywrightError as exc:
-            raise BrowserError(f"cannot set up the navigation policy: {first_line(exc)}") from None
+        except PlaywrightError as exc:  # CommandTimeout too
+            raise browser_failure(exc, "cannot set up the navigation policy", dead=self.dead(exc)) from None
 
     def _on_guard_event(self, text: str, frame_id: str) -> None:
         self.report(text)
@@ -316,17 +335,31 @@ class PageState:
 
     async def _open_cdp(self) -> CDPChannel:
         """A session on the browser's own DevTools port where there is one (``webagent.browser.devtools``:
-        no driver hop per command), else Playwright's."""
+        no driver hop per command), else Playwright's. A PlaywrightError ("Target crashed") at once
+        when the page's renderer died, before or meanwhile: a crashed target may never answer."""
+        if self.crashed:
+            raise PlaywrightError("attaching to the page: Target crashed")
         if self.config.direct_cdp:
             devtools = devtools_for(self.context.browser)
             if devtools is not None:
                 try:
-                    return await devtools.attach(self.context, self.page)
+                    return await self._unless_crashed(devtools.attach(self.context, self.page), "attach")
                 except PlaywrightError as exc:
+                    if self.crashed:
+                        raise
                     log.debug("devtools_attach_failed", error=first_line(exc))
         timeout_s = self.config.command_timeout_s
-        session = await within(self.context.new_cdp_session(self.page), timeout_s, "new_cdp_session")
+        opening = within(self.context.new_cdp_session(self.page), timeout_s, "new_cdp_session")
+        session = await self._unless_crashed(opening, "new_cdp_session")
         return BoundedCDPSession(session, timeout_s)
+
+    async def _unless_crashed(self, opening: Awaitable[T], doing: str) -> T:
+        """``opening``, unless the page's renderer dies first (or died before, unseen: asked when slow)."""
+        try:
+            return await unless_crashed(opening, self._crash, doing, page=self.page)
+        finally:
+            if self._crash.is_set() and not self.crashed:
+                self.note_crash(self.page)
 
     def _while_current(self, cdp: CDPChannel, handler: Callable[[Any], None]) -> Callable[[Any], None]:
         """``handler`` for the events of ``cdp`` while it is the session's own: a tab the session
@@ -344,8 +377,8 @@ class PageState:
         if self.crashed:
             raise PlaywrightError("Page.enable: Target crashed")
         timeout_s = self.config.command_timeout_s
-        try:
-            await cdp.send("Page.enable", timeout_s=timeout_s)  # its own deadline (more on a saturated machine)
+        try:  # its own deadline; a page whose crash this session never saw would let it wait it out
+            await self._unless_crashed(cdp.send("Page.enable", timeout_s=timeout_s), "Page.enable")
         except CommandTimeout:
             if self.crashed:
                 raise PlaywrightError("Page.enable: Target crashed") from None
@@ -405,9 +438,3 @@ class PageState:
                     await asyncio.gather(*(frame.evaluate(SHOW_CARET) for frame in page.frames), return_exceptions=True)
         with contextlib.suppress(PlaywrightError):
             await within(cdp.detach(), self.config.open_timeout_s, "CDPSession.detach")
-
-
-def first_line(exc: BaseException) -> str:
-    """The first line of an exception's message (Playwright appends call logs)."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

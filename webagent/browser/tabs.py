@@ -5,6 +5,10 @@ A link with ``target=_blank`` or a ``window.open`` announces the new tab over CD
 it, as a user would. Under a navigation guard a new tab whose first navigation was refused is
 closed and the agent stays where it was. When the current tab closes itself, the session moves to
 the last open tab of its context.
+
+The policy sees the open tabs when there are several (``tabs``: index, title, URL, in the order
+they opened) and moves between them (``switch``) or closes one (``close``). The only tab left is
+never closed: a session always drives a page (``goto`` leaves one instead).
 """
 
 from __future__ import annotations
@@ -16,11 +20,20 @@ import time
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 
+from ..errors import ActionError
+from ..records import Tab
+from ..secrets import well_formed
 from .deadline import within
 from .devtools import DevToolsSession
 from .state import PageState
 
 __all__ = ["TabFollower"]
+
+#: Seconds a tab the agent does not drive gets to give its title (one that does not answer shows none).
+TITLE_S = 1.0
+#: A tab's title is listed on one line, cut to this many characters (a page's own text: it may hold
+#: line breaks that would pass for lines of the prompt).
+TITLE_CHARS = 80
 
 
 class TabFollower:
@@ -165,3 +178,66 @@ class TabFollower:
             with contextlib.suppress(PlaywrightError, TimeoutError):
                 await page.wait_for_event("close", timeout=1000)
         return page.is_closed() and any(not p.is_closed() for p in self._state.context.pages)
+
+    # -- the policy's tabs ----------------------------------------------------------------------
+    def open_pages(self) -> list[Page]:
+        """The context's open tabs, in the order they opened."""
+        return [p for p in self._state.context.pages if not p.is_closed()]
+
+    async def tabs(self, current_title: str) -> list[Tab]:
+        """The open tabs when there are several (none when there is one: nothing is read then)."""
+        pages = self.open_pages()
+        if len(pages) <= 1:
+            return []
+        titles = await asyncio.gather(*(self._title(p, current_title) for p in pages))
+        current = self._state.page
+        return [
+            Tab(index=i, title=" ".join(title.split())[:TITLE_CHARS], url=page.url, current=page is current)
+            for i, (page, title) in enumerate(zip(pages, titles, strict=True))
+        ]
+
+    async def _title(self, page: Page, current_title: str) -> str:
+        if page is self._state.page:
+            return current_title
+        try:
+            async with asyncio.timeout(TITLE_S):
+                return well_formed(await page.title())
+        except (PlaywrightError, TimeoutError):
+            return ""
+
+    def page_at(self, index: int) -> Page:
+        """The open tab at ``index``; an ActionError naming the tabs there are."""
+        pages = self.open_pages()
+        if not 0 <= index < len(pages):
+            there = f"tabs 0 to {len(pages) - 1}" if len(pages) > 1 else "only tab 0"
+            raise ActionError(f"there is no tab {index}: there are {there}")
+        return pages[index]
+
+    async def switch(self, index: int) -> Page | None:
+        """Drive the tab at ``index`` (brought to the front); None when it is the current one already."""
+        page = self.page_at(index)
+        if page is self._state.page:
+            return None
+        self._new_pages = [p for p in self._new_pages if p is not page]
+        self._state.switch_to(page)
+        with contextlib.suppress(PlaywrightError):
+            await within(page.bring_to_front(), self._state.config.command_timeout_s, "page.bring_to_front")
+        return page
+
+    async def close(self, index: int) -> Page:
+        """Close the tab at ``index`` (not the only one left); the session moves to the last tab
+        left when it drove that one. Returns the tab it drives then."""
+        page = self.page_at(index)
+        if len(self.open_pages()) == 1:
+            raise ActionError("close_tab refused: it is the only tab open (use goto to leave this page)")
+        timeout_s = self._state.config.open_timeout_s
+        try:
+            await within(page.close(), timeout_s, "page.close")
+        except PlaywrightError as exc:
+            raise ActionError(f"the tab did not close: {str(exc).splitlines()[0]}") from None
+        if page is self._state.page:
+            left = self.open_pages()
+            self._state.switch_to(left[-1])
+            with contextlib.suppress(PlaywrightError):
+                await within(left[-1].bring_to_front(), self._state.config.command_timeout_s, "page.bring_to_front")
+        return self._state.page

@@ -9,9 +9,9 @@ from typing import Any, NoReturn
 
 from .. import __version__
 from ..config import ROLES, AgentConfig, load_config
-from ..errors import ConfigError
 from ..families import DEFAULT_PROFILE, FAMILIES, PROFILES
 from ..serving.tokens import MCP_TOKEN_ENV, add_token_options
+from .secretflags import SECRET_FLAGS, add_secret_options, secret_overrides
 from .sessionflags import SESSION_FLAGS, add_session_options, session_overrides
 
 __all__ = [
@@ -42,6 +42,14 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_ray_options(parser: argparse.ArgumentParser, what: str, positional: str) -> None:
+    """``--trust-tasks`` and the Ray options of a command that runs a file of ``what``."""
+    parser.add_argument(
+        "--trust-tasks",
+        action="store_true",
+        help=f"{positional} is yours: its {what} may use secrets ({{{{NAME}}}}), signed-in states, upload folders, "
+        "proxies and credentials, and a local or file: start opens what one of 'webagent run' does (without it "
+        "the file is data: docs/security.md)",
+    )
     parser.add_argument(
         "--ray",
         nargs="?",
@@ -111,6 +119,13 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
         help="who places clicks on the screenshot: the policy in its reply (one request a step) or the "
         "localizer (default: the policy family's)",
     )
+    g.add_argument(
+        "--max-actions-per-turn",
+        type=int,
+        metavar="N",
+        help="actions one policy reply may carry, carried out in order up to the first that changes the page "
+        "(default: the policy family's, 1)",
+    )
     g.add_argument("--budget-calls", type=int, metavar="N", help="hard limit on model calls per run")
     g.add_argument("--budget-tokens", type=int, metavar="N", help="hard limit on tokens (all roles) per run")
     g.add_argument("--budget-usd", type=float, metavar="USD", help="hard limit on dollars per run (per-role prices)")
@@ -125,6 +140,16 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--viewport", metavar="WxH", help="viewport size in CSS pixels (default 1280x800)")
     g.add_argument("--ws-endpoint", metavar="URL", help="use a Playwright browser server (playwright run-server)")
     g.add_argument("--cdp-endpoint", metavar="URL", help="use a running Chromium's remote-debugging endpoint")
+    g.add_argument(
+        "--downloads",
+        choices=["keep", "refuse"],
+        help="what becomes of a file a page downloads: keep (default: saved in the run's downloads/ folder) "
+        "or refuse (cancelled)",
+    )
+    g.add_argument("--max-downloads", type=int, metavar="N", help="downloads a run keeps at most (default 20)")
+    g.add_argument(
+        "--max-download-mb", type=float, metavar="MB", help="a larger download is cancelled (default 100 MiB)"
+    )
     g = p.add_argument_group("safety (see the SECURITY section of the README)")
     g.add_argument(
         "--allow-domain",
@@ -138,13 +163,7 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
         choices=["auto", "allow", "block"],
         help="private/loopback addresses: auto (default) = blocked unless the start URL is local",
     )
-    g.add_argument(
-        "--secret",
-        action="append",
-        metavar="NAME=VALUE",
-        help="a secret the policy types as {{NAME}} without seeing it; repeatable "
-        "(prefer WEBAGENT_SECRET_<NAME>: command lines are visible to other users)",
-    )
+    add_secret_options(g)
     add_session_options(p)
 
 
@@ -386,6 +405,7 @@ _FLAGS: dict[str, str] = {
     "agent.max_time_s": "--max-time",
     "agent.screenshots_in_context": "--screenshots",
     "agent.grounding": "--grounding",
+    "agent.max_actions_per_turn": "--max-actions-per-turn",
     "policy.output": "--policy-output",
     "agent.budget_calls": "--budget-calls",
     "agent.budget_tokens": "--budget-tokens",
@@ -398,6 +418,9 @@ _FLAGS: dict[str, str] = {
     "browser.private_network": "--private-network",
     "browser.ws_endpoint": "--ws-endpoint",
     "browser.cdp_endpoint": "--cdp-endpoint",
+    "browser.downloads": "--downloads",
+    "browser.max_downloads": "--max-downloads",
+    "browser.max_download_mb": "--max-download-mb",
 }
 _FLAGS |= {f"{role}.{field}": f"--{role}-{field.replace('_', '-')}" for role in ROLES for field, _, _ in _ROLE_FIELDS}
 
@@ -405,8 +428,8 @@ _FLAGS |= {f"{role}.{field}": f"--{role}-{field.replace('_', '-')}" for role in 
 def cli_option(key: str) -> str | None:
     """The flag that sets a config key (``"policy.base_url"`` -> ``--policy-base-url``): how the
     CLI words a ``ConfigError`` about it."""
-    if key.startswith("secrets."):
-        return "--secret"
+    if key.startswith(("secrets.", "secret_hosts.")):
+        return SECRET_FLAGS[key.partition(".")[0]]
     return _FLAGS.get(key) or SESSION_FLAGS.get(".".join(key.split(".")[:2]))
 
 
@@ -421,9 +444,5 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
         if key not in overrides:
             overrides[key] = getattr(args, flag.removeprefix("--").replace("-", "_"))
     overrides["browser.headless"] = False if args.headed else None
-    for item in args.secret or []:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():  # the argument is not echoed: it may be the value itself
-            raise ConfigError("--secret expects NAME=VALUE, e.g. --secret PASSWORD=...; one argument had no NAME=")
-        overrides[f"secrets.{name.strip()}"] = value
+    overrides |= secret_overrides(args)
     return load_config(args.config, overrides=overrides, option=cli_option)

@@ -8,7 +8,10 @@ from pydantic import Field
 
 from ._base import Section
 
-__all__ = ["AgentSettings"]
+__all__ = ["MAX_ACTIONS_PER_TURN", "AgentSettings"]
+
+#: The most actions one policy reply may carry (``max_actions_per_turn``).
+MAX_ACTIONS_PER_TURN = 10
 
 
 class AgentSettings(Section):
@@ -38,6 +41,15 @@ class AgentSettings(Section):
         description="Who places a click, write or select on the screenshot: policy = the policy's own reply "
         "carries the point (one model request per step; families that ground their clicks); localizer = a "
         "separate localizer model (Surfer-H's three roles). Unset: the policy family's default",
+    )
+    max_actions_per_turn: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_ACTIONS_PER_TURN,
+        description="Actions one policy reply may carry, carried out in order with one observation after them; the "
+        "list stops at the first action that changes the URL or the page's structure (a navigation, a new tab, a "
+        "dialog, elements added or removed), the rest reported as not carried out. In JSON an actions list, as "
+        "native tool calls parallel calls. Unset: the policy family's default (1)",
     )
     history_screenshots: int = Field(
         default=3, ge=1, description="history: screenshots kept in the policy's conversation at most"

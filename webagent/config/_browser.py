@@ -74,6 +74,20 @@ class BrowserConfig(ContextSettings):
         default="auto",
         description="Private/loopback addresses: auto = blocked unless the start URL is local; allow; block",
     )
+    downloads: Literal["keep", "refuse"] = Field(
+        default="keep",
+        description="keep: a file a page downloads is saved in the run's downloads/ folder and told to the policy "
+        "(Downloaded: NAME (N bytes)); refuse: every download is cancelled and told",
+    )
+    max_downloads: int = Field(
+        default=20, ge=0, description="Downloads a run keeps; those past it are cancelled (told in one line)"
+    )
+    max_download_mb: float = Field(
+        default=100.0, gt=0, description="A download larger than this (MiB) is cancelled and told, never kept"
+    )
+    download_timeout_s: float = Field(
+        default=120.0, gt=0, description="A download not finished within this is cancelled and told"
+    )
 
     @field_validator("allowed_domains", "blocked_domains", mode="before")
     @classmethod

@@ -12,7 +12,8 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 
 from ..errors import ConfigError, OptionName
 from ..inputs import MAX_CONFIG_BYTES, MAX_NESTING, check_nesting, read_text
-from ..secrets import check_secret
+from ..safety import parse_rule
+from ..secrets import Secrets, check_secret
 from ._agent import AgentSettings
 from ._base import Section
 from ._browser import BrowserConfig
@@ -26,6 +27,8 @@ __all__ = ["ROLES", "SECRET_ENV_PREFIX", "SECTIONS", "AgentConfig", "load_config
 ROLES = ("policy", "localizer", "validator")
 SECTIONS = (*ROLES, "agent", "browser", "secrets")
 SECRET_ENV_PREFIX = "WEBAGENT_SECRET_"
+#: The keys of a ``[secrets]`` entry written as a table: ``NAME = { value = "...", hosts = [...] }``.
+_SECRET_TABLE = ("value", "hosts")
 
 
 class AgentConfig(Section):
@@ -40,6 +43,36 @@ class AgentConfig(Section):
         default_factory=dict,
         description="Values the policy types as {{NAME}} without ever seeing them ([secrets] or WEBAGENT_SECRET_<NAME>)",
     )
+    secret_hosts: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Where each secret may be typed: host rules (host, host:port, *.example.com) by secret name "
+        "([secrets] NAME = { value = ..., hosts = [...] }, --secret-host NAME=HOST). A secret without: the hosts of "
+        "[browser] allowed_domains, else the host of a start URL the operator chose, else nowhere",
+    )
+    variables: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        description="Values of a suite's ${NAME} variables (webagent test sets them): redacted from everything runs "
+        "write and send, shown as ${NAME}",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _secret_tables(cls, data: Any) -> Any:
+        """``[secrets] NAME = { value = "...", hosts = [...] }``: the value to ``secrets``, the hosts to
+        ``secret_hosts``."""
+        if not isinstance(data, dict) or not isinstance(data.get("secrets"), dict):
+            return data
+        if not any(isinstance(v, dict) for v in data["secrets"].values()):
+            return data
+        data = dict(data)
+        values, hosts = _split_secrets(data["secrets"])
+        given = data.get("secret_hosts") or {}
+        twice = sorted(set(hosts) & set(given)) if isinstance(given, dict) else []
+        if twice:
+            raise ValueError(f"the hosts of secret {twice[0]} are given twice: in its [secrets] table and secret_hosts")
+        data["secrets"] = values
+        data["secret_hosts"] = {**given, **hosts} if isinstance(given, dict) else given
+        return data
 
     @field_validator("secrets", mode="before")
     @classmethod
@@ -51,6 +84,46 @@ class AgentConfig(Section):
                     raise ValueError(f"secret {name} must be a string")
                 check_secret(str(name), raw)
         return v
+
+    @field_validator("secret_hosts", mode="before")
+    @classmethod
+    def _secret_hosts(cls, v: Any) -> Any:
+        if not isinstance(v, dict):
+            return v
+        rules: dict[str, Any] = {}
+        for name, entries in v.items():
+            if isinstance(entries, str):
+                entries = [entries]
+            if isinstance(entries, list):  # entries may also be comma-separated
+                entries = [part for item in entries for part in str(item).replace(",", " ").split()]
+                if not entries:
+                    raise ValueError(f"secret {name}: hosts is empty; name at least one host, or leave hosts out")
+                for entry in entries:
+                    try:
+                        parse_rule(entry)
+                    except ValueError as exc:
+                        raise ValueError(f"secret {name}: hosts: {exc}") from None
+            rules[name] = entries
+        return rules
+
+    @model_validator(mode="after")
+    def _hosts_of_secrets(self) -> AgentConfig:
+        unknown = sorted(set(self.secret_hosts) - set(self.secrets))
+        if unknown:
+            raise ValueError(
+                f"hosts are given for {unknown[0]}, which is not a secret: give its value too ([secrets] "
+                f"{unknown[0]} = {{ value = ..., hosts = [...] }}, WEBAGENT_SECRET_{unknown[0]} or --secret)"
+            )
+        return self
+
+    def secret_set(self) -> Secrets:
+        """The config's secrets, each with the hosts it may be typed on, and the suite variables' values
+        (redacted as ``${NAME}``)."""
+        return Secrets(
+            self.secrets,
+            hosts=self.secret_hosts,
+            variables={name: value.get_secret_value() for name, value in self.variables.items()},
+        )
 
     @model_validator(mode="after")
     def _policy_contract(self) -> AgentConfig:
@@ -158,6 +231,14 @@ def load_config(
         _check_keys(data, file_source)
         for section, table in data.items():
             sources.update({f"{section}.{field}": file_source for field in table})
+        if "secrets" in data:
+            try:
+                data["secrets"], hosts = _split_secrets(data["secrets"])
+            except ValueError as exc:
+                raise ConfigError(f"invalid secret (from {file_source}): {exc}", key="secrets") from None
+            if hosts:
+                data["secret_hosts"] = hosts
+                sources.update({f"secret_hosts.{name}": file_source for name in hosts})
     for key, (name, value) in _env_overrides(os.environ if env is None else env).items():
         _set_dotted(data, key, value)
         sources[key] = name
@@ -220,9 +301,37 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, tuple[str, Any]]:
 
 def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
     section, _, field = key.partition(".")
-    if section not in SECTIONS or not field:
+    if section not in (*SECTIONS, "secret_hosts") or not field:
         raise ConfigError(f"unknown setting {key!r}")
+    if section == "secrets" and isinstance(value, dict):  # {"value": ..., "hosts": [...]}
+        try:
+            values, hosts = _split_secrets({field: value})
+        except ValueError as exc:
+            raise ConfigError(f"invalid secret: {exc}", key=key) from None
+        value = values[field]
+        if field in hosts:
+            data.setdefault("secret_hosts", {})[field] = hosts[field]
     data.setdefault(section, {})[field] = value
+
+
+def _split_secrets(entries: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``[secrets]`` entries (a value, or a table of ``value`` and ``hosts``) as the values and the
+    hosts by name; ValueError (never quoting a value) for a table that is not one."""
+    values: dict[str, Any] = {}
+    hosts: dict[str, Any] = {}
+    for name, entry in entries.items():
+        if not isinstance(entry, dict):
+            values[name] = entry
+            continue
+        unknown = sorted(set(entry) - set(_SECRET_TABLE))
+        if unknown:
+            raise ValueError(f"secret {name}: unknown key {unknown[0]!r} (a table takes value and hosts)")
+        if "value" not in entry:
+            raise ValueError(f'secret {name}: the table has no value (NAME = {{ value = "...", hosts = [...] }})')
+        values[name] = entry["value"]
+        if "hosts" in entry:
+            hosts[name] = entry["hosts"]
+    return values, hosts
 
 
 def _describe_validation(exc: ValidationError, sources: Mapping[str, str], file_source: str) -> str:
@@ -235,8 +344,10 @@ def _describe_validation(exc: ValidationError, sources: Mapping[str, str], file_
     if err["type"] == "extra_forbidden":
         return f"unknown config key {loc!r}{where}"
     msg = err["msg"].removeprefix("Value error, ")
-    if err["loc"][0] == "secrets":  # never quote a secret's value
-        return f"invalid secret{where}: {msg}"
+    if err["loc"][0] in ("secrets", "variables"):  # never quote a secret's value
+        return f"invalid {'secret' if err['loc'][0] == 'secrets' else 'suite variable'}{where}: {msg}"
+    if err["loc"][0] == "secret_hosts":
+        return f"invalid secret hosts{where}: {msg}"
     if len(err["loc"]) > 1 and err["loc"][1] in ("proxy", "http_credentials"):  # they may hold a password
         return f"invalid value for {loc}{where}: {msg}"
     got = f" (got {err.get('input')!r})" if "got" not in msg else ""

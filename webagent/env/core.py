@@ -43,24 +43,25 @@ from typing import Any
 
 import structlog
 
-from ..actions import Answer
+from ..actions import Answer, Scroll, points_of
 from ..agent import Agent
 from ..batch.tasks import TaskSpec, reference_matches
 from ..browser.session import BrowserSession
 from ..budget import Budget
 from ..config import AgentConfig
+from ..downloads import FOLDER_NAME, DownloadFolder
 from ..errors import BrowserError, ConfigError, InputError, LocalizationError, NavigationError
 from ..images import Screenshot
 from ..inputs import check_text
-from ..loop import Episode
+from ..loop import Episode, Placed
 from ..model.client import Message
 from ..model.parsing import ReplyParseError
-from ..records import Point, RunResult, Step, ToolCall
+from ..records import DownloadedFile, RunResult, Step, ToolCall
 from ..roles.contract import Decision
 from ..runs.trajectory import RunFiles
 from ..runtime import RunSpec
 from .clock import PageClock
-from .inputs import Action, TaskInput, TaskSource, as_task, needs_point, point_at, read_policy, start_policy
+from .inputs import Action, TaskInput, TaskSource, as_task, point_at, read_policy, start_policy
 from .lease import SessionLease, lease_keeper
 from .rewards import RewardMode, judge_for, required_roles
 from .tasks import BenchmarkTask
@@ -158,6 +159,8 @@ class WebEnv:
         self._run: _Running | None = None
         self._last_obs: Observation | None = None  # what a step on a session closed under it returns
         self._files = RunFiles(None)
+        #: Where the episode keeps its pages' downloads (a temporary folder is removed at the next reset or close).
+        self._downloads: DownloadFolder | None = None
 
     @property
     def done(self) -> bool:
@@ -194,8 +197,10 @@ class WebEnv:
         environment cannot make (the start page does not open, the browser fails) raises; so does a
         start URL its source may not open (InputError, NavigationError). With a seed (a benchmark
         task always has one) the page runs on the seeded clock. With ``output_dir`` the run
-        directory is written as by ``Agent`` (exportable). ``source``: who this task comes from
-        (default: the environment's ``tasks_from``).
+        directory is written as by ``Agent`` (exportable), the pages' downloads in its
+        ``downloads/``; without, they are kept in a private temporary folder until the next
+        ``reset`` or ``aclose``. ``source``: who this task comes from (default: the environment's
+        ``tasks_from``).
         """
         await self._end_episode("the environment was reset")
         spec = as_task(task, seed)
@@ -211,6 +216,9 @@ class WebEnv:
         url, policy = await start_policy(self.agent.runtime, spec, source or self.tasks_from)
         self.task, self.result = spec, None
         self._files = RunFiles(output_dir)
+        self._forget_downloads()
+        folder = DownloadFolder(Path(output_dir) / FOLDER_NAME) if output_dir is not None else None
+        self._downloads = self.agent.runtime.download_folder(folder)
         stack = contextlib.AsyncExitStack()
         lease = SessionLease(stack, idle_timeout_s=self.idle_timeout_s)
         box = _Session()
@@ -221,6 +229,7 @@ class WebEnv:
             task=spec if isinstance(spec, BenchmarkTask) else None,
             policy=policy,
             budgets=self.agent.runtime.run_budgets(shared=self.budgets) if self.budgets else None,
+            downloads=self._downloads,
         )
         async with lease.use():  # not reaped while it starts, however long that takes
             return await self._start(spec, run, seed, lease, box)
@@ -263,14 +272,23 @@ class WebEnv:
 
     # -- step --------------------------------------------------------------------------------------
 
-    async def step(self, action: Action, *, point: tuple[float, float] | None = None) -> StepResult:
+    async def step(
+        self,
+        action: Action,
+        *,
+        point: tuple[float, float] | None = None,
+        to_point: tuple[float, float] | None = None,
+    ) -> StepResult:
         """Carry out one action; returns (observation, reward, terminated, truncated, info).
 
         ``action``: a PolicyReply, the policy's reply text, or its JSON as a dict (a whole reply or
         just ``{"action": ...}``). An unusable action is a failed step (told to the policy), not an
         exception. ``point``: where to click, in pixels of the observation's screenshot, instead of
-        asking the localizer. ``info``: ``step``, ``outcome``, ``error``, ``verdict``,
-        ``reference_match``, ``task`` (a benchmark page's own figures); when the episode ends
+        asking the localizer (a scroll: the panel the wheel turns over); ``to_point``: where a drag
+        is released. They place the reply's first action; with several actions a turn the others
+        are placed by the reply's own points or the localizer. ``info``: ``step``, ``outcome``, ``error``, ``verdict``,
+        ``reference_match``, ``task`` (a benchmark page's own figures), ``downloads`` (the files its
+        pages downloaded and it kept, up to the observation returned: ``DownloadedFile``); when the episode ends
         ``result``, and when truncated ``truncated_by`` and (the environment's failures) ``failure``.
         """
         run = self._run
@@ -282,19 +300,25 @@ class WebEnv:
             await self._end()
             return self._lost(reason)
         async with run.lease.use():
-            return await self._step(run, action, point)
+            return await self._step(run, action, point, to_point)
 
-    async def _step(self, run: _Running, action: Action, point: tuple[float, float] | None) -> StepResult:
+    async def _step(
+        self,
+        run: _Running,
+        action: Action,
+        point: tuple[float, float] | None,
+        to_point: tuple[float, float] | None,
+    ) -> StepResult:
         episode, step, obs = run.episode, run.step, run.obs
         assert step is not None and obs is not None
         episode.resume()  # the time the policy took to decide is not the run's
-        contract = episode.roles.policy.contract(episode.grounding == "policy")
+        contract = episode.roles.policy.contract(episode.grounding == "policy", episode.max_actions)
         raw: str | None = action if isinstance(action, str) else None
         calls: tuple[ToolCall, ...] = ()
-        usable: tuple[Any, Point | None] | None = None
+        usable: tuple[Decision, list[Placed]] | None = None
         try:  # before the step runs: a ConfigError (no localizer, no point) leaves the step to retry
             decision, raw, calls = read_policy(action, contract, obs.screenshot.frame)
-            usable = (decision.reply, self._point(decision, obs, point))
+            usable = (decision, self._places(decision, obs, point, to_point, grounded=episode.grounding == "policy"))
         except (ReplyParseError, LocalizationError) as exc:
             error = str(exc)
 
@@ -302,7 +326,18 @@ class WebEnv:
             if usable is None:
                 episode.unusable_reply(step, error, raw=raw, tool_calls=calls)
             else:
-                await episode.apply(step, usable[0], point=usable[1], raw=raw, tool_calls=calls)
+                decision, places = usable
+                first = places[0]
+                await episode.apply(
+                    step,
+                    decision.reply,
+                    point=first.point,
+                    target=first.target,
+                    rest=places[1:],
+                    raw=raw,
+                    tool_calls=calls,
+                    dropped=decision.dropped,
+                )
             if run.clock is not None and episode.result is None:
                 await run.clock.step()  # the page's time of a step, before its task is checked
 
@@ -318,10 +353,13 @@ class WebEnv:
             "verdict": step.verdict,
             "reference_match": self._reference_match(step),
             "task": dict(episode.task_state.info) if episode.task_state is not None else None,
+            "downloads": self._downloads_kept(run),
         }
         if result is None:
             try:
-                return await self._observe(), 0.0, False, False, info
+                observed = await self._observe()
+                info["downloads"] = self._downloads_kept(run)  # those its observation told too
+                return observed, 0.0, False, False, info
             except BrowserError as exc:
                 result = episode.finish(
                     "error", f"the browser failed while observing the page: {exc}", infrastructure=exc.infrastructure
@@ -353,21 +391,57 @@ class WebEnv:
         info = {"truncated_by": "session", "failure": reason, "result": self.result, "step": None}
         return last, 0.0, False, True, info
 
+    def _downloads_kept(self, run: _Running) -> list[DownloadedFile]:
+        """The files the episode's pages downloaded and its session kept so far (redacted)."""
+        session = run.box.session
+        return [self.agent.secrets.redact_model(d) for d in session.downloads] if session is not None else []
+
+    def _forget_downloads(self) -> None:
+        """Remove the last episode's temporary download folder (a given one is its run directory's)."""
+        if self._downloads is not None:
+            self._downloads.remove()
+        self._downloads = None
+
     def _browser_gone(self, run: _Running) -> bool:
         session = run.box.session
         return session is not None and session.browser_crashed
 
-    def _point(self, decision: Decision, obs: Observation, point: tuple[float, float] | None) -> Point | None:
-        if not needs_point(decision.reply):
-            return None
-        point = point if point is not None else decision.point
-        if point is None:
-            if not self.agent.config.localizer.endpoints() or not self.agent.config.localizer.model:
-                raise ConfigError(
-                    "no localizer model is configured: pass point=(x, y) to step() or configure [localizer]"
+    def _places(
+        self,
+        decision: Decision,
+        obs: Observation,
+        point: tuple[float, float] | None,
+        to_point: tuple[float, float] | None,
+        *,
+        grounded: bool,
+    ) -> list[Placed]:
+        """Where each action of the reply acts: the caller's points for the first, else the reply's
+        own (grounded), else the localizer's (asked during the step); a ConfigError when an action
+        needs a point and no localizer is configured (a grounded scroll without one turns the
+        wheel at the page's centre)."""
+        frame = obs.screenshot.frame
+        places: list[Placed] = []
+        for i, (action, spot) in enumerate(zip(decision.reply.actions, decision.spots, strict=True)):
+            wanted = points_of(action)
+            given = (point, to_point) if i == 0 and point is not None else (spot.point, spot.target)
+            if wanted == 0 and not (isinstance(action, Scroll) and given[0] is not None):
+                places.append(Placed())
+                continue
+            missing = given[0] is None or (wanted == 2 and given[1] is None)
+            if missing and not grounded and not self._has_localizer():
+                needs = "point=(x, y) and to_point=(x, y)" if wanted == 2 else "point=(x, y)"
+                raise ConfigError(f"no localizer model is configured: pass {needs} to step() or configure [localizer]")
+            places.append(
+                Placed(
+                    point_at(frame, given[0]) if given[0] is not None else None,
+                    point_at(frame, given[1]) if given[1] is not None and wanted == 2 else None,
                 )
-            return None
-        return point_at(obs.screenshot.frame, point)
+            )
+        return places
+
+    def _has_localizer(self) -> bool:
+        localizer = self.agent.config.localizer
+        return bool(localizer.endpoints() and localizer.model)
 
     def _reference_match(self, step: Step) -> bool | None:
         task = self.task
@@ -417,6 +491,7 @@ class WebEnv:
     async def aclose(self) -> None:
         """End the running episode (if any); close the agent if this environment made it."""
         await self._end_episode("the environment was closed")
+        self._forget_downloads()
         if self._owns_agent:
             await self.agent.aclose()
 

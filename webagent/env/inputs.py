@@ -4,7 +4,8 @@ A task is a ``TaskSpec`` or a dict (``{"url", "goal", "reference"?}``), a benchm
 (``"miniwob/click-button"``, with a seed) or a ``BenchmarkTask``. An action is the policy's reply
 (its text, its JSON as a dict in any family's shape, a native tool call, or a ``PolicyReply``), or a
 dict of one action; a grounded reply's point places its click; ``point`` places an
-element action in screenshot pixels instead of asking the localizer.
+element action (or a scroll over a panel) in screenshot pixels instead of asking the localizer, and
+``to_point`` a drag's release point.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
-from ..actions import ClickElement, PolicyReply, SelectOption, WriteElement
+from ..actions import PolicyReply, points_of
 from ..batch.tasks import TaskSpec
 from ..errors import InputError, LocalizationError
 from ..images import Frame
@@ -144,8 +145,10 @@ def _tool_call(data: Mapping[str, Any]) -> ToolCall | None:
     return ToolCall(id=str(data.get("id") or "call_0"), name=function["name"], arguments=text)
 
 
-def needs_point(reply: PolicyReply) -> bool:
-    return isinstance(reply.action, ClickElement | WriteElement | SelectOption)
+def needs_point(reply: PolicyReply) -> int:
+    """How many points the reply's (first) action is placed at: 0, 1, or 2 for a drag (its element and
+    its target)."""
+    return points_of(reply.action)
 
 
 def point_at(frame: Frame, point: tuple[float, float]) -> Point:

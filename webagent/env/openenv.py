@@ -10,10 +10,11 @@ Reset takes ``task`` (a benchmark task's name such as ``miniwob/click-button``, 
 task set (``webagent.env.deck``, ``--tasks``) gives the next one. A client's web task is a remote
 client's (``WebEnv(tasks_from="client")``: http(s) only, private addresses only when the operator
 allowed them). Step takes a ``WebAction``: the policy's ``reply`` (its text or JSON) or one
-``action`` dict, and an optional ``point`` in screenshot pixels. An episode ending truncated for
-its own reasons (out of steps or time) is ``done`` with reward 0 and ``truncated_by`` set. **An
-infrastructure failure** (a dead browser, a model server down, the run's or the server's budget
-spent, a session closed for idling) **is raised**: the step answers openenv-core's error message
+``action`` dict, an optional ``point`` in screenshot pixels and, for a drag, ``to_point``. An
+episode ending truncated for its own reasons (out of steps or time) is ``done`` with reward 0 and
+``truncated_by`` set. **An infrastructure failure** (a dead browser, a model server down, the
+run's or the server's budget spent, a session closed for idling) **is raised**: the step answers
+openenv-core's error message
 (``EXECUTION_ERROR``), whose clients raise it, so the trainer drops the rollout instead of
 training on a 0.0; ``/state`` then shows ``failure``.
 
@@ -91,6 +92,9 @@ class WebAction(Action):  # type: ignore[misc]
     reply: str | dict[str, Any] | None = Field(default=None, description="The policy's reply: its text or JSON")
     action: dict[str, Any] | None = Field(default=None, description='One action, e.g. {"action": "scroll", ...}')
     point: tuple[float, float] | None = Field(default=None, description="Where to act, in screenshot pixels")
+    to_point: tuple[float, float] | None = Field(
+        default=None, description="Where a drag is released, in screenshot pixels"
+    )
 
 
 class WebObservation(Observation):  # type: ignore[misc]
@@ -111,6 +115,11 @@ class WebObservation(Observation):  # type: ignore[misc]
     truncated: bool = False
     truncated_by: str | None = Field(default=None, description="max_steps or max_time when truncated")
     task: dict[str, Any] | None = Field(default=None, description="A benchmark page's own figures")
+    downloads: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="The files the episode's pages downloaded and the server kept so far: name, path (on the "
+        "server), bytes, url",
+    )
 
 
 class WebState(State):  # type: ignore[misc]
@@ -188,7 +197,9 @@ class WebagentEnvironment(Environment):  # type: ignore[misc]
             raise InputError("a step needs 'reply' (the policy's reply) or 'action'")
         if len(given if isinstance(given, str) else json.dumps(given, default=str)) > MAX_INPUT:
             raise InputError(f"the step's reply is longer than {MAX_INPUT} characters")
-        obs, reward, terminated, truncated, info = await self.env.step(given, point=action.point)
+        obs, reward, terminated, truncated, info = await self.env.step(
+            given, point=action.point, to_point=action.to_point
+        )
         state = self._state
         state.step_count += 1
         if terminated or truncated:
@@ -200,6 +211,7 @@ class WebagentEnvironment(Environment):  # type: ignore[misc]
         out.reward, out.done = reward, terminated or truncated
         out.terminated, out.truncated, out.truncated_by = terminated, truncated, info.get("truncated_by")
         out.outcome, out.error, out.task = info.get("outcome") or "", info.get("error"), info.get("task")
+        out.downloads = [d.model_dump(mode="json") for d in info.get("downloads") or []]
         return out
 
     @property

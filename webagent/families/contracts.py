@@ -69,6 +69,12 @@ TOOL_NAMES: Mapping[str, str] = {
     "refresh": "refresh",
     "wait": "wait",
     "upload_file": "upload_file",
+    "hover_element": "hover",
+    "double_click_element": "double_click",
+    "right_click_element": "right_click",
+    "drag_element": "drag",
+    "switch_tab": "switch_tab",
+    "close_tab": "close_tab",
     "ask_user": "ask_user",
     "answer": "answer",
 }
@@ -111,6 +117,9 @@ class PolicyContract:
     validator: ValidatorContext = "separate"
     """The default of ``[agent] validator_context`` for this family, when the validator is the
     policy's model at the policy's servers (a separate request otherwise)."""
+    max_actions: int = 1
+    """The default of ``[agent] max_actions_per_turn`` for this family: how many actions one reply
+    may carry (in JSON, a list; as native tool calls, parallel calls)."""
 
     def judged_in(self, setting: ValidatorContext | None, follows: bool) -> ValidatorContext:
         """What the validator judges answers in: ``setting`` (``[agent] validator_context``) when

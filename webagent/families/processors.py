@@ -18,7 +18,7 @@ Nemotron processor to its tile grid). Two kinds exist among the registered famil
 So the policy is sent the screenshot its grounding needs (one capture per step) and its family
 sets the processor's limit instead: ``max_num_tiles`` for a tiling processor. A second capture at
 a policy-specific size was measured at +30 ms of CPU per click step for no tokens saved
-(docs/benchmarks.md).
+(docs/benchmarks-history.md, 2026-11-26, "Prompt tokens per step").
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from __future__ import annotations
 from .episode import Episode
 from .human import HumanHandler, HumanRequest
 from .meter import Meter
-from .page import PageDriver, Roles, perform
+from .page import PageDriver, Placed, Roles, perform
 from .task import TaskCheck, TaskHook
 from .verdicts import Judge, Verdicts
 
@@ -35,6 +35,7 @@ __all__ = [
     "Judge",
     "Meter",
     "PageDriver",
+    "Placed",
     "Roles",
     "TaskCheck",
     "TaskHook",

@@ -13,48 +13,43 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import structlog
 
-from ..actions import Action, Answer, AskUser, ElementAction, PolicyReply, describe_action
 from ..budget import Budget
 from ..config import AgentSettings
 from ..errors import (
-    ActionError,
     BrowserError,
     BudgetExceeded,
     ConfigError,
-    LocalizationError,
     ModelError,
-    ModelReplyError,
 )
 from ..images import Screenshot
 from ..model.client import Message
-from ..records import Point, PolicyState, PromptContext, RunResult, Step, StopReason, ToolCall, Verdict
-from ..replay import CachedStep, StepReplay, fingerprint
-from ..roles.prompting import reply_text
-from ..secrets import shorten
+from ..records import DownloadedFile, PolicyState, RunResult, Step, StopReason
+from ..replay import StepReplay
 from ..uploads import AllowedFiles
+from .acting import Hands
+from .briefing import Briefing
 from .clock import RunClock
-from .human import HumanHandler, HumanRequest
+from .human import HumanHandler
 from .meter import Meter
-from .page import PageDriver, Roles, perform
-from .progress import ProgressTracker
+from .page import PageDriver, Roles
 from .task import TaskCheck, TaskHook
+from .turn import StepWork
 from .verdicts import Judge, Verdicts
 
 __all__ = ["Episode"]
 
 log = structlog.get_logger("webagent.loop")
-NOTE_MAX_CHARS = 400
 #: The final answer is asked for when less than this share of ``max_time_s`` is left (at most
 #: ``FINAL_RESERVE_MAX_S``); at ``max_time_s`` the run ends wherever it is.
 FINAL_RESERVE = 0.25
 FINAL_RESERVE_MAX_S = 60.0
 
 
-class Episode:
+class Episode(StepWork):
     """One task on one page. Iterate ``steps()`` (or drive it step by step); ``result`` is set when it ends."""
 
     def __init__(
@@ -73,14 +68,17 @@ class Episode:
         task: TaskHook | None = None,
         uploads: AllowedFiles | None = None,
         human: HumanHandler | None = None,
+        downloads: Callable[[], Sequence[DownloadedFile]] | None = None,
     ) -> None:
         """``navigate``: open ``url`` first (False: start from the page as it is, ``url`` being its URL);
         ``task``: a task that rewards itself (``loop.task``): started once the page is open, checked
         after each step; its verdict ends the run and is the run's success and reward; ``uploads``:
         the files ``upload_file`` may name; ``human``: who answers ``ask_user`` (``loop.human``;
-        None: the run ends ``needs_human``)."""
+        None: the run ends ``needs_human``); ``downloads``: the files the pages downloaded and the
+        session kept so far (the result lists them)."""
         self.uploads = uploads
         self.human = human
+        self._downloads = downloads
         self.roles = roles
         self.navigate = navigate
         self.replay = replay
@@ -96,14 +94,14 @@ class Episode:
         #: Whether the policy places its own clicks (one request per step) or the localizer does.
         self.grounding = roles.policy.grounding(settings)
         self._grounded = self.grounding == "policy"
+        #: How many actions one reply may carry (``max_actions_per_turn``).
+        self.max_actions = roles.policy.max_actions(settings)
+        self._hands = Hands(page, roles.localizer, self.meter, uploads, grounded=self._grounded)
         # One capture per step, at the size the role that reads its coordinates needs.
         self._frame = roles.policy.frame(*page.viewport) if self._grounded else roles.localizer.frame(*page.viewport)
         self._shots: deque[Screenshot] = deque(
             maxlen=max(settings.screenshots_in_context, settings.validator_screenshots)
         )
-        self._notes: list[str] = []
-        self._recent: deque[str] = deque(maxlen=max(settings.recent_actions, 1))
-        self._progress = ProgressTracker(settings.repeat_warning_after)
         self.verdicts = Verdicts(roles.validator, self.meter, goal=goal, judge=judge, expect=expect)
         self.clock = RunClock(settings.max_time_s)
         self._t0 = 0.0
@@ -113,14 +111,10 @@ class Episode:
         self._opened: bool | None = None  # what open() returned (None: not yet)
         self._limit: asyncio.Timeout | None = None  # the step's time limit, moved on by a person's answer
         self._infrastructure = False  # the error that stops the run is the infrastructure's (errors.py)
-        #: The policy's prompt strategy (the one owner of its conversation); ``_messages``: its last
-        #: request; ``_reply``: the reply given to it (its text as returned, its tool calls).
-        self._prompt = roles.policy.prompt(settings)
-        self._messages: list[Message] = []
-        self._reply: tuple[str | None, tuple[ToolCall, ...]] = (None, ())
-        #: Whether the step's reply came from the policy model this episode asked (not from a policy
-        #: outside the process, ``WebEnv``'s, whose conversation no server of ours holds).
-        self._asked = False
+        #: The error that ended the run, if one did (a crash, a model server down: what a batch re-runs for).
+        self.error: ModelError | BrowserError | None = None
+        #: What the policy is told: its notes, recent actions, progress and conversation.
+        self._told = Briefing(roles.policy, settings)
         #: What the validator judges answers in: the policy's conversation, or a request of its own.
         self.judging = roles.policy.spec.judged_in(settings.validator_context, roles.validator.follows_policy)
         if self.judging == "conversation" and roles.validator.client.model != roles.policy.client.model:
@@ -147,7 +141,7 @@ class Episode:
 
     def policy_messages(self, state: PolicyState) -> list[Message]:
         """The policy request of the step last observed (``state``: what ``observe`` returned)."""
-        return list(self._messages)
+        return list(self._told.messages)
 
     # -- driving ---------------------------------------------------------------------------------
 
@@ -229,6 +223,7 @@ class Episode:
             step.error = str(exc)
             self._stop = ("error", str(exc))
             self._infrastructure = exc.infrastructure
+            self.error = exc
             log.warning("run_error", error=str(exc))
         except BudgetExceeded as exc:
             step.outcome = f"stopped: {exc}"
@@ -290,6 +285,7 @@ class Episode:
             replayed_steps=self.replay.replayed if self.replay else 0,
             calls_saved=self.replay.calls_saved if self.replay else 0,
             grounding=self.grounding,
+            downloads=list(self._downloads()) if self._downloads is not None else [],
         )
         return self.result
 
@@ -308,239 +304,3 @@ class Episode:
             return self.page.url
         except Exception:
             return ""
-
-    # -- one step ----------------------------------------------------------------------------------
-
-    async def _turn(self, step: Step) -> None:
-        """One step with the policy model (or a replayed recording)."""
-        await self.observe(step)
-        if self.replay is not None:
-            cached = await self._replayable(step)
-            if cached is not None:
-                reply = PolicyReply(note=cached.note, thought="(replayed from the cache)", action=cached.action)
-                await self.apply(step, reply, point=cached.point, verdict=cached.verdict)
-                return
-        self.meter.reserve()
-        t1 = time.perf_counter()
-        frame = self._shots[-1].frame
-        try:
-            decision, call = await self.roles.policy.decide(self._messages, frame, grounded=self._grounded)
-        except ModelReplyError as exc:
-            self.meter.charge_failed(step, exc)
-            failed = exc.call
-            raw = failed.raw[-1] if failed and failed.raw else None
-            self.unusable_reply(step, str(exc), raw=raw, tool_calls=failed.tool_calls if failed else ())
-            return
-        finally:
-            step.timings.policy_s = time.perf_counter() - t1
-        self.meter.charge(step, call)
-        self._asked = True
-        point = None
-        if decision.point is not None:
-            point = Point(image=decision.point, viewport=frame.to_css(*decision.point))
-        await self.apply(
-            step, decision.reply, point=point, raw=call.raw[-1] if call.raw else None, tool_calls=call.tool_calls
-        )
-
-    async def _replayable(self, step: Step) -> CachedStep | None:
-        """Fingerprint the observation; the recorded step to replay if it matches."""
-        assert self.replay is not None and step.image is not None
-        text = await self.page.page_text()
-        step.fingerprint = fingerprint(step.url, step.title, text, step.image, start_url=self.url)
-        cached = self.replay.lookup(step.fingerprint)
-        step.replayed = cached is not None
-        return cached
-
-    async def observe(self, step: Step) -> PolicyState:
-        """Screenshot, title and events into ``step``; the policy's inputs for it."""
-        self._t0 = t0 = time.perf_counter()
-        shot = await self.page.screenshot(self._frame)
-        self._shots.append(shot)
-        step.image = shot
-        step.image_size = (shot.frame.image_width, shot.frame.image_height)
-        step.grounding = self.grounding
-        step.title = await self.page.title()
-        step.events = self.page.drain_events()
-        progress = self._progress.observe(step.url, shot, events=bool(step.events))
-        step.unchanged, step.repeated = progress.unchanged, progress.repeated
-        step.timings.observe_s = time.perf_counter() - t0
-        state = self.roles.policy.state(
-            goal=self.goal,
-            url=step.url,
-            step=step.index,
-            max_steps=self.settings.max_steps,
-            notes=self._visible_notes(),
-            recent=list(self._recent) if self.settings.recent_actions else [],
-            events=list(step.events),
-            feedback=self.verdicts.standing,
-            final=step.kind == "final",
-            progress=progress.line,
-            outcome=self._recent[-1] if self._recent else None,
-        )
-        self._messages = self._prompt.observe(state, shot)
-        self._asked = False
-        policy = self.roles.policy
-        step.context = PromptContext(
-            policy=state,
-            family=policy.family,
-            output=policy.output,
-            grounding=self.grounding,
-            localizer_profile=None if self._grounded else self.roles.localizer.profile.name,
-            expect=self.verdicts.expect,
-        )
-        self._prompt.record(step.context)
-        return state
-
-    def unusable_reply(
-        self, step: Step, error: str, *, raw: str | None = None, tool_calls: Sequence[ToolCall] = ()
-    ) -> None:
-        """Record a policy reply that could not be used (``raw``: its text; ``tool_calls``: its native
-        tool calls); the policy is told at the next step."""
-        self._replied(step, raw, tool_calls)
-        step.error = error
-        step.outcome = "failed: the policy's reply was unusable"
-        self._recent.append(f"step {step.index}: (no valid action) -> {step.outcome}")
-
-    async def apply(
-        self,
-        step: Step,
-        reply: PolicyReply,
-        *,
-        point: Point | None = None,
-        verdict: Verdict | None = None,
-        raw: str | None = None,
-        tool_calls: Sequence[ToolCall] = (),
-    ) -> None:
-        """Carry out the policy's reply (``point``: where its element is, the localizer skipped;
-        ``verdict``: skip the validator; ``raw``: the reply's text as the model gave it, else its
-        JSON; ``tool_calls``: its native tool calls)."""
-        self._replied(step, reply.model_dump_json() if raw is None and not tool_calls else raw, tool_calls)
-        step.note, step.thought, step.action = reply.note, reply.thought, reply.action
-        note = shorten(" ".join(reply.note.split()), NOTE_MAX_CHARS)
-        if note and (not self._notes or self._notes[-1] != note):
-            self._notes.append(note)
-        action = reply.action
-        if step.kind == "final" and not isinstance(action, Answer):
-            step.outcome = "no answer given at the final step"
-            return
-        try:
-            step.outcome = await self._perform(step, action, point, verdict)
-        except (ActionError, LocalizationError, ModelReplyError) as exc:
-            if isinstance(exc, ModelReplyError | LocalizationError):
-                self.meter.charge_failed(step, exc)
-            step.error = str(exc)
-            step.outcome = f"failed: {exc}"
-        self._progress.acted(action if step.error is None else None)
-        self._recent.append(f"step {step.index}: {describe_action(action)} -> {step.outcome}")
-        step.timings.total_s = time.perf_counter() - self._t0
-
-    async def _perform(
-        self, step: Step, action: Action, point: Point | None = None, verdict: Verdict | None = None
-    ) -> str:
-        if isinstance(action, Answer):
-            return await self._validate(step, action, verdict)
-        if isinstance(action, AskUser):
-            return await self._ask(step, action)
-        if isinstance(action, ElementAction):
-            step.element = action.element
-            frame = self._shots[-1].frame
-            if point is not None and not frame.contains(*point.image):
-                x, y = point.image
-                raise LocalizationError(
-                    f"the policy placed {action.element!r} at ({x:g}, {y:g}), outside the "
-                    f"{frame.image_width}x{frame.image_height} screenshot"
-                )
-        if point is not None:
-            step.point = point
-        elif isinstance(action, ElementAction):
-            self.meter.reserve()
-            t = time.perf_counter()
-            try:
-                point, call = await self.roles.localizer.locate(action.element, self._shots[-1])
-                self.meter.charge(step, call)
-            finally:
-                step.timings.localize_s = time.perf_counter() - t
-            step.point = point
-        before = self.page.url
-        t = time.perf_counter()
-        try:
-            outcome = await perform(self.page, action, point, self.uploads)
-        finally:
-            step.timings.act_s = time.perf_counter() - t
-        after = self.page.url
-        if after != before:
-            outcome += f", now at {after}"
-        return outcome
-
-    async def _ask(self, step: Step, action: AskUser) -> str:
-        """Hand the question to a person (the run's clock paused meanwhile); their answer is the
-        outcome. No one to ask, no answer, or none in time: the run ends ``needs_human``."""
-        question = action.question
-        if self.human is None:
-            self._stop = ("needs_human", f"the agent needs a person to go on: {question}")
-            return "stopped: a person is needed (no one to ask in this run)"
-        request = HumanRequest(question=question, goal=self.goal, url=step.url, title=step.title, step=step.index)
-        timeout_s = self.settings.ask_user_timeout_s
-        # The person's time is not the run's: the clock and the step's limit stop while they answer.
-        limit = self._limit
-        deadline = limit.when() if limit is not None else None
-        if limit is not None:
-            limit.reschedule(None)
-        t0 = time.monotonic()
-        self.clock.pause()
-        try:
-            async with asyncio.timeout(timeout_s):
-                answer = await self.human(request)
-        except TimeoutError:
-            answer, why = None, f"no answer within {timeout_s:g} s"
-        else:
-            why = "the person did not answer"
-        finally:
-            self.clock.resume()
-            if limit is not None and deadline is not None:
-                limit.reschedule(deadline + (time.monotonic() - t0))
-        if answer is None or not answer.strip():
-            self._stop = ("needs_human", f"the agent needs a person to go on ({why}): {question}")
-            return f"stopped: {why}"
-        log.info("ask_user_answered", step=step.index)
-        return f"the user answered: {' '.join(answer.split())}"
-
-    async def _validate(self, step: Step, answer: Answer, cached: Verdict | None = None) -> str:
-        url = self.page.url
-        context = step.context
-        if context is not None:
-            context.validator_url = url
-        if self.judging == "conversation" and self.verdicts.judge is None and self._asked:
-            # The policy's request and this reply, continued by the validator's turn: a request that
-            # extends the one just answered, its screenshots those the policy saw. (An answer from a
-            # policy outside the process is judged on its own: that conversation was never sent to
-            # the validator's server, and a reward must not rest on the policy's account of itself.)
-            text, calls = self._reply
-            conversation = self.roles.policy.continuation(self._messages, text, calls, grounded=self._grounded)
-            if context is not None:
-                context.validator_context, context.validator_screenshots = "conversation", context.screenshots
-                if context.reply is None:  # the window context keeps no reply: the record does
-                    context.reply, context.tool_calls = reply_text(text, calls), list(calls) or None
-            return await self.verdicts.judge_answer(step, answer, url, [], cached, conversation)
-        images = list(self._shots)[-self.settings.validator_screenshots :]
-        if context is not None:
-            context.validator_context, context.validator_screenshots = "separate", len(images)
-        return await self.verdicts.judge_answer(step, answer, url, images, cached)
-
-    def _replied(self, step: Step, raw: str | None, tool_calls: Sequence[ToolCall] = ()) -> None:
-        """The reply goes into the policy's conversation (in the modes that keep one) and the step's record."""
-        self._reply = (raw, tuple(tool_calls))
-        kept = self._prompt.reply(raw, tool_calls)
-        if step.context is not None:
-            step.context.reply = kept
-            step.context.tool_calls = list(tool_calls) if kept is not None and tool_calls else None
-
-    def _visible_notes(self) -> list[str]:
-        budget = self.settings.notes_max_chars
-        kept: list[str] = []
-        for note in reversed(self._notes):
-            if budget - len(note) < 0:
-                break
-            budget -= len(note)
-            kept.append(note)
-        return kept[::-1]

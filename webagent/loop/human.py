@@ -15,10 +15,14 @@ its own (``Agent.run(..., ask_user=...)``).
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-__all__ = ["HumanHandler", "HumanRequest"]
+from .clock import RunClock
+
+__all__ = ["HumanHandler", "HumanRequest", "ask_person"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,3 +37,27 @@ class HumanRequest:
 
 
 HumanHandler = Callable[[HumanRequest], Awaitable[str | None]]
+
+
+async def ask_person(
+    human: HumanHandler, request: HumanRequest, *, timeout_s: float, clock: RunClock, limit: asyncio.Timeout | None
+) -> tuple[str | None, str]:
+    """The person's answer to ``request`` (None: none, blank or not within ``timeout_s``) and, without
+    one, why. The person's time is not the run's: its ``clock`` and the step's ``limit`` stop meanwhile."""
+    deadline = limit.when() if limit is not None else None
+    if limit is not None:
+        limit.reschedule(None)
+    t0 = time.monotonic()
+    clock.pause()
+    try:
+        async with asyncio.timeout(timeout_s):
+            answer = await human(request)
+    except TimeoutError:
+        return None, f"no answer within {timeout_s:g} s"
+    finally:
+        clock.resume()
+        if limit is not None and deadline is not None:
+            limit.reschedule(deadline + (time.monotonic() - t0))
+    if answer is None or not answer.strip():
+        return None, "the person did not answer"
+    return answer, ""

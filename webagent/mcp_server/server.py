@@ -223,7 +223,7 @@ class _Server(MCPServer):
 
 
 def _instructions(agent: Agent) -> str:
-    secrets = agent.secrets.names
+    secrets, default = agent.secrets, agent.runtime.secret_hosts()  # a client's start: none of its own
     lines = [
         "webagent drives a real browser with vision-language models. run_task opens a URL and "
         "accomplishes a goal end to end; for several steps on one page, open_session, then act, "
@@ -231,9 +231,14 @@ def _instructions(agent: Agent) -> str:
         "Navigation is limited to what the server's configuration allows.",
     ]
     if secrets:
+        where = [
+            f"{name} (typed only on {', '.join(hosts)})"
+            if (hosts := secrets.hosts(name, default))
+            else f"{name} (typed nowhere: the server allows it no host)"
+            for name in secrets.names
+        ]
         lines.append(
-            "Secrets the agent can type without seeing them (write {{NAME}} in a goal): "
-            + ", ".join(secrets)
-            + ". Their values are never shown."
+            "Secrets the agent can type without seeing them (write {{NAME}} in a goal), each only into pages "
+            "of the hosts the server allows for it: " + ", ".join(where) + ". Their values are never shown."
         )
     return "\n".join(lines)

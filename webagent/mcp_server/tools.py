@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field, ValidationError
 from ..agent import Agent
 from ..errors import InputError, WebAgentError
 from ..model.parsing import ReplyParseError, extract_json
-from ..records import RunResult
+from ..records import DownloadedFile, RunResult
 from ..roles.extractor import ExtractionSchema
 from ..runtime.access import client_start
 from .handoff import elicitation_asker
@@ -64,6 +64,11 @@ class TaskOutcome(BaseModel):
     final_url: str = Field(description="The URL the page was at when the run ended")
     feedback: list[str] = Field(description="The validator's feedback on each answer, in order")
     run_dir: str | None = Field(description="The run directory: trajectory.jsonl, screenshots, report.html")
+    downloads: list[DownloadedFile] = Field(
+        default=[],
+        description="The files the pages downloaded, kept on the server (name, path, bytes, url): in the run "
+        "directory's downloads/ folder",
+    )
 
 
 class SessionOpened(BaseModel):
@@ -252,6 +257,7 @@ def _outcome(result: RunResult) -> TaskOutcome:
         final_url=result.final_url,
         feedback=result.feedback,
         run_dir=result.output_dir,
+        downloads=result.downloads,
     )
 
 

@@ -10,8 +10,9 @@ gets one repair request quoting the error. Every call is accounted in a ``ModelC
 The body is JSON-encoded by ``wire.py`` (screenshots spliced in verbatim) and posted raw with
 ``AsyncOpenAI.post``: ``chat.completions.create`` would walk every message part against the SDK's
 types, JSON-encode the ~400 kB of base64 again and build pydantic models of the reply, ~2.5 ms of
-CPU per request more (``benchmarks/model_cpu.py``, ``docs/benchmarks.md``). vLLM-specific fields
-(``chat_template_kwargs``, guided decoding, ...) are merged into that body, as ``extra_body`` would.
+CPU per request more (``benchmarks/model_cpu.py``; ``docs/benchmarks.md``, "The model client's
+CPU"). vLLM-specific fields (``chat_template_kwargs``, guided decoding, ...) are merged into that
+body, as ``extra_body`` would.
 """
 
 from __future__ import annotations

@@ -14,10 +14,11 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 from pydantic import BaseModel, ValidationError
 
+from ..browser.crashes import browser_failure
 from ..browser.deadline import within
 from ..budget import Budget
 from ..config import ROLES, ContextSettings
-from ..errors import BrowserError, InputError, ModelError, NavigationError
+from ..errors import InputError, ModelError, NavigationError
 from ..inputs import check_text
 from ..loop import HumanHandler, Meter
 from ..model.parsing import ReplyParseError
@@ -104,8 +105,9 @@ class Pilot:
             settings = settings.model_copy(update={"max_steps": max_steps})
         async with self._lock:
             self._acts[goal] += 1
+            start = await self._start_url()
             spec = RunSpec(
-                url=await self._start_url(),
+                url=start,
                 goal=goal,
                 page=self.page,
                 navigate=False,
@@ -113,6 +115,9 @@ class Pilot:
                 policy=self.policy,
                 browser=self.browser,
                 ask_user=ask_user,
+                # The caller's page speaks for the operator, unless the pilot has its caller's policy
+                # (a kept MCP session: a client's start): then allowed_domains only (Runtime.secret_hosts).
+                secret_hosts=self.runtime.secret_hosts(None if self.policy is not None else start),
             )
             stream = RunStream(
                 self.runtime,
@@ -245,8 +250,8 @@ class Pilot:
             await self._start_url()
         try:
             return await within(self._open_page().screenshot(type="png"), timeout_s, "page.screenshot")
-        except PlaywrightError as exc:
-            raise BrowserError(f"cannot take a screenshot of the page: {str(exc).splitlines()[0]}") from None
+        except PlaywrightError as exc:  # a crash (the page gone) or a deadline: the infrastructure's
+            raise browser_failure(exc, "cannot take a screenshot of the page") from None
 
     # -- the parts -------------------------------------------------------------------------------
 

@@ -39,11 +39,10 @@ from typing import Any
 import pytest
 import structlog
 
-from ..browser.context import context_options
+from ..browser.context import context_options, secret_reach
 from ..browser.launcher import CHROMIUM_ARGS, FULL_CHROMIUM_CHANNEL, find_chromium, hardened_args
 from ..config import AgentConfig, BrowserConfig, ContextSettings
-from ..errors import WebAgentError
-from ..secrets import Secrets
+from ..errors import ConfigError, WebAgentError
 from .options import SETTINGS, fail_with
 
 __all__ = [
@@ -202,7 +201,10 @@ def session_context_args(config: AgentConfig, request: pytest.FixtureRequest) ->
     if not named:
         return {}
     devices = request.getfixturevalue("playwright").devices if browser.device else None
-    secrets = Secrets(config.secrets)
+    secrets = config.secret_set()
+    refusal = secret_reach(browser, secrets, browser.allowed_domains)  # a secret of some hosts sent everywhere
+    if refusal is not None:
+        raise ConfigError(f"[browser]: {refusal}")
     options = context_options(
         browser, viewport=browser.viewport, devices=devices, substitute=lambda text: secrets.substitute(text)[0]
     )

@@ -102,13 +102,20 @@ class Policy:
         if self.output not in self.spec.outputs:
             raise ConfigError(f"policy.output = {self.output!r} is not a reply format of the policy's family")
         self._extra_body = self.images.extra_body
-        self._contracts = {grounded: contract_for(self.family, self.output, grounded) for grounded in (False, True)}
-        self._bodies = {g: _merge(c.request_fields, self._extra_body) for g, c in self._contracts.items()}
+        #: The contracts spoken (grounded or not, actions a turn), each with its requests' fields.
+        self._contracts: dict[tuple[bool, int], tuple[Contract, dict[str, Any] | None]] = {}
+
+    def _spoken(self, grounded: bool, actions: int) -> tuple[Contract, dict[str, Any] | None]:
+        spoken = self._contracts.get((grounded, actions))
+        if spoken is None:
+            contract = contract_for(self.family, self.output, grounded, actions)
+            spoken = self._contracts[grounded, actions] = (contract, _merge(contract.request_fields, self._extra_body))
+        return spoken
 
     @property
     def speaker(self) -> Contract:
-        """The contract spoken with a separate localizer."""
-        return self._contracts[False]
+        """The contract spoken with a separate localizer, one action a turn."""
+        return self.contract(False)
 
     @property
     def system_prompt(self) -> str:
@@ -124,8 +131,13 @@ class Policy:
             )
         return grounding
 
-    def contract(self, grounded: bool) -> Contract:
-        return self._contracts[grounded]
+    def contract(self, grounded: bool, actions: int = 1) -> Contract:
+        """The contract spoken: grounded or not, with ``actions`` actions a turn at most."""
+        return self._spoken(grounded, actions)[0]
+
+    def max_actions(self, settings: AgentSettings) -> int:
+        """Actions one reply may carry under ``settings``: the one set, else the contract's default."""
+        return settings.max_actions_per_turn or self.spec.max_actions
 
     def frame(self, viewport_width: int, viewport_height: int) -> Frame:
         """The frame a grounding policy's screenshots have (its family's image processor's size)."""
@@ -138,7 +150,7 @@ class Policy:
     def prompt(self, settings: AgentSettings) -> PolicyPrompt:
         """The prompt strategy of one episode (the one owner of its conversation)."""
         options = PromptOptions.from_settings(settings, image_uuid=self.images.uuid)
-        speaker = self.contract(self.grounding(settings) == "policy")
+        speaker = self.contract(self.grounding(settings) == "policy", self.max_actions(settings))
         return PROMPTS[self.context_mode(settings)](speaker, options)
 
     def state(self, **told: Any) -> PolicyState:
@@ -152,13 +164,21 @@ class Policy:
         return window_messages(self.speaker, state, images, uuid=self.images.uuid)
 
     def continuation(
-        self, messages: Sequence[Message], text: str | None, tool_calls: Sequence[ToolCall] = (), *, grounded: bool
+        self,
+        messages: Sequence[Message],
+        text: str | None,
+        tool_calls: Sequence[ToolCall] = (),
+        *,
+        grounded: bool,
+        actions: int = 1,
+        outcomes: Sequence[str] = (),
     ) -> Continuation:
         """The conversation of the request ``messages`` and the reply given to it, for the validator
         to judge that reply's answer in: with what the request carried that the server renders into
         the prompt or its image processor reads (the tools offered, answered with ``tool_choice:
-        "none"``; the tile limit), and the server it went to, so the judging request extends it."""
-        contract = self._contracts[grounded]
+        "none"``; the tile limit), and the server it went to, so the judging request extends it.
+        ``outcomes``: what the reply's actions before its answer did (their tool calls' results)."""
+        contract = self.contract(grounded, actions)
         fields: dict[str, Any] = {}
         tools = contract.request_fields.get("tools")
         if tools:
@@ -167,36 +187,37 @@ class Policy:
         if tiles is not None:
             fields["mm_processor_kwargs"] = tiles
         endpoint = self.client.endpoint.base_url if self.client.endpoint is not None else None
-        return Continuation(answered(contract, messages, text, tool_calls), fields, endpoint)
+        return Continuation(answered(contract, messages, text, tool_calls, outcomes), fields, endpoint)
 
     async def decide(
-        self, messages: Sequence[Message], frame: Frame, *, grounded: bool = False
+        self, messages: Sequence[Message], frame: Frame, *, grounded: bool = False, actions: int = 1
     ) -> tuple[Decision, ModelCall]:
         """Ask for the next action with a strategy's ``messages`` (``frame``: the current
-        screenshot's; ``grounded``: the reply carries its click's point).
+        screenshot's; ``grounded``: the reply carries its click's point; ``actions``: how many
+        actions it may carry).
 
         Raises ModelError (with ``.call``) on failure."""
-        contract = self._contracts[grounded]
+        contract, body = self._spoken(grounded, actions)
         return await self.client.call(
             messages,
             lambda reply: contract.parse(reply, frame),
-            extra_body=self._bodies[grounded],
+            extra_body=body,
             repair_hint=contract.repair_hint,
         )
 
 
 @cache
-def contract_for(family: str | None, output: Output, grounded: bool) -> Contract:
+def contract_for(family: str | None, output: Output, grounded: bool, actions: int = 1) -> Contract:
     """The contract a policy of ``family`` (None: webagent's generic one) speaks (one instance for
     every session, so that its request fields are the same objects, encoded once)."""
     spec = get_family(family).policy if family is not None else GENERIC_POLICY
-    return Contract(spec.shape, output, grounded, spec.point or "pixels", spec.schema_field)
+    return Contract(spec.shape, output, grounded, spec.point or "pixels", spec.schema_field, actions)
 
 
 def speaker_for(context: PromptContext) -> Contract:
     """The contract a recorded policy request spoke (how an export speaks it again)."""
     family = context.family if context.family in FAMILIES else None
-    return contract_for(family, context.output or "json", context.grounding == "policy")
+    return contract_for(family, context.output or "json", context.grounding == "policy", context.actions or 1)
 
 
 def system_message() -> Message:

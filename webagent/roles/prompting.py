@@ -71,8 +71,11 @@ class Speaker(Protocol):
         """The messages a reply becomes in the conversation (its text exactly as returned)."""
         ...
 
-    def tool_results(self, tool_calls: Sequence[ToolCall], outcome: str | None) -> list[Message]:
-        """The answers to a reply's tool calls, told before the next observation."""
+    def tool_results(
+        self, tool_calls: Sequence[ToolCall], outcome: str | None, outcomes: Sequence[str] = ()
+    ) -> list[Message]:
+        """The answers to a reply's tool calls, told before the next observation (``outcomes``: each
+        call's own, when the step carried out several actions)."""
         ...
 
 
@@ -163,7 +166,7 @@ class PolicyPrompt(ABC):
         previous action's outcome, then not repeated in the turn)."""
         outcome = state.outcome
         if self._calls:
-            self.messages += self.speaker.tool_results(self._calls, outcome)
+            self.messages += self.speaker.tool_results(self._calls, outcome, state.outcomes)
             self._calls, outcome = (), None
         # Standing validator feedback is told once, in the turn after the rejection.
         feedback = state.feedback if state.feedback != self._shown_feedback else None
@@ -177,12 +180,18 @@ def reply_text(text: str | None, tool_calls: Sequence[ToolCall] = ()) -> str:
 
 
 def answered(
-    speaker: Speaker, messages: Sequence[Message], text: str | None, tool_calls: Sequence[ToolCall] = ()
+    speaker: Speaker,
+    messages: Sequence[Message],
+    text: str | None,
+    tool_calls: Sequence[ToolCall] = (),
+    outcomes: Sequence[str] = (),
 ) -> list[Message]:
     """A policy request followed by the reply given to it, as its conversation goes on when the
-    answer in that reply is judged next (its tool calls answered: the answer was submitted)."""
+    answer in that reply is judged next (its tool calls answered: the answer was submitted;
+    ``outcomes``: what the reply's actions before it did)."""
     kept = reply_text(text, tool_calls)
-    return [*messages, *speaker.assistant(kept, tool_calls), *speaker.tool_results(tool_calls, SUBMITTED)]
+    results = speaker.tool_results(tool_calls, SUBMITTED, [*outcomes, SUBMITTED] if outcomes else ())
+    return [*messages, *speaker.assistant(kept, tool_calls), *results]
 
 
 def window_messages(

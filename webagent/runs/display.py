@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from ..actions import describe_action
 from ..config import AgentConfig
-from ..records import Phase, RunResult, Step
+from ..records import Phase, Point, RunResult, Step
 
 __all__ = ["StepPrinter"]
 
@@ -58,12 +58,9 @@ class StepPrinter:
 
     def step(self, step: Step) -> None:
         what = describe_action(step.action) if step.action else "(no action)"
-        where = ""
-        if step.point:
-            x, y = step.point.viewport
-            where = f" at ({x:.0f}, {y:.0f})"
+        where = _where(step.point, step.target_point)
         ok = not step.error
-        outcome = step.outcome or ""
+        outcome = step.actions[0].outcome if step.actions else step.outcome or ""
         seconds = f"{step.timings.total_s:.2f}s" + (", replayed" if step.replayed else "")
         label = (
             f"[{step.index}/{self.max_steps}]" if step.kind == "action" else f"[{step.index}/{self.max_steps} final]"
@@ -73,6 +70,12 @@ class StepPrinter:
             f"[dim]{label}[/dim] {escape(what)}{where} [{color}]→ {escape(outcome)}[/{color}] [dim]{seconds}[/dim]",
             f"{label} {what}{where} -> {outcome} ({seconds})",
         )
+        for acted in step.actions[1:]:  # several actions a turn: each on a line of its own
+            line = f"then {describe_action(acted.action)}{_where(acted.point, acted.target_point)}"
+            color = "red" if acted.error else "dim" if acted.outcome.startswith("not carried out") else "green"
+            self._print(
+                f"    {escape(line)} [{color}]→ {escape(acted.outcome)}[/{color}]", f"    {line} -> {acted.outcome}"
+            )
         for event in step.events:
             self._print(f"    [yellow]{escape(event)}[/yellow]", f"    event: {event}")
         if step.verdict and not step.verdict.success:
@@ -96,3 +99,12 @@ class StepPrinter:
             f"{badge} answer: {escape(answer)}  [dim]({escape(tail)})[/dim]{escape(msg)}{escape(report)}",
             f"{plain_badge} answer: {answer} ({tail}){msg}{report}",
         )
+        for kept in result.downloads:  # the files the pages downloaded, where they were kept
+            line = f"{kept.name} ({kept.bytes} bytes): {kept.path}"
+            self._print(f"[dim]downloaded:[/dim] {escape(line)}", f"downloaded: {line}")
+
+
+def _where(point: Point | None, target: Point | None) -> str:
+    """Where an action acted, in viewport pixels (a drag: from, to)."""
+    where = f" at ({point.viewport[0]:.0f}, {point.viewport[1]:.0f})" if point else ""
+    return where + (f" to ({target.viewport[0]:.0f}, {target.viewport[1]:.0f})" if target else "")

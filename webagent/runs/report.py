@@ -138,6 +138,20 @@ def _action_html(action: object) -> str:
     return f"<code><b>{escape(action.get('action', '?'))}</b>({args})</code>"
 
 
+def _acts_html(step: dict[str, Any]) -> str:
+    """The step's action, or its list of actions (several a turn), each with where it acted and what it did."""
+    acted = step.get("actions")
+    if not isinstance(acted, list) or not acted:
+        return _action_html(step.get("action"))
+    items = []
+    for act in (a for a in acted if isinstance(a, dict)):
+        at = _pair(_dict(act.get("point")).get("viewport"))
+        to = _pair(_dict(act.get("target_point")).get("viewport"))
+        where = (f" at ({at[0]:.0f}, {at[1]:.0f})" if at else "") + (f" to ({to[0]:.0f}, {to[1]:.0f})" if to else "")
+        items.append(f"<li>{_action_html(act.get('action'))}{escape(where)} — {escape(act.get('outcome', ''))}</li>")
+    return f"<ol>{''.join(items)}</ol>"
+
+
 def _pair(value: object) -> tuple[float, float] | None:
     if isinstance(value, list | tuple) and len(value) == 2:
         x, y = _num(value[0]), _num(value[1])
@@ -230,6 +244,9 @@ def _summary(step: dict[str, Any]) -> str:
         return "no action"
     about = next((action[k] for k in ("element", "content", "url", "key", "direction") if action.get(k)), "")
     text = f"{action.get('action', '?')} {json.dumps(about, ensure_ascii=False) if about else ''}".strip()
+    several = step.get("actions")
+    if isinstance(several, list) and len(several) > 1:
+        text = f"{len(several)} actions: {text}"
     return text if len(text) <= 70 else text[:69] + "…"
 
 
@@ -270,9 +287,10 @@ def _step_parts(step: dict[str, Any], images: dict[str, bytes], *, toc: bool = T
         ("URL", escape(step.get("url"))),
         ("Title", escape(step.get("title"))),
         ("Previous action", escape(_dict(_dict(step.get("context")).get("policy")).get("progress"))),
-        ("Action", _action_html(step.get("action"))),
+        ("Action", _acts_html(step)),
         ("Element", escape(step.get("element"))),
         ("Click point", f"{pt} — placed by the {escape(step['grounding'])}" if pt and step.get("grounding") else pt),
+        ("Released at", _point_text({**step, "point": step.get("target_point")}) if step.get("target_point") else ""),
         ("Thought", escape(step.get("thought"))),
         ("Note", escape(step.get("note"))),
         ("Outcome", escape(step.get("outcome"))),
@@ -297,6 +315,14 @@ def _step_parts(step: dict[str, Any], images: dict[str, bytes], *, toc: bool = T
 def render_report_html(result: dict[str, Any] | None, steps: list[dict[str, Any]], images: dict[str, bytes]) -> str:
     """Render the report page; ``result`` None or empty means the run was interrupted."""
     return _join(_report_parts(result, steps, images))
+
+
+def _downloads(kept: object) -> str:
+    """The files a run kept of its pages' downloads, by name (no link: a page chose their contents)."""
+    items = [_dict(d) for d in kept] if isinstance(kept, list) else []
+    return "<br>".join(
+        escape(f"downloads/{d.get('name', '')} ({d.get('bytes', 0)} bytes) from {d.get('url', '')}") for d in items
+    )
 
 
 def _report_parts(
@@ -341,6 +367,7 @@ def _report_parts(
             if res.get("replayed_steps")
             else "",
         ),
+        ("Downloads", _downloads(res.get("downloads"))),
     ]
     usage = _dict(res.get("usage")) or _usage_from_steps(steps)
     feedback = [f for f in res.get("feedback") or [] if f]

@@ -15,7 +15,9 @@ from collections.abc import AsyncIterator, Callable, Sequence
 
 import structlog
 from playwright.async_api import Browser, BrowserContext, Page
+from playwright.async_api import Error as PlaywrightError
 
+from ..browser.crashes import browser_failure
 from ..browser.deadline import within
 from ..browser.guard import NavigationGuard
 from ..browser.pool import BrowserPool
@@ -23,6 +25,8 @@ from ..browser.secretpage import SecretPage
 from ..browser.session import BrowserSession
 from ..budget import Budget, BudgetLimits
 from ..config import ROLES, AgentConfig, AgentSettings, ContextSettings
+from ..downloads import DownloadFolder
+from ..hosts import is_private_host, url_host
 from ..loop import Episode, HumanHandler, PageDriver, Roles
 from ..model.client import ModelClient
 from ..model.endpoints import EndpointPool
@@ -62,12 +66,15 @@ class Runtime:
             # DevTools port that other local users could reach, unless asked for (browser/devtools.py).
             browser_config = browser_config.model_copy(update={"direct_cdp": False})
         self.browsers = BrowserPool(browser_config, browser=browser)
-        self.sessions = SessionSettings(browser_config, Secrets(config.secrets), self.browsers)
+        self.sessions = SessionSettings(browser_config, config.secret_set(), self.browsers)
+        self.sessions.check_reach()  # a secret of some hosts in a header sent everywhere: refused up front
         #: The config's secrets, and what its [browser] settings hold that is never written down.
         self.secrets = self.sessions.secrets()
         self._endpoints: dict[str, EndpointPool] = {}
         #: Who answers the policy's ``ask_user`` when a run spec names no one (None: no one).
         self.ask_user: HumanHandler | None = None
+        #: The temporary download folders of runs and sessions without one of their own (removed at ``aclose``).
+        self._scratch: list[DownloadFolder] = []
 
     # -- models ----------------------------------------------------------------------------------
 
@@ -142,11 +149,39 @@ class Runtime:
             local_hosts=local_hosts,
         )
 
+    def secret_hosts(self, start_url: str | None = None) -> tuple[str, ...]:
+        """Where the secrets without hosts of their own may be typed in a run (host rules): the hosts
+        of ``[browser] allowed_domains`` when set; else the host of ``start_url``, a start the operator
+        chose (a private one as that one ``host:port``); else nowhere (None: a start someone else
+        chose, a client's or an untrusted task file's)."""
+        allowed = self.config.browser.allowed_domains
+        if allowed:
+            return tuple(allowed)
+        if start_url is None:
+            return ()
+        parsed = url_host(start_url)
+        if parsed is None:  # file: and the like: no host to type on
+            return ()
+        host = parsed[1]
+        if is_private_host(host):
+            return (f"[{host}]:{parsed[2]}" if ":" in host else f"{host}:{parsed[2]}",)
+        return (f"[{host}]" if ":" in host else host,)
+
     def guard(self, policy: NavigationPolicy) -> NavigationGuard:
         """The guard enforcing ``policy`` on one session's context."""
         return NavigationGuard(policy)
 
     # -- sessions and runs -----------------------------------------------------------------------
+
+    def download_folder(self, folder: DownloadFolder | None = None) -> DownloadFolder:
+        """``folder``, or a private temporary one (``webagent.downloads``), removed when the runtime
+        closes unless its holder removes it sooner (``DownloadFolder.remove``)."""
+        if folder is not None:
+            return folder
+        self._scratch = [f for f in self._scratch if not f.removed]  # those removed by their holders: forgotten
+        scratch = DownloadFolder()
+        self._scratch.append(scratch)
+        return scratch
 
     @contextlib.asynccontextmanager
     async def open_session(
@@ -158,12 +193,15 @@ class Runtime:
         browser: ContextSettings | None = None,
         on_open: Callable[[BrowserSession], None] | None = None,
         on_queue: Callable[[bool], None] | None = None,
+        downloads: DownloadFolder | None = None,
     ) -> AsyncIterator[BrowserSession]:
         """A browser session under ``policy``'s guard (set before its first navigation, removed when it
         closes): on ``page``, a new tab in ``context``, or a new pooled context opened with the
         config's ``[browser]`` session settings and ``browser``'s over them. ``on_open`` is told
         the session as soon as it exists (before the guard is set, so that a browser dying there is
-        known); ``on_queue`` whether it waits for its turn to open (``BrowserPool.session``)."""
+        known); ``on_queue`` whether it waits for its turn to open (``BrowserPool.session``);
+        ``downloads``: where the pages' downloads are kept (default: a temporary folder,
+        ``download_folder``). A caller's page or context keeps its own ``accept_downloads``."""
         guard = self.guard(policy)
         config = self.browsers.config  # direct_cdp off with secrets (__init__)
         async with contextlib.AsyncExitStack() as stack:
@@ -171,13 +209,17 @@ class Runtime:
                 session = BrowserSession(page, config)
                 stack.push_async_callback(session.close)
             elif context is not None:
-                new = await within(context.new_page(), config.open_timeout_s, "new_page")
+                try:
+                    new = await within(context.new_page(), config.open_timeout_s, "new_page")
+                except PlaywrightError as exc:  # a crash (the context closed), a deadline, or else
+                    raise browser_failure(exc, "cannot open a tab in the caller's context") from None
                 session = BrowserSession(new, config, owns_page=True)
                 stack.push_async_callback(session.close)
             else:
                 options = await self.sessions.options(browser)
                 pooled = self.browsers.session(guard=guard, on_queue=on_queue, options=options)
                 session = await stack.enter_async_context(pooled)
+            session.keep_downloads(self.download_folder(downloads))
             if on_open is not None:
                 on_open(session)
             await session.set_guard(guard)
@@ -217,9 +259,11 @@ class Runtime:
                 browser=spec.browser,
                 on_open=on_session,
                 on_queue=on_queue,
+                downloads=spec.downloads,
             )
             async with opening as session:
-                driver: PageDriver = SecretPage(session, secrets) if secrets else session
+                hosts = spec.secret_hosts if spec.secret_hosts is not None else self.secret_hosts()
+                driver: PageDriver = SecretPage(session, secrets, hosts=hosts) if secrets else session
                 yield Episode(
                     roles,
                     driver,
@@ -234,6 +278,7 @@ class Runtime:
                     task=spec.task,
                     uploads=uploads,
                     human=spec.ask_user if spec.ask_user is not None else self.ask_user,
+                    downloads=lambda: session.downloads,
                 )
         finally:
             for client in clients:
@@ -264,10 +309,14 @@ class Runtime:
             await session.close()
 
     async def aclose(self) -> None:
-        """Close the endpoint pools and the browsers; push the traces ended so far (``webagent.telemetry``)."""
+        """Close the endpoint pools and the browsers; push the traces ended so far (``webagent.telemetry``);
+        remove the temporary download folders (``download_folder``)."""
         if telemetry.enabled():
             await asyncio.to_thread(telemetry.shutdown)
         for pool in self._endpoints.values():
             await pool.aclose()
         self._endpoints.clear()
         await self.browsers.aclose()
+        scratch, self._scratch = self._scratch, []  # after the browsers: no download is still being copied
+        for folder in scratch:
+            await asyncio.to_thread(folder.remove)

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..browser.context import context_options, load_storage_state, state_secrets
+from ..browser.context import context_options, load_storage_state, secret_reach, state_secrets
 from ..browser.pool import BrowserPool
 from ..config import AgentConfig, BrowserConfig, ContextSettings
 from ..errors import ActionError, ConfigError
@@ -72,15 +72,25 @@ class SessionSettings:
     async def options(self, changes: ContextSettings | None = None) -> dict[str, Any]:
         """``new_context`` options of a run's context (``webagent.browser.context.context_options``)."""
         settings = self.effective(changes)
+        self.check_reach(changes)
         devices = await self._pool.devices() if settings.device else None
         state = self._state(settings.storage_state)[0] if settings.storage_state is not None else None
         return context_options(
             settings, viewport=self.base.viewport, devices=devices, substitute=self._substitute, state=state
         )
 
+    def check_reach(self, changes: ContextSettings | None = None) -> None:
+        """ConfigError when the settings would send a secret with hosts of its own (a header's or a
+        password's ``{{NAME}}``) to a host outside them (``webagent.browser.context.secret_reach``)."""
+        refusal = secret_reach(self.effective(changes), self._secrets, self.base.allowed_domains)
+        if refusal is not None:
+            raise ConfigError(f"[browser]: {refusal}")
+
     def check(self, changes: ContextSettings | None = None) -> None:
-        """ConfigError now for a state file that cannot be read or a placeholder naming no secret."""
+        """ConfigError now for a state file that cannot be read, a placeholder naming no secret, or one
+        naming a secret that would be sent outside its hosts."""
         settings = self.effective(changes)
+        self.check_reach(changes)
         if settings.storage_state is not None:
             self._state(settings.storage_state)
         without_device = settings.model_copy(update={"device": None})  # the registry is checked when opening
@@ -117,15 +127,15 @@ def checked_sessions(config: AgentConfig, changes: Iterable[ContextSettings | No
     """``config`` for runs with these session settings (a batch's tasks, a suite's checks): a state
     file that cannot be read, or a ``{{NAME}}`` naming no secret, is one ConfigError up front (not
     one per task); and when any of them holds a secret (a signed-in state, a password), the
-    browsers get no DevTools port that other local users could reach (unless ``direct_cdp`` is set)."""
-    checker = SessionSettings(config.browser, Secrets(config.secrets), BrowserPool(config.browser))
+    browsers get no DevTools port that other local users could reach (unless ``direct_cdp`` is set).
+    That decision is written down as set (``direct_cdp`` in the fields set), so that it holds in every
+    process the config is sent to (a worker, a Ray actor), whose own tasks it does not see."""
+    checker = SessionSettings(config.browser, config.secret_set(), BrowserPool(config.browser))
     bearing = config.browser.secret_bearing
     for change in changes:
         if change is not None:
             checker.check(change)
             bearing = bearing or checker.effective(change).secret_bearing
     if bearing and "direct_cdp" not in config.browser.model_fields_set:
-        browser = config.browser.model_copy(update={"direct_cdp": False})
-        browser.__pydantic_fields_set__ = set(config.browser.model_fields_set)
-        return config.model_copy(update={"browser": browser})
+        return config.model_copy(update={"browser": config.browser.model_copy(update={"direct_cdp": False})})
     return config

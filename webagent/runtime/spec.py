@@ -18,6 +18,7 @@ from playwright.async_api import BrowserContext, Page
 
 from ..budget import Budget
 from ..config import AgentSettings, ContextSettings
+from ..downloads import DownloadFolder
 from ..loop import HumanHandler, Judge, TaskHook
 from ..replay import StepReplay
 from ..safety import NavigationPolicy
@@ -57,6 +58,13 @@ class RunSpec:
     ask_user: HumanHandler | None = None
     #: Save the context's signed-in state there (0600) when the run succeeds (``webagent auth save``).
     save_state: Path | None = None
+    #: Where the secrets without hosts of their own may be typed (host rules). None: the config's
+    #: ``allowed_domains``, else nowhere; an entry point that speaks for the operator (``Agent.stream``,
+    #: ``Pilot.act`` without a policy of their caller's) passes ``Runtime.secret_hosts(url)``.
+    secret_hosts: tuple[str, ...] | None = None
+    #: Where the run keeps the files its pages download (``RunStream``: its output folder's
+    #: ``downloads/``); None: a private temporary folder (``Runtime.download_folder``).
+    downloads: DownloadFolder | None = None
 
     def replace(self, **changes: object) -> RunSpec:
         """A copy with ``changes``."""

@@ -5,20 +5,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
+from pydantic import SecretStr
+
 from ..batch.cli import BatchProgress, ray_cluster
 from ..budget import BudgetLimits
-from ..config import AgentConfig
+from ..config import ROLES, AgentConfig
 from ..errors import InputError
 from ..replay import ReplayCache
 from ..runtime import checked_sessions
 from ..secrets import Secrets
-from .model import CheckOutcome, load_suite
+from .model import CheckOutcome, Suite, load_suite
 from .runner import prepare_output, run_suite
 
-__all__ = ["run_test"]
+__all__ = ["run_test", "with_variables"]
 
 EXIT_PASSED, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
@@ -49,18 +52,19 @@ def _line(item: CheckOutcome) -> str:
 
 
 def run_test(args: argparse.Namespace, config: AgentConfig) -> int:
-    suite = load_suite(args.suite)
+    suite = load_suite(args.suite, trusted=getattr(args, "trust_tasks", False))
     config = checked_sessions(config, (check.browser for check in suite.checks))
     suite = suite.model_copy(update={"budget": _suite_budget(args, suite.budget)})
     if args.concurrency < 1:
         raise InputError("--concurrency must be at least 1")
-    secrets = Secrets(config.secrets)
+    secrets = config.secret_set()
     for check in suite.checks:  # a ${VAR} may hold a secret: it would be written to every output file
         if secrets and any(secrets.contains(t or "") for t in (check.url, check.goal, check.expect)):
             raise InputError(
                 f"{suite.path}:{check.line}: check {check.name!r} holds the value of a secret in its url, goal or "
                 "expect; write {{NAME}} in a write_element instead (the value is never written or shown to models)"
             )
+    config = with_variables(config, suite)
     config.require_endpoints()
     ray = ray_cluster(args)
     if ray is not None and suite.budget.active:
@@ -103,6 +107,24 @@ def run_test(args: argparse.Namespace, config: AgentConfig) -> int:
         print(f"webagent: interrupted; resume with the same command plus --resume (output: {output})", file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_PASSED if summary["passed"] == summary["checks"] else EXIT_FAILED
+
+
+def with_variables(config: AgentConfig, suite: Suite) -> AgentConfig:
+    """``config`` with the values the suite's ``${VAR}`` read as its ``variables`` (redacted as
+    ``${VAR}`` from everything the runs write and send, in every process: they travel with the
+    config); InputError for a value that is, or holds, a secret's or an API key."""
+    if not suite.variables:
+        return config
+    secrets = Secrets(config.secrets)
+    given = [config.role(role).api_key for role in ROLES] + [os.environ.get("OPENAI_API_KEY")]
+    keys = {key for key in given if key and key != "EMPTY"}
+    for name, value in suite.variables.items():
+        if (secrets and secrets.contains(value)) or any(key in value for key in keys):
+            raise InputError(
+                f"{suite.path}: ${{{name}}} holds the value of a secret or an API key, which no suite may read"
+            )
+    variables = {**config.variables, **{name: SecretStr(value) for name, value in suite.variables.items()}}
+    return config.model_copy(update={"variables": variables})
 
 
 def _slug(name: str) -> str:

@@ -73,6 +73,10 @@ def junit_tree(suite: Suite, items: list[CheckOutcome], output: Path) -> ET.Elem
             values[label] = str(path)
         for key, value in values.items():
             ET.SubElement(props, "property", name=key, value=_clean(value))
+        for kept in result.downloads if result is not None else []:  # the files its pages downloaded
+            ET.SubElement(
+                props, "property", name="download", value=_clean(f"{kept.name} ({kept.bytes} bytes): {kept.path}")
+            )
         if result is None:
             ET.SubElement(case, "skipped", message="not run: the suite was interrupted")
         elif result.stop_reason == "needs_human":  # a person was needed (a CAPTCHA, a code): not the site's fault

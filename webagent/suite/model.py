@@ -3,21 +3,31 @@
 YAML, either a list of checks or a mapping::
 
     name: shop smoke                 # optional (default: the file name)
+    env: [SITE_URL]                  # optional: the environment variables its ${VAR} may read
     defaults: {max_steps: 15}        # optional: limits applied to every check
     budget: {calls: 200, usd: 1.5}   # optional: hard limits for the whole suite
-    browser: {storage_state: state.json, locale: fr-FR}   # optional: every check's context settings
+    browser: {locale: fr-FR}         # optional: every check's context settings
     checks:
       - name: pricing
-        url: ${SITE_URL}/            # ${VAR} is read from the environment
+        url: ${SITE_URL}/            # ${VAR}: a variable of env (or WEBAGENT_SUITE_*), from the environment
         goal: Find the pricing page and start a trial
         expect: the trial sign-up form is shown   # optional: the validator must confirm it
         max_steps: 10                # optional per-check limits (see CHECK_LIMITS)
         browser: {device: iPhone 15} # optional: over the suite's browser settings
 
-``browser`` holds ``[browser]`` session settings (``webagent.config.ContextSettings``): a signed-in
-``storage_state``, a ``proxy``, ``locale``, ``device``, ...; relative paths are the suite file's.
+``browser`` holds ``[browser]`` session settings (``webagent.config.ContextSettings``): a ``locale``,
+a ``device``, ...; relative paths are the suite file's.
 
-JSONL: one check object per line. Every error names the file and line.
+A suite file is data unless the operator trusts it (``--trust-tasks``, ``load_suite(trusted=True)``),
+like a task file (``webagent.batch.tasks.distrust``): no ``{{NAME}}``, no ``browser`` key of
+``UNTRUSTED_BROWSER_KEYS`` (a signed-in ``storage_state``, a ``proxy``, upload folders, ...), an
+``http(s)`` start. Either way ``${VAR}`` reads only the variables the suite declares (``env``) or
+that start with ``WEBAGENT_SUITE_``, never one named like a credential (``SECRET_VARIABLE``); the
+values read are the suite's ``variables``, redacted as ``${VAR}`` from everything its runs write and
+send (``AgentConfig.variables``).
+
+JSONL: one check object per line (its variables: ``WEBAGENT_SUITE_*`` only). Every error names the
+file and line.
 """
 
 from __future__ import annotations
@@ -33,7 +43,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..batch.results import TaskResult
-from ..batch.tasks import RUN_LIMITS, RunLimits, TaskOptions, TaskSpec
+from ..batch.tasks import RUN_LIMITS, RunLimits, TaskOptions, TaskSpec, distrust
 from ..budget import BudgetLimits
 from ..config import ContextSettings
 from ..errors import InputError
@@ -41,9 +51,18 @@ from ..inputs import MAX_GOAL_CHARS, load_json, load_yaml, read_text
 from ..stream import TraceMode
 from ..urls import normalize_url
 
-__all__ = ["CHECK_LIMITS", "Check", "CheckOutcome", "Suite", "load_suite"]
+__all__ = ["CHECK_LIMITS", "SECRET_VARIABLE", "SUITE_PREFIX", "Check", "CheckOutcome", "Suite", "load_suite"]
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+#: Variables a suite may read without declaring them.
+SUITE_PREFIX = "WEBAGENT_SUITE_"
+#: Names of variables no suite may read, declared or not: webagent's secrets, API keys, tokens,
+#: passwords and the like (a suite's values end up in its outputs' place holders, never its own).
+SECRET_VARIABLE = re.compile(
+    r"^WEBAGENT_SECRET_|^OTEL_|API_?KEY|TOKEN|SECRET|PASSW(OR)?D|PASSPHRASE|CREDENTIAL|PRIVATE_KEY|COOKIE",
+    re.IGNORECASE,
+)
+_TOP_KEYS = ("name", "env", "defaults", "budget", "browser", "checks")
 
 
 #: Per-check keys that override the config's ``[agent]`` settings.
@@ -63,11 +82,13 @@ class Check(RunLimits):
     browser: ContextSettings | None = None
     line: int = Field(default=0, exclude=True, description="Line of the suite file it starts on")
 
-    def task(self, trace: TraceMode = "off") -> TaskSpec:
+    def task(self, trace: TraceMode = "off", *, trusted: bool = True) -> TaskSpec:
         """The check as a task: its limits, its expectation and the trace kept are its options, its
-        browser settings the task's."""
+        browser settings the task's; ``trusted``: its suite's trust (``TaskSpec.trusted``)."""
         options = TaskOptions.model_validate({**self.limits(), "expect": self.expect, "trace": trace})
-        return TaskSpec(id=self.name, url=self.url, goal=self.goal, options=options, browser=self.browser)
+        return TaskSpec(
+            id=self.name, url=self.url, goal=self.goal, options=options, browser=self.browser, trusted=trusted
+        )
 
 
 class Suite(BaseModel):
@@ -77,19 +98,30 @@ class Suite(BaseModel):
     path: str
     checks: list[Check]
     budget: BudgetLimits = Field(default_factory=BudgetLimits)
+    #: Whether the operator vouches for the file (``--trust-tasks``): its checks' tasks are then trusted.
+    trusted: bool = False
+    #: The values its ``${VAR}`` read, by name: redacted as ``${VAR}`` (``AgentConfig.variables``).
+    variables: dict[str, str] = Field(default_factory=dict, exclude=True, repr=False)
+
+    def tasks(self, trace: TraceMode = "off") -> list[TaskSpec]:
+        """The checks as tasks, in order."""
+        return [check.task(trace, trusted=self.trusted) for check in self.checks]
 
 
-def load_suite(path: str | Path, env: Mapping[str, str] | None = None) -> Suite:
-    """Read a suite file (``.jsonl`` as JSON lines, anything else as YAML)."""
+def load_suite(path: str | Path, env: Mapping[str, str] | None = None, *, trusted: bool = False) -> Suite:
+    """Read a suite file (``.jsonl`` as JSON lines, anything else as YAML). ``env``: where ``${VAR}``
+    are read (default ``os.environ``); ``trusted``: the operator vouches for the file (``--trust-tasks``)."""
     path = Path(path)
     env = os.environ if env is None else env
     text = read_text(path, "suite file")
     defaults: Any
     budget: Any
+    declared: list[str] = []
     if path.suffix.lower() == ".jsonl":
         name, defaults, budget, items = path.stem, {}, {}, _jsonl_items(text, path)
     else:
-        name, defaults, budget, items = _yaml_items(text, path)
+        name, declared, defaults, budget, items = _yaml_items(text, path)
+    variables = _Variables(env, declared, path)
     try:
         own = {k: v for k, v in defaults.items() if k != "browser"} if isinstance(defaults, dict) else defaults
         limits = RunLimits.model_validate(own).model_dump(exclude_none=True)
@@ -114,9 +146,14 @@ def load_suite(path: str | Path, env: Mapping[str, str] | None = None) -> Suite:
         try:
             for key in ("url", "goal", "expect"):
                 if isinstance(data.get(key), str):
-                    data[key] = _expand(data[key], env)
+                    data[key] = variables.expand(data[key])
             if isinstance(data.get("browser"), dict):
-                data["browser"] = {k: _expand(v, env) if isinstance(v, str) else v for k, v in data["browser"].items()}
+                data["browser"] = {
+                    k: variables.expand(v) if isinstance(v, str) else v for k, v in data["browser"].items()
+                }
+            refusal = None if trusted else distrust(data)
+            if refusal is not None:
+                raise InputError(refusal)
             if isinstance(data.get("name"), int | float) and not isinstance(data.get("name"), bool):
                 data["name"] = str(data["name"])
             check = Check.model_validate({**data, "line": line})
@@ -132,16 +169,45 @@ def load_suite(path: str | Path, env: Mapping[str, str] | None = None) -> Suite:
         checks.append(check)
     if not checks:
         raise InputError(f"suite file {path} has no checks")
-    return Suite(name=name, path=str(path), checks=checks, budget=suite_budget)
+    return Suite(
+        name=name, path=str(path), checks=checks, budget=suite_budget, trusted=trusted, variables=variables.read
+    )
 
 
-def _expand(value: str, env: Mapping[str, str]) -> str:
-    def sub(m: re.Match[str]) -> str:
-        if m.group(1) not in env:
-            raise InputError(f"environment variable {m.group(1)} is not set (used as ${{{m.group(1)}}})")
-        return env[m.group(1)]
+class _Variables:
+    """The environment variables a suite's ``${VAR}`` may read (declared in ``env``, or named
+    ``WEBAGENT_SUITE_*``), and those it read."""
 
-    return _VAR.sub(sub, value)
+    def __init__(self, env: Mapping[str, str], declared: list[str], path: Path) -> None:
+        self.env = env
+        self.declared = set(declared)
+        self.read: dict[str, str] = {}
+        for name in declared:
+            if SECRET_VARIABLE.search(name):
+                raise InputError(
+                    f"{path}: env: {name} is named like a secret or a key, which no suite may read; give a secret "
+                    "to the agent as a secret ([secrets], --secret) and write {{NAME}} in a goal"
+                )
+
+    def expand(self, value: str) -> str:
+        return _VAR.sub(self._value, value)
+
+    def _value(self, m: re.Match[str]) -> str:
+        name = m.group(1)
+        if SECRET_VARIABLE.search(name):
+            raise InputError(
+                f"${{{name}}} is named like a secret or a key, which no suite may read; give a secret to the agent "
+                "as a secret ([secrets], --secret) and write {{NAME}} in a goal"
+            )
+        if name not in self.declared and not name.startswith(SUITE_PREFIX):
+            raise InputError(
+                f"${{{name}}} reads an environment variable the suite does not declare: list it in the suite's "
+                f"top-level env (env: [{name}]) or name it {SUITE_PREFIX}{name}"
+            )
+        if name not in self.env:
+            raise InputError(f"environment variable {name} is not set (used as ${{{name}}})")
+        self.read[name] = self.env[name]
+        return self.env[name]
 
 
 def _first_error(exc: ValidationError, what: str) -> str:
@@ -169,8 +235,8 @@ def _jsonl_items(text: str, path: Path) -> list[tuple[int, Any]]:
     return items
 
 
-def _yaml_items(text: str, path: Path) -> tuple[str, Any, Any, list[tuple[int, Any]]]:
-    """Parse YAML keeping the line each check starts on."""
+def _yaml_items(text: str, path: Path) -> tuple[str, list[str], Any, Any, list[tuple[int, Any]]]:
+    """Parse YAML keeping the line each check starts on: name, declared variables, defaults, budget, checks."""
     try:
         node, data = load_yaml(text, str(path))
     except yaml.MarkedYAMLError as exc:
@@ -180,17 +246,18 @@ def _yaml_items(text: str, path: Path) -> tuple[str, Any, Any, list[tuple[int, A
     except yaml.YAMLError as exc:
         raise InputError(f"{path}: not valid YAML ({exc})") from None
     name: str = path.stem
+    declared: list[str] = []
     defaults: Any = {}
     budget: Any = {}
     seq = node
     if isinstance(data, dict) and isinstance(node, yaml.MappingNode):
-        unknown = set(data) - {"name", "defaults", "budget", "browser", "checks"}
+        unknown = set(data) - set(_TOP_KEYS)
         if unknown:
             raise InputError(
-                f"{path}: unknown top-level key {sorted(map(str, unknown))[0]!r} "
-                "(known: name, defaults, budget, browser, checks)"
+                f"{path}: unknown top-level key {sorted(map(str, unknown))[0]!r} (known: {', '.join(_TOP_KEYS)})"
             )
         name = str(data.get("name") or name)
+        declared = _declared(data.get("env"), path)
         defaults = data.get("defaults") or {}
         if data.get("browser") is not None:
             if not isinstance(defaults, dict):
@@ -203,7 +270,18 @@ def _yaml_items(text: str, path: Path) -> tuple[str, Any, Any, list[tuple[int, A
         seq = next((v for k, v in node.value if k.value == "checks"), None)
     if not isinstance(data, list) or not isinstance(seq, yaml.SequenceNode):
         raise InputError(f"{path}: expected a list of checks (or a mapping with a 'checks' list)")
-    return name, defaults, budget, [(n.start_mark.line + 1, item) for n, item in zip(seq.value, data, strict=True)]
+    checks = [(n.start_mark.line + 1, item) for n, item in zip(seq.value, data, strict=True)]
+    return name, declared, defaults, budget, checks
+
+
+def _declared(value: Any, path: Path) -> list[str]:
+    """The suite's ``env``: a list of environment variable names (or one name)."""
+    if value is None:
+        return []
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not all(isinstance(n, str) and _VAR.fullmatch(f"${{{n}}}") for n in names):
+        raise InputError(f"{path}: env must be a list of environment variable names, e.g. env: [SITE_URL]")
+    return list(names)
 
 
 class CheckOutcome(BaseModel):

@@ -39,6 +39,7 @@ def _check_html(index: int, item: CheckOutcome, output: Path) -> str:
                 "Steps",
                 escape(f"{result.steps} ({result.replayed_steps} replayed, {result.calls_saved} model calls saved)"),
             ),
+            ("Downloads", "<br>".join(escape(f"{d.name} ({d.bytes} bytes): {d.path}") for d in result.downloads)),
         ]
         for record in result.attempt_records:
             run_dir = output / record.output_dir

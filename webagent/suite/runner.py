@@ -53,7 +53,7 @@ class SuiteRunner(BatchRunner):
         budgets = [Budget(suite.budget, config.price, scope="suite")] if suite.budget.active else []
         super().__init__(
             config,
-            [check.task(trace) for check in suite.checks],
+            suite.tasks(trace),
             output,
             concurrency=concurrency,
             on_update=on_update,
@@ -115,6 +115,7 @@ def totals(suite: Suite, items: list[CheckOutcome], config: AgentConfig, *, inte
                 "replayed_steps": o.result.replayed_steps if o.result else 0,
                 "calls_saved": o.result.calls_saved if o.result else 0,
                 "duration_s": o.result.duration_s if o.result else 0.0,
+                "downloads": [d.model_dump(mode="json") for d in o.result.downloads] if o.result else [],
             }
             for o in items
         ],
@@ -140,10 +141,30 @@ async def run_suite(
     await runner.run()
     if ray is not None and cache is not None:  # the actors updated the cache file: what changed
         cache.refresh()
-    items = outcomes(suite, output)
-    summary = totals(suite, items, config, interrupted=runner.stopping)
+    shown = _shown(suite, config)  # what the outputs show of the checks: the variables' values redacted
+    items = outcomes(shown, output)
+    summary = totals(shown, items, config, interrupted=runner.stopping)
     write_atomic(output / "suite.json", (json.dumps(summary, indent=2) + "\n").encode())
     for target in {output / "junit.xml", *([junit] if junit else [])}:
-        write_junit(target, suite, items, output)
-    write_suite_report(output / "report.html", suite, items, output, summary)
+        write_junit(target, shown, items, output)
+    write_suite_report(output / "report.html", shown, items, output, summary)
     return summary, items, runner.stopping
+
+
+def _shown(suite: Suite, config: AgentConfig) -> Suite:
+    """The suite as its outputs show it: every secret's and suite variable's value redacted from its
+    checks (``AgentConfig.secret_set``)."""
+    secrets = config.secret_set()
+    if not secrets:
+        return suite
+    checks = [
+        check.model_copy(
+            update={
+                "url": secrets.redact(check.url),
+                "goal": secrets.redact(check.goal),
+                "expect": secrets.redact(check.expect) if check.expect is not None else None,
+            }
+        )
+        for check in suite.checks
+    ]
+    return suite.model_copy(update={"checks": checks})

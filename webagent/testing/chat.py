@@ -260,18 +260,24 @@ def _answer(script: Script, rec: RecordedRequest, body: dict[str, Any], *, offta
     state = parse_policy_prompt(rec.turn)
     rec.step = state.step
     rule = task.policy_rule(state) if task else None
-    note, thought, action = (
-        (rule.note or "", rule.thought or "", rule.action) if rule else ("", "no scripted rule matched", NO_ACTION)
+    note, thought, actions = (
+        (rule.note or "", rule.thought or "", rule.all_actions)
+        if rule
+        else ("", "no scripted rule matched", [NO_ACTION])
     )
     how = asked(body)
-    if how is None:  # a request that asks for no particular form: webagent's JSON
-        return ScriptedReply(json.dumps({"note": note, "thought": thought, "action": action}))
+    if how is None:  # a request that asks for no particular form: webagent's JSON, its first action
+        return ScriptedReply(json.dumps({"note": note, "thought": thought, "action": actions[0]}))
     vp = script.viewport
     w, h = rec.image_sizes[-1] if rec.image_sizes else (vp.width, vp.height)
-    hit = script.find_element(str(action.get("element", ""))) if "element" in action else None
     scale = max(w / vp.width, h / vp.height)
-    point = (hit[1][0] * scale, hit[1][1] * scale) if hit else None
-    return policy_reply(how, note, thought, action, model=rec.model, point=point, image=(w, h))
+
+    def at(description: Any) -> tuple[float, float] | None:
+        hit = script.find_element(str(description)) if description else None
+        return (hit[1][0] * scale, hit[1][1] * scale) if hit else None
+
+    spots = [(at(a.get("element")), at(a.get("target"))) for a in actions]
+    return policy_reply(how, note, thought, actions, model=rec.model, spots=spots, image=(w, h))
 
 
 def _click(script: Script, model: str, text: str, sizes: list[list[int]], *, offtarget: bool) -> str:

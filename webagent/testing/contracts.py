@@ -6,7 +6,9 @@ A policy request says how it wants its reply: native ``tools`` (the reply then c
 shape (``{"note", "thought", "action": {...}}``) or H Company's (``{"note", "thought",
 "tool_call": {"tool_name", ...}}``); a schema or tools with ``x``/``y`` on the element actions ask
 for a grounded reply, its point in the coordinates of the model's family (the registry, told by
-the model name). A request with reasoning on (``chat_template_kwargs.enable_thinking``) gets a
+the model name), a drag's release point as ``to_x``/``to_y``. A schema whose action is a list
+(``"actions"``, or H's ``"tool_calls"``) takes several actions, at most its ``maxItems``; native
+tool calls take them as parallel calls; a request asking for one gets the first. A request with reasoning on (``chat_template_kwargs.enable_thinking``) gets a
 ``reasoning`` field beside its content, as vLLM's reasoning parser returns it.
 """
 
@@ -21,8 +23,22 @@ from webagent.families import DEFAULT_PROFILE, TOOL_NAMES, family_of
 
 __all__ = ["ELEMENT_ACTIONS", "Asked", "ScriptedReply", "asked", "calls_text", "policy_reply", "thinking"]
 
-#: The actions whose element gets a point in a grounded reply.
-ELEMENT_ACTIONS = frozenset({"click_element", "write_element", "select_option", "upload_file"})
+#: The actions whose element gets a point in a grounded reply (a drag: its target's too).
+ELEMENT_ACTIONS = frozenset(
+    {
+        "click_element",
+        "write_element",
+        "select_option",
+        "upload_file",
+        "hover_element",
+        "double_click_element",
+        "right_click_element",
+        "drag_element",
+    }
+)
+#: Where a scripted action is placed: its element's point and a drag's target's (pixels of the
+#: screenshot; None: unknown).
+Spot = tuple[tuple[float, float] | None, tuple[float, float] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +48,8 @@ class Asked:
     output: Literal["json", "tools"] = "json"
     shape: Literal["action", "tool_call"] = "action"
     grounded: bool = False
+    actions: int = 1
+    """How many actions one reply may carry (the schema's ``maxItems``; tools: as many as scripted)."""
 
 
 @dataclass(slots=True)
@@ -90,19 +108,25 @@ def asked(body: dict[str, Any]) -> Asked | None:
             for t in tools
             if isinstance(t, dict)
         )
-        return Asked("tools", "tool_call", grounded)
+        return Asked("tools", "tool_call", grounded, actions=len(TOOL_NAMES))
     schema = _schema(body)
     if schema is None:
         return None
     properties = schema.get("properties", {})
     if not isinstance(properties, dict) or "note" not in properties:  # not a policy reply's schema
         return None
-    if "tool_call" in properties:
-        variants = properties["tool_call"].get("anyOf", [])
-        return Asked("json", "tool_call", any(_has_point(v.get("properties")) for v in variants))
-    if "action" in properties:
-        definitions = schema.get("$defs", {}).values()
-        return Asked("json", "action", any(_has_point(d.get("properties")) for d in definitions))
+    for key in ("tool_call", "tool_calls", "action", "actions"):
+        if key not in properties:
+            continue
+        several = key.endswith("s")
+        count = int(properties[key].get("maxItems") or 1) if several else 1
+        if key.startswith("tool_call"):
+            call = properties[key].get("items", {}) if several else properties[key]
+            return Asked(
+                "json", "tool_call", any(_has_point(v.get("properties")) for v in call.get("anyOf", [])), count
+            )
+        grounded = any(_has_point(d.get("properties")) for d in schema.get("$defs", {}).values())
+        return Asked("json", "action", grounded, count)
     return None
 
 
@@ -116,29 +140,48 @@ def policy_reply(
     how: Asked,
     note: str,
     thought: str,
-    action: dict[str, Any],
+    actions: list[dict[str, Any]],
     *,
     model: str,
-    point: tuple[float, float] | None,
+    spots: list[Spot],
     image: tuple[int, int],
 ) -> ScriptedReply:
-    """A scripted action in the form ``how`` asks for. ``point``: the element's place in pixels of
-    the screenshot (None: unknown, the reply points off it); ``image``: the screenshot's size."""
-    name = str(action.get("action"))
-    arguments = {k: v for k, v in action.items() if k != "action"}
-    if how.grounded and name in ELEMENT_ACTIONS:
-        arguments.update(_point(model, point, image))
+    """Scripted actions in the form ``how`` asks for (at most as many as it allows). ``spots``: where
+    each action's element (and a drag's target) is in pixels of the screenshot (None: unknown, the
+    reply points off it); ``image``: the screenshot's size."""
+    written = []
+    for action, (point, target) in list(zip(actions, spots, strict=True))[: how.actions]:
+        name = str(action.get("action"))
+        arguments = {k: v for k, v in action.items() if k != "action"}
+        if how.grounded and name in ELEMENT_ACTIONS:
+            arguments.update(_point(model, point, image))
+            if name == "drag_element":
+                to = _point(model, target, image)
+                arguments.update(to_x=to["x"], to_y=to["y"])
+        elif how.grounded and name == "scroll":
+            at = _point(model, point, image) if point is not None else {"x": None, "y": None}
+            arguments.update(at)
+        written.append((name, arguments))
     if how.output == "tools":
-        call = {
-            "id": f"call_{uuid.uuid4().hex[:12]}",
-            "type": "function",
-            "function": {"name": TOOL_NAMES.get(name, name), "arguments": json.dumps({"note": note, **arguments})},
-        }
-        return ScriptedReply(thought, [call])
+        calls = [
+            {
+                "id": f"call_{uuid.uuid4().hex[:12]}",
+                "type": "function",
+                "function": {
+                    "name": TOOL_NAMES.get(name, name),
+                    "arguments": json.dumps({"note": note if i == 0 else "", **arguments}),
+                },
+            }
+            for i, (name, arguments) in enumerate(written)
+        ]
+        return ScriptedReply(thought, calls)
     if how.shape == "tool_call":
-        tool_call = {"tool_name": TOOL_NAMES.get(name, name), **arguments}
-        return ScriptedReply(json.dumps({"note": note or None, "thought": thought, "tool_call": tool_call}))
-    return ScriptedReply(json.dumps({"note": note, "thought": thought, "action": {"action": name, **arguments}}))
+        tool_calls = [{"tool_name": TOOL_NAMES.get(name, name), **arguments} for name, arguments in written]
+        body: dict[str, Any] = {"tool_calls": tool_calls} if how.actions > 1 else {"tool_call": tool_calls[0]}
+        return ScriptedReply(json.dumps({"note": note or None, "thought": thought, **body}))
+    items = [{"action": name, **arguments} for name, arguments in written]
+    body = {"actions": items} if how.actions > 1 else {"action": items[0]}
+    return ScriptedReply(json.dumps({"note": note, "thought": thought, **body}))
 
 
 def _point(model: str, point: tuple[float, float] | None, image: tuple[int, int]) -> dict[str, int]:

@@ -39,6 +39,7 @@ FAULT_KINDS: tuple[FaultKind, ...] = (
 REPLY_FAULTS: frozenset[FaultKind] = frozenset({"malformed", "schema", "offtarget"})
 
 FEEDBACK_HEADER = "Validator feedback on your last answer:"
+EVENTS_HEADER = "Page events since the last step:"
 
 Point = tuple[float, float]
 NonNegative = Annotated[float, Field(ge=0)]
@@ -54,6 +55,7 @@ class PromptState:
     last_action: str | None = None
     feedback: str | None = None
     final: bool = False
+    events: tuple[str, ...] = ()
 
 
 class _Model(BaseModel):
@@ -76,6 +78,8 @@ class When(_Model):
     feedback: str | None = None
     no_feedback: bool | None = None
     final: bool | None = None
+    #: A page event of this step (``Page events since the last step``) holds this text.
+    event: str | None = None
 
     def matches(self, state: PromptState) -> bool:
         """True when every set condition holds for ``state``."""
@@ -87,21 +91,37 @@ class When(_Model):
                 self.feedback is None or _contains(state.feedback, self.feedback),
                 self.no_feedback is None or self.no_feedback == (state.feedback is None),
                 self.final is None or self.final == state.final,
+                self.event is None or any(_contains(e, self.event) for e in state.events),
             )
         )
 
 
 class PolicyRule(_Model):
-    """One scripted policy reply."""
+    """One scripted policy reply: one ``action``, or several (``actions``, written as the request
+    allows: a list, parallel tool calls, or the first alone where only one is asked for)."""
 
     when: When = Field(default_factory=When)
     note: str | None = None
     thought: str | None = None
-    action: dict[str, Any]
+    action: dict[str, Any] | None = None
+    actions: list[dict[str, Any]] | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> PolicyRule:
+        if (self.action is None) == (self.actions is None):
+            raise ValueError("a policy rule gives either 'action' or 'actions'")
+        return self
+
+    @property
+    def all_actions(self) -> list[dict[str, Any]]:
+        """The rule's actions, in order."""
+        return self.actions if self.actions is not None else [self.action or {}]
 
     def reply(self) -> str:
-        """The reply content (a JSON object string)."""
-        return json.dumps({"note": self.note or "", "thought": self.thought or "", "action": self.action})
+        """The reply content (a JSON object string, in webagent's shape)."""
+        acts = self.all_actions
+        body: dict[str, Any] = {"action": acts[0]} if len(acts) == 1 else {"actions": acts}
+        return json.dumps({"note": self.note or "", "thought": self.thought or "", **body})
 
 
 class ValidatorRule(_Model):
@@ -218,7 +238,7 @@ _ACTION_LINES = re.compile(r"^- step \d+:.*$", re.M)
 
 
 def parse_policy_prompt(text: str) -> PromptState:
-    """Extract URL, step, last action, validator feedback and the final flag from a policy prompt."""
+    """Extract URL, step, last action, validator feedback, the final flag and the page events from a policy prompt."""
     url = _URL_LINE.search(text)
     step = _STEP_LINE.search(text)
     actions = _ACTION_LINES.findall(text)
@@ -232,12 +252,20 @@ def parse_policy_prompt(text: str) -> PromptState:
                 break
             block.append(line)
         feedback = "\n".join(block)
+    events: list[str] = []
+    start = next((i for i, ln in enumerate(lines) if ln.strip() == EVENTS_HEADER), None)
+    if start is not None:
+        for line in lines[start + 1 :]:
+            if not line.startswith("- "):
+                break
+            events.append(line[2:])
     return PromptState(
         url=url.group(1).strip() if url else None,
         step=int(step.group(1)) if step else None,
         last_action=actions[-1] if actions else None,
         feedback=feedback,
         final="FINAL STEP" in text,
+        events=tuple(events),
     )
 
 

@@ -14,6 +14,13 @@ dynamic routes:
   :mod:`webagent.testing.safetysites`).
 * ``/trouble/...`` -- pages that misbehave (a download, a file chooser, a redirect loop, a page
   that never finishes loading, a ``beforeunload`` guard); see :mod:`webagent.testing.trouble`.
+* ``/downloads/...`` -- downloads that misbehave (any name, any size, slow, cut off, a flood of
+  them, a link to one on another host); see :mod:`webagent.testing.downloadsite`.
+* ``/hands/...`` -- a page for each of the agent's pointer hands and tabs (a hover menu, a range
+  selected with shift held, a grid edited after a double-click, a context menu, a drag-and-drop board, a slider, a panel that
+  scrolls in a page that does not, a coupon in a second tab, a six-field form); each reports the
+  real event it saw to ``/hands/event`` (:attr:`SiteServer.hand_events`); see
+  :mod:`webagent.testing.hands`.
 
 Run ``python -m webagent.testing.sites [--port N]`` to serve them by hand.
 """
@@ -51,6 +58,7 @@ from .catalog import (
     search_products,
     validate_registration,
 )
+from .downloadsite import serve_downloads
 from .trouble import serve_trouble
 
 __all__ = [
@@ -185,6 +193,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self.site.record_submission(values)
             self._send_html(HTTPStatus.OK, render_confirmation(values))
             return
+        if route == "/hands/event":  # what a hands page saw happen (webagent.testing.hands)
+            self.site.record_hand_event(_first_values(parts.query))
+            self._send(HTTPStatus.NO_CONTENT, b"")
+            return
         if route == "/favicon.ico":
             self._send(HTTPStatus.NO_CONTENT, b"", "image/x-icon")
             return
@@ -192,6 +204,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error_page(HTTPStatus.METHOD_NOT_ALLOWED)
             return
         if route.startswith("/trouble") and serve_trouble(self, route, self.site.stopping):
+            return
+        if route == "/downloads/file":
+            self.site.record_download_hit(self.headers.get("Host", ""), self.path)
+        if route.startswith("/downloads/") and serve_downloads(self, route, parts.query, self.site.stopping):
             return
         self._serve_static(path, parts.query)
 
@@ -284,7 +300,11 @@ class SiteServer:
         self._requested_port = port
         self.submissions: list[dict[str, str]] = []
         self.safety_hits: list[tuple[str, str]] = []
+        #: Each /downloads/file request: (Host header, path and query).
+        self.download_hits: list[tuple[str, str]] = []
         self.logins: list[dict[str, str]] = []
+        #: What the /hands/ pages reported (each an event's fields, ``page`` among them).
+        self.hand_events: list[dict[str, str]] = []
         self.stopping = threading.Event()  # releases handlers that hold a response open
         self._lock = threading.Lock()
         self._httpd: _HTTPServer | None = None
@@ -321,9 +341,17 @@ class SiteServer:
         with self._lock:
             self.safety_hits.append((host, path))
 
+    def record_download_hit(self, host: str, path: str) -> None:
+        with self._lock:
+            self.download_hits.append((host, path))
+
     def record_login(self, values: dict[str, str]) -> None:
         with self._lock:
             self.logins.append(dict(values))
+
+    def record_hand_event(self, values: dict[str, str]) -> None:
+        with self._lock:
+            self.hand_events.append(dict(values))
 
     def clear_submissions(self) -> None:
         with self._lock:

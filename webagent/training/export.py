@@ -341,6 +341,7 @@ def _records(run: _Run, options: ExportOptions, stats: ExportStats) -> Iterator[
                     **meta,
                     "action": step.action.model_dump(mode="json") if step.action else None,
                     "outcome": step.outcome,
+                    **({"actions": [a.model_dump(mode="json") for a in step.actions]} if step.actions else {}),
                 },
             }
 
