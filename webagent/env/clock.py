@@ -25,8 +25,9 @@ from collections.abc import Awaitable
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Request
 
+from ..browser.crashes import browser_failure
 from ..browser.session import BrowserSession
-from ..errors import BrowserError, BrowserTimeoutError
+from ..errors import BrowserTimeoutError
 
 __all__ = ["EPOCH_S", "QUIET_S", "STEP_MS", "PageClock", "random_script", "seeded_time"]
 
@@ -129,5 +130,5 @@ class PageClock:
                 await work
         except TimeoutError:
             raise BrowserTimeoutError(f"cannot {what}: no answer within {_TIMEOUT_S:g} s") from None
-        except PlaywrightError as exc:
-            raise BrowserError(f"cannot {what}: {str(exc).splitlines()[0]}") from None
+        except PlaywrightError as exc:  # a page or context gone: a BrowserCrashError (the infrastructure's)
+            raise browser_failure(exc, f"cannot {what}") from None

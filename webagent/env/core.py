@@ -74,6 +74,9 @@ StepResult = tuple["Observation", float, bool, bool, dict[str, Any]]
 
 #: Stop reasons that mean the environment could not run the episode to a verdict.
 FAILURES = ("error", "budget")
+#: How many times a reset sets its episode up again after the browser failed under the set-up (a
+#: renderer that crashed, a context closed, a command past its deadline), each on a fresh context.
+SETUP_RERUNS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,14 +196,17 @@ class WebEnv:
         """Start ``task`` in a fresh browser context: ``{"url", "goal", "reference"?}``, a TaskSpec, a
         benchmark task's name (``"miniwob/click-button"``, with ``seed``) or a BenchmarkTask.
 
-        Returns the first observation and ``info`` (``task_id``, ``seed``, ``goal``). A start the
-        environment cannot make (the start page does not open, the browser fails) raises; so does a
-        start URL its source may not open (InputError, NavigationError). With a seed (a benchmark
-        task always has one) the page runs on the seeded clock. With ``output_dir`` the run
-        directory is written as by ``Agent`` (exportable), the pages' downloads in its
-        ``downloads/``; without, they are kept in a private temporary folder until the next
-        ``reset`` or ``aclose``. ``source``: who this task comes from (default: the environment's
-        ``tasks_from``).
+        Returns the first observation and ``info`` (``task_id``, ``seed``, ``goal``, ``setup_reruns``).
+        A start the environment cannot make raises: the start page does not open (NavigationError),
+        or a start URL its source may not open (InputError, NavigationError). The browser failing
+        under the set-up (a renderer crash, a context closed, a command past its deadline) is the
+        infrastructure's: the episode is set up again on a fresh context, up to ``SETUP_RERUNS``
+        times (counted in ``setup_reruns``), then the BrowserCrashError or BrowserTimeoutError
+        (``infrastructure``) is raised. With a seed (a benchmark task always has one) the page runs
+        on the seeded clock. With ``output_dir`` the run directory is written as by ``Agent``
+        (exportable), the pages' downloads in its ``downloads/``; without, they are kept in a
+        private temporary folder until the next ``reset`` or ``aclose``. ``source``: who this task
+        comes from (default: the environment's ``tasks_from``).
         """
         await self._end_episode("the environment was reset")
         spec = as_task(task, seed)
@@ -215,13 +221,9 @@ class WebEnv:
             raise InputError(f"reward {self.reward_mode!r} needs reference answers in the task ('reference')")
         url, policy = await start_policy(self.agent.runtime, spec, source or self.tasks_from)
         self.task, self.result = spec, None
-        self._files = RunFiles(output_dir)
         self._forget_downloads()
         folder = DownloadFolder(Path(output_dir) / FOLDER_NAME) if output_dir is not None else None
         self._downloads = self.agent.runtime.download_folder(folder)
-        stack = contextlib.AsyncExitStack()
-        lease = SessionLease(stack, idle_timeout_s=self.idle_timeout_s)
-        box = _Session()
         run = RunSpec(
             url=url,
             goal=spec.goal,
@@ -231,8 +233,25 @@ class WebEnv:
             budgets=self.agent.runtime.run_budgets(shared=self.budgets) if self.budgets else None,
             downloads=self._downloads,
         )
-        async with lease.use():  # not reaped while it starts, however long that takes
-            return await self._start(spec, run, seed, lease, box)
+        rerun = 0
+        while True:
+            self.result = None
+            self._files = RunFiles(output_dir)
+            lease = SessionLease(contextlib.AsyncExitStack(), idle_timeout_s=self.idle_timeout_s)
+            try:
+                async with lease.use():  # not reaped while it starts, however long that takes
+                    obs, info = await self._start(spec, run, seed, lease, _Session())
+            except BrowserError as exc:
+                # The browser failed under the set-up (its context is closed): the infrastructure's, never
+                # the task's; set up again on a fresh context, then raised (a BrowserCrashError or
+                # BrowserTimeoutError, ``infrastructure``), never a reward.
+                if not exc.infrastructure or rerun == SETUP_RERUNS:
+                    raise
+                rerun += 1
+                log.warning("episode_setup_failed", task=spec.id, rerun=rerun, error=str(exc))
+                continue
+            info["setup_reruns"] = rerun
+            return obs, info
 
     async def _start(
         self, spec: TaskSpec | BenchmarkTask, run: RunSpec, seed: int | None, lease: SessionLease, box: _Session

@@ -13,10 +13,10 @@ allowed them). Step takes a ``WebAction``: the policy's ``reply`` (its text or J
 ``action`` dict, an optional ``point`` in screenshot pixels and, for a drag, ``to_point``. An
 episode ending truncated for its own reasons (out of steps or time) is ``done`` with reward 0 and
 ``truncated_by`` set. **An infrastructure failure** (a dead browser, a model server down, the
-run's or the server's budget spent, a session closed for idling) **is raised**: the step answers
-openenv-core's error message
-(``EXECUTION_ERROR``), whose clients raise it, so the trainer drops the rollout instead of
-training on a 0.0; ``/state`` then shows ``failure``.
+run's or the server's budget spent, a session closed for idling; at a reset, a browser that kept
+failing under the set-up past ``WebEnv``'s re-runs) **is raised**: the step or reset answers
+openenv-core's error message (``EXECUTION_ERROR``; over HTTP a 503), whose clients raise it, so
+the trainer drops the rollout instead of training on a 0.0; ``/state`` then shows ``failure``.
 
 A request the client got wrong (a missing task, an unknown field, a wrong type, a step before a
 reset or after the end) is answered in openenv-core's shapes: over HTTP a 4xx whose body is
@@ -45,7 +45,7 @@ from pydantic import Field
 from ..agent import Agent
 from ..budget import Budget
 from ..config import AgentConfig
-from ..errors import ConfigError, InputError, LocalizationError, NavigationError, WebAgentError
+from ..errors import BrowserError, ConfigError, InputError, LocalizationError, NavigationError, WebAgentError
 from ..serving.tokens import ENV_TOKEN_ENV
 from .core import RewardMode, WebEnv, shared_agent
 from .deck import TaskDeck
@@ -185,7 +185,16 @@ class WebagentEnvironment(Environment):  # type: ignore[misc]
             task, seed, source = self.deck.draw(seed)
         elif len(json.dumps(task, default=str)) > MAX_INPUT:
             raise InputError(f"the task is longer than {MAX_INPUT} characters as JSON")
-        obs, info = await self.env.reset(task, seed=seed, source=source)
+        try:
+            obs, info = await self.env.reset(task, seed=seed, source=source)
+        except BrowserError as exc:
+            if not exc.infrastructure:
+                raise
+            # The browser failed under the set-up, again after the environment's re-runs: no episode,
+            # the environment's failure (a 503, openenv-core's EXECUTION_ERROR), never the client's.
+            failure = f"the browser failed while the episode was set up: {exc}"
+            self._state = WebState(episode_id=episode_id, seed=seed, done=True, failure=failure)
+            raise EnvironmentFailure(f"the environment failed (setup): {failure}") from None
         self._state = WebState(
             episode_id=episode_id, step_count=0, task_id=info["task_id"], seed=info["seed"], done=False
         )
