@@ -53,3 +53,24 @@ def test_a_task_file_s_web_tasks_are_the_file_s(tmp_path: Path) -> None:
     deck.check("reference")
     with pytest.raises(InputError, match="is a web task"):
         deck.check("task")
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        ('{"id": "s", "url": "https://e.com/", "goal": "g", "browser": {"storage_state": "s.json"}}', "storage_state"),
+        ('{"id": "p", "url": "https://e.com/", "goal": "Type {{PASSWORD}}"}', "secret placeholder"),
+        ('{"id": "f", "url": "file:///etc/passwd", "goal": "g"}', "a file: start URL"),
+        ('{"id": "l", "url": "https://e.com/", "goal": "g", "browser": {"locale": "de-DE"}}', "'browser' settings"),
+    ],
+)
+def test_a_task_file_is_data_and_its_refusals_name_no_flag_the_server_lacks(
+    tmp_path: Path, line: str, words: str
+) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(line + "\n")
+    with pytest.raises(InputError) as refused:
+        TaskDeck.load(str(tasks))
+    message = str(refused.value)
+    assert words in message and "\n" not in message, message
+    assert "pass --trust-tasks" not in message  # webagent env serve has no such flag

@@ -30,6 +30,8 @@ __all__ = ["Draw", "TaskDeck"]
 Draw = tuple[TaskInput, int, TaskSource]
 """A drawn task, its page seed, and who it comes from."""
 _SEEDS = 2**31
+#: What a refused line of a task file is told: the server has no --trust-tasks.
+_DATA_HINT = "the environment server runs a task file as data (it has no --trust-tasks)"
 
 
 class TaskDeck:
@@ -49,7 +51,7 @@ class TaskDeck:
         """The tasks ``given`` names: a task file's path, or a registered task set's name (``miniwob``)."""
         path = Path(given)
         if path.is_file():
-            specs = load_tasks(path)
+            specs = load_tasks(path, hint=_DATA_HINT)
             for spec in specs:
                 if spec.browser is not None:
                     raise InputError(
