@@ -16,7 +16,10 @@ MiniWoB environments default to BrowserGym's 500 x 320 viewport). Actions are
 ``KINDS``: ``click`` at ``point``, ``type`` ``text`` into the field at ``point``, ``press`` the key
 ``text``, ``scroll`` (``text`` up/down/left/right, default down), ``answer`` with ``text``.
 ``step`` also takes the policy's reply (its text or JSON dict) as ``WebEnv.step`` does, and
-``{"reply": ..., "point": (x, y)}``. ``info`` holds the plain figures (``outcome``, ``error``,
+``{"reply": ..., "point": (x, y), "to_point": (x, y)}``: every action of webagent's, the hands the
+five kinds leave out among them (``hover_element``, ``double_click_element``, ``right_click_element``,
+``drag_element`` with its release at ``to_point``, ``switch_tab``, ``close_tab``, held
+``modifiers``), in the same pixels; the discrete ``kind`` keeps the five a learned policy picks from. ``info`` holds the plain figures (``outcome``, ``error``,
 ``task``, ``truncated_by``, ``failure``, ``stop_reason``, ``success``); the full ``Observation``
 (the policy messages included) and ``WebEnv``'s info are ``env.unwrapped.inner.last`` and
 ``last_info``. Rewards and the meaning of ``terminated`` / ``truncated`` (an
@@ -78,6 +81,14 @@ def _info(full: dict[str, Any]) -> dict[str, Any]:
     return info
 
 
+def _pixel(point: Any) -> tuple[float, float] | None:
+    """A caller's point (a pair, a numpy array) as two floats."""
+    if point is None:
+        return None
+    x, y = (float(v) for v in np.asarray(point, dtype=np.float64).reshape(2))
+    return x, y
+
+
 def miniwob_config() -> AgentConfig:
     """A config for MiniWoB++ environments: no model endpoint, BrowserGym's viewport."""
     config = AgentConfig()
@@ -137,8 +148,8 @@ class AsyncWebGymEnv:
         return self._obs(obs), info
 
     async def step(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
-        reply, point = self._action(action)
-        obs, reward, terminated, truncated, full = await self.env.step(reply, point=point)
+        reply, point, to_point = self._action(action)
+        obs, reward, terminated, truncated, full = await self.env.step(reply, point=point, to_point=to_point)
         self.last, self.last_info = obs, full
         return self._obs(obs), float(reward), terminated, truncated, _info(full)
 
@@ -148,28 +159,27 @@ class AsyncWebGymEnv:
     def render(self) -> Any:
         return None if self.last is None else self._pixels(self.last)
 
-    def _action(self, action: Any) -> tuple[Action, tuple[float, float] | None]:
+    def _action(self, action: Any) -> tuple[Action, tuple[float, float] | None, tuple[float, float] | None]:
         if isinstance(action, Mapping) and "kind" in action:
             kind = KINDS[int(action["kind"])] if not isinstance(action["kind"], str) else str(action["kind"])
             x, y = (float(v) for v in np.asarray(action.get("point", (0, 0)), dtype=np.float64).reshape(2))
             text = str(action.get("text", ""))
             match kind:
                 case "click":
-                    return {"action": "click_element", "element": "the point given"}, (x, y)
+                    return {"action": "click_element", "element": "the point given"}, (x, y), None
                 case "type":
-                    return {"action": "write_element", "element": "the point given", "content": text}, (x, y)
+                    return {"action": "write_element", "element": "the point given", "content": text}, (x, y), None
                 case "press":
-                    return {"action": "press_key", "key": text or "Enter"}, None
+                    return {"action": "press_key", "key": text or "Enter"}, None, None
                 case "scroll":
                     direction = text if text in ("up", "down", "left", "right") else "down"
-                    return {"action": "scroll", "direction": direction}, None
+                    return {"action": "scroll", "direction": direction}, None, None
                 case "answer":
-                    return {"action": "answer", "content": text}, None
+                    return {"action": "answer", "content": text}, None, None
             raise ValueError(f"unknown action kind {kind!r} (one of {', '.join(KINDS)})")
         if isinstance(action, Mapping) and "reply" in action:
-            point = action.get("point")
-            return action["reply"], (float(point[0]), float(point[1])) if point is not None else None
-        return action, None
+            return action["reply"], _pixel(action.get("point")), _pixel(action.get("to_point"))
+        return action, None, None
 
     def _pixels(self, obs: Observation) -> Any:
         image = Image.open(io.BytesIO(obs.screenshot.data())).convert("RGB")
