@@ -43,7 +43,7 @@ from ..agent import Agent
 from ..config import AgentConfig
 from ..errors import ConfigError
 from ..images import frame_for
-from .core import Observation, RewardMode, WebEnv
+from .core import Observation, RewardMode, WebEnv, shared_agent
 from .inputs import Action
 from .miniwob import MiniWoBTasks
 
@@ -55,7 +55,7 @@ try:
 except ImportError as exc:  # pragma: no cover - the rl extra
     raise ConfigError("the gymnasium environments need gymnasium: pip install 'webagent[rl]'") from exc
 
-__all__ = ["KINDS", "AsyncWebGymEnv", "WebGymEnv", "register_envs"]
+__all__ = ["KINDS", "AsyncWebGymEnv", "GymRuntime", "WebGymEnv", "register_envs"]
 
 T = TypeVar("T")
 
@@ -191,6 +191,67 @@ class AsyncWebGymEnv:
         return {"screenshot": self._pixels(obs), "url": _text(obs.url), "goal": _text(obs.goal)}
 
 
+class _LoopThread:
+    """An event loop running on a daemon thread of its own; ``run`` waits for a coroutine on it."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="webagent-gym", daemon=True)
+        self._thread.start()
+
+    def run(self, work: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(work, self.loop).result()
+
+    def stop(self) -> None:
+        if self.loop.is_closed():
+            return
+        if self._thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout=30)
+        self.loop.close()
+
+
+class GymRuntime:
+    """One browser pool for many sync environments: an ``Agent`` on an event loop of its own thread.
+
+        with GymRuntime() as shared:                          # MiniWoB++'s config, reward "task"
+            envs = [gym.make(env_id, runtime=shared) for env_id in ids]
+            ...                                               # one Chromium, a context per episode
+            for env in envs:
+                env.close()
+
+    Without it each ``WebGymEnv`` launches its own browser. Its environments may be stepped from any
+    threads (``SyncVectorEnv``'s, a thread pool's); closing one leaves the runtime running, and
+    ``close`` ends the agent. A copy is the runtime itself: gymnasium deep-copies an environment
+    spec's arguments (``env.spec.make()``), and the copy must share the browser, not clone it."""
+
+    def __init__(self, config: AgentConfig | None = None, *, reward: RewardMode = "task") -> None:
+        self.reward: RewardMode = reward
+        self.agent = shared_agent(config or miniwob_config(), reward=reward)
+        self._thread = _LoopThread()
+
+    def run(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run ``work`` on the runtime's loop and wait for its result."""
+        return self._thread.run(work)
+
+    def close(self) -> None:
+        if not self._thread.loop.is_closed():
+            self.run(self.agent.aclose())
+            self._thread.stop()
+
+    def __enter__(self) -> GymRuntime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __copy__(self) -> GymRuntime:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> GymRuntime:
+        return self
+
+
 class WebGymEnv(gymnasium.Env[dict[str, Any], Any]):
     """The sync form, a ``gymnasium.Env`` (see the module docstring)."""
 
@@ -204,17 +265,25 @@ class WebGymEnv(gymnasium.Env[dict[str, Any], Any]):
         reward: RewardMode | None = None,
         idle_timeout_s: float | None = None,
         render_mode: str | None = None,
+        runtime: GymRuntime | None = None,
     ) -> None:
+        """``runtime``: a ``GymRuntime`` whose browser pool this environment shares (its config then,
+        not ``config``); without, the environment has a browser of its own."""
+        if runtime is not None and config is not None:
+            raise ConfigError("WebGymEnv takes a config or a shared runtime (whose config it uses), not both")
         self.render_mode = render_mode
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="webagent-gym", daemon=True)
-        self._thread.start()
-        self.inner = AsyncWebGymEnv(task, config=config, reward=reward, idle_timeout_s=idle_timeout_s)
+        self._runtime = runtime
+        self._own = _LoopThread() if runtime is None else None
+        agent = runtime.agent if runtime is not None else None
+        self.inner = AsyncWebGymEnv(task, config=config, agent=agent, reward=reward, idle_timeout_s=idle_timeout_s)
         self.observation_space = self.inner.observation_space
         self.action_space = self.inner.action_space
+        self._closed = False
 
     def _run(self, work: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(work, self._loop).result()
+        runner = self._runtime if self._runtime is not None else self._own
+        assert runner is not None
+        return runner.run(work)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -231,13 +300,12 @@ class WebGymEnv(gymnasium.Env[dict[str, Any], Any]):
         return self.inner.render()
 
     def close(self) -> None:
-        if self._loop.is_closed():
+        if self._closed:
             return
-        if self._thread.is_alive():
-            self._run(self.inner.close())
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=30)
-        self._loop.close()
+        self._closed = True
+        self._run(self.inner.close())  # the episode's context; a shared runtime's agent stays
+        if self._own is not None:
+            self._own.stop()
 
 
 def register_envs() -> None:
