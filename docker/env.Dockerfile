@@ -1,9 +1,14 @@
 # webagent's RL environment as an OpenEnv server (`webagent env serve`): many sessions per container
 # on one browser pool, MiniWoB++ included. Build from the repository root:
 #   docker build -f docker/env.Dockerfile -t webagent-env .
-#   docker run --rm --init --shm-size=2g -p 8000:8000 webagent-env
-# Then any openenv-core client: WebagentClient(base_url="http://localhost:8000"). Web tasks rewarded by a
-# validator need its endpoint: -e WEBAGENT_VALIDATOR_BASE_URL=... and --reward validator (docs/training.md).
+#   export WEBAGENT_ENV_AUTH_TOKEN="$(openssl rand -hex 32)"
+#   docker run --rm --init --shm-size=2g -p 8000:8000 -e WEBAGENT_ENV_AUTH_TOKEN webagent-env --tasks miniwob
+# It listens on all interfaces of the container, so it does not start without a token: the variable
+# above, or a mounted file (-v ./tokens:/run/secrets/tokens:ro ... --auth-token-file /run/secrets/tokens,
+# one token a line). Then WebagentClient(base_url="http://localhost:8000") with the same
+# WEBAGENT_ENV_AUTH_TOKEN (or token=...); other clients send "Authorization: Bearer $TOKEN". GET /health
+# needs no token (the health check below). Web tasks rewarded by a validator need its endpoint:
+# -e WEBAGENT_VALIDATOR_BASE_URL=... and --reward validator (docs/training.md).
 FROM debian:bookworm-slim
 
 # 1. System packages: Chromium + fonts, libatomic1 (Playwright's Node driver), Python, CA certificates.
@@ -41,7 +46,7 @@ RUN pip install -q --no-deps /tmp/webagent-src \
  && rm -rf /tmp/webagent-src \
  && webagent env serve --help > /dev/null
 
-# 4. Runtime: an unprivileged user, Debian's Chromium, the server on all interfaces.
+# 4. Runtime: an unprivileged user, Debian's Chromium, the server on all interfaces (behind its token).
 ENV WEBAGENT_BROWSER_EXECUTABLE_PATH=/usr/bin/chromium \
     HOME=/home/webagent
 USER webagent

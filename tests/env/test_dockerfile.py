@@ -10,7 +10,8 @@ from pathlib import Path
 from ..test_docker import instructions
 
 ROOT = Path(__file__).resolve().parents[2]
-STEPS = instructions((ROOT / "docker" / "env.Dockerfile").read_text())
+TEXT = (ROOT / "docker" / "env.Dockerfile").read_text()
+STEPS = instructions(TEXT)
 
 
 def test_it_serves_openenv_on_all_interfaces_as_an_unprivileged_user() -> None:
@@ -31,3 +32,13 @@ def test_it_installs_the_rl_extra_but_verifiers() -> None:
     assert any(r.startswith("openenv-core") for r in extras) and any(r.startswith("miniwob") for r in extras)
     copied = {args.split()[0] for k, args in STEPS if k == "COPY"}
     assert {"pyproject.toml", "webagent", "prompts", "tasks"} <= copied
+
+
+def test_it_shows_the_token_its_server_needs_on_all_interfaces() -> None:
+    # Bound to 0.0.0.0 the server refuses to start without a token (tests/env/test_server_access.py).
+    usage = [line for line in TEXT.splitlines() if line.startswith("#")]
+    run = next(line for line in usage if "docker run" in line)
+    assert "-e WEBAGENT_ENV_AUTH_TOKEN" in run and any("openssl rand" in line for line in usage)
+    assert any("--auth-token-file" in line for line in usage)
+    health = dict(STEPS)["HEALTHCHECK"]
+    assert "/health" in health and "Authorization" not in health  # the public path

@@ -1,6 +1,11 @@
-"""gymnasium: the webagent/ environments pass gymnasium's own env checker with their default arguments."""
+"""gymnasium: every webagent/ environment passes gymnasium's own env checker (its seeded resets repeat,
+animated pages included): with its default arguments (a browser of its own), and every registered id
+on one shared browser (``GymRuntime``), which is what makes ~130 checks cheap enough for every run."""
 
 from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
 
 import gymnasium
 import numpy as np
@@ -8,14 +13,25 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import webagent.env.gym  # noqa: F401  (registers the webagent/ environments)
-from webagent.env.gym import KINDS, AsyncWebGymEnv
+from webagent.env.gym import KINDS, AsyncWebGymEnv, GymRuntime, miniwob_config
+from webagent.errors import ConfigError
 from webagent.testing.miniwob import PLAN
 
 pytestmark = pytest.mark.browser
 
 
-@pytest.mark.parametrize("env_id", ["webagent/MiniWoB-v0", "webagent/miniwob.click-button-v0"])
-def test_gymnasium_s_checker_passes(env_id: str) -> None:
+#: Every registered id: an animated page (chase-circle) must be as repeatable under a seed as a still one.
+IDS = sorted(i for i in gymnasium.registry if i.startswith("webagent/"))
+
+
+@pytest.fixture(scope="module")
+def shared() -> Iterator[GymRuntime]:
+    with GymRuntime() as runtime:
+        yield runtime
+
+
+@pytest.mark.parametrize("env_id", ["webagent/MiniWoB-v0", "webagent/miniwob.chase-circle-v0"])
+def test_gymnasium_s_checker_passes_with_the_default_arguments(env_id: str) -> None:
     env = gymnasium.make(env_id)
     try:
         check_env(env.unwrapped, skip_render_check=False)
@@ -23,9 +39,40 @@ def test_gymnasium_s_checker_passes(env_id: str) -> None:
         env.close()
 
 
+@pytest.mark.slow  # ~130 ids: a few seconds each (check_env resets each ~17 times), minutes in all
+@pytest.mark.parametrize("env_id", IDS)
+def test_gymnasium_s_checker_passes_on_every_id(env_id: str, shared: GymRuntime) -> None:
+    # check_env's own env.spec.make() (its render and close checks) gets the same runtime.
+    env = gymnasium.make(env_id, runtime=shared)
+    try:
+        check_env(env.unwrapped, skip_render_check=False)
+    finally:
+        env.close()
+
+
+def test_a_runtime_s_environments_share_its_browser(shared: GymRuntime) -> None:
+    envs = [gymnasium.make(env_id, runtime=shared) for env_id in IDS[:3]]
+    try:
+        for env in envs:
+            obs, _ = env.reset(seed=2)
+            assert obs in env.observation_space
+        assert shared.agent.browsers.browsers == 1 and shared.agent.browsers.open_sessions >= 3
+    finally:
+        for env in envs:
+            env.close()
+    assert shared.agent.browsers.open_sessions == 0  # each closed its episode's context ...
+    env = gymnasium.make(IDS[0], runtime=shared)  # ... and left the runtime running
+    try:
+        env.reset(seed=3)
+    finally:
+        env.close()
+    assert copy.deepcopy(shared) is shared and copy.copy(shared) is shared  # a spec's copy shares it
+    with pytest.raises(ConfigError, match="a config or a shared runtime"):
+        gymnasium.make(IDS[0], runtime=shared, config=miniwob_config())
+
+
 def test_registered_ids_cover_every_miniwob_task() -> None:
-    ids = [i for i in gymnasium.registry if i.startswith("webagent/")]
-    assert "webagent/MiniWoB-v0" in ids and "webagent/miniwob.click-checkboxes-v0" in ids and len(ids) > 100
+    assert "webagent/MiniWoB-v0" in IDS and "webagent/miniwob.chase-circle-v0" in IDS and len(IDS) > 100
 
 
 def test_points_and_text_solve_a_task_through_the_sync_api() -> None:

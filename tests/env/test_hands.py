@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
 import pytest
 from playwright.async_api import Browser
 
 from webagent import Agent, ConfigError, WebEnv
+from webagent.env.gym import AsyncWebGymEnv
 from webagent.env.openenv import WebAction, WebagentEnvironment
 from webagent.testing.hands import HAND_TASKS, HandTask
 from webagent.testing.offline import offline_config
@@ -41,6 +43,34 @@ async def test_each_hand_with_the_caller_s_points_asks_no_localizer(
                 obs, reward, done, truncated, info = await env.step(act, point=point, to_point=to)
                 assert info["error"] is None, info
             assert (reward, done, truncated) == (1.0, True, False)
+        assert server.request_counts["localizer"] == 0
+    assert any(all(e.get(k) == v or k == "types" for k, v in task.event.items()) for e in site.hand_events)
+
+
+@pytest.mark.parametrize("name", list(HAND_TASKS))
+async def test_each_hand_through_gymnasium_s_reply_form(
+    browser: Browser, model_server: ServerFactory, site: SiteServer, name: str
+) -> None:
+    """The gym adapter takes webagent's action JSON with its points (a drag's release at to_point),
+    numpy arrays as a gym policy hands them."""
+    task = HAND_TASKS[name]
+    site.hand_events.clear()
+    async with model_server(task.script()) as server:
+        async with Agent(make_config(server), browser=browser) as agent:
+            env = AsyncWebGymEnv({"url": task.url(site.url), "goal": task.goal}, agent=agent, reward="validator")
+            try:
+                await env.reset(seed=None)
+                for act in task.steps:
+                    assert env.last is not None
+                    point, to = points(task, act, env.last.screenshot.frame)
+                    given = {"reply": {"action": act}}
+                    given |= {"point": np.array(point, dtype=np.float32)} if point is not None else {}
+                    given |= {"to_point": np.array(to, dtype=np.float32)} if to is not None else {}
+                    _, reward, done, truncated, info = await env.step(given)
+                    assert info["error"] is None, info
+                assert (reward, done, truncated) == (1.0, True, False)
+            finally:
+                await env.close()
         assert server.request_counts["localizer"] == 0
     assert any(all(e.get(k) == v or k == "types" for k, v in task.event.items()) for e in site.hand_events)
 
@@ -120,7 +150,9 @@ async def test_openenv_s_action_carries_a_drag_s_release_point(
     browser: Browser, model_server: ServerFactory, site: SiteServer
 ) -> None:
     async with model_server(BOARD.script()) as server:
-        agent = Agent(make_config(server), browser=browser)
+        config = make_config(server)
+        config.browser.allowed_domains = [f"127.0.0.1:{site.port}"]  # a client's local start: the operator's leave
+        agent = Agent(config, browser=browser)
         env = WebagentEnvironment(agent, reward="validator")
         try:
             obs = await env.reset_async(task={"url": BOARD.url(site.url), "goal": BOARD.goal})

@@ -35,7 +35,7 @@ async def play(env: WebEnv, plan: str) -> tuple[float, bool, bool, dict[str, Any
 async def test_the_page_rewards_the_right_actions_and_ends_the_episode(browser: Browser, name: str) -> None:
     async with Agent(AgentConfig(), browser=browser, require=()) as agent, WebEnv(agent=agent, reward="task") as env:
         obs, info = await env.reset(f"miniwob/{name}", seed=11)
-        assert info == {"task_id": f"miniwob/{name}", "seed": 11, "goal": obs.goal} and obs.goal
+        assert info == {"task_id": f"miniwob/{name}", "seed": 11, "goal": obs.goal, "setup_reruns": 0} and obs.goal
         assert obs.goal in obs.messages[-1]["content"][0]["text"]  # the policy is told the page's goal
         reward, terminated, truncated, info, _ = await play(env, PLAN)
         assert (reward, terminated, truncated) == (1.0, True, False), info

@@ -9,70 +9,21 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from openenv.core.generic_client import GenericEnvClient
 from playwright.async_api import Browser
 
-from webagent.env.cli import READY_PREFIX
 from webagent.env.openenv import WebAction, WebagentClient
 from webagent.testing.miniwob import env_action
 
 from ..procs import alive, chromium_mains, cmdline, descendants
 from .helpers import at_image, plan_for
+from .server import VIEWPORT, serve, status
 
 pytestmark = pytest.mark.browser
-
-VIEWPORT = (500, 320)
-CONFIG = f"[browser]\nviewport = {{ width = {VIEWPORT[0]}, height = {VIEWPORT[1]} }}\n"
-
-
-@contextlib.asynccontextmanager
-async def serve(tmp_path: Path, *args: str) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
-    """``python -m webagent env serve --port 0``: the process and its base URL once it listens."""
-    config = tmp_path / "webagent.toml"
-    config.write_text(CONFIG)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "webagent", "env", "serve", "--port", "0", "--config", str(config), *args,
-        stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
-    lines: list[str] = []
-    drain: asyncio.Task[None] | None = None
-    try:
-        assert proc.stderr is not None
-        async with asyncio.timeout(180):  # a loaded machine: imports take a while
-            line = (await proc.stderr.readline()).decode()
-            while not line.startswith(READY_PREFIX):
-                assert line, "the server exited before it was ready"
-                line = (await proc.stderr.readline()).decode()
-
-        async def read_rest() -> None:  # a full pipe would block the server
-            assert proc.stderr is not None
-            while chunk := await proc.stderr.readline():
-                lines.append(chunk.decode())
-
-        drain = asyncio.create_task(read_rest())
-        yield proc, line.removeprefix(READY_PREFIX).strip()
-    finally:
-        if proc.returncode is None:
-            proc.terminate()
-            try:
-                async with asyncio.timeout(30):
-                    await proc.wait()
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-        if drain is not None:
-            drain.cancel()
-
-
-async def status(url: str) -> dict[str, Any]:
-    async with httpx.AsyncClient() as http:
-        return (await http.get(f"{url}/webagent/status", timeout=30)).json()  # type: ignore[no-any-return]
 
 
 async def until_status(url: str, key: str, value: int, within: float = 60) -> None:
@@ -100,7 +51,8 @@ async def solve(url: str, browser: Browser, name: str, seed: int) -> float | Non
 
 
 async def test_served_by_openenv_core_to_its_own_clients_several_at_once(tmp_path: Path, browser: Browser) -> None:
-    async with serve(tmp_path, "--idle-timeout", "5") as (_, url):
+    async with serve(tmp_path, "--idle-timeout", "5") as served:
+        url = served.url
         async with httpx.AsyncClient() as http:
             health = (await http.get(f"{url}/health", timeout=30)).json()
             schema = (await http.get(f"{url}/schema", timeout=30)).json()
@@ -139,7 +91,8 @@ async def test_served_by_openenv_core_to_its_own_clients_several_at_once(tmp_pat
 
 
 async def test_a_killed_browser_is_an_error_for_every_running_session_never_a_reward(tmp_path: Path) -> None:
-    async with serve(tmp_path) as (proc, url):
+    async with serve(tmp_path) as served:
+        proc, url = served.proc, served.url
         clients = [WebagentClient(base_url=url) for _ in range(3)]
         helpers: list[tuple[int, list[str]]] = []
         try:

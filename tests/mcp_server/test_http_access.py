@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -15,10 +18,10 @@ from mcp.client.streamable_http import streamable_http_client
 from starlette.datastructures import Headers
 
 from webagent.mcp_server.cli import TOKEN_ENV
-from webagent.mcp_server.gate import HTTPGate
+from webagent.serving.gate import HTTPGate
 
 from ..conftest import ServerFactory
-from .conftest import http_server, script
+from .conftest import dead_url, http_server, mcp_env, role_flags, script
 
 pytestmark = pytest.mark.e2e
 
@@ -48,44 +51,64 @@ async def _tools(url: str, headers: dict[str, str] | None = None) -> list[str]:
         return sorted(t.name for t in (await client.list_tools()).tools)
 
 
+TOKEN = "s3cret-t0ken-for-the-test"
+
+
 @pytest.mark.parametrize("address", ["127.0.0.2:0", "0.0.0.0:0"])
 async def test_host_and_origin_are_checked_on_every_bind_address(model_server: ServerFactory, address: str) -> None:
-    banner: list[str] = []
-    async with model_server(script()) as server, http_server(server, address=address, banner=banner) as (_, url):
-        if address.startswith("0.0.0.0"):
-            url = url.replace("0.0.0.0", "127.0.0.1")
-            assert any("WARNING" in line and "no authentication" in line for line in banner), banner
-        else:
-            assert not any("WARNING" in line for line in banner), banner
+    exposed = address.startswith("0.0.0.0")
+    env = {TOKEN_ENV: TOKEN} if exposed else {}  # beyond loopback a token is required
+    auth = {"Authorization": f"Bearer {TOKEN}"} if exposed else {}
+    async with model_server(script()) as server, http_server(server, address=address, env=env) as (_, url):
+        url = url.replace("0.0.0.0", "127.0.0.1")
         port = url.split(":")[2].split("/")[0]
-        assert await _tools(url) == TOOLS  # the SDK's client: no Origin, an address as Host
-        assert await _post(url, {}) == 200
-        assert await _post(url, {"Host": f"evil.example:{port}"}) == 421  # a rebinding page's name
-        assert await _post(url, {"Origin": f"http://evil.example:{port}"}) == 403
-        assert await _post(url, {"Origin": "null"}) == 403
+        assert await _tools(url, auth) == TOOLS  # the SDK's client: no Origin, an address as Host
+        assert await _post(url, auth) == 200
+        assert await _post(url, {**auth, "Host": f"evil.example:{port}"}) == 421  # a rebinding page's name
+        assert await _post(url, {**auth, "Origin": f"http://evil.example:{port}"}) == 403
+        assert await _post(url, {**auth, "Origin": "null"}) == 403
         assert (
-            await _post(url, {"Host": f"localhost:{port}", "Origin": "http://localhost:6274"}) == 200
+            await _post(url, {**auth, "Host": f"localhost:{port}", "Origin": "http://localhost:6274"}) == 200
         )  # a local inspector
 
 
-async def test_a_bearer_token_is_required_when_set(model_server: ServerFactory) -> None:
-    token = "s3cret-t0ken-for-the-test"
-    banner: list[str] = []
+async def test_a_bearer_token_is_required_when_set(model_server: ServerFactory, tmp_path: Path) -> None:
     async with (
         model_server(script()) as server,
-        http_server(server, address="0.0.0.0:0", env={TOKEN_ENV: token}, banner=banner) as (_, url),
+        http_server(server, address="0.0.0.0:0", env={TOKEN_ENV: TOKEN}) as (_, url),
     ):
         url = url.replace("0.0.0.0", "127.0.0.1")
-        assert not any("WARNING" in line for line in banner), banner  # bound beyond loopback, with a token
         assert await _post(url, {}) == 401
         assert await _post(url, {"Authorization": "Bearer wrong"}) == 401
-        assert await _post(url, {"Authorization": f"Basic {token}"}) == 401
+        assert await _post(url, {"Authorization": f"Basic {TOKEN}"}) == 401
         with pytest.raises(Exception):  # noqa: B017 - the SDK's client fails to initialize, whatever it raises
             await _tools(url)
-        assert await _tools(url, {"Authorization": f"Bearer {token}"}) == TOOLS
-    async with model_server(script()) as server, http_server(server, "--auth-token", token) as (_, url):
+        assert await _tools(url, {"Authorization": f"Bearer {TOKEN}"}) == TOOLS
+    async with model_server(script()) as server, http_server(server, "--auth-token", TOKEN) as (_, url):
         assert await _post(url, {}) == 401
-        assert await _tools(url, {"Authorization": f"Bearer {token}"}) == TOOLS
+        assert await _tools(url, {"Authorization": f"Bearer {TOKEN}"}) == TOOLS
+    # A token file: one token a line, each client its own.
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"# clients\n{TOKEN}\n\n{TOKEN}-second\n")
+    async with model_server(script()) as server, http_server(server, "--auth-token-file", str(tokens)) as (_, url):
+        assert await _post(url, {}) == 401
+        assert await _tools(url, {"Authorization": f"Bearer {TOKEN}-second"}) == TOOLS
+        assert await _post(url, {"Authorization": f"Bearer {TOKEN}"}) == 200
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0:0", "[::]:0"])
+def test_bound_beyond_loopback_without_a_token_it_does_not_start(address: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "webagent", "mcp", "--http", address, *role_flags(dead_url())],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=mcp_env(),
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "reachable beyond this machine without authentication" in lines[0], lines
+    assert TOKEN_ENV in lines[0] and "--auth-token-file" in lines[0]
 
 
 @pytest.mark.parametrize(
@@ -121,6 +144,7 @@ def test_a_token_without_http_is_a_usage_error() -> None:
     from webagent.errors import InputError
     from webagent.mcp_server.cli import run_mcp
 
-    args = build_parser().parse_args(["mcp", "--auth-token", "t0ken", "--base-url", "http://127.0.0.1:9/v1"])
-    with pytest.raises(InputError, match="--auth-token is for --http"):
-        run_mcp(args, config_from_args(args))
+    for flag in ("--auth-token", "--auth-token-file"):
+        args = build_parser().parse_args(["mcp", flag, "x" * 20, "--base-url", "http://127.0.0.1:9/v1"])
+        with pytest.raises(InputError, match=f"{flag} is for --http"):
+            run_mcp(args, config_from_args(args))

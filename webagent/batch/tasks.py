@@ -152,23 +152,23 @@ class TaskSpec(BaseModel):
         return {"url": url, "goal": self.goal, "expect": self.options.expect, "browser": browser}
 
 
-def distrust(data: dict[str, Any]) -> str | None:
+def distrust(data: dict[str, Any], hint: str = TRUST_HINT) -> str | None:
     """Why a task or check of a file not trusted may not be run as it is written (``data``: its line or
     mapping), or None: a ``{{NAME}}`` anywhere, a ``browser`` key of ``UNTRUSTED_BROWSER_KEYS``, a
-    start URL that is not ``http(s)``. One phrase naming the key and the flag."""
+    start URL that is not ``http(s)``. One phrase naming the key and ``hint`` (the flag)."""
     found = _placeholder_at(data, "")
     if found is not None:
-        return f"{found}: a {{{{NAME}}}} secret placeholder is refused in a file that is not trusted; {TRUST_HINT}"
+        return f"{found}: a {{{{NAME}}}} secret placeholder is refused in a file that is not trusted; {hint}"
     browser = data.get("browser")
     if isinstance(browser, dict):
         for key, why in UNTRUSTED_BROWSER_KEYS.items():
             if browser.get(key) not in (None, False, [], ""):
-                return f"browser.{key}: refused in a file that is not trusted ({why}); {TRUST_HINT}"
+                return f"browser.{key}: refused in a file that is not trusted ({why}); {hint}"
     url = next((data[k] for k in ("url", "web") if isinstance(data.get(k), str)), None)
     if url is not None and "task" not in data:
         scheme = urlsplit(normalize_url(url)).scheme if _normalizes(url) else ""
         if scheme and scheme not in ("http", "https"):
-            return f"url: a {scheme}: start URL is refused in a file that is not trusted (http and https only); {TRUST_HINT}"
+            return f"url: a {scheme}: start URL is refused in a file that is not trusted (http and https only); {hint}"
     return None
 
 
@@ -217,10 +217,11 @@ def guarded(task: TaskSpec, config: AgentConfig) -> bool:
     return policy.active
 
 
-def load_tasks(path: str | Path, *, trusted: bool = False) -> list[TaskSpec]:
+def load_tasks(path: str | Path, *, trusted: bool = False, hint: str = TRUST_HINT) -> list[TaskSpec]:
     """Read a task file; a bad line is an InputError naming the file and line number. ``trusted``:
     the operator vouches for the file (``--trust-tasks``); otherwise its lines are data
-    (``distrust``: what they may not hold) and its tasks are run as such (``TaskSpec.trusted``)."""
+    (``distrust``: what they may not hold; ``hint``: what a refusal tells, for a command without
+    ``--trust-tasks``) and its tasks are run as such (``TaskSpec.trusted``)."""
     path = Path(path)
     text = read_text(path, "task file")
     tasks: list[TaskSpec] = []
@@ -238,7 +239,7 @@ def load_tasks(path: str | Path, *, trusted: bool = False) -> list[TaskSpec]:
         if not isinstance(data, dict):
             raise InputError(f"{where}: a task must be a JSON object")
         if not trusted:
-            refusal = distrust(data)
+            refusal = distrust(data, hint)
             if refusal is not None:
                 raise InputError(f"{where}: {refusal}")
         task = _parse_task(data, where)

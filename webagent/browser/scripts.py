@@ -36,7 +36,10 @@ SHOW_CARET = """(() => {
   document.adoptedStyleSheets = document.adoptedStyleSheets.filter((s) => s !== sheet);
   delete document[key];
 })()"""
-TWO_FRAMES = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(0))))"
+# The page's real timers: a seeded environment pauses the page's own (Playwright's clock, whose
+# originals it keeps), and these waits are for the browser's frames, not for the page's time.
+REAL = "(globalThis.__pwClock ? globalThis.__pwClock.builtins : globalThis)"
+TWO_FRAMES = f"() => new Promise(r => {REAL}.requestAnimationFrame(() => {REAL}.requestAnimationFrame(() => r(0))))"
 # The document's load event, seen from the page itself (Playwright's own load state can miss it).
 WAIT_FOR_LOAD = "() => document.readyState === 'complete' || new Promise(r => addEventListener('load', () => r(true), {once: true}))"
 # The visible text and form values (password fields left out), for replay fingerprints.
@@ -55,7 +58,7 @@ VIEW_NOW = "[window.visualViewport ? visualViewport.pageLeft : scrollX, window.v
 # every input handler has run and any navigation or new tab it asked for has been announced over
 # CDP. It requests no extra frame (the screenshot waits for the next composited frame by itself),
 # except after wheel and key scrolling, which the compositor applies on the next frame.
-VIEW_AFTER_FRAME = f"new Promise(r => requestAnimationFrame(() => r({VIEW_NOW})))"
+VIEW_AFTER_FRAME = f"new Promise(r => {REAL}.requestAnimationFrame(() => r({VIEW_NOW})))"
 
 # The option of the select at an element (itself, its label's control, the select around it, or
 # the one select inside it) that matches the wanted label or value; run on the element found at
@@ -108,19 +111,20 @@ GIVE_FILE = """function (name, type, data) {
 # Renders the focused field's text as discs (like a password field) in every later screenshot.
 # The click reaches a frame in another process after its reply has come back: the focus may land a
 # moment later, so the focused field is waited for (up to ``ms``) before it is found missing.
-MASK_FOCUSED = """(ms) => new Promise((resolve) => {
-  const until = performance.now() + ms;
-  const attempt = () => {
+MASK_FOCUSED = f"""(ms) => new Promise((resolve) => {{
+  const real = {REAL};
+  const until = real.performance.now() + ms;
+  const attempt = () => {{
     let el = document.activeElement;
     while (el && el.shadowRoot && el.shadowRoot.activeElement) el = el.shadowRoot.activeElement;
-    if (el && el !== document.body && el.tagName !== "IFRAME") {
+    if (el && el !== document.body && el.tagName !== "IFRAME") {{
       el.style.setProperty("-webkit-text-security", "disc", "important");
       resolve(true);
-    } else if (performance.now() >= until) {
+    }} else if (real.performance.now() >= until) {{
       resolve(false);
-    } else {
-      setTimeout(attempt, 20);
-    }
-  };
+    }} else {{
+      real.setTimeout(attempt, 20);
+    }}
+  }};
   attempt();
-})"""
+}})"""

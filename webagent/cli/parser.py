@@ -10,6 +10,7 @@ from typing import Any, NoReturn
 from .. import __version__
 from ..config import ROLES, AgentConfig, load_config
 from ..families import DEFAULT_PROFILE, FAMILIES, PROFILES
+from ..serving.tokens import MCP_TOKEN_ENV, add_token_options
 from .secretflags import SECRET_FLAGS, add_secret_options, secret_overrides
 from .sessionflags import SESSION_FLAGS, add_session_options, session_overrides
 
@@ -305,20 +306,15 @@ def build_parser() -> argparse.ArgumentParser:
         "(--http). The config, allow-lists and secrets are the same as for 'webagent run'; secrets are "
         "named to the client, never shown. Clients open http(s) URLs only, and private or loopback "
         "addresses only when the server allows them (--allow-domain naming the host, or "
-        "--private-network allow). Over HTTP, Host and Origin are checked and --auth-token adds a "
-        "bearer token. Needs the mcp extra: pip install 'webagent[mcp]'. See docs/mcp.md.",
+        "--private-network allow). Over HTTP, Host and Origin are checked and a bearer token is asked "
+        "when one is set (required when bound beyond loopback). Needs the mcp extra: pip install 'webagent[mcp]'. See docs/mcp.md.",
     )
     mcp.add_argument(
         "--http",
         metavar="HOST:PORT",
         help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (port 0: a free one, printed on stderr)",
     )
-    mcp.add_argument(
-        "--auth-token",
-        metavar="TOKEN",
-        help="with --http: every request must carry 'Authorization: Bearer TOKEN' (prefer the "
-        "WEBAGENT_MCP_AUTH_TOKEN environment variable: command lines are visible to other users)",
-    )
+    add_token_options(mcp, env=MCP_TOKEN_ENV, scope="with --http: ")
     mcp.add_argument(
         "--max-sessions", type=int, default=4, metavar="N", help="browser sessions kept open at once (default 4)"
     )

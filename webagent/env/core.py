@@ -19,6 +19,16 @@ infrastructure failure is never a reward, and the 0.0 returned with it means not
 
 Each episode holds its browser context through a ``SessionLease`` (``webagent.env.lease``): closed
 when the episode ends, when the environment is dropped, or after ``idle_timeout_s`` without a call.
+
+Who a task comes from decides what its episode may reach (``webagent.runtime.access``): the
+operator's (the library's caller: ``tasks_from="operator"``) keeps a run's trust (a local start
+opens the local network, a ``file:`` start files); a remote client's (``tasks_from="client"``, the
+OpenEnv server's sessions) is an http(s) start URL, private addresses only when the operator
+allowed them; a task file's (``"file"``) reaches its own ``host:port`` only. A benchmark task runs
+on its task set's server as that one ``host:port``, whoever asked, never with ``file:``.
+
+A seeded episode runs on the page's controlled clock (``webagent.env.clock``): the same seed gives
+the same first observation, and the same actions the same episode.
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,25 +47,26 @@ from ..actions import Answer, Scroll, points_of
 from ..agent import Agent
 from ..batch.tasks import TaskSpec, reference_matches
 from ..browser.session import BrowserSession
+from ..budget import Budget
 from ..config import AgentConfig
 from ..downloads import FOLDER_NAME, DownloadFolder
 from ..errors import BrowserError, ConfigError, InputError, LocalizationError, NavigationError
 from ..images import Screenshot
 from ..inputs import check_text
-from ..loop import Episode, Judge, Placed
+from ..loop import Episode, Placed
 from ..model.client import Message
 from ..model.parsing import ReplyParseError
 from ..records import DownloadedFile, RunResult, Step, ToolCall
 from ..roles.contract import Decision
 from ..runs.trajectory import RunFiles
 from ..runtime import RunSpec
-from ..urls import normalize_url
-from .inputs import Action, TaskInput, as_task, point_at, read_policy
+from .clock import PageClock
+from .inputs import Action, TaskInput, TaskSource, as_task, point_at, read_policy, start_policy
 from .lease import SessionLease, lease_keeper
 from .rewards import RewardMode, judge_for, required_roles
 from .tasks import BenchmarkTask
 
-__all__ = ["Observation", "RewardMode", "StepResult", "WebEnv", "required_roles", "shared_agent"]
+__all__ = ["Observation", "RewardMode", "StepResult", "TaskSource", "WebEnv", "required_roles", "shared_agent"]
 
 log = structlog.get_logger("webagent.env")
 
@@ -62,6 +74,9 @@ StepResult = tuple["Observation", float, bool, bool, dict[str, Any]]
 
 #: Stop reasons that mean the environment could not run the episode to a verdict.
 FAILURES = ("error", "budget")
+#: How many times a reset sets its episode up again after the browser failed under the set-up (a
+#: renderer that crashed, a context closed, a command past its deadline), each on a fresh context.
+SETUP_RERUNS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +119,7 @@ class _Running:
     lease: SessionLease
     box: _Session
     finalizer: weakref.finalize[Any, Any]
+    clock: PageClock | None = None
     step: Step | None = None
     obs: Observation | None = None
 
@@ -118,10 +134,14 @@ class WebEnv:
         agent: Agent | None = None,
         reward: RewardMode = "validator",
         idle_timeout_s: float | None = None,
+        tasks_from: TaskSource = "operator",
+        budgets: Sequence[Budget] = (),
     ) -> None:
         """``agent``: a shared agent (many environments, one browser pool); ``idle_timeout_s``: close the
         episode's browser context when no call came for that long (None: only when the episode ends
-        or the environment is dropped)."""
+        or the environment is dropped); ``tasks_from``: who its tasks come from (the module
+        docstring); ``budgets``: budgets shared with other environments (a server's), charged with
+        every episode's model calls beside the run's own ``[agent] budget_*``."""
         if agent is None:
             if config is None:
                 raise ConfigError("WebEnv needs a config or a shared agent")
@@ -135,6 +155,8 @@ class WebEnv:
         self.agent = agent
         self.reward_mode: RewardMode = reward
         self.idle_timeout_s = idle_timeout_s
+        self.tasks_from: TaskSource = tasks_from
+        self.budgets = list(budgets)
         self.task: TaskSpec | BenchmarkTask | None = None
         self.result: RunResult | None = None
         self._run: _Running | None = None
@@ -164,21 +186,32 @@ class WebEnv:
     # -- reset -------------------------------------------------------------------------------------
 
     async def reset(
-        self, task: TaskInput, *, seed: int | None = None, output_dir: str | Path | None = None
+        self,
+        task: TaskInput,
+        *,
+        seed: int | None = None,
+        output_dir: str | Path | None = None,
+        source: TaskSource | None = None,
     ) -> tuple[Observation, dict[str, Any]]:
         """Start ``task`` in a fresh browser context: ``{"url", "goal", "reference"?}``, a TaskSpec, a
         benchmark task's name (``"miniwob/click-button"``, with ``seed``) or a BenchmarkTask.
 
-        Returns the first observation and ``info`` (``task_id``, ``seed``, ``goal``). A start the
-        environment cannot make (the start page does not open, the browser fails) raises.
-        With ``output_dir`` the run directory is written as by ``Agent`` (exportable), the pages'
-        downloads in its ``downloads/``; without, they are kept in a private temporary folder until
-        the next ``reset`` or ``aclose``.
+        Returns the first observation and ``info`` (``task_id``, ``seed``, ``goal``, ``setup_reruns``).
+        A start the environment cannot make raises: the start page does not open (NavigationError),
+        or a start URL its source may not open (InputError, NavigationError). The browser failing
+        under the set-up (a renderer crash, a context closed, a command past its deadline) is the
+        infrastructure's: the episode is set up again on a fresh context, up to ``SETUP_RERUNS``
+        times (counted in ``setup_reruns``), then the BrowserCrashError or BrowserTimeoutError
+        (``infrastructure``) is raised. With a seed (a benchmark task always has one) the page runs
+        on the seeded clock. With ``output_dir`` the run directory is written as by ``Agent``
+        (exportable), the pages' downloads in its ``downloads/``; without, they are kept in a
+        private temporary folder until the next ``reset`` or ``aclose``. ``source``: who this task
+        comes from (default: the environment's ``tasks_from``).
         """
         await self._end_episode("the environment was reset")
         spec = as_task(task, seed)
         benchmark = isinstance(spec, BenchmarkTask)
-        url = normalize_url(spec.url)
+        seed = spec.seed if isinstance(spec, BenchmarkTask) else seed
         if not spec.goal.strip():
             raise InputError("the task has an empty goal")
         check_text(spec.goal, "the task's goal")
@@ -186,38 +219,53 @@ class WebEnv:
             raise InputError("reward 'task' needs a benchmark task (e.g. 'miniwob/click-button')")
         if isinstance(spec, TaskSpec) and self.reward_mode in ("reference", "both") and not spec.reference:
             raise InputError(f"reward {self.reward_mode!r} needs reference answers in the task ('reference')")
+        url, policy = await start_policy(self.agent.runtime, spec, source or self.tasks_from)
         self.task, self.result = spec, None
         private = self.agent.runtime.sessions.private()  # its outputs its owner's only (webagent.files)
-        self._files = RunFiles(output_dir, private=private)
         self._forget_downloads()
         where = Path(output_dir) / FOLDER_NAME if output_dir is not None else None
         folder = DownloadFolder(where, private=private) if where is not None else None
         self._downloads = self.agent.runtime.download_folder(folder)
-        stack = contextlib.AsyncExitStack()
-        lease = SessionLease(stack, idle_timeout_s=self.idle_timeout_s)
-        box = _Session()
-        judge = judge_for(spec, self.reward_mode)
-        async with lease.use():  # not reaped while it starts, however long that takes
-            return await self._start(spec, url, lease, box, judge)
+        run = RunSpec(
+            url=url,
+            goal=spec.goal,
+            judge=judge_for(spec, self.reward_mode),
+            task=spec if isinstance(spec, BenchmarkTask) else None,
+            policy=policy,
+            budgets=self.agent.runtime.run_budgets(shared=self.budgets) if self.budgets else None,
+            downloads=self._downloads,
+        )
+        rerun = 0
+        while True:
+            self.result = None
+            self._files = RunFiles(output_dir, private=private)
+            lease = SessionLease(contextlib.AsyncExitStack(), idle_timeout_s=self.idle_timeout_s)
+            try:
+                async with lease.use():  # not reaped while it starts, however long that takes
+                    obs, info = await self._start(spec, run, seed, lease, _Session())
+            except BrowserError as exc:
+                # The browser failed under the set-up (its context is closed): the infrastructure's, never
+                # the task's; set up again on a fresh context, then raised (a BrowserCrashError or
+                # BrowserTimeoutError, ``infrastructure``), never a reward.
+                if not exc.infrastructure or rerun == SETUP_RERUNS:
+                    raise
+                rerun += 1
+                log.warning("episode_setup_failed", task=spec.id, rerun=rerun, error=str(exc))
+                continue
+            info["setup_reruns"] = rerun
+            return obs, info
 
     async def _start(
-        self, spec: TaskSpec | BenchmarkTask, url: str, lease: SessionLease, box: _Session, judge: Judge | None
+        self, spec: TaskSpec | BenchmarkTask, run: RunSpec, seed: int | None, lease: SessionLease, box: _Session
     ) -> tuple[Observation, dict[str, Any]]:
         stack = lease.stack
+        clock: PageClock | None = None
         try:
             # The same setup as Agent runs: the navigation guard, secrets, the roles, the run's budget.
-            episode = await stack.enter_async_context(
-                self.agent.runtime.open_episode(
-                    RunSpec(
-                        url=url,
-                        goal=spec.goal,
-                        judge=judge,
-                        task=spec if isinstance(spec, BenchmarkTask) else None,
-                        downloads=self._downloads,
-                    ),
-                    on_session=box.set,
-                )
-            )
+            episode = await stack.enter_async_context(self.agent.runtime.open_episode(run, on_session=box.set))
+            if seed is not None and box.session is not None:
+                clock = PageClock(box.session, seed)
+                await clock.install()  # before the start page's first script
             opened = await episode.open()
         except BaseException:
             await lease.close("the episode could not start")
@@ -225,12 +273,14 @@ class WebEnv:
             raise
         loop = asyncio.get_running_loop()
         finalizer = weakref.finalize(self, lease.abandon, loop, "the environment was dropped")
-        self._run = _Running(episode, lease, box, finalizer)
+        self._run = _Running(episode, lease, box, finalizer, clock)
         lease_keeper().adopt(lease)
         if not opened:
             await self._end()
             raise NavigationError(f"the start page did not open: {episode.result and episode.result.message}")
         try:
+            if clock is not None:
+                await clock.step()  # the page's start-up timers, as after every action
             obs = await self._observe()
         except BrowserError as exc:
             episode.finish(
@@ -238,7 +288,7 @@ class WebEnv:
             )
             await self._end()
             raise
-        info = {"task_id": spec.id, "seed": spec.seed if isinstance(spec, BenchmarkTask) else None, "goal": obs.goal}
+        info = {"task_id": spec.id, "seed": seed, "goal": obs.goal}
         return obs, info
 
     # -- step --------------------------------------------------------------------------------------
@@ -296,19 +346,21 @@ class WebEnv:
         async def act() -> None:
             if usable is None:
                 episode.unusable_reply(step, error, raw=raw, tool_calls=calls)
-                return
-            decision, places = usable
-            first = places[0]
-            await episode.apply(
-                step,
-                decision.reply,
-                point=first.point,
-                target=first.target,
-                rest=places[1:],
-                raw=raw,
-                tool_calls=calls,
-                dropped=decision.dropped,
-            )
+            else:
+                decision, places = usable
+                first = places[0]
+                await episode.apply(
+                    step,
+                    decision.reply,
+                    point=first.point,
+                    target=first.target,
+                    rest=places[1:],
+                    raw=raw,
+                    tool_calls=calls,
+                    dropped=decision.dropped,
+                )
+            if run.clock is not None and episode.result is None:
+                await run.clock.step()  # the page's time of a step, before its task is checked
 
         await episode.run_step(step, act())
         result = episode.end_step(step)

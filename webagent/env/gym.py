@@ -16,7 +16,10 @@ MiniWoB environments default to BrowserGym's 500 x 320 viewport). Actions are
 ``KINDS``: ``click`` at ``point``, ``type`` ``text`` into the field at ``point``, ``press`` the key
 ``text``, ``scroll`` (``text`` up/down/left/right, default down), ``answer`` with ``text``.
 ``step`` also takes the policy's reply (its text or JSON dict) as ``WebEnv.step`` does, and
-``{"reply": ..., "point": (x, y)}``. ``info`` holds the plain figures (``outcome``, ``error``,
+``{"reply": ..., "point": (x, y), "to_point": (x, y)}``: every action of webagent's, the hands the
+five kinds leave out among them (``hover_element``, ``double_click_element``, ``right_click_element``,
+``drag_element`` with its release at ``to_point``, ``switch_tab``, ``close_tab``, held
+``modifiers``), in the same pixels; the discrete ``kind`` keeps the five a learned policy picks from. ``info`` holds the plain figures (``outcome``, ``error``,
 ``task``, ``truncated_by``, ``failure``, ``stop_reason``, ``success``); the full ``Observation``
 (the policy messages included) and ``WebEnv``'s info are ``env.unwrapped.inner.last`` and
 ``last_info``. Rewards and the meaning of ``terminated`` / ``truncated`` (an
@@ -40,7 +43,7 @@ from ..agent import Agent
 from ..config import AgentConfig
 from ..errors import ConfigError
 from ..images import frame_for
-from .core import Observation, RewardMode, WebEnv
+from .core import Observation, RewardMode, WebEnv, shared_agent
 from .inputs import Action
 from .miniwob import MiniWoBTasks
 
@@ -52,7 +55,7 @@ try:
 except ImportError as exc:  # pragma: no cover - the rl extra
     raise ConfigError("the gymnasium environments need gymnasium: pip install 'webagent[rl]'") from exc
 
-__all__ = ["KINDS", "AsyncWebGymEnv", "WebGymEnv", "register_envs"]
+__all__ = ["KINDS", "AsyncWebGymEnv", "GymRuntime", "WebGymEnv", "register_envs"]
 
 T = TypeVar("T")
 
@@ -76,6 +79,14 @@ def _info(full: dict[str, Any]) -> dict[str, Any]:
     if result is not None:
         info["stop_reason"], info["success"] = result.stop_reason, result.success
     return info
+
+
+def _pixel(point: Any) -> tuple[float, float] | None:
+    """A caller's point (a pair, a numpy array) as two floats."""
+    if point is None:
+        return None
+    x, y = (float(v) for v in np.asarray(point, dtype=np.float64).reshape(2))
+    return x, y
 
 
 def miniwob_config() -> AgentConfig:
@@ -137,8 +148,8 @@ class AsyncWebGymEnv:
         return self._obs(obs), info
 
     async def step(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
-        reply, point = self._action(action)
-        obs, reward, terminated, truncated, full = await self.env.step(reply, point=point)
+        reply, point, to_point = self._action(action)
+        obs, reward, terminated, truncated, full = await self.env.step(reply, point=point, to_point=to_point)
         self.last, self.last_info = obs, full
         return self._obs(obs), float(reward), terminated, truncated, _info(full)
 
@@ -148,28 +159,27 @@ class AsyncWebGymEnv:
     def render(self) -> Any:
         return None if self.last is None else self._pixels(self.last)
 
-    def _action(self, action: Any) -> tuple[Action, tuple[float, float] | None]:
+    def _action(self, action: Any) -> tuple[Action, tuple[float, float] | None, tuple[float, float] | None]:
         if isinstance(action, Mapping) and "kind" in action:
             kind = KINDS[int(action["kind"])] if not isinstance(action["kind"], str) else str(action["kind"])
             x, y = (float(v) for v in np.asarray(action.get("point", (0, 0)), dtype=np.float64).reshape(2))
             text = str(action.get("text", ""))
             match kind:
                 case "click":
-                    return {"action": "click_element", "element": "the point given"}, (x, y)
+                    return {"action": "click_element", "element": "the point given"}, (x, y), None
                 case "type":
-                    return {"action": "write_element", "element": "the point given", "content": text}, (x, y)
+                    return {"action": "write_element", "element": "the point given", "content": text}, (x, y), None
                 case "press":
-                    return {"action": "press_key", "key": text or "Enter"}, None
+                    return {"action": "press_key", "key": text or "Enter"}, None, None
                 case "scroll":
                     direction = text if text in ("up", "down", "left", "right") else "down"
-                    return {"action": "scroll", "direction": direction}, None
+                    return {"action": "scroll", "direction": direction}, None, None
                 case "answer":
-                    return {"action": "answer", "content": text}, None
+                    return {"action": "answer", "content": text}, None, None
             raise ValueError(f"unknown action kind {kind!r} (one of {', '.join(KINDS)})")
         if isinstance(action, Mapping) and "reply" in action:
-            point = action.get("point")
-            return action["reply"], (float(point[0]), float(point[1])) if point is not None else None
-        return action, None
+            return action["reply"], _pixel(action.get("point")), _pixel(action.get("to_point"))
+        return action, None, None
 
     def _pixels(self, obs: Observation) -> Any:
         image = Image.open(io.BytesIO(obs.screenshot.data())).convert("RGB")
@@ -179,6 +189,67 @@ class AsyncWebGymEnv:
 
     def _obs(self, obs: Observation) -> dict[str, Any]:
         return {"screenshot": self._pixels(obs), "url": _text(obs.url), "goal": _text(obs.goal)}
+
+
+class _LoopThread:
+    """An event loop running on a daemon thread of its own; ``run`` waits for a coroutine on it."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="webagent-gym", daemon=True)
+        self._thread.start()
+
+    def run(self, work: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(work, self.loop).result()
+
+    def stop(self) -> None:
+        if self.loop.is_closed():
+            return
+        if self._thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout=30)
+        self.loop.close()
+
+
+class GymRuntime:
+    """One browser pool for many sync environments: an ``Agent`` on an event loop of its own thread.
+
+        with GymRuntime() as shared:                          # MiniWoB++'s config, reward "task"
+            envs = [gym.make(env_id, runtime=shared) for env_id in ids]
+            ...                                               # one Chromium, a context per episode
+            for env in envs:
+                env.close()
+
+    Without it each ``WebGymEnv`` launches its own browser. Its environments may be stepped from any
+    threads (``SyncVectorEnv``'s, a thread pool's); closing one leaves the runtime running, and
+    ``close`` ends the agent. A copy is the runtime itself: gymnasium deep-copies an environment
+    spec's arguments (``env.spec.make()``), and the copy must share the browser, not clone it."""
+
+    def __init__(self, config: AgentConfig | None = None, *, reward: RewardMode = "task") -> None:
+        self.reward: RewardMode = reward
+        self.agent = shared_agent(config or miniwob_config(), reward=reward)
+        self._thread = _LoopThread()
+
+    def run(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run ``work`` on the runtime's loop and wait for its result."""
+        return self._thread.run(work)
+
+    def close(self) -> None:
+        if not self._thread.loop.is_closed():
+            self.run(self.agent.aclose())
+            self._thread.stop()
+
+    def __enter__(self) -> GymRuntime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __copy__(self) -> GymRuntime:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> GymRuntime:
+        return self
 
 
 class WebGymEnv(gymnasium.Env[dict[str, Any], Any]):
@@ -194,17 +265,25 @@ class WebGymEnv(gymnasium.Env[dict[str, Any], Any]):
         reward: RewardMode | None = None,
         idle_timeout_s: float | None = None,
         render_mode: str | None = None,
+        runtime: GymRuntime | None = None,
     ) -> None:
+        """``runtime``: a ``GymRuntime`` whose browser pool this environment shares (its config then,
+        not ``config``); without, the environment has a browser of its own."""
+        if runtime is not None and config is not None:
+            raise ConfigError("WebGymEnv takes a config or a shared runtime (whose config it uses), not both")
         self.render_mode = render_mode
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="webagent-gym", daemon=True)
-        self._thread.start()
-        self.inner = AsyncWebGymEnv(task, config=config, reward=reward, idle_timeout_s=idle_timeout_s)
+        self._runtime = runtime
+        self._own = _LoopThread() if runtime is None else None
+        agent = runtime.agent if runtime is not None else None
+        self.inner = AsyncWebGymEnv(task, config=config, agent=agent, reward=reward, idle_timeout_s=idle_timeout_s)
         self.observation_space = self.inner.observation_space
         self.action_space = self.inner.action_space
+        self._closed = False
 
     def _run(self, work: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(work, self._loop).result()
+        runner = self._runtime if self._runtime is not None else self._own
+        assert runner is not None
+        return runner.run(work)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -221,13 +300,12 @@ class WebGymEnv(gymnasium.Env[dict[str, Any], Any]):
         return self.inner.render()
 
     def close(self) -> None:
-        if self._loop.is_closed():
+        if self._closed:
             return
-        if self._thread.is_alive():
-            self._run(self.inner.close())
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=30)
-        self._loop.close()
+        self._closed = True
+        self._run(self.inner.close())  # the episode's context; a shared runtime's agent stays
+        if self._own is not None:
+            self._own.stop()
 
 
 def register_envs() -> None:

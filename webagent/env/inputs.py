@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
@@ -24,37 +24,93 @@ from ..images import Frame
 from ..model.client import Reply
 from ..records import Point, ToolCall
 from ..roles.contract import Contract, Decision
-from .tasks import BenchmarkTask, benchmark_task
+from ..runtime.access import client_start, data_start, task_set_policy
+from ..safety import NavigationPolicy
+from ..urls import normalize_url
+from .tasks import BenchmarkTask, benchmark_task, shown
 
-__all__ = ["Action", "TaskInput", "as_task", "needs_point", "point_at", "read_policy"]
+if TYPE_CHECKING:
+    from ..runtime import Runtime
+
+__all__ = [
+    "SERVER_NAME",
+    "Action",
+    "TaskInput",
+    "TaskSource",
+    "as_task",
+    "check_seed",
+    "needs_point",
+    "point_at",
+    "read_policy",
+    "start_policy",
+]
 
 Action = PolicyReply | Mapping[str, Any] | str
 """What ``WebEnv.step`` takes: a PolicyReply; the reply's text; its JSON as a dict (webagent's shape
 or H's ``{"note", "thought", "tool_call"}``); or a native tool call."""
 TaskInput = TaskSpec | BenchmarkTask | Mapping[str, Any] | str
+TaskSource = Literal["operator", "client", "file"]
+"""Who a task comes from: the operator (the library's caller), a remote client of a server of ours,
+or a task file the operator did not mark trusted (``webagent.env.core``'s docstring)."""
+#: How a client of the environment server is told which server refused its start URL.
+SERVER_NAME = "the environment server"
+
+
+#: The keys of a task given as a mapping: a web task's, a benchmark task's.
+WEB_KEYS = frozenset({"id", "url", "goal", "reference"})
+BENCHMARK_KEYS = frozenset({"id", "task", "seed"})
+MAX_URL = 8192
+MAX_ID = 200
 
 
 def as_task(task: TaskInput, seed: int | None = None) -> TaskSpec | BenchmarkTask:
-    """The task to run: a benchmark task (by name, or a mapping with ``task`` and ``seed``) or a web task."""
-    if isinstance(task, BenchmarkTask | TaskSpec):
+    """The task to run: a benchmark task (by name, a mapping with ``task`` and ``seed``, or a task
+    file's benchmark line) or a web task. InputError (one line) for anything else."""
+    check_seed(seed)
+    if isinstance(task, BenchmarkTask):
         return task
+    if isinstance(task, TaskSpec):  # a task file's line: a benchmark one names its task
+        return (
+            task
+            if task.benchmark is None
+            else benchmark_task(task.benchmark, task.seed if task.seed is not None else seed)
+        )
     if isinstance(task, str):
         return benchmark_task(task, seed)
+    if not isinstance(task, Mapping):
+        raise InputError(f"a task is a benchmark task's name or an object, not {type(task).__name__}")
     data = dict(task)
+    keys = BENCHMARK_KEYS if "task" in data else WEB_KEYS
+    unknown = sorted(str(k) for k in data if k not in keys)
+    if unknown:
+        raise InputError(f"a task takes {', '.join(sorted(keys))}; unknown: {shown(', '.join(unknown))}")
     if "task" in data:  # {"task": "miniwob/click-button", "seed": 3}
         given = data.get("seed", seed)
-        if given is not None and not isinstance(given, int):
-            raise InputError(f"a task's seed must be an integer (got {given!r})")
-        return benchmark_task(str(data["task"]), given)
+        check_seed(given)
+        if not isinstance(data["task"], str):
+            raise InputError("a task's 'task' names a benchmark task, e.g. \"miniwob/click-button\"")
+        return benchmark_task(data["task"], given)
+    if len(str(data.get("url", ""))) > MAX_URL or len(str(data.get("id", ""))) > MAX_ID:
+        raise InputError(f"a task's url has at most {MAX_URL} characters and its id at most {MAX_ID}")
+    missing = [k for k in ("url", "goal") if k not in data]
+    if missing:
+        raise InputError(
+            f"a task needs {' and '.join(missing)} ({{'url', 'goal', 'reference'?}}), or 'task' naming a benchmark task"
+        )
     try:
         data.setdefault("id", "task")
         refs = data.get("reference", [])
         data["reference"] = [refs] if isinstance(refs, str) else list(refs)
         return TaskSpec.model_validate(data)
     except (ValidationError, TypeError) as exc:
-        raise InputError(
-            f"a task needs 'url' and 'goal' (and optionally 'id', 'reference'), or 'task' naming a benchmark task: {exc}"
-        ) from None
+        where = ".".join(str(p) for p in exc.errors()[0]["loc"]) if isinstance(exc, ValidationError) else "reference"
+        raise InputError(f"a task's {where} is not valid: url and goal are strings, reference a list of them") from None
+
+
+def check_seed(seed: object) -> None:
+    """InputError unless ``seed`` is None or an integer (not a bool) in [0, 2**63)."""
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63):
+        raise InputError(f"a seed is an integer from 0 to 2**63 - 1 (got {shown(repr(seed))})")
 
 
 def read_policy(action: Action, contract: Contract, frame: Frame) -> tuple[Decision, str | None, tuple[ToolCall, ...]]:
@@ -103,3 +159,17 @@ def point_at(frame: Frame, point: tuple[float, float]) -> Point:
             f"the point ({x:g}, {y:g}) is outside the {frame.image_width}x{frame.image_height} screenshot"
         )
     return Point(image=(x, y), viewport=frame.to_css(x, y))
+
+
+async def start_policy(
+    runtime: Runtime, spec: TaskSpec | BenchmarkTask, source: TaskSource
+) -> tuple[str, NavigationPolicy | None]:
+    """The start URL of an episode of ``spec`` from ``source`` and its navigation policy (None: the
+    runtime's, with the operator's trust); InputError or NavigationError for a start refused."""
+    if isinstance(spec, BenchmarkTask):  # its task set's own server, whoever asked
+        url = normalize_url(spec.url)
+        return url, task_set_policy(runtime, url)
+    if source == "client":
+        return await client_start(runtime, spec.url, server=SERVER_NAME)
+    url = normalize_url(spec.url)
+    return url, (data_start(runtime, url) if source == "file" else None)

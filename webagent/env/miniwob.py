@@ -16,12 +16,15 @@ episode with reward 0, as in BrowserGym. A task whose seed is None gets a random
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import http.server
 import importlib.util
 import os
 import random
+import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +32,7 @@ import structlog
 
 from ..errors import BrowserError, ConfigError, InputError
 from ..loop import PageDriver, TaskCheck
-from .tasks import BenchmarkTask, TaskSet
+from .tasks import BenchmarkTask, TaskSet, shown
 
 __all__ = ["EPISODE_MAX_TIME_MS", "MiniWoBServer", "MiniWoBTask", "MiniWoBTasks", "miniwob_server"]
 
@@ -40,7 +43,7 @@ EPISODE_MAX_TIME_MS = 1_000_000
 #: Seconds a task's page gets to say it is ready after its start.
 READY_TIMEOUT_S = 10.0
 
-_START = """async ([seed, maxTime, timeoutMs]) => {
+_START = """([seed, maxTime]) => {
   Math.seedrandom(seed);
   core.EPISODE_MAX_TIME = maxTime;
   core.startEpisodeReal();
@@ -49,14 +52,15 @@ _START = """async ([seed, maxTime, timeoutMs]) => {
     const e = document.getElementById(id);
     if (e) e.style.visibility = "hidden";
   }
-  const t0 = Date.now();
-  while (!WOB_TASK_READY) {
-    if (Date.now() - t0 > timeoutMs) return null;
-    await new Promise((r) => setTimeout(r, 20));
-  }
+}"""
+# The goal once the task is ready, else null: polled from Python, so that a page whose clock is
+# paused (a seeded environment's, ``webagent.env.clock``) is waited for in real time.
+_GOAL = """() => {
+  if (!WOB_TASK_READY) return null;
   const u = core.getUtterance();
   return typeof u === "string" ? u : u.utterance;
 }"""
+_POLL_S = 0.02
 
 _STATE = """() => ({
   done: WOB_DONE_GLOBAL, raw_reward: WOB_RAW_REWARD_GLOBAL, env_reward: WOB_REWARD_GLOBAL,
@@ -82,14 +86,24 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A context closed while its page still loaded (an episode ended, a reset) drops its
+        # connections: no fault of the server's, and no traceback on the environment server's stderr.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        log.warning("miniwob_server_error", client=str(client_address), error=repr(sys.exc_info()[1]))
+
+
 class MiniWoBServer:
     """The task pages over HTTP on 127.0.0.1 (a daemon thread; ``close`` stops it)."""
 
     def __init__(self, root: Path | None = None, *, port: int = 0) -> None:
         self.root = root or _html_root()
         handler = functools.partial(_Quiet, directory=str(self.root))
-        self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _Server(("127.0.0.1", port), handler)
         self.port = self._httpd.server_address[1]
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="webagent-miniwob", daemon=True)
         self._thread.start()
@@ -127,9 +141,12 @@ class MiniWoBTask(BenchmarkTask):
         self.name = name
 
     async def start(self, page: PageDriver) -> str:
-        goal = await page.evaluate(_START, [self.seed, EPISODE_MAX_TIME_MS, int(READY_TIMEOUT_S * 1000)])
-        if not isinstance(goal, str):
-            raise BrowserError(f"the MiniWoB task {self.name} did not get ready within {READY_TIMEOUT_S:g} s")
+        await page.evaluate(_START, [self.seed, EPISODE_MAX_TIME_MS])
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not isinstance(goal := await page.evaluate(_GOAL), str):
+            if time.monotonic() > deadline:
+                raise BrowserError(f"the MiniWoB task {self.name} did not get ready within {READY_TIMEOUT_S:g} s")
+            await asyncio.sleep(_POLL_S)
         self.goal = goal
         return goal
 
@@ -173,5 +190,5 @@ class MiniWoBTasks(TaskSet):
         if name.endswith(".html"):
             name = name[: -len(".html")]
         if name not in self.names():
-            raise InputError(f"no MiniWoB++ task named {name!r} (e.g. click-button; see MiniWoBTasks().names())")
+            raise InputError(f"no MiniWoB++ task named {shown(name)!r} (e.g. click-button; see MiniWoBTasks().names())")
         return MiniWoBTask(name, base_url=self.base_url, seed=seed)

@@ -42,6 +42,7 @@ __all__ = [
     "benchmark_task",
     "is_benchmark_name",
     "register_taskset",
+    "shown",
     "tasksets",
 ]
 
@@ -118,7 +119,7 @@ def _taskset(name: str) -> TaskSet:
     found = _SETS.get(name)
     if found is None:
         known = ", ".join(sorted(_SETS)) or "none"
-        raise InputError(f"no task set named {name!r} (known: {known}); register one with register_taskset")
+        raise InputError(f"no task set named {shown(name)!r} (known: {known}); register one with register_taskset")
     if not isinstance(found, TaskSet):
         found = _SETS[name] = found()
     return found
@@ -136,9 +137,14 @@ def is_benchmark_name(text: str) -> bool:
     return bool(sep and head and tail) and ":" not in head and "." not in head
 
 
+def shown(text: str, limit: int = 80) -> str:
+    """``text`` cut for a one-line message (a client's input may be megabytes)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def benchmark_task(name: str, seed: int | None = None) -> BenchmarkTask:
     """The task ``<set>/<name>`` with ``seed``, e.g. ``benchmark_task("miniwob/click-button", 3)``."""
     head, sep, tail = name.partition("/")
     if not sep or not head or not tail:
-        raise InputError(f"a benchmark task is named '<set>/<task>', e.g. 'miniwob/click-button' (got {name!r})")
+        raise InputError(f"a benchmark task is named '<set>/<task>', e.g. 'miniwob/click-button' (got {shown(name)!r})")
     return _taskset(head).task(tail, seed)

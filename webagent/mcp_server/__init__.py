@@ -6,8 +6,8 @@ session ``act``, ``check``, ``extract`` (``webagent.pilot``) and ``screenshot`` 
 Transports: stdio (the default) and streamable HTTP (``--http HOST:PORT``).
 
 ``server.py`` is the server (``WebagentMCP``), ``tools.py`` the tools and their results,
-``sessions.py`` the kept sessions, ``access.py`` what a client may open, ``gate.py`` who may talk
-to it over HTTP, ``cli.py`` the command. Needs the ``mcp`` extra
+``sessions.py`` the kept sessions, ``cli.py`` the command; what a client may open is
+``webagent.runtime.access``'s, who may talk to it over HTTP ``webagent.serving``'s. Needs the ``mcp`` extra
 (``pip install 'webagent[mcp]'``): the SDK is imported only when ``WebagentMCP`` is first used,
 so that ``webagent mcp`` without it is a one-line error; nothing else in the package imports
 this folder.

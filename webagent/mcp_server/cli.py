@@ -4,25 +4,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from pathlib import Path
 
 from ..config import AgentConfig
 from ..errors import ConfigError, InputError
+from ..serving.tokens import MCP_TOKEN_ENV, read_tokens
 
-__all__ = ["EXPOSED_WARNING", "READY_PREFIX", "TOKEN_ENV", "parse_http", "run_mcp"]
+__all__ = ["READY_PREFIX", "TOKEN_ENV", "parse_http", "run_mcp"]
 
 #: What the command prints on stderr once it serves streamable HTTP (then the endpoint's URL).
 READY_PREFIX = "webagent mcp: streamable HTTP on "
-#: The environment variable that holds the bearer token of ``--http`` (``--auth-token`` wins over it).
-TOKEN_ENV = "WEBAGENT_MCP_AUTH_TOKEN"
-#: Printed on stderr before that when other machines can reach the server and no token is set.
-EXPOSED_WARNING = (
-    "webagent mcp: WARNING: {url} is reachable beyond this machine and has no authentication: anyone who "
-    "can connect drives the browser (with this server's secrets and network access). Set a token "
-    "({env}=... or --auth-token) or bind a loopback address (--http 127.0.0.1:PORT)."
-)
+#: The environment variable that holds the bearer token of ``--http`` (read without ``--auth-token``
+#: and ``--auth-token-file``).
+TOKEN_ENV = MCP_TOKEN_ENV
 
 
 def parse_http(value: str) -> tuple[str, int]:
@@ -41,9 +36,10 @@ def run_mcp(args: argparse.Namespace, config: AgentConfig) -> int:
     if args.session_idle_timeout < 0:
         raise InputError("--session-idle-timeout must be 0 (never) or a number of seconds")
     http = parse_http(args.http) if args.http else None
-    if args.auth_token is not None and http is None:
-        raise InputError("--auth-token is for --http: over stdio only the host that started the server talks to it")
-    token = args.auth_token or os.environ.get(TOKEN_ENV) or None
+    for given, flag in ((args.auth_token, "--auth-token"), (args.auth_token_file, "--auth-token-file")):
+        if given is not None and http is None:
+            raise InputError(f"{flag} is for --http: over stdio only the host that started the server talks to it")
+    tokens = read_tokens(args.auth_token, args.auth_token_file, TOKEN_ENV) if http is not None else []
     try:
         from .server import WebagentMCP
     except ModuleNotFoundError as exc:
@@ -63,7 +59,7 @@ def run_mcp(args: argparse.Namespace, config: AgentConfig) -> int:
             if http is None:
                 await server.serve_stdio()
             else:
-                await server.serve_http(*http, auth_token=token, on_ready=_print_ready)
+                await server.serve_http(*http, tokens=tokens, on_ready=_print_ready)
         finally:
             await server.aclose()
 
@@ -71,7 +67,5 @@ def run_mcp(args: argparse.Namespace, config: AgentConfig) -> int:
     return 0
 
 
-def _print_ready(url: str, exposed: bool) -> None:
-    if exposed:
-        print(EXPOSED_WARNING.format(url=url, env=TOKEN_ENV), file=sys.stderr, flush=True)
+def _print_ready(url: str) -> None:
     print(f"{READY_PREFIX}{url}", file=sys.stderr, flush=True)

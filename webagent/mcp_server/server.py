@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import signal
 import socket
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,8 @@ from .._version import __version__
 from ..agent import Agent
 from ..config import AgentConfig
 from ..errors import InputError
-from .gate import HTTPGate, is_loopback_bind
+from ..serving.gate import HTTPGate
+from ..serving.tokens import MCP_TOKEN_ENV, require_token
 from .sessions import DEFAULT_IDLE_TIMEOUT_S, SessionStore
 from .tools import WebTools, argument_error, description_of
 
@@ -104,32 +105,36 @@ class WebagentMCP:
         host: str,
         port: int,
         *,
-        auth_token: str | None = None,
-        on_ready: Callable[[str, bool], None] | None = None,
+        tokens: Sequence[str] = (),
+        on_ready: Callable[[str], None] | None = None,
     ) -> None:
         """Serve streamable HTTP at ``http://host:port/mcp`` (port 0: a free one) until SIGINT/SIGTERM,
-        behind the Host/Origin checks and, with ``auth_token``, the bearer token of ``gate.HTTPGate``.
-        ``on_ready`` is told the endpoint's URL once the socket listens, and whether anyone beyond
-        this machine can reach it without a token. InputError (one line) when the address cannot be
-        listened on (a port in use, a host that does not resolve)."""
+        behind the Host/Origin checks and, with ``tokens``, the bearer tokens of
+        ``webagent.serving.gate.HTTPGate``. ``on_ready`` is told the endpoint's URL once the socket
+        listens. InputError (one line) when the address cannot be listened on (a port in use, a host
+        that does not resolve) or is reachable beyond this machine without a token."""
         sock = await _listen(host, port)
-        exposed = not auth_token and not is_loopback_bind(str(sock.getsockname()[0]))
+        shown = f"[{host}]" if ":" in host else host
+        url = f"http://{shown}:{sock.getsockname()[1]}{HTTP_PATH}"
+        try:
+            require_token(
+                str(sock.getsockname()[0]), tokens, url=url, env=MCP_TOKEN_ENV, loopback="--http 127.0.0.1:PORT"
+            )
+        except InputError:
+            sock.close()
+            raise
         # The gate checks Host and Origin for every bind address; the SDK's own check (for three
         # literal loopback hosts only) would refuse what the gate accepts, e.g. Host 127.0.0.2.
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
         app = self.server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host, transport_security=security)
-        gated = HTTPGate(app, bind_host=host, token=auth_token)
+        gated = HTTPGate(app, bind_host=host, tokens=tokens, realm="webagent mcp")
         config = uvicorn.Config(
             gated, log_level="warning", lifespan="on", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S
         )
         server = _Uvicorn(config)
-        shown = f"[{host}]" if ":" in host else host
-        url = f"http://{shown}:{sock.getsockname()[1]}{HTTP_PATH}"
-        log.info("mcp_http_serving", url=url, token=bool(auth_token))
-        if exposed:
-            log.warning("mcp_http_unauthenticated", url=url)
+        log.info("mcp_http_serving", url=url, tokens=len(tokens))
         if on_ready is not None:
-            on_ready(url, exposed)
+            on_ready(url)
 
         def stop(sig: signal.Signals) -> None:
             if server.should_exit:  # a second signal: stop waiting for connections and calls
