@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, Unpack
 
 import structlog
 from playwright.async_api import Browser, BrowserContext, Page
@@ -25,15 +25,37 @@ from .model.endpoints import EndpointPool
 from .pilot import Pilot
 from .records import ModelCall, RunResult
 from .replay import ReplayCache
-from .runtime import RunSpec, Runtime
+from .runtime import RunSpec, Runtime, TraceMode
 from .safety import NavigationPolicy
 from .secrets import Secrets
-from .stream import RunStream, TraceMode
+from .stream import RunStream
 from .urls import normalize_url
 
-__all__ = ["Agent"]
+__all__ = ["Agent", "RunOptions"]
 
 log = structlog.get_logger("webagent")
+
+
+class RunOptions(TypedDict, total=False):
+    """The keywords of ``Agent.stream`` (and ``run``, ``run_sync``) after the URL and the goal."""
+
+    output_dir: str | Path | None
+    context: BrowserContext | None
+    page: Page | None
+    expect: str | None
+    settings: AgentSettings | None
+    cache: ReplayCache | None
+    cache_key: str | None
+    budgets: list[Budget] | None
+    trace: TraceMode
+    har: bool | None
+    navigate: bool
+    policy: NavigationPolicy | None
+    task: TaskHook | None
+    browser: ContextSettings | None
+    save_state: str | Path | None
+    ask_user: HumanHandler | None
+    secret_hosts: Sequence[str] | None
 
 
 class Agent:
@@ -128,6 +150,7 @@ class Agent:
         cache_key: str | None = None,
         budgets: list[Budget] | None = None,
         trace: TraceMode = "off",
+        har: bool | None = None,
         navigate: bool = True,
         policy: NavigationPolicy | None = None,
         task: TaskHook | None = None,
@@ -145,7 +168,9 @@ class Agent:
         replayed without model calls while the page matches (``cache_key`` names the recording,
         default the goal) and a successful re-planned run updates it; ``budgets`` are extra limits
         shared with other runs (the config's per-run budget always applies); ``trace`` keeps a
-        Playwright trace (``trace.zip`` in ``output_dir``) always or only when the run fails;
+        Playwright trace (``trace.zip`` in ``output_dir``) always or only when the run fails; ``har``:
+        write the run's network as ``network.har`` in ``output_dir`` (default: the config's ``[run]
+        har``; a context of the run's own only, its secrets and cookie values redacted);
         ``navigate=False`` (with ``page``) starts from the page as it is, ``url`` being its URL
         (what ``Pilot.act`` does); ``policy`` replaces the navigation policy built from ``url``;
         ``task``: a task that rewards itself (a benchmark page: ``webagent.env.tasks``), whose page
@@ -170,6 +195,12 @@ class Agent:
             goal=goal,
             expect=expect,
             settings=settings or self.config.agent,
+            shared_budgets=budgets or (),
+            output_dir=Path(output_dir) if output_dir is not None else None,
+            cache=cache,
+            cache_key=cache_key or goal,
+            trace=trace if output_dir is not None else "off",
+            har=har,
             page=page,
             context=context,
             navigate=navigate,
@@ -182,30 +213,28 @@ class Agent:
             if secret_hosts is None
             else tuple(secret_hosts),
         )
-        return RunStream(
-            self.runtime,
-            spec,
-            output_dir=output_dir,
-            cache=cache,
-            cache_key=cache_key or goal,
-            budgets=budgets or [],
-            trace=trace if output_dir is not None else "off",
-        )
+        return self.start(spec)
 
-    async def run(self, url: str, goal: str, **kwargs: Any) -> RunResult:
-        """Run a task to the end and return its result."""
-        stream = self.stream(url, goal, **kwargs)
+    def start(self, spec: RunSpec) -> RunStream:
+        """The run of ``spec``, step by step (what ``stream`` returns): for drivers that build their
+        own ``RunSpec`` (a batch's task, a pilot's act). Nothing is checked or defaulted here that
+        ``stream`` would: the spec is taken as it is, its limits applied once (``Runtime.resolve``)."""
+        return RunStream(self.runtime, spec)
+
+    async def run(self, url: str, goal: str, **options: Unpack[RunOptions]) -> RunResult:
+        """Run a task to the end and return its result (``options``: those of ``stream``)."""
+        stream = self.stream(url, goal, **options)
         async for _ in stream:
             pass
         assert stream.result is not None
         return stream.result
 
-    def run_sync(self, url: str, goal: str, **kwargs: Any) -> RunResult:
+    def run_sync(self, url: str, goal: str, **options: Unpack[RunOptions]) -> RunResult:
         """Blocking ``run`` for scripts; launches and closes its own browser."""
 
         async def main() -> RunResult:
             try:
-                return await self.run(url, goal, **kwargs)
+                return await self.run(url, goal, **options)
             finally:
                 await self.aclose()
 

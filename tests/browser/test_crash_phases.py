@@ -19,7 +19,7 @@ import pytest
 from playwright.async_api import Browser
 from pydantic import SecretStr
 
-import webagent.stream
+import webagent.record.state
 from webagent import Agent
 from webagent.browser.faults import MAX_PAGE_CRASHES, PageFaults
 from webagent.browser.session import BrowserSession
@@ -27,6 +27,7 @@ from webagent.cli.parser import EXIT_FAILED
 from webagent.cli.run import exit_status, run_task
 from webagent.config import AgentConfig, BrowserConfig
 from webagent.errors import BrowserCrashError
+from webagent.record import TraceSink
 from webagent.stream import SETUP_FAILED
 from webagent.testing.server import FakeModelServer
 
@@ -230,13 +231,13 @@ async def test_a_context_gone_while_the_signed_in_state_is_saved_is_the_infrastr
 ) -> None:
     """``webagent auth save``: the run succeeded, then its context closed as its state was read."""
     task = local_tasks["catalog-price"]
-    save = webagent.stream.save_storage_state
+    save = webagent.record.state.save_storage_state
 
     async def close_then_save(context: Any, path: Path, *, timeout_s: float) -> Path:
         await context.close()
         return await save(context, path, timeout_s=timeout_s)
 
-    monkeypatch.setattr(webagent.stream, "save_storage_state", close_then_save)
+    monkeypatch.setattr(webagent.record.state, "save_storage_state", close_then_save)
     state = tmp_path / "state.json"
     async with Agent(make_config(server)) as agent:
         result = await agent.run(task["url"], task["goal"], output_dir=tmp_path / "run", save_state=state)
@@ -251,13 +252,13 @@ async def test_a_renderer_crash_as_the_trace_is_stopped_and_the_context_closed_k
 ) -> None:
     """The Playwright trace's stop and closing the context: the episode has ended, its verdict stands."""
     task = local_tasks["catalog-price"]
-    stop = webagent.stream._stop_tracing
+    stop = TraceSink._stop
 
-    async def crash_then_stop(session: BrowserSession, path: Path | None, private: bool) -> Path | None:
+    async def crash_then_stop(sink: TraceSink, session: BrowserSession, path: Path | None) -> Path | None:
         await crash_page(session.page)
-        return await stop(session, path, private)
+        return await stop(sink, session, path)
 
-    monkeypatch.setattr(webagent.stream, "_stop_tracing", crash_then_stop)
+    monkeypatch.setattr(TraceSink, "_stop", crash_then_stop)
     async with Agent(make_config(server)) as agent:
         result = await agent.run(task["url"], task["goal"], output_dir=tmp_path / "run", trace="always")
     assert result.success and result.stop_reason == "answered" and not result.infrastructure

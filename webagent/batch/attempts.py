@@ -48,9 +48,11 @@ from ..config import ROLES
 from ..errors import BrowserCrashError, BrowserError, NavigationError, WebAgentError
 from ..records import RunResult, Step, Usage
 from ..replay import ReplayCache
+from ..runtime import RunSpec
 from ..runtime.access import data_start, task_set_policy
 from ..safety import NavigationPolicy
 from ..stream import RunStream
+from ..urls import normalize_url
 from .results import AttemptRecord, Rerun, RerunReason, TaskResult, cost_of
 from .tasks import TaskSpec, reference_matches, run_dir_name
 from .watchdog import BROWSER_LOST_GRACE_S, cancel_run, keep_aside, stuck_in, wait_for_progress, write_result
@@ -169,24 +171,31 @@ class TaskRunner:
         """One run of ``task``, its files in ``directory``: a benchmark task's page is its judge, and
         the task's options say what else the run is held to."""
         options = task.options
-        settings = options.settings(self.agent.config.agent) if options.limits() else None
-        how: dict[str, Any] = {
-            "output_dir": directory,
-            "expect": options.expect,
-            "settings": settings,
-            "cache": self.cache,
-            "cache_key": task.id if self.cache is not None else None,
-            "budgets": self.budgets,
-            "trace": options.trace,
-        }
-        if task.browser is not None:  # the task's own session settings (a signed-in state, a locale, ...)
-            how["browser"] = task.browser
+        page = None
         if task.benchmark is not None:
             from ..env.tasks import benchmark_task
 
             page = benchmark_task(task.benchmark, task.seed)
-            return self.agent.stream(page.url, page.goal, task=page, policy=self.policy(task, page.url), **how)
-        return self.agent.stream(task.url, task.goal, policy=self.policy(task), **how)
+        url = page.url if page is not None else normalize_url(task.url)
+        policy = self.policy(task, url if page is not None else None)
+        spec = RunSpec(
+            url=url,
+            goal=page.goal if page is not None else task.goal,
+            task=page,
+            policy=policy,
+            # A start the operator chose: its host (Agent.stream's default); a policy of its own: allowed_domains only.
+            secret_hosts=self.agent.runtime.secret_hosts(url if policy is None else None),
+            expect=options.expect,
+            settings=options.settings(self.agent.config.agent) if options.limits() else None,
+            # The task's own session settings (a signed-in state, a locale, ...), over the config's.
+            browser=task.browser,
+            shared_budgets=tuple(self.budgets),
+            output_dir=directory,
+            cache=self.cache,
+            cache_key=task.id,
+            trace=options.trace,
+        )
+        return self.agent.start(spec)
 
     def policy(self, task: TaskSpec, url: str | None = None) -> NavigationPolicy | None:
         """The navigation policy of ``task``'s runs other than the one its start URL gives (None):

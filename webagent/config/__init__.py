@@ -13,6 +13,7 @@ from ._load import SECTIONS as SECTIONS
 from ._load import AgentConfig, load_config
 from ._roles import PROFILES, LocalizerConfig, PolicyConfig, RoleConfig, ValidatorConfig
 from ._roles import Profile as Profile
+from ._run import RunSettings
 
 __all__ = [
     "PROFILES",
@@ -26,6 +27,7 @@ __all__ = [
     "PolicyConfig",
     "ProxySettings",
     "RoleConfig",
+    "RunSettings",
     "ValidatorConfig",
     "Viewport",
     "load_config",

@@ -18,6 +18,7 @@ from ._agent import AgentSettings
 from ._base import Section
 from ._browser import BrowserConfig
 from ._roles import LocalizerConfig, PolicyConfig, RoleConfig, ValidatorConfig
+from ._run import RunSettings
 
 if TYPE_CHECKING:
     from ..records import ModelCall
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["ROLES", "SECRET_ENV_PREFIX", "SECTIONS", "AgentConfig", "load_config"]
 
 ROLES = ("policy", "localizer", "validator")
-SECTIONS = (*ROLES, "agent", "browser", "secrets")
+SECTIONS = (*ROLES, "agent", "browser", "run", "secrets")
 SECRET_ENV_PREFIX = "WEBAGENT_SECRET_"
 #: The keys of a ``[secrets]`` entry written as a table: ``NAME = { value = "...", hosts = [...] }``.
 _SECRET_TABLE = ("value", "hosts")
@@ -39,6 +40,7 @@ class AgentConfig(Section):
     validator: ValidatorConfig = Field(default_factory=ValidatorConfig)
     agent: AgentSettings = Field(default_factory=AgentSettings)
     browser: BrowserConfig = Field(default_factory=BrowserConfig)
+    run: RunSettings = Field(default_factory=RunSettings)
     secrets: dict[str, SecretStr] = Field(
         default_factory=dict,
         description="Values the policy types as {{NAME}} without ever seeing them ([secrets] or WEBAGENT_SECRET_<NAME>)",

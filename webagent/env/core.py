@@ -37,91 +37,45 @@ import asyncio
 import contextlib
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from ..actions import Answer, Scroll, points_of
 from ..agent import Agent
-from ..batch.tasks import TaskSpec, reference_matches
+from ..batch.tasks import TaskSpec
 from ..browser.session import BrowserSession
 from ..budget import Budget
 from ..config import AgentConfig
 from ..downloads import FOLDER_NAME, DownloadFolder
 from ..errors import BrowserError, ConfigError, InputError, LocalizationError, NavigationError
-from ..images import Screenshot
 from ..inputs import check_text
-from ..loop import Episode, Placed
-from ..model.client import Message
+from ..loop import Placed
 from ..model.parsing import ReplyParseError
-from ..records import DownloadedFile, RunResult, Step, ToolCall
+from ..record import Recorder, run_recorder
+from ..records import DownloadedFile, RunResult, ToolCall
 from ..roles.contract import Decision
-from ..runs.trajectory import RunFiles
 from ..runtime import RunSpec
 from .clock import PageClock
-from .inputs import Action, TaskInput, TaskSource, as_task, point_at, read_policy, start_policy
+from .inputs import Action, TaskInput, TaskSource, as_task, read_policy, start_policy
 from .lease import SessionLease, lease_keeper
-from .rewards import RewardMode, judge_for, required_roles
+from .placing import place_actions
+from .rewards import RewardMode, judge_for, reference_match, required_roles
+from .running import Box, Observation, Running, StepResult, outcome
 from .tasks import BenchmarkTask
 
 __all__ = ["Observation", "RewardMode", "StepResult", "TaskSource", "WebEnv", "required_roles", "shared_agent"]
 
 log = structlog.get_logger("webagent.env")
 
-StepResult = tuple["Observation", float, bool, bool, dict[str, Any]]
-
-#: Stop reasons that mean the environment could not run the episode to a verdict.
-FAILURES = ("error", "budget")
 #: How many times a reset sets its episode up again after the browser failed under the set-up (a
 #: renderer that crashed, a context closed, a command past its deadline), each on a fresh context.
 SETUP_RERUNS = 2
 
 
-@dataclass(frozen=True, slots=True)
-class Observation:
-    """What the policy sees at one step, and the prompt the agent's own policy would be sent."""
-
-    step: int
-    url: str
-    title: str
-    goal: str
-    screenshot: Screenshot
-    events: list[str]
-    final: bool
-    messages: list[Message]
-    """The policy request's messages, screenshots as data URLs: with the append context (the default) the
-    conversation of the current epoch (system, then a user turn per step with its screenshot and the reply
-    given to it, this step's turn last); with the window context system + one user message."""
-
-
 def shared_agent(config: AgentConfig, *, reward: RewardMode = "validator") -> Agent:
     """An Agent whose browser pool and model endpoints many environments share."""
     return Agent(config, require=required_roles(reward))
-
-
-class _Session:
-    """Where the episode's session is told (not the environment itself: its lease must not keep it alive)."""
-
-    def __init__(self) -> None:
-        self.session: BrowserSession | None = None
-
-    def set(self, session: BrowserSession) -> None:
-        self.session = session
-
-
-@dataclass
-class _Running:
-    """The episode in progress."""
-
-    episode: Episode
-    lease: SessionLease
-    box: _Session
-    finalizer: weakref.finalize[Any, Any]
-    clock: PageClock | None = None
-    step: Step | None = None
-    obs: Observation | None = None
 
 
 class WebEnv:
@@ -159,9 +113,10 @@ class WebEnv:
         self.budgets = list(budgets)
         self.task: TaskSpec | BenchmarkTask | None = None
         self.result: RunResult | None = None
-        self._run: _Running | None = None
+        self._run: Running | None = None
         self._last_obs: Observation | None = None  # what a step on a session closed under it returns
-        self._files = RunFiles(None)
+        #: What the running episode leaves (``webagent.record``: its files, spans, HAR).
+        self._recorder: Recorder | None = None
         #: Where the episode keeps its pages' downloads (a temporary folder is removed at the next reset or close).
         self._downloads: DownloadFolder | None = None
 
@@ -232,17 +187,18 @@ class WebEnv:
             judge=judge_for(spec, self.reward_mode),
             task=spec if isinstance(spec, BenchmarkTask) else None,
             policy=policy,
-            budgets=self.agent.runtime.run_budgets(shared=self.budgets) if self.budgets else None,
+            shared_budgets=tuple(self.budgets),
             downloads=self._downloads,
+            output_dir=Path(output_dir) if output_dir is not None else None,
         )
         rerun = 0
         while True:
             self.result = None
-            self._files = RunFiles(output_dir, private=private)
+            self._recorder = run_recorder(self.agent.runtime, run)  # its spans begin with each try
             lease = SessionLease(contextlib.AsyncExitStack(), idle_timeout_s=self.idle_timeout_s)
             try:
                 async with lease.use():  # not reaped while it starts, however long that takes
-                    obs, info = await self._start(spec, run, seed, lease, _Session())
+                    obs, info = await self._start(spec, run, seed, lease, Box())
             except BrowserError as exc:
                 # The browser failed under the set-up (its context is closed): the infrastructure's, never
                 # the task's; set up again on a fresh context, then raised (a BrowserCrashError or
@@ -256,24 +212,28 @@ class WebEnv:
             return obs, info
 
     async def _start(
-        self, spec: TaskSpec | BenchmarkTask, run: RunSpec, seed: int | None, lease: SessionLease, box: _Session
+        self, spec: TaskSpec | BenchmarkTask, run: RunSpec, seed: int | None, lease: SessionLease, box: Box
     ) -> tuple[Observation, dict[str, Any]]:
         stack = lease.stack
         clock: PageClock | None = None
         try:
             # The same setup as Agent runs: the navigation guard, secrets, the roles, the run's budget.
-            episode = await stack.enter_async_context(self.agent.runtime.open_episode(run, on_session=box.set))
+            assert self._recorder is not None
+            opening = self.agent.runtime.open_episode(self._recorder.prepare(run), on_session=box.set)
+            episode = await stack.enter_async_context(opening)
+            if box.session is not None:
+                await self._recorder.start(box.session)
             if seed is not None and box.session is not None:
                 clock = PageClock(box.session, seed)
                 await clock.install()  # before the start page's first script
             opened = await episode.open()
         except BaseException:
             await lease.close("the episode could not start")
-            self._files.finish(None)
+            await self._close_recorder()
             raise
         loop = asyncio.get_running_loop()
         finalizer = weakref.finalize(self, lease.abandon, loop, "the environment was dropped")
-        self._run = _Running(episode, lease, box, finalizer, clock)
+        self._run = Running(episode, lease, box, finalizer, clock)
         lease_keeper().adopt(lease)
         if not opened:
             await self._end()
@@ -325,7 +285,7 @@ class WebEnv:
 
     async def _step(
         self,
-        run: _Running,
+        run: Running,
         action: Action,
         point: tuple[float, float] | None,
         to_point: tuple[float, float] | None,
@@ -339,7 +299,14 @@ class WebEnv:
         usable: tuple[Decision, list[Placed]] | None = None
         try:  # before the step runs: a ConfigError (no localizer, no point) leaves the step to retry
             decision, raw, calls = read_policy(action, contract, obs.screenshot.frame)
-            usable = (decision, self._places(decision, obs, point, to_point, grounded=episode.grounding == "policy"))
+            localizer = self.agent.config.localizer
+            has_localizer = bool(localizer.endpoints() and localizer.model)
+            grounded = episode.grounding == "policy"
+            frame = obs.screenshot.frame
+            usable = (
+                decision,
+                place_actions(decision, frame, point, to_point, grounded=grounded, has_localizer=has_localizer),
+            )
         except (ReplyParseError, LocalizationError) as exc:
             error = str(exc)
 
@@ -366,13 +333,14 @@ class WebEnv:
         result = episode.end_step(step)
         if result is None and self._browser_gone(run):
             result = episode.finish("error", "the browser disconnected during the step", infrastructure=True)
-        self._files.step(self.agent.secrets.redact_model(step))
+        if self._recorder is not None:
+            self._recorder.step(step)  # redacted there; the step in info stays the caller's own
         info: dict[str, Any] = {
             "step": step,
             "outcome": step.outcome,
             "error": step.error,
             "verdict": step.verdict,
-            "reference_match": self._reference_match(step),
+            "reference_match": reference_match(self.task, step),
             "task": dict(episode.task_state.info) if episode.task_state is not None else None,
             "downloads": self._downloads_kept(run),
         }
@@ -386,23 +354,8 @@ class WebEnv:
                     "error", f"the browser failed while observing the page: {exc}", infrastructure=exc.infrastructure
                 )
         await self._end()
-        return self._ended_with(obs, result, info, episode)
-
-    def _ended_with(self, obs: Observation, result: RunResult, info: dict[str, Any], episode: Episode) -> StepResult:
         info["result"] = self.result or result
-        task = episode.task_state
-        terminated = result.success or result.stop_reason == "answered" or (task is not None and task.done)
-        if not terminated:
-            info["truncated_by"] = result.stop_reason
-            info["failure"] = result.message if result.stop_reason in FAILURES else None
-            if info["failure"]:
-                log.warning("episode_failed", reason=result.stop_reason, failure=result.message)
-            return obs, 0.0, False, True, info
-        if task is not None:
-            return obs, task.reward, True, False, info
-        # An accepted answer wins, at the final step too (its stop reason is then max_steps or max_time).
-        won = result.success and (info["reference_match"] or self.reward_mode != "both")
-        return obs, 1.0 if won else 0.0, True, False, info
+        return outcome(obs, result, info, episode.task_state, self.reward_mode)
 
     def _lost(self, reason: str) -> StepResult:
         """A step on an episode whose session was closed under it (idle, dropped)."""
@@ -412,7 +365,7 @@ class WebEnv:
         info = {"truncated_by": "session", "failure": reason, "result": self.result, "step": None}
         return last, 0.0, False, True, info
 
-    def _downloads_kept(self, run: _Running) -> list[DownloadedFile]:
+    def _downloads_kept(self, run: Running) -> list[DownloadedFile]:
         """The files the episode's pages downloaded and its session kept so far (redacted)."""
         session = run.box.session
         return [self.agent.secrets.redact_model(d) for d in session.downloads] if session is not None else []
@@ -423,54 +376,9 @@ class WebEnv:
             self._downloads.remove()
         self._downloads = None
 
-    def _browser_gone(self, run: _Running) -> bool:
+    def _browser_gone(self, run: Running) -> bool:
         session = run.box.session
         return session is not None and session.browser_crashed
-
-    def _places(
-        self,
-        decision: Decision,
-        obs: Observation,
-        point: tuple[float, float] | None,
-        to_point: tuple[float, float] | None,
-        *,
-        grounded: bool,
-    ) -> list[Placed]:
-        """Where each action of the reply acts: the caller's points for the first, else the reply's
-        own (grounded), else the localizer's (asked during the step); a ConfigError when an action
-        needs a point and no localizer is configured (a grounded scroll without one turns the
-        wheel at the page's centre)."""
-        frame = obs.screenshot.frame
-        places: list[Placed] = []
-        for i, (action, spot) in enumerate(zip(decision.reply.actions, decision.spots, strict=True)):
-            wanted = points_of(action)
-            given = (point, to_point) if i == 0 and point is not None else (spot.point, spot.target)
-            if wanted == 0 and not (isinstance(action, Scroll) and given[0] is not None):
-                places.append(Placed())
-                continue
-            missing = given[0] is None or (wanted == 2 and given[1] is None)
-            if missing and not grounded and not self._has_localizer():
-                needs = "point=(x, y) and to_point=(x, y)" if wanted == 2 else "point=(x, y)"
-                raise ConfigError(f"no localizer model is configured: pass {needs} to step() or configure [localizer]")
-            places.append(
-                Placed(
-                    point_at(frame, given[0]) if given[0] is not None else None,
-                    point_at(frame, given[1]) if given[1] is not None and wanted == 2 else None,
-                )
-            )
-        return places
-
-    def _has_localizer(self) -> bool:
-        localizer = self.agent.config.localizer
-        return bool(localizer.endpoints() and localizer.model)
-
-    def _reference_match(self, step: Step) -> bool | None:
-        task = self.task
-        if not isinstance(task, TaskSpec) or not task.reference or not isinstance(step.action, Answer):
-            return None
-        if step.verdict is None:
-            return None
-        return reference_matches(step.action.content, list(task.reference))
 
     async def _observe(self) -> Observation:
         run = self._run
@@ -495,19 +403,28 @@ class WebEnv:
     # -- ending ------------------------------------------------------------------------------------
 
     async def _end(self) -> None:
-        """The episode has ended: keep its result, write its files, close its context."""
+        """The episode has ended: record its result (kept redacted), close its context."""
         run = self._run
-        if run is not None and run.episode.result is not None:
-            self.result = self.agent.secrets.redact_model(run.episode.result)
-        await self._end_episode("the episode ended")
+        await self._end_episode("the episode ended", run.episode.result if run is not None else None)
 
-    async def _end_episode(self, reason: str) -> None:
+    async def _end_episode(self, reason: str, result: RunResult | None = None) -> None:
         run, self._run = self._run, None
-        self._files.finish(self.result)
-        self._files = RunFiles(None)
+        recorder = self._recorder
+        if recorder is not None:
+            recorded = await recorder.finish(result)  # its files and spans, before the context closes
+            if result is not None:
+                self.result = recorded
         if run is not None:
             run.finalizer.detach()
             await run.lease.close(reason)
+        await self._close_recorder()
+
+    async def _close_recorder(self) -> None:
+        """End the recorder (if it has no result yet: without one), after the context closed (a HAR)."""
+        recorder, self._recorder = self._recorder, None
+        if recorder is not None:
+            await recorder.finish(None)
+            await recorder.closed()
 
     async def aclose(self) -> None:
         """End the running episode (if any); close the agent if this environment made it."""

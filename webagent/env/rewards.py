@@ -6,13 +6,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
+from ..actions import Answer
 from ..batch.tasks import TaskSpec, reference_matches
 from ..images import Screenshot
 from ..loop import Judge
-from ..records import ModelCall, Verdict
+from ..records import ModelCall, Step, Verdict
 from .tasks import BenchmarkTask
 
-__all__ = ["RewardMode", "judge_for", "required_roles"]
+__all__ = ["RewardMode", "judge_for", "reference_match", "required_roles"]
 
 RewardMode = Literal["validator", "reference", "both", "task"]
 """validator: the validator model's verdict; reference: the answer contains a reference answer;
@@ -46,3 +47,13 @@ def _reference_judge(references: Sequence[str]) -> Judge:
         return Verdict(success=False, feedback="The answer is not the expected one."), None
 
     return judge
+
+
+def reference_match(task: TaskSpec | BenchmarkTask | None, step: Step) -> bool | None:
+    """Whether the step's judged answer contains one of the task's reference answers (None: no
+    references, no answer, or no verdict)."""
+    if not isinstance(task, TaskSpec) or not task.reference or not isinstance(step.action, Answer):
+        return None
+    if step.verdict is None:
+        return None
+    return reference_matches(step.action.content, list(task.reference))

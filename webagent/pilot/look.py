@@ -1,24 +1,23 @@
 """One look at a page for a check or an extraction, and the one-step run directory it leaves.
 
-A check (or an extraction) is recorded like a run of one step, so that it has the same files as
-any run: ``step_001.jpg`` (the screenshot the model saw), ``trajectory.jsonl``, ``result.json``
-(``success``: the statement held, or the data validated) and ``report.html`` with the verdict.
+A check (or an extraction) is recorded like a run of one step, through a run's recorder
+(``webagent.record``), so that it has the same outputs as any run: its spans when tracing is on,
+and with a run directory ``step_001.jpg`` (the screenshot the model saw), ``trajectory.jsonl``,
+``result.json`` (``success``: the statement held, or the data validated) and ``report.html``.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..images import ResizeRule, Screenshot, frame_for
 from ..loop import PageDriver
+from ..record import Recorder
 from ..records import Fingerprint, ModelCall, RunResult, Step, Usage, Verdict
 from ..replay import fingerprint
-from ..runs.trajectory import RunFiles
-from ..secrets import Secrets
 
-__all__ = ["Look", "look_at", "write_one_step_run"]
+__all__ = ["Look", "look_at", "record_look"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +46,8 @@ async def look_at(driver: PageDriver, rule: ResizeRule | None, *, fingerprinted:
     return Look(url=url, title=title, image=image, seen=seen, started=started, started_at=started_at)
 
 
-def write_one_step_run(
-    directory: Path | None,
+async def record_look(
+    recorder: Recorder,
     look: Look,
     *,
     goal: str,
@@ -56,16 +55,11 @@ def write_one_step_run(
     outcome: str,
     calls: list[ModelCall],
     usage: Usage,
-    secrets: Secrets,
-    private: bool = False,
     answer: str | None = None,
     replayed: bool = False,
     error: str | None = None,
 ) -> None:
-    """Write the run directory of a check or an extraction (nothing when ``directory`` is None;
-    ``private``: its owner's only, ``webagent.files``)."""
-    if directory is None:
-        return
+    """Record a check or an extraction as a run of one step (``recorder``: its run directory, spans)."""
     step = Step(
         index=1,
         kind="final",
@@ -100,6 +94,6 @@ def write_one_step_run(
         replayed_steps=int(replayed),
         calls_saved=int(replayed),
     )
-    files = RunFiles(directory, private=private)
-    files.step(secrets.redact_model(step))
-    files.finish(secrets.redact_model(result))
+    recorder.step(step)
+    await recorder.finish(result)
+    await recorder.closed()

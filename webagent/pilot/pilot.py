@@ -22,6 +22,7 @@ from ..errors import InputError, ModelError, NavigationError
 from ..inputs import check_text
 from ..loop import HumanHandler, Meter
 from ..model.parsing import ReplyParseError
+from ..record import Recorder, run_recorder
 from ..records import CheckResult, ModelCall, RunResult, Step, Usage, Verdict
 from ..replay import ReplayCache
 from ..roles.checker import Checker, CheckReply
@@ -31,7 +32,7 @@ from ..runtime import RunSpec, Runtime
 from ..safety import NavigationPolicy
 from ..stream import RunStream
 from ..urls import normalize_url
-from .look import Look, look_at, write_one_step_run
+from .look import Look, look_at, record_look
 
 __all__ = ["Pilot"]
 
@@ -120,15 +121,12 @@ class Pilot:
                 # The caller's page speaks for the operator, unless the pilot has its caller's policy
                 # (a kept MCP session: a client's start): then allowed_domains only (Runtime.secret_hosts).
                 secret_hosts=self.runtime.secret_hosts(None if self.policy is not None else start),
-            )
-            stream = RunStream(
-                self.runtime,
-                spec,
                 output_dir=self._run_dir("act"),
                 cache=self.replay,
                 cache_key=_act_key(goal, self._acts[goal]),
-                budgets=list(self.budgets),
+                shared_budgets=tuple(self.budgets),
             )
+            stream = RunStream(self.runtime, spec)
             async for _ in stream:
                 pass
             assert stream.result is not None
@@ -150,6 +148,7 @@ class Pilot:
         async with self._lock:
             look = await self._look()
             run_dir = self._run_dir("check")
+            recorder = self._recorder(run_dir, look, f"Check: {statement}")
             cached = self._cached(key, look, lambda value: CheckReply.model_validate(value))
             meter = self._meter()
             if cached is None:
@@ -162,14 +161,14 @@ class Pilot:
                         meter, lambda: checker.check(statement, look.url, look.title, look.image)
                     )
                 except ModelError as exc:
-                    self._failed(run_dir, look, f"Check: {statement}", meter, exc)
+                    await self._failed(recorder, look, f"Check: {statement}", meter, exc)
                     raise
             else:
                 reply, calls = cached, []
             reply = self.secrets.redact_model(reply)  # what the model read of a secret on the page
             verdict = Verdict(success=reply.holds, feedback=reply.feedback)
-            write_one_step_run(
-                run_dir,
+            await record_look(
+                recorder,
                 look,
                 goal=f"Check: {statement}",
                 verdict=verdict,
@@ -177,8 +176,6 @@ class Pilot:
                 + (" (the replay cache's verdict, given on this page state before)" if cached is not None else ""),
                 calls=calls,
                 usage=meter.usage,
-                secrets=self.secrets,
-                private=self.private,
                 replayed=cached is not None,
             )
             if cached is None and reply.holds:
@@ -208,9 +205,10 @@ class Pilot:
         async with self._lock:
             look = await self._look()
             run_dir = self._run_dir("extract")
+            goal = f"Extract: {what}"
+            recorder = self._recorder(run_dir, look, goal)
             cached = self._cached(key, look, lambda value: schema.parse(json.dumps(value)))
             meter = self._meter()
-            goal = f"Extract: {what}"
             calls: list[ModelCall] = []
             if cached is not None:
                 value = cached
@@ -223,15 +221,15 @@ class Pilot:
                         meter, lambda: extractor.extract(what, look.url, look.title, look.image, schema)
                     )
                 except ModelError as exc:
-                    self._failed(run_dir, look, goal, meter, exc)
+                    await self._failed(recorder, look, goal, meter, exc)
                     raise
             data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
             clean = self.secrets.redact_model(_Json(value=data)).value
             if clean != data:  # a secret the page showed is not handed back
                 data, value = clean, schema.parse(json.dumps(clean))
             text = json.dumps(data, ensure_ascii=False)
-            write_one_step_run(
-                run_dir,
+            await record_look(
+                recorder,
                 look,
                 goal=goal,
                 verdict=Verdict(success=True, feedback=f"The reply validated against {schema.name}."),
@@ -239,8 +237,6 @@ class Pilot:
                 + (" (from the replay cache, on this page state before)" if cached is not None else ""),
                 calls=calls,
                 usage=meter.usage,
-                secrets=self.secrets,
-                private=self.private,
                 answer=text,
                 replayed=cached is not None,
             )
@@ -320,18 +316,23 @@ class Pilot:
                 self.usage.add_call(record)
         return value, step.calls
 
-    def _failed(self, run_dir: Path | None, look: Look, goal: str, meter: Meter, exc: ModelError) -> None:
-        """The run directory of a check or an extraction whose model call failed (its raw replies kept)."""
-        write_one_step_run(
-            run_dir,
+    def _recorder(self, run_dir: Path | None, look: Look, goal: str) -> Recorder:
+        """The recorder of one check or extraction (its spans begin now): a run of one step on the page."""
+        spec = RunSpec(
+            url=look.url, goal=goal, page=self.page, navigate=False, browser=self.browser, output_dir=run_dir
+        )
+        return run_recorder(self.runtime, spec)
+
+    async def _failed(self, recorder: Recorder, look: Look, goal: str, meter: Meter, exc: ModelError) -> None:
+        """The record of a check or an extraction whose model call failed (its raw replies kept)."""
+        await record_look(
+            recorder,
             look,
             goal=goal,
             verdict=Verdict(success=False, feedback=str(exc)),
             outcome="failed",
             calls=[exc.call] if isinstance(exc.call, ModelCall) else [],
             usage=meter.usage,
-            secrets=self.secrets,
-            private=self.private,
             error=str(exc),
         )
 

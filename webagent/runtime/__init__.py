@@ -12,6 +12,6 @@ from __future__ import annotations
 
 from .core import Runtime
 from .sessions import SessionSettings, checked_sessions, private_outputs
-from .spec import RunSpec
+from .spec import RunSpec, TraceMode
 
-__all__ = ["RunSpec", "Runtime", "SessionSettings", "checked_sessions", "private_outputs"]
+__all__ = ["RunSpec", "Runtime", "SessionSettings", "TraceMode", "checked_sessions", "private_outputs"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
 
 import structlog
 from playwright.async_api import Browser, BrowserContext, Page
@@ -131,6 +132,13 @@ class Runtime:
         own = [Budget(limits, self.price, scope="run")] if limits.active else []
         return own + list(shared)
 
+    def resolve(self, spec: RunSpec) -> RunSpec:
+        """``spec`` with its limits applied, once: its loop settings (default: the config's
+        ``[agent]``) and its budgets (default: those settings' per-run limits, then its shared ones)."""
+        settings = spec.settings or self.config.agent
+        budgets = spec.budgets if spec.budgets is not None else self.run_budgets(settings, spec.shared_budgets)
+        return spec.replace(settings=settings, budgets=budgets)
+
     # -- the guard -------------------------------------------------------------------------------
 
     def navigation_policy(
@@ -194,6 +202,7 @@ class Runtime:
         on_open: Callable[[BrowserSession], None] | None = None,
         on_queue: Callable[[bool], None] | None = None,
         downloads: DownloadFolder | None = None,
+        har: Path | None = None,
     ) -> AsyncIterator[BrowserSession]:
         """A browser session under ``policy``'s guard (set before its first navigation, removed when it
         closes): on ``page``, a new tab in ``context``, or a new pooled context opened with the
@@ -201,7 +210,9 @@ class Runtime:
         the session as soon as it exists (before the guard is set, so that a browser dying there is
         known); ``on_queue`` whether it waits for its turn to open (``BrowserPool.session``);
         ``downloads``: where the pages' downloads are kept (default: a temporary folder,
-        ``download_folder``). A caller's page or context keeps its own ``accept_downloads``."""
+        ``download_folder``); ``har``: where a pooled context records its HAR (Playwright's
+        ``record_har_path``, written when it closes). A caller's page or context keeps its own
+        ``accept_downloads``."""
         guard = self.guard(policy)
         config = self.browsers.config  # direct_cdp off with secrets (__init__)
         async with contextlib.AsyncExitStack() as stack:
@@ -217,6 +228,8 @@ class Runtime:
                 stack.push_async_callback(session.close)
             else:
                 options = await self.sessions.options(browser)
+                if har is not None:
+                    options |= {"record_har_path": str(har), "record_har_content": "embed"}
                 pooled = self.browsers.session(guard=guard, on_queue=on_queue, options=options)
                 session = await stack.enter_async_context(pooled)
             session.keep_downloads(self.download_folder(downloads))
@@ -242,6 +255,7 @@ class Runtime:
         end), the run's budgets. ``on_session`` is told the session as soon as it exists;
         ``on_progress`` is called at each model answer; ``on_queue`` while the session waits to open.
         """
+        spec = self.resolve(spec)
         policy = spec.policy if spec.policy is not None else self.navigation_policy(spec.url)
         settings = spec.settings or self.config.agent
         secrets = self.sessions.secrets(spec.browser)
@@ -260,6 +274,7 @@ class Runtime:
                 on_open=on_session,
                 on_queue=on_queue,
                 downloads=spec.downloads,
+                har=spec.har_path,
             )
             async with opening as session:
                 hosts = spec.secret_hosts if spec.secret_hosts is not None else self.secret_hosts()
@@ -273,7 +288,7 @@ class Runtime:
                     judge=spec.judge,
                     expect=spec.expect,
                     replay=spec.replay,
-                    budgets=self.run_budgets(settings) if spec.budgets is None else spec.budgets,
+                    budgets=spec.budgets or (),
                     navigate=spec.navigate,
                     task=spec.task,
                     uploads=uploads,

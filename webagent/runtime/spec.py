@@ -1,8 +1,10 @@
 """``RunSpec``: what one run is, handed down to the ``Runtime`` that opens it.
 
 A run spec says what to do (URL, goal, expectation, judge, task), where (a caller's page or
-context, or a pooled one), under which limits (loop settings, budgets, navigation policy) and with
-what in hand (a replay, its own browser settings). Every entry point builds one and passes it down:
+context, or a pooled one), under which limits (loop settings, budgets, navigation policy), with
+what in hand (a replay cache, its own browser settings) and what it leaves (its run directory, a
+Playwright trace, a HAR, a saved state: ``webagent.record`` picks the run's sinks from these).
+The limits are applied once, by ``Runtime.resolve``. Every entry point builds one and passes it down:
 ``Agent.stream`` and ``Agent.run``, ``Pilot.act``, ``WebEnv.reset``, the batch and suite runners,
 the MCP server's tools.
 """
@@ -13,6 +15,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from playwright.async_api import BrowserContext, Page
 
@@ -20,10 +23,13 @@ from ..budget import Budget
 from ..config import AgentSettings, ContextSettings
 from ..downloads import DownloadFolder
 from ..loop import HumanHandler, Judge, TaskHook
-from ..replay import StepReplay
+from ..replay import ReplayCache, StepReplay
 from ..safety import NavigationPolicy
 
-__all__ = ["RunSpec"]
+__all__ = ["RunSpec", "TraceMode"]
+
+#: When a run keeps a Playwright trace (``trace.zip`` in its run directory).
+TraceMode = Literal["off", "on-failure", "always"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,8 +48,10 @@ class RunSpec:
     task: TaskHook | None = None
     #: The recorded steps to replay while the page matches.
     replay: StepReplay | None = None
-    #: The run's budgets (default: the settings' per-run limits).
+    #: The run's budgets (default: the settings' per-run limits, then ``shared_budgets``).
     budgets: Sequence[Budget] | None = None
+    #: Budgets shared with other runs (a batch's, a server's), charged after the run's own.
+    shared_budgets: Sequence[Budget] = ()
     #: False: start from ``page`` as it is (``url`` being its URL), opening nothing.
     navigate: bool = True
     #: The navigation policy to enforce (default: that of a run starting at ``url``).
@@ -65,6 +73,18 @@ class RunSpec:
     #: Where the run keeps the files its pages download (``RunStream``: its output folder's
     #: ``downloads/``); None: a private temporary folder (``Runtime.download_folder``).
     downloads: DownloadFolder | None = None
+    #: Where the run directory is written (trajectory, screenshots, result, report); None: nowhere.
+    output_dir: Path | None = None
+    #: A replay cache: the recording ``cache_key`` replays while the page matches, and a successful
+    #: run that re-planned updates it.
+    cache: ReplayCache | None = None
+    cache_key: str = ""
+    #: Keep a Playwright trace in ``output_dir`` (a context of the run's own, no secrets typed).
+    trace: TraceMode = "off"
+    #: Write the run's network as ``network.har`` in ``output_dir`` (None: the config's ``[run] har``).
+    har: bool | None = None
+    #: Where the run's own context records its HAR (set by the recorder's HAR sink, ``webagent.record``).
+    har_path: Path | None = None
 
     def replace(self, **changes: object) -> RunSpec:
         """A copy with ``changes``."""

@@ -1,0 +1,64 @@
+"""``TraceSink``: a Playwright trace of the run (``trace.zip`` in its directory, open with
+``playwright show-trace``), kept always or only when the run fails.
+
+Only for a context of the run's own (a caller's context may be tracing already), and never for a
+run that types secrets or holds a signed-in state: a trace's DOM snapshots would hold the typed
+values, its network log the cookies (the recorder's builder decides, ``webagent.record.build``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import structlog
+
+from ..browser.deadline import within
+from ..browser.session import BrowserSession
+from ..files import make_dir, secure_file
+from ..records import RunResult
+from .sink import RunSink
+
+__all__ = ["TRACE_TIMEOUT_S", "TraceSink"]
+
+log = structlog.get_logger("webagent.record")
+TRACE_TIMEOUT_S = 60.0  # writing a trace of a long run takes a while
+
+
+class TraceSink(RunSink):
+    """Traces the run's context from its start; writes ``directory/trace.zip`` when ``keep`` says."""
+
+    def __init__(self, directory: Path, keep: Literal["on-failure", "always"], *, private: bool = False) -> None:
+        self.directory = directory
+        self.keep = keep
+        self.private = private
+        self.session: BrowserSession | None = None
+
+    async def start(self, session: BrowserSession) -> None:
+        try:
+            tracing = session.page.context.tracing
+            await within(tracing.start(screenshots=True, snapshots=True), TRACE_TIMEOUT_S, "tracing.start")
+            self.session = session
+        except Exception as exc:  # a trace is a debugging aid: never fail a run for it
+            log.warning("trace_start_failed", error=str(exc))
+
+    async def finish(self, result: RunResult | None) -> None:
+        if self.session is None:
+            return
+        kept = self.keep == "always" or not (result is not None and result.success)
+        path = await self._stop(self.session, self.directory / "trace.zip" if kept else None)
+        if path is not None and result is not None:
+            result.trace = str(path)
+
+    async def _stop(self, session: BrowserSession, path: Path | None) -> Path | None:
+        try:
+            tracing = session.page.context.tracing
+            if path is None:
+                await within(tracing.stop(), TRACE_TIMEOUT_S, "tracing.stop")
+                return None
+            make_dir(path.parent, private=self.private)
+            await within(tracing.stop(path=path), TRACE_TIMEOUT_S, "tracing.stop")
+            secure_file(path, private=self.private)  # written by Playwright's driver, with its umask
+            return path
+        except Exception as exc:
+            log.warning("trace_stop_failed", error=str(exc))
+            return None
