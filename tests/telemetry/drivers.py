@@ -25,6 +25,7 @@ async def main(out: Path) -> None:
         task = load_local_tasks(site.url)["catalog-price"]
         async with FakeModelServer(load_task_script("catalog-price")) as server:
             config = make_config(server)
+            config.run.har = True  # the episode's own context records one; the pilot's caller's page none
             async with Agent(config) as agent:
                 env = WebEnv(agent=agent)
                 await env.reset(task, output_dir=out / "episode")

@@ -1,6 +1,7 @@
 """Every driver records the same way: a caller-driven RL episode (``WebEnv`` reset, step, close)
 and a pilot's ``check`` export their spans to a real OTLP receiver as a run does -- a run span, its
-step spans, the model calls under them -- and write their run directories (``webagent.record``)."""
+step spans, the model calls under them -- and write their run directories (``webagent.record``),
+the episode's HAR too."""
 
 from __future__ import annotations
 
