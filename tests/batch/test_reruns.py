@@ -18,6 +18,7 @@ from webagent.batch.summary import summarize
 from webagent.batch.tasks import TaskSpec
 from webagent.errors import BrowserCrashError, BrowserError, BrowserTimeoutError, WebAgentError
 from webagent.records import ModelCall, RoleUsage, RunResult, Step, Timings, Usage
+from webagent.runtime import RunSpec
 from webagent.stream import SETUP_FAILED
 
 from .test_runner import lines_of, make_config_stub, wait_for
@@ -193,10 +194,18 @@ class FakeAgent:
         self.closed = 0
         self.played: dict[str, list[Plan]] = defaultdict(list)
 
-    def stream(self, url: str, goal: str, *, output_dir: Path, **options: Any) -> FakeStream:
-        plan = self.plans[goal].pop(0)
-        self.played[goal].append(plan)
-        return FakeStream(self, plan, goal, Path(output_dir))
+    @property
+    def runtime(self) -> FakeAgent:
+        return self  # what the batch asks of the runtime: where secrets may be typed
+
+    def secret_hosts(self, start_url: str | None = None) -> tuple[str, ...]:
+        return ()
+
+    def start(self, spec: RunSpec) -> FakeStream:
+        plan = self.plans[spec.goal].pop(0)
+        self.played[spec.goal].append(plan)
+        assert spec.output_dir is not None
+        return FakeStream(self, plan, spec.goal, spec.output_dir)
 
     async def aclose(self) -> None:
         pass
