@@ -116,7 +116,13 @@ PHASES: list[tuple[str, tuple[str, ...]]] = [
     ("prompts, roles", ("webagent/roles/", "webagent/prompts.py", "webagent/families/", "jinja2/")),
     (
         "trajectory, report writing",
-        ("webagent/runs/", "webagent/records.py", "webagent/files.py", "webagent/stream.py"),
+        (
+            "webagent/runs/",
+            "webagent/record/",
+            "webagent/records.py",
+            "webagent/files.py",
+            "webagent/stream.py",
+        ),
     ),
     ("watchdog", ("webagent/batch/watchdog.py",)),
     ("admission, batch", ("webagent/batch/", "webagent/budget.py")),
