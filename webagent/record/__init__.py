@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .build import run_recorder
 from .files import FilesSink
-from .har import HAR_NAME, HarSink, redact_har
+from .har import HAR_NAME, REDACTED, HarSink, redact_har
 from .replay import ReplaySink
 from .sink import Recorder, RunSink
 from .spans import SpanSink
@@ -19,6 +19,7 @@ from .trace import TRACE_TIMEOUT_S, TraceSink
 
 __all__ = [
     "HAR_NAME",
+    "REDACTED",
     "TRACE_TIMEOUT_S",
     "FilesSink",
     "HarSink",
