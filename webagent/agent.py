@@ -170,7 +170,8 @@ class Agent:
         shared with other runs (the config's per-run budget always applies); ``trace`` keeps a
         Playwright trace (``trace.zip`` in ``output_dir``) always or only when the run fails; ``har``:
         write the run's network as ``network.har`` in ``output_dir`` (default: the config's ``[run]
-        har``; a context of the run's own only, its secrets and cookie values redacted);
+        har``; a context of the run's own only, its secrets and cookie values redacted; ``har=True``
+        with ``page``, ``context`` or no ``output_dir`` is an InputError);
         ``navigate=False`` (with ``page``) starts from the page as it is, ``url`` being its URL
         (what ``Pilot.act`` does); ``policy`` replaces the navigation policy built from ``url``;
         ``task``: a task that rewards itself (a benchmark page: ``webagent.env.tasks``), whose page
@@ -190,6 +191,13 @@ class Agent:
         if not goal or not goal.strip():
             raise InputError("no goal given: say what the agent should do, e.g. --goal 'Find the price of ...'")
         check_text(goal, "the goal")
+        if har and (page is not None or context is not None):
+            raise InputError(
+                "har=True records the run's own browser context: a caller's page or context is open already "
+                "(open it with Playwright's record_har_path instead)"
+            )
+        if har and output_dir is None:
+            raise InputError("har=True writes network.har in the run directory: give output_dir too")
         spec = RunSpec(
             url=url,
             goal=goal,

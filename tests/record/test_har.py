@@ -14,10 +14,11 @@ from playwright.async_api import Browser
 from playwright.async_api import Error as PlaywrightError
 from pydantic import SecretStr
 
-from webagent import Agent
+from webagent import Agent, InputError
+from webagent.config import AgentConfig
 from webagent.record import REDACTED, redact_har
 from webagent.secrets import Secrets
-from webagent.testing.offline import load_local_tasks
+from webagent.testing.offline import load_local_tasks, offline_config
 from webagent.testing.sites import SiteServer
 
 from ..conftest import ServerFactory, load_task_script, make_config
@@ -109,3 +110,24 @@ async def test_a_runs_har_replays_its_pages_without_a_secret(
         await replay.close()
     finally:
         await gone.close()
+
+
+@pytest.mark.browser
+async def test_a_har_asked_for_where_none_can_be_written_is_refused(browser: Browser, tmp_path: Path) -> None:
+    context = await browser.new_context()
+    try:
+        page = await context.new_page()
+        async with Agent(make_config_offline()) as agent:
+            with pytest.raises(InputError, match="record_har_path"):
+                agent.stream("http://127.0.0.1:9/", "g", page=page, har=True, output_dir=tmp_path)
+            with pytest.raises(InputError, match="record_har_path"):
+                agent.stream("http://127.0.0.1:9/", "g", context=context, har=True, output_dir=tmp_path)
+            with pytest.raises(InputError, match="output_dir"):
+                agent.stream("http://127.0.0.1:9/", "g", har=True)
+            assert agent.stream("http://127.0.0.1:9/", "g", page=page).spec.har is None  # the config's: no HAR there
+    finally:
+        await context.close()
+
+
+def make_config_offline() -> AgentConfig:
+    return offline_config("http://127.0.0.1:9", "holo1.5")
