@@ -170,8 +170,7 @@ class TaskRunner:
     def open(self, task: TaskSpec, directory: Path) -> RunStream:
         """One run of ``task``, its files in ``directory``: a benchmark task's page is its judge, and
         the task's options say what else the run is held to."""
-        options = task.options
-        page = None
+        options, page = task.options, None
         if task.benchmark is not None:
             from ..env.tasks import benchmark_task
 
@@ -183,12 +182,10 @@ class TaskRunner:
             goal=page.goal if page is not None else task.goal,
             task=page,
             policy=policy,
-            # A start the operator chose: its host (Agent.stream's default); a policy of its own: allowed_domains only.
-            secret_hosts=self.agent.runtime.secret_hosts(url if policy is None else None),
+            secret_hosts=self.agent.runtime.secret_hosts(url if policy is None else None),  # as Agent.stream's
             expect=options.expect,
             settings=options.settings(self.agent.config.agent) if options.limits() else None,
-            # The task's own session settings (a signed-in state, a locale, ...), over the config's.
-            browser=task.browser,
+            browser=task.browser,  # the task's own session settings (a signed-in state, a locale, ...)
             shared_budgets=tuple(self.budgets),
             output_dir=directory,
             cache=self.cache,
