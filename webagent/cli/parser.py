@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any, NoReturn, get_args
 
 from .. import __version__
 from ..config import ROLES, AgentConfig, load_config
-from ..families import DEFAULT_PROFILE, FAMILIES, PROFILES
+from ..families import DEFAULT_PROFILE, FAMILIES, PROFILES, Grounding
 from ..serving.tokens import MCP_TOKEN_ENV, add_token_options
 from .secretflags import SECRET_FLAGS, add_secret_options, secret_overrides
 from .sessionflags import SESSION_FLAGS, add_session_options, session_overrides
@@ -88,7 +88,7 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
                 metavar=field.upper(),
                 help=text.format(role=role),
             )
-        if role in ("policy", "validator"):
+        if role != "localizer":  # the localizer's convention is its profile
             g.add_argument(
                 f"--{role}-family",
                 choices=list(FAMILIES),
@@ -115,7 +115,7 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--screenshots", type=int, metavar="K", help="screenshots in each policy request (default 3)")
     g.add_argument(
         "--grounding",
-        choices=["policy", "localizer"],
+        choices=list(get_args(Grounding)),
         help="who places clicks on the screenshot: the policy in its reply (one request a step) or the "
         "localizer (default: the policy family's)",
     )

@@ -10,7 +10,8 @@ from typing import Any
 
 from ..errors import InputError
 from ..inputs import terminal_json, terminal_text
-from .export import ROLES, ExportOptions, export_sft, find_runs
+from ..records import ROLES
+from .export import ExportOptions, export_sft, find_runs
 
 __all__ = ["add_export_parser", "run_export"]
 
