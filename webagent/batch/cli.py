@@ -29,7 +29,7 @@ from .ray import RayCluster
 from .results import read_results
 from .runner import DEFAULT_STALL_TIMEOUT_S, BatchPhase, BatchRunner, BatchStats
 from .servermetrics import sample, server_report
-from .summary import print_summary, summarize
+from .summary import BatchSummary, print_summary, summarize
 from .tasks import load_references, load_tasks
 
 __all__ = [
@@ -226,17 +226,17 @@ def _finish(
 ) -> int:
     results = read_results(output)
     summary = summarize(results, stats, config, attempts=args.attempts, server=server, interrupted=interrupted)
-    write_atomic(output / "summary.json", (json.dumps(summary, indent=2) + "\n").encode(), private=private)
+    write_atomic(output / "summary.json", summary.text().encode(), private=private)
     if not args.quiet:
         print_summary(summary)
     if args.json:
-        print(terminal_json(json.dumps(summary)))
+        print(terminal_json(json.dumps(summary.as_json())))
     return exit_code(summary)
 
 
-def exit_code(summary: dict[str, Any]) -> int:
+def exit_code(summary: BatchSummary) -> int:
     """130 for an interrupted batch, 1 when a task ended with stop reason ``error`` or has no result
     (a bug in the runner), else 0."""
-    if summary["interrupted"]:
+    if summary.interrupted:
         return EXIT_INTERRUPTED
-    return EXIT_ERRORS if summary["errors"] or summary["finished"] < summary["tasks"] else EXIT_DONE
+    return EXIT_ERRORS if summary.errors or summary.finished < summary.tasks else EXIT_DONE
