@@ -9,7 +9,8 @@ import asyncio
 import os
 import socket
 import sys
-from typing import Any
+from types import ModuleType
+from typing import Any, cast
 
 from ..budget import Budget, BudgetLimits
 from ..config import AgentConfig
@@ -129,7 +130,9 @@ def run_env(args: argparse.Namespace, config: AgentConfig) -> int:
     tokens = read_tokens(args.auth_token, args.auth_token_file, TOKEN_ENV)
     if os.environ.get("ENABLE_WEB_INTERFACE", "").lower() not in ("1", "true", "yes"):
         # openenv-core imports gradio for its optional web UI even when it is off: seconds of start-up.
-        sys.modules.setdefault("gradio", None)  # type: ignore[arg-type]
+        # None in sys.modules makes an import fail at once (the import system's own convention, which
+        # typeshed's dict[str, ModuleType] does not spell): the values as the import system reads them.
+        cast("dict[str, ModuleType | None]", sys.modules).setdefault("gradio", None)
     try:
         import uvicorn
 

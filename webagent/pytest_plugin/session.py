@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -42,10 +43,8 @@ from .artifacts import RunFolder, cache_path, display_path, node_name, open_cach
 from .options import PluginSettings, fail_with
 from .web import AsyncWeb, Deadlines
 
-try:
+if sys.platform != "win32":  # Windows has no fcntl: there a session's budget counts in its own process
     import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
 
 __all__ = [
     "SharedBudget",
@@ -87,7 +86,7 @@ class SharedBudget(Budget):
     @contextlib.contextmanager
     def _shared(self) -> Iterator[None]:
         """Load the shared counts, let the caller change them, store them: all under the file lock."""
-        if fcntl is None or self._held:
+        if sys.platform == "win32" or self._held:
             yield
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
