@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any, NoReturn, get_args
 
-from .. import __version__
+from .._version import __version__
 from ..config import ROLES, AgentConfig, load_config
 from ..families import DEFAULT_PROFILE, FAMILIES, PROFILES, Grounding
 from ..serving.tokens import MCP_TOKEN_ENV, add_token_options
