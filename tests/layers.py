@@ -93,7 +93,6 @@ IMPORTS: dict[str, tuple[str, ...]] = {
         "testing",
         "env",
         "batch",
-        "serving",
         "agent",
         "runs",
         "loop",

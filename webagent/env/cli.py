@@ -9,15 +9,16 @@ import asyncio
 import os
 import socket
 import sys
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, cast
+from typing import cast
 
 from ..budget import Budget, BudgetLimits
 from ..config import AgentConfig
 from ..errors import ConfigError, InputError
 from ..serving.tokens import ENV_TOKEN_ENV, add_token_options, read_tokens, require_token
 
-__all__ = ["READY_PREFIX", "TOKEN_ENV", "add_env_parser", "run_env"]
+__all__ = ["COMMAND", "READY_PREFIX", "TOKEN_ENV", "add_env_arguments", "run_env"]
 
 #: What ``serve`` prints on stderr once it listens (then its base URL).
 READY_PREFIX = "webagent env: OpenEnv server on "
@@ -27,13 +28,14 @@ TOKEN_ENV = ENV_TOKEN_ENV
 WS_MAX_SIZE = 8 << 20
 
 
-def add_env_parser(sub: Any, add_config_options: Any) -> None:
-    env = sub.add_parser(
-        "env",
-        help="serve webagent's RL environment to trainers (OpenEnv)",
-        description="Environments for RL trainers. 'serve' runs the OpenEnv server (openenv-core's: /health, "
+def add_env_arguments(
+    env: argparse.ArgumentParser, add_config_options: Callable[[argparse.ArgumentParser], None]
+) -> None:
+    """``webagent env``'s description and its ``serve`` command."""
+    env.description = (
+        "Environments for RL trainers. 'serve' runs the OpenEnv server (openenv-core's: /health, "
         "/schema, /reset, /step, /state and the /ws WebSocket its clients use), many sessions on one browser "
-        "pool. Needs the rl extra: pip install 'webagent[rl]'. See docs/training.md.",
+        "pool. Needs the rl extra: pip install 'webagent[rl]'. See docs/training.md."
     )
     env_sub = env.add_subparsers(dest="env_command", metavar="COMMAND", required=True)
     serve = env_sub.add_parser(
@@ -174,3 +176,21 @@ def run_env(args: argparse.Namespace, config: AgentConfig) -> int:
     print(f"{READY_PREFIX}{url}", file=sys.stderr, flush=True)
     asyncio.run(server.serve(sockets=[sock]))
     return 0
+
+
+class EnvCommand:
+    """``webagent env serve``: the OpenEnv server."""
+
+    name = "env"
+    help = "serve webagent's RL environment to trainers (OpenEnv)"
+
+    def add_arguments(
+        self, parser: argparse.ArgumentParser, config_options: Callable[[argparse.ArgumentParser], None]
+    ) -> None:
+        add_env_arguments(parser, config_options)
+
+    def run(self, args: argparse.Namespace, config: Callable[[], AgentConfig]) -> int:
+        return run_env(args, config())
+
+
+COMMAND = EnvCommand()
