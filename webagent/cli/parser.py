@@ -1,9 +1,12 @@
-"""The command line's options: the parser of every command, and the config they make (the
-precedence of flags over the environment over the config file is ``load_config``'s)."""
+"""The command line's parser: one subparser per registered command (each feature's ``COMMAND``,
+``webagent.cli.commands``), the config's options every command that runs the agent takes (their
+help's defaults read from the settings' fields), and the config they make (the precedence of flags
+over the environment over the config file is ``load_config``'s)."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any, NoReturn, get_args
 
 from pydantic import BaseModel
@@ -26,7 +29,7 @@ __all__ = [
     "registered",
 ]
 
-_ROLE_FIELDS: list[tuple[str, str, Any]] = [
+_ROLE_FIELDS: list[tuple[str, str, Callable[[str], object]]] = [
     ("base_url", "OpenAI-compatible base URL of the {role} model", str),
     ("model", "model name of the {role} model", str),
     ("api_key", "API key of the {role} endpoint", str),
