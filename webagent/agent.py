@@ -23,7 +23,7 @@ from .loop import HumanHandler, Roles, TaskHook
 from .model.client import ModelClient
 from .model.endpoints import EndpointPool
 from .pilot import Pilot
-from .records import ModelCall, RunResult
+from .records import ModelCall, Role, RunResult
 from .replay import ReplayCache
 from .runtime import RunSpec, Runtime
 from .safety import NavigationPolicy
@@ -71,7 +71,7 @@ class Agent:
         """The shared endpoints of one role."""
         return self.runtime.endpoint_pool(role)
 
-    def model_client(self, role: str) -> ModelClient:
+    def model_client(self, role: Role) -> ModelClient:
         """A client of one role over its shared endpoints, redacting secrets from what it sends."""
         return self.runtime.model_client(role)
 

@@ -345,7 +345,7 @@ async def test_a_stalled_run_is_cancelled_kept_and_rerun(tmp_path: Path, monkeyp
     assert stats.stalled == 1 and stats.retried == 1 and stats.errors == 0
     assert agent.opened == agent.closed  # the cancelled run closed its session
     summary = summarize(read_results(out), stats, runner.config, attempts=1)
-    assert summary["stalled"] == 1 and summary["retried_after_crash"] == 0
+    assert summary.stalled == 1 and summary.retried_after_crash == 0
 
 
 async def test_a_run_whose_clean_up_stalls_keeps_its_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -93,7 +93,7 @@ async def test_batch_and_suites_count_tasks_that_need_a_person_apart(
         await runner.run()
         summary = summarize(read_results(tmp_path / "batch"), runner.stats, config, attempts=1)
         totals, _items, _ = await run_suite(config, load_suite(suite_file), tmp_path / "suite", concurrency=2)
-    assert summary["needs_human"] == 2 and summary["errors"] == 0 and summary["succeeded"] == 0
+    assert summary.needs_human == 2 and summary.errors == 0 and summary.succeeded == 0
     assert totals["needs_human"] == 2 and totals["failed"] == 0 and totals["passed"] == 0
     junit = (tmp_path / "suite" / "junit.xml").read_text()
     assert junit.count("<skipped") == 2 and "needs a person" in junit and "<failure" not in junit

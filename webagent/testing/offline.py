@@ -9,6 +9,7 @@ from typing import Any
 from ..config import AgentConfig
 from ..families import FAMILIES, PROFILES
 from ..prompts import resource_dir
+from ..records import ROLES
 
 __all__ = ["FAMILY_MODELS", "PROFILE_MODELS", "load_local_tasks", "offline_config"]
 
@@ -36,7 +37,7 @@ def offline_config(server_url: str, profile: str, *, family: str | None = None, 
     model = PROFILE_MODELS[profile]
     roles = {
         role: {"base_url": f"{server_url}/{role}/v1", "model": model, "api_key": "offline", "timeout_s": 20.0}
-        for role in ("policy", "localizer", "validator")
+        for role in ROLES
     }
     roles["localizer"]["profile"] = profile
     if family is not None:

@@ -34,7 +34,7 @@ from ..errors import InputError
 from ..files import make_dir, private_folder, write_atomic
 from ..images import Frame, Screenshot
 from ..model.client import Message
-from ..records import ModelCall, RunResult, Step
+from ..records import ROLES, ModelCall, RunResult, Step
 from ..roles.localizer import LOCALIZER_PROFILES, localizer_messages
 from ..roles.policy import speaker_for
 from ..roles.prompting import PROMPTS, PromptOptions, answered
@@ -46,7 +46,6 @@ __all__ = ["ExportOptions", "ExportStats", "RunRef", "export_sft", "find_runs"]
 log = structlog.get_logger("webagent.training")
 
 Per = Literal["call", "step"]
-ROLES = ("policy", "localizer", "validator")
 
 
 @dataclass(frozen=True, slots=True)
