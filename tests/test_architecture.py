@@ -124,3 +124,35 @@ def test_every_feature_has_its_folder() -> None:
     ]
     for feature in features:
         assert feature in top and is_package_init(f"webagent.{feature}"), feature
+
+
+def folder_imports(folder: str) -> set[str]:
+    """The top folders (or root modules) of the package that the modules of ``folder`` import."""
+    prefix = f"webagent.{folder}"
+    return {
+        target.split(".")[1]
+        for name, targets in GRAPH.items()
+        if name == prefix or name.startswith(prefix + ".")
+        for target in targets
+        if target.count(".") >= 1 and not target.startswith(prefix)
+    }
+
+
+#: What runs tasks, above ``webagent.tasks``: nothing of them may be imported by it.
+TASK_USERS = {"batch", "env", "suite", "training", "mcp_server", "pilot", "agent", "stream", "cli"}
+
+
+def test_tasks_sit_under_every_feature() -> None:
+    # A task and its conversion to a run (webagent.tasks) are the same everywhere because every
+    # entry point builds on the one package, and it on none of them.
+    assert "tasks" in {name.split(".")[1] for name in MODULES if name.count(".") >= 1}
+    assert folder_imports("tasks") & TASK_USERS == set()
+
+
+@pytest.mark.parametrize(("folder", "other"), [("batch", "env"), ("env", "batch")])
+def test_batch_and_env_do_not_import_each_other(folder: str, other: str) -> None:
+    assert other not in folder_imports(folder)
+
+
+def test_the_folder_import_finder_sees_an_import() -> None:
+    assert "tasks" in folder_imports("batch") and "runtime" in folder_imports("tasks")

@@ -28,7 +28,8 @@ from .replay import ReplayCache
 from .runtime import RunSpec, Runtime
 from .safety import NavigationPolicy
 from .secrets import Secrets
-from .stream import RunStream, TraceMode
+from .stream import RunStream
+from .tasks import TraceMode
 from .urls import normalize_url
 
 __all__ = ["Agent"]
@@ -148,7 +149,7 @@ class Agent:
         Playwright trace (``trace.zip`` in ``output_dir``) always or only when the run fails;
         ``navigate=False`` (with ``page``) starts from the page as it is, ``url`` being its URL
         (what ``Pilot.act`` does); ``policy`` replaces the navigation policy built from ``url``;
-        ``task``: a task that rewards itself (a benchmark page: ``webagent.env.tasks``), whose page
+        ``task``: a task that rewards itself (a benchmark page: ``webagent.tasks.benchmarks``), whose page
         ends the run and gives its success and reward; ``browser``: this run's own context settings
         over the config's ``[browser]`` (a signed-in ``storage_state``, a ``proxy``, a ``locale``, a
         ``device``, ...); ``save_state``: write the signed-in state there (0600) if the run succeeds;

@@ -15,10 +15,10 @@ import pytest
 
 from webagent.batch import CRASH_RERUNS, BatchRunner, TaskResult, read_results
 from webagent.batch.summary import summarize
-from webagent.batch.tasks import TaskSpec
 from webagent.errors import BrowserCrashError, BrowserError, BrowserTimeoutError, WebAgentError
 from webagent.records import ModelCall, RoleUsage, RunResult, Step, Timings, Usage
 from webagent.stream import SETUP_FAILED
+from webagent.tasks import TaskSpec
 
 from .test_runner import lines_of, make_config_stub, wait_for
 

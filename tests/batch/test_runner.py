@@ -21,14 +21,13 @@ from playwright.async_api import async_playwright
 from webagent.batch import BatchRunner, BatchStats, ResultsFile, TaskResult, cost_of, read_results
 from webagent.batch.cli import EXIT_DONE, EXIT_ERRORS, EXIT_INTERRUPTED, exit_code
 from webagent.batch.summary import summarize
-from webagent.batch.tasks import TaskSpec, load_tasks
 from webagent.browser.launcher import launch_browser
 from webagent.browser.session import BrowserSession
 from webagent.config import BrowserConfig
 from webagent.errors import BrowserError, NavigationError
-from webagent.prompts import resource_dir
+from webagent.tasks import TaskSpec, load_tasks
 from webagent.testing.server import FakeModelServer
-from webagent.testing.sites import SiteServer
+from webagent.testing.sites import SiteServer, data_dir
 
 from ..conftest import load_task_script, make_config
 from ..procs import alive, descendants
@@ -54,7 +53,7 @@ LOCAL_ANSWERS = {
 
 
 def local_lines(site: SiteServer) -> dict[str, dict[str, Any]]:
-    text = (resource_dir("tasks") / "local.jsonl").read_text(encoding="utf-8").replace("{base}", site.url)
+    text = (data_dir() / "local.jsonl").read_text(encoding="utf-8").replace("{base}", site.url)
     return {t["id"]: t for t in map(json.loads, filter(str.strip, text.splitlines()))}
 
 

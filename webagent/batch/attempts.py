@@ -51,8 +51,8 @@ from ..replay import ReplayCache
 from ..runtime.access import data_start, task_set_policy
 from ..safety import NavigationPolicy
 from ..stream import RunStream
+from ..tasks import TaskSpec, reference_matches, run_dir_name
 from .results import AttemptRecord, Rerun, RerunReason, TaskResult, cost_of
-from .tasks import TaskSpec, reference_matches, run_dir_name
 from .watchdog import BROWSER_LOST_GRACE_S, cancel_run, keep_aside, stuck_in, wait_for_progress, write_result
 
 __all__ = ["CRASH_RERUNS", "INFRA_RERUNS", "SETUP_RERUNS", "STALL_RERUNS", "TaskLimits", "TaskRunner", "run_task"]
@@ -182,7 +182,7 @@ class TaskRunner:
         if task.browser is not None:  # the task's own session settings (a signed-in state, a locale, ...)
             how["browser"] = task.browser
         if task.benchmark is not None:
-            from ..env.tasks import benchmark_task
+            from ..tasks import benchmark_task
 
             page = benchmark_task(task.benchmark, task.seed)
             return self.agent.stream(page.url, page.goal, task=page, policy=self.policy(task, page.url), **how)
@@ -194,7 +194,7 @@ class TaskRunner:
         local), a file's not trusted (its start proves nothing: ``data_start``)."""
         if task.benchmark is not None:
             if url is None:
-                from ..env.tasks import benchmark_task
+                from ..tasks import benchmark_task
 
                 url = benchmark_task(task.benchmark, task.seed).url
             return task_set_policy(self.agent.runtime, url)

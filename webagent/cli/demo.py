@@ -6,7 +6,6 @@ import asyncio
 from pathlib import Path
 
 from ..errors import InputError
-from ..prompts import resource_dir
 from ..records import RunResult
 
 __all__ = ["run_demo"]
@@ -15,10 +14,10 @@ __all__ = ["run_demo"]
 def run_demo(*, task_id: str, profile: str, output: str | None, quiet: bool) -> RunResult:
     from ..testing.offline import load_local_tasks, offline_config
     from ..testing.server import FakeModelServer
-    from ..testing.sites import SiteServer
+    from ..testing.sites import SiteServer, data_dir
     from .run import run_task
 
-    script = resource_dir("tasks") / "scripts" / f"{task_id}.json"
+    script = data_dir() / "scripts" / f"{task_id}.json"
     with SiteServer() as site:
         tasks = load_local_tasks(site.url)
         if task_id not in tasks or not script.exists():

@@ -286,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serve a bundled local site and the offline model server on 127.0.0.1, "
         "then run a real task against them and write its report.",
     )
-    demo.add_argument("--task", default="catalog-price", help="bundled task id from tasks/local.jsonl")
+    demo.add_argument("--task", default="catalog-price", help="bundled task id from webagent/testing/data/local.jsonl")
     demo.add_argument(
         "--profile",
         choices=list(PROFILES),
@@ -363,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     sites = sub.add_parser(
         "sites",
         help="serve the bundled local task sites on 127.0.0.1",
-        description="Serve the local websites under tasks/sites for tests and demos.",
+        description="Serve the local websites under webagent/testing/data/sites for tests and demos.",
     )
     sites.add_argument("--port", type=int, default=0, help="port (default: a free one)")
     return parser

@@ -7,7 +7,7 @@
 ``step`` runs the same code as ``Agent`` (``webagent.loop.Episode``): the localizer turns an element
 description into a point (or the caller passes ``point=(x, y)`` in screenshot pixels), the action
 is carried out, and the reward comes from the validator model, the task's reference answers, both,
-or the task itself (a benchmark page such as MiniWoB++: ``webagent.env.tasks``).
+or the task itself (a benchmark page such as MiniWoB++: ``webagent.tasks.benchmarks``).
 
 An episode ends ``terminated`` when it reached a verdict: an answer accepted, the last answer
 allowed judged, or the task's page saying it is over. It ends ``truncated`` otherwise: out of
@@ -45,7 +45,6 @@ import structlog
 
 from ..actions import Answer, Scroll, points_of
 from ..agent import Agent
-from ..batch.tasks import TaskSpec, reference_matches
 from ..browser.session import BrowserSession
 from ..budget import Budget
 from ..config import AgentConfig
@@ -60,11 +59,11 @@ from ..records import DownloadedFile, RunResult, Step, ToolCall
 from ..roles.contract import Decision
 from ..runs.trajectory import RunFiles
 from ..runtime import RunSpec
+from ..tasks import BenchmarkTask, TaskSpec, reference_matches
 from .clock import PageClock
 from .inputs import Action, TaskInput, TaskSource, as_task, point_at, read_policy, start_policy
 from .lease import SessionLease, lease_keeper
 from .rewards import RewardMode, judge_for, required_roles
-from .tasks import BenchmarkTask
 
 __all__ = ["Observation", "RewardMode", "StepResult", "TaskSource", "WebEnv", "required_roles", "shared_agent"]
 

@@ -43,9 +43,9 @@ from ..agent import Agent
 from ..config import AgentConfig
 from ..errors import ConfigError
 from ..images import frame_for
+from ..tasks import MiniWoBTasks
 from .core import Observation, RewardMode, WebEnv, shared_agent
 from .inputs import Action
-from .miniwob import MiniWoBTasks
 
 try:
     import gymnasium

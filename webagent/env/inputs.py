@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import ValidationError
 
 from ..actions import PolicyReply, points_of
-from ..batch.tasks import TaskSpec
 from ..errors import InputError, LocalizationError
 from ..images import Frame
 from ..model.client import Reply
@@ -26,8 +25,9 @@ from ..records import Point, ToolCall
 from ..roles.contract import Contract, Decision
 from ..runtime.access import client_start, data_start, task_set_policy
 from ..safety import NavigationPolicy
+from ..tasks import BenchmarkTask, TaskSpec, benchmark_task
+from ..tasks.benchmarks import shown
 from ..urls import normalize_url
-from .tasks import BenchmarkTask, benchmark_task, shown
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
