@@ -11,13 +11,14 @@ set, served locally. Nothing here imports a feature (batch, env, suite, training
 
 from .benchmarks import BenchmarkTask, TaskSet, benchmark_task, is_benchmark_name, register_taskset, tasksets
 from .miniwob import MiniWoBTask, MiniWoBTasks
-from .spec import RUN_LIMITS, RunLimits, TaskOptions, TaskSpec, TraceMode, distrust, guarded
+from .spec import RUN_LIMITS, UNTRUSTED_BROWSER_KEYS, RunLimits, TaskOptions, TaskSpec, TraceMode, distrust, guarded
 from .taskfiles import check_run_dirs, load_references, load_tasks, reference_matches, run_dir_name
 
 register_taskset(MiniWoBTasks, "miniwob")
 
 __all__ = [
     "RUN_LIMITS",
+    "UNTRUSTED_BROWSER_KEYS",
     "BenchmarkTask",
     "MiniWoBTask",
     "MiniWoBTasks",

@@ -161,7 +161,8 @@ class TaskSpec(BaseModel):
         ``[agent]``), its ``browser`` session settings, and ``judge`` (answers judged by the caller's,
         e.g. reference answers, instead of the validator).
 
-        ``cannot``: what the calling entry point cannot honour (an option's name, or ``browser``),
+        ``expect`` needs the validator: with ``judge`` or a benchmark page it is refused. ``cannot``:
+        what the calling entry point cannot honour (an option's name, or ``browser``),
         each with why; a task that sets one is refused with an InputError naming it, never run
         without it. The trace is the caller's to keep (``options.trace``: an output of the run, which
         the batch runner hands its ``RunStream``); an entry point that keeps none names it here.
@@ -172,6 +173,11 @@ class TaskSpec(BaseModel):
         if self.benchmark is not None and page is None:
             page = benchmark_task(self.benchmark, self.seed)
         options = self.options
+        if options.expect is not None and (judge is not None or page is not None):
+            by = "its page" if page is not None else "the caller's judge (reference answers)"
+            raise InputError(
+                f"task {self.id!r}: expect cannot be honoured here (answers are judged by {by}, not the validator)"
+            )
         return RunSpec(
             url=page.url if page is not None else self.url,
             goal=page.goal if page is not None else self.goal,
