@@ -10,6 +10,7 @@ import pytest
 from webagent import Agent
 from webagent.config import AgentSettings, ContextSettings
 from webagent.env import RewardMode, WebEnv
+from webagent.env.start import episode_start
 from webagent.errors import InputError
 from webagent.images import Screenshot
 from webagent.loop import Judge, PageDriver, TaskCheck
@@ -105,3 +106,17 @@ async def test_an_environment_refuses_a_trace_and_an_expectation_it_cannot_judge
     finally:
         await env.aclose()
         await env.agent.aclose()
+
+
+async def test_an_environment_runs_a_task_of_a_file_not_trusted_as_a_batch_does() -> None:
+    agent = Agent(offline_config("http://127.0.0.1:9", "holo1.5"))
+    local = TaskSpec(id="t", url="http://127.0.0.1:8123/", goal="Find the price")
+    try:
+        trusted = await episode_start(agent.runtime, local, None, reward="validator", source="operator")
+        data = await episode_start(
+            agent.runtime, local.model_copy(update={"trusted": False}), None, reward="validator", source="operator"
+        )
+    finally:
+        await agent.aclose()
+    assert trusted.run.policy is None  # the operator's own: a run's trust
+    assert data.run.policy is not None and data.run.policy.active  # that one host:port, nothing else local

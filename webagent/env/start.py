@@ -6,7 +6,8 @@ entry point makes one, ``TaskSpec.run_spec``: the task's ``expect``, its limits 
 ``browser`` session settings (a signed-in ``storage_state``, a proxy, a locale, ...) are the
 episode's, as they are a batch run's. What an episode cannot honour (a Playwright trace) is refused
 with an InputError, never dropped. Its start URL and navigation policy come from who the task comes
-from (``inputs.start_policy``).
+from (``inputs.start_policy``); a ``TaskSpec`` of a file not trusted (``trusted=False``) is a file's
+whoever hands it over, as in a batch.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ async def episode_start(
     run = _spec_of(task, resolved).run_spec(
         runtime.config.agent, judge=judge_for(resolved, reward), page=page, cannot=CANNOT
     )
+    if isinstance(task, TaskSpec) and not task.trusted and source == "operator":
+        source = "file"  # a line of a file its operator did not vouch for: as a batch runs it (data_start)
     url, policy = await start_policy(runtime, resolved, source)
     shared = runtime.run_budgets(run.settings, budgets) if budgets else None
     return EpisodeStart(resolved, run.replace(url=url, policy=policy, budgets=shared), seed)
