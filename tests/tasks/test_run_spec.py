@@ -15,7 +15,7 @@ from webagent.errors import InputError
 from webagent.images import Screenshot
 from webagent.loop import Judge, PageDriver, TaskCheck
 from webagent.records import ModelCall, Verdict
-from webagent.tasks import BenchmarkTask, TaskOptions, TaskSpec
+from webagent.tasks import BenchmarkTask, TaskOptions, TaskSpec, load_tasks
 from webagent.testing.offline import offline_config
 
 BASE = AgentSettings()
@@ -120,3 +120,12 @@ async def test_an_environment_runs_a_task_of_a_file_not_trusted_as_a_batch_does(
         await agent.aclose()
     assert trusted.run.policy is None  # the operator's own: a run's trust
     assert data.run.policy is not None and data.run.policy.active  # that one host:port, nothing else local
+
+
+def test_a_benchmark_task_with_an_expectation_is_refused_where_it_is_written(tmp_path: Path) -> None:
+    source = tmp_path / "tasks.jsonl"
+    source.write_text('{"id": "a", "task": "miniwob/click-test", "seed": 1, "expect": "the button is green"}\n')
+    with pytest.raises(InputError, match=r"tasks.jsonl:1: expect: a benchmark task is judged by its page"):
+        load_tasks(source)
+    with pytest.raises(ValueError, match="a benchmark task is judged by its page"):
+        TaskSpec(id="b", url="x", goal="g", benchmark="miniwob/click-test", options=TaskOptions(expect="e"))

@@ -136,6 +136,8 @@ class TaskSpec(BaseModel):
 
     @model_validator(mode="after")
     def _data(self) -> TaskSpec:
+        if self.benchmark is not None and self.options.expect is not None:
+            raise ValueError(f"task {self.id!r}: expect: a benchmark task is judged by its page, not the validator")
         if not self.trusted:
             refusal = distrust(self._as_data())
             if refusal is not None:

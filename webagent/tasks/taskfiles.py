@@ -124,6 +124,8 @@ def _parse_options(data: dict[str, Any], where: str) -> TaskOptions:
 def _parse_task(data: dict[str, Any], where: str) -> TaskSpec:
     options = _parse_options(data, where)
     task = _parse_line(data, where)
+    if task.benchmark is not None and options.expect is not None:  # TaskSpec.run_spec would refuse it
+        raise InputError(f"{where}: expect: a benchmark task is judged by its page, not the validator")
     return task.model_copy(update={"options": options}) if options != TaskOptions() else task
 
 
