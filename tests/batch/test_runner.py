@@ -262,10 +262,10 @@ async def test_an_unexpected_error_in_a_task_is_not_silently_dropped(
 ) -> None:
     """A bug inside one task must not make the batch end "normally" with tasks neither run nor reported."""
 
-    def broken_stream(self: Any, url: str, goal: str, **kwargs: Any) -> Any:
+    def broken_start(self: Any, spec: Any, **kwargs: Any) -> Any:
         raise RuntimeError("boom: an unexpected bug")
 
-    monkeypatch.setattr("webagent.batch.runner.Agent.stream", broken_stream)
+    monkeypatch.setattr("webagent.batch.runner.Agent.start", broken_start)
     tasks = [TaskSpec(id=i, url="http://127.0.0.1:9/", goal="g") for i in ("a", "b")]
     out = tmp_path / "batch"
     runner = BatchRunner(make_config_stub(), tasks, out, concurrency=1)
