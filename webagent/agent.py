@@ -28,7 +28,8 @@ from .replay import ReplayCache
 from .runtime import RunSpec, Runtime
 from .safety import NavigationPolicy
 from .secrets import Secrets
-from .stream import RunStream, TraceMode
+from .stream import RunStream
+from .tasks import TraceMode
 from .urls import normalize_url
 
 __all__ = ["Agent"]
@@ -148,7 +149,7 @@ class Agent:
         Playwright trace (``trace.zip`` in ``output_dir``) always or only when the run fails;
         ``navigate=False`` (with ``page``) starts from the page as it is, ``url`` being its URL
         (what ``Pilot.act`` does); ``policy`` replaces the navigation policy built from ``url``;
-        ``task``: a task that rewards itself (a benchmark page: ``webagent.env.tasks``), whose page
+        ``task``: a task that rewards itself (a benchmark page: ``webagent.tasks.benchmarks``), whose page
         ends the run and gives its success and reward; ``browser``: this run's own context settings
         over the config's ``[browser]`` (a signed-in ``storage_state``, a ``proxy``, a ``locale``, a
         ``device``, ...); ``save_state``: write the signed-in state there (0600) if the run succeeds;
@@ -159,17 +160,11 @@ class Agent:
         else the start URL's host (the caller speaks for the operator), and with a ``policy`` of the
         caller's (a start someone else chose: a client's, a task file's) only ``allowed_domains``.
         """
-        url = normalize_url(url)
-        if not navigate and page is None:
-            raise InputError("a run that does not open its start URL needs the page it starts from (page=)")
-        if not goal or not goal.strip():
-            raise InputError("no goal given: say what the agent should do, e.g. --goal 'Find the price of ...'")
-        check_text(goal, "the goal")
         spec = RunSpec(
             url=url,
             goal=goal,
             expect=expect,
-            settings=settings or self.config.agent,
+            settings=settings,
             page=page,
             context=context,
             navigate=navigate,
@@ -178,17 +173,45 @@ class Agent:
             browser=browser,
             save_state=Path(save_state) if save_state is not None else None,
             ask_user=ask_user,
-            secret_hosts=self.runtime.secret_hosts(url if policy is None else None)
-            if secret_hosts is None
-            else tuple(secret_hosts),
+            secret_hosts=tuple(secret_hosts) if secret_hosts is not None else None,
         )
+        return self.start(
+            spec, output_dir=output_dir, cache=cache, cache_key=cache_key, budgets=budgets or [], trace=trace
+        )
+
+    def start(
+        self,
+        spec: RunSpec,
+        *,
+        output_dir: str | Path | None = None,
+        cache: ReplayCache | None = None,
+        cache_key: str | None = None,
+        budgets: Sequence[Budget] = (),
+        trace: TraceMode = "off",
+    ) -> RunStream:
+        """The run of ``spec`` (what ``stream`` builds from its keywords, and what the task runner,
+        the MCP server and the other drivers build from a task: ``TaskSpec.run_spec``), with its
+        outputs: ``output_dir``, ``cache`` and ``cache_key``, ``budgets``, ``trace`` (``stream``).
+        The URL is normalised, the goal checked (an InputError for an empty or unusable one), the
+        loop settings default to the config's, and the secrets' hosts to those of ``stream``."""
+        url = normalize_url(spec.url)
+        if not spec.navigate and spec.page is None:
+            raise InputError("a run that does not open its start URL needs the page it starts from (page=)")
+        goal = spec.goal
+        if not goal or not goal.strip():
+            raise InputError("no goal given: say what the agent should do, e.g. --goal 'Find the price of ...'")
+        check_text(goal, "the goal")
+        hosts = spec.secret_hosts
+        if hosts is None:
+            hosts = self.runtime.secret_hosts(url if spec.policy is None else None)
+        spec = spec.replace(url=url, settings=spec.settings or self.config.agent, secret_hosts=hosts)
         return RunStream(
             self.runtime,
             spec,
             output_dir=output_dir,
             cache=cache,
             cache_key=cache_key or goal,
-            budgets=budgets or [],
+            budgets=list(budgets),
             trace=trace if output_dir is not None else "off",
         )
 

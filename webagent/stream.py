@@ -13,7 +13,6 @@ import contextlib
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Literal
 
 import structlog
 
@@ -29,11 +28,11 @@ from .records import Phase, PhaseName, RunResult, Step
 from .replay import ReplayCache, StepReplay
 from .runs.trajectory import RunFiles
 from .runtime import RunSpec, Runtime
+from .tasks import TraceMode
 from .telemetry import runs as telemetry
 
-__all__ = ["SETUP_FAILED", "TRACE_TIMEOUT_S", "RunEvent", "RunStream", "TraceMode"]
+__all__ = ["SETUP_FAILED", "TRACE_TIMEOUT_S", "RunEvent", "RunStream"]
 
-TraceMode = Literal["off", "on-failure", "always"]
 #: What ``RunStream.events()`` yields.
 RunEvent = Phase | Step
 

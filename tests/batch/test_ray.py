@@ -21,9 +21,9 @@ import pytest
 
 from webagent.batch import BatchRunner, BatchStats, RayCluster, read_results
 from webagent.batch.summary import BatchSummary
-from webagent.batch.tasks import TaskSpec
 from webagent.replay import ReplayCache
 from webagent.suite import Check, Suite, run_suite
+from webagent.tasks import TaskSpec
 from webagent.testing.offline import PROFILE_MODELS
 from webagent.testing.server import FakeModelServer
 

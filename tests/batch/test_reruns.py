@@ -15,10 +15,11 @@ import pytest
 
 from webagent.batch import CRASH_RERUNS, BatchRunner, TaskResult, read_results
 from webagent.batch.summary import summarize
-from webagent.batch.tasks import TaskSpec
 from webagent.errors import BrowserCrashError, BrowserError, BrowserTimeoutError, WebAgentError
 from webagent.records import ModelCall, RoleUsage, RunResult, Step, Timings, Usage
+from webagent.runtime import RunSpec
 from webagent.stream import SETUP_FAILED
+from webagent.tasks import TaskSpec
 
 from .test_runner import lines_of, make_config_stub, wait_for
 
@@ -183,7 +184,7 @@ class FakePool:
 
 
 class FakeAgent:
-    """Streams play the next plan of their task (found by the goal)."""
+    """Runs play the next plan of their task (found by the goal)."""
 
     def __init__(self, plans: dict[str, list[Plan]]) -> None:
         self.plans = plans
@@ -193,7 +194,8 @@ class FakeAgent:
         self.closed = 0
         self.played: dict[str, list[Plan]] = defaultdict(list)
 
-    def stream(self, url: str, goal: str, *, output_dir: Path, **options: Any) -> FakeStream:
+    def start(self, spec: RunSpec, *, output_dir: Path, **options: Any) -> FakeStream:
+        goal = spec.goal
         plan = self.plans[goal].pop(0)
         self.played[goal].append(plan)
         return FakeStream(self, plan, goal, Path(output_dir))

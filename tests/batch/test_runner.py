@@ -21,14 +21,13 @@ from playwright.async_api import async_playwright
 from webagent.batch import BatchRunner, BatchStats, ResultsFile, TaskResult, cost_of, read_results
 from webagent.batch.cli import EXIT_DONE, EXIT_ERRORS, EXIT_INTERRUPTED, exit_code
 from webagent.batch.summary import summarize
-from webagent.batch.tasks import TaskSpec, load_tasks
 from webagent.browser.launcher import launch_browser
 from webagent.browser.session import BrowserSession
 from webagent.config import AgentConfig, BrowserConfig
 from webagent.errors import BrowserError, NavigationError
-from webagent.prompts import resource_dir
+from webagent.tasks import TaskSpec, load_tasks
 from webagent.testing.server import FakeModelServer
-from webagent.testing.sites import SiteServer
+from webagent.testing.sites import SiteServer, data_dir
 
 from ..conftest import load_task_script, make_config
 from ..procs import alive, descendants
@@ -54,7 +53,7 @@ LOCAL_ANSWERS = {
 
 
 def local_lines(site: SiteServer) -> dict[str, dict[str, Any]]:
-    text = (resource_dir("tasks") / "local.jsonl").read_text(encoding="utf-8").replace("{base}", site.url)
+    text = (data_dir() / "local.jsonl").read_text(encoding="utf-8").replace("{base}", site.url)
     return {t["id"]: t for t in map(json.loads, filter(str.strip, text.splitlines()))}
 
 
@@ -263,10 +262,10 @@ async def test_an_unexpected_error_in_a_task_is_not_silently_dropped(
 ) -> None:
     """A bug inside one task must not make the batch end "normally" with tasks neither run nor reported."""
 
-    def broken_stream(self: Any, url: str, goal: str, **kwargs: Any) -> Any:
+    def broken_start(self: Any, spec: Any, **kwargs: Any) -> Any:
         raise RuntimeError("boom: an unexpected bug")
 
-    monkeypatch.setattr("webagent.batch.runner.Agent.stream", broken_stream)
+    monkeypatch.setattr("webagent.batch.runner.Agent.start", broken_start)
     tasks = [TaskSpec(id=i, url="http://127.0.0.1:9/", goal="g") for i in ("a", "b")]
     out = tmp_path / "batch"
     runner = BatchRunner(make_config_stub(), tasks, out, concurrency=1)

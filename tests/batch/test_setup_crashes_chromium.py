@@ -12,7 +12,7 @@ import pytest
 
 from webagent.batch import BatchRunner, read_results
 from webagent.batch.summary import summarize
-from webagent.batch.tasks import TaskSpec
+from webagent.tasks import TaskSpec
 from webagent.testing.server import FakeModelServer
 from webagent.testing.sites import SiteServer
 

@@ -16,10 +16,9 @@ from typing import Any
 import pytest
 
 from webagent.batch.summary import BatchSummary
-from webagent.prompts import resource_dir
 from webagent.testing.offline import PROFILE_MODELS
 from webagent.testing.server import FakeModelServer
-from webagent.testing.sites import SiteServer
+from webagent.testing.sites import SiteServer, data_dir
 
 from ..conftest import load_task_script
 from ..procs import alive, descendants
@@ -73,7 +72,7 @@ def webagent_batch(
 
 
 def local_task_file(site: SiteServer, path: Path) -> Path:
-    text = (resource_dir("tasks") / "local.jsonl").read_text(encoding="utf-8").replace("{base}", site.url)
+    text = (data_dir() / "local.jsonl").read_text(encoding="utf-8").replace("{base}", site.url)
     path.write_text(text, encoding="utf-8")
     return path
 

@@ -11,8 +11,9 @@ import pytest
 from playwright.async_api import Browser
 
 from webagent import InputError
-from webagent.batch import BatchRunner, load_tasks, read_results
+from webagent.batch import BatchRunner, read_results
 from webagent.batch.summary import summarize
+from webagent.tasks import load_tasks
 from webagent.testing.server import FakeModelServer
 
 from ..conftest import make_config

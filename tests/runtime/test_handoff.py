@@ -14,11 +14,11 @@ from webagent import Agent
 from webagent.batch.results import read_results
 from webagent.batch.runner import BatchRunner
 from webagent.batch.summary import summarize
-from webagent.batch.tasks import load_tasks
 from webagent.config import AgentConfig
 from webagent.loop import HumanRequest
 from webagent.suite.model import load_suite
 from webagent.suite.runner import run_suite
+from webagent.tasks import load_tasks
 from webagent.testing.server import FakeModelServer
 from webagent.testing.teamscripts import item_goal, item_suite, team_script
 from webagent.testing.teamsite import OTP_CODE, PASSWORD, TeamSite, item_status

@@ -25,13 +25,13 @@ from ..errors import InputError
 from ..files import write_atomic
 from ..inputs import terminal_json, terminal_text
 from ..runtime import checked_sessions
+from ..tasks import load_references, load_tasks
 from .processes import auto_workers
 from .ray import RayCluster
 from .results import read_results
 from .runner import DEFAULT_STALL_TIMEOUT_S, BatchPhase, BatchRunner, BatchStats
 from .servermetrics import sample, server_report
 from .summary import BatchSummary, print_summary, summarize
-from .tasks import load_references, load_tasks
 
 __all__ = [
     "COMMAND",

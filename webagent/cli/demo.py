@@ -8,7 +8,6 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..families import DEFAULT_PROFILE, PROFILES
-from ..prompts import resource_dir
 from ..records import RunResult
 from .commands import ConfigOptions, LoadConfig
 
@@ -18,10 +17,10 @@ __all__ = ["COMMAND", "run_demo"]
 def run_demo(*, task_id: str, profile: str, output: str | None, quiet: bool) -> RunResult:
     from ..testing.offline import load_local_tasks, offline_config
     from ..testing.server import FakeModelServer
-    from ..testing.sites import SiteServer
+    from ..testing.sites import SiteServer, data_dir
     from .run import run_task
 
-    script = resource_dir("tasks") / "scripts" / f"{task_id}.json"
+    script = data_dir() / "scripts" / f"{task_id}.json"
     with SiteServer() as site:
         tasks = load_local_tasks(site.url)
         if task_id not in tasks or not script.exists():
@@ -48,7 +47,7 @@ class DemoCommand:
             "Serve a bundled local site and the offline model server on 127.0.0.1, "
             "then run a real task against them and write its report."
         )
-        parser.add_argument("--task", default="catalog-price", help="bundled task id from tasks/local.jsonl")
+        parser.add_argument("--task", default="catalog-price", help="bundled task id from webagent/testing/data/local.jsonl")
         parser.add_argument(
             "--profile", choices=list(PROFILES), default=DEFAULT_PROFILE, help="localizer profile to play"
         )

@@ -42,7 +42,7 @@ class SitesCommand:
     help = "serve the bundled local task sites on 127.0.0.1"
 
     def add_arguments(self, parser: argparse.ArgumentParser, config_options: ConfigOptions) -> None:
-        parser.description = "Serve the local websites under tasks/sites for tests and demos."
+        parser.description = "Serve the local websites under webagent/testing/data/sites for tests and demos."
         parser.add_argument("--port", type=int, default=0, help="port (default: a free one)")
 
     def run(self, args: argparse.Namespace, config: LoadConfig) -> int:

@@ -7,7 +7,7 @@
 ``step`` runs the same code as ``Agent`` (``webagent.loop.Episode``): the localizer turns an element
 description into a point (or the caller passes ``point=(x, y)`` in screenshot pixels), the action
 is carried out, and the reward comes from the validator model, the task's reference answers, both,
-or the task itself (a benchmark page such as MiniWoB++: ``webagent.env.tasks``).
+or the task itself (a benchmark page such as MiniWoB++: ``webagent.tasks.benchmarks``).
 
 An episode ends ``terminated`` when it reached a verdict: an answer accepted, the last answer
 allowed judged, or the task's page saying it is over. It ends ``truncated`` otherwise: out of
@@ -37,40 +37,37 @@ import asyncio
 import contextlib
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from ..actions import Answer, Scroll, points_of
+from ..actions import Answer
 from ..agent import Agent
-from ..batch.tasks import TaskSpec, reference_matches
 from ..browser.session import BrowserSession
 from ..budget import Budget
 from ..config import AgentConfig
 from ..downloads import FOLDER_NAME, DownloadFolder
 from ..errors import BrowserError, ConfigError, InputError, LocalizationError, NavigationError
-from ..images import Screenshot
-from ..inputs import check_text
 from ..loop import Episode, Placed
-from ..model.client import Message
 from ..model.parsing import ReplyParseError
 from ..records import DownloadedFile, RunResult, Step, ToolCall
 from ..roles.contract import Decision
 from ..runs.trajectory import RunFiles
 from ..runtime import RunSpec
+from ..tasks import BenchmarkTask, TaskSpec, reference_matches
 from .clock import PageClock
-from .inputs import Action, TaskInput, TaskSource, as_task, point_at, read_policy, start_policy
+from .inputs import Action, TaskInput, TaskSource, places_of, read_policy
 from .lease import SessionLease, lease_keeper
-from .rewards import RewardMode, judge_for, required_roles
-from .tasks import BenchmarkTask
+from .rewards import RewardMode, required_roles
+from .running import Observation, Running, SessionBox
+from .start import episode_start
 
 __all__ = ["Observation", "RewardMode", "StepResult", "TaskSource", "WebEnv", "required_roles", "shared_agent"]
 
 log = structlog.get_logger("webagent.env")
 
-StepResult = tuple["Observation", float, bool, bool, dict[str, Any]]
+StepResult = tuple[Observation, float, bool, bool, dict[str, Any]]
 
 #: Stop reasons that mean the environment could not run the episode to a verdict.
 FAILURES = ("error", "budget")
@@ -79,49 +76,9 @@ FAILURES = ("error", "budget")
 SETUP_RERUNS = 2
 
 
-@dataclass(frozen=True, slots=True)
-class Observation:
-    """What the policy sees at one step, and the prompt the agent's own policy would be sent."""
-
-    step: int
-    url: str
-    title: str
-    goal: str
-    screenshot: Screenshot
-    events: list[str]
-    final: bool
-    messages: list[Message]
-    """The policy request's messages, screenshots as data URLs: with the append context (the default) the
-    conversation of the current epoch (system, then a user turn per step with its screenshot and the reply
-    given to it, this step's turn last); with the window context system + one user message."""
-
-
 def shared_agent(config: AgentConfig, *, reward: RewardMode = "validator") -> Agent:
     """An Agent whose browser pool and model endpoints many environments share."""
     return Agent(config, require=required_roles(reward))
-
-
-class _Session:
-    """Where the episode's session is told (not the environment itself: its lease must not keep it alive)."""
-
-    def __init__(self) -> None:
-        self.session: BrowserSession | None = None
-
-    def set(self, session: BrowserSession) -> None:
-        self.session = session
-
-
-@dataclass
-class _Running:
-    """The episode in progress."""
-
-    episode: Episode
-    lease: SessionLease
-    box: _Session
-    finalizer: weakref.finalize[Any, Any]
-    clock: PageClock | None = None
-    step: Step | None = None
-    obs: Observation | None = None
 
 
 class WebEnv:
@@ -159,9 +116,10 @@ class WebEnv:
         self.budgets = list(budgets)
         self.task: TaskSpec | BenchmarkTask | None = None
         self.result: RunResult | None = None
-        self._run: _Running | None = None
+        self._run: Running | None = None
         self._last_obs: Observation | None = None  # what a step on a session closed under it returns
         self._files = RunFiles(None)
+        self._secrets = self.agent.secrets
         #: Where the episode keeps its pages' downloads (a temporary folder is removed at the next reset or close).
         self._downloads: DownloadFolder | None = None
 
@@ -209,32 +167,25 @@ class WebEnv:
         comes from (default: the environment's ``tasks_from``).
         """
         await self._end_episode("the environment was reset")
-        spec = as_task(task, seed)
-        benchmark = isinstance(spec, BenchmarkTask)
-        seed = spec.seed if isinstance(spec, BenchmarkTask) else seed
-        if not spec.goal.strip():
-            raise InputError("the task has an empty goal")
-        check_text(spec.goal, "the task's goal")
-        if not benchmark and self.reward_mode == "task":
-            raise InputError("reward 'task' needs a benchmark task (e.g. 'miniwob/click-button')")
-        if isinstance(spec, TaskSpec) and self.reward_mode in ("reference", "both") and not spec.reference:
-            raise InputError(f"reward {self.reward_mode!r} needs reference answers in the task ('reference')")
-        url, policy = await start_policy(self.agent.runtime, spec, source or self.tasks_from)
+        start = await episode_start(
+            self.agent.runtime,
+            task,
+            seed,
+            reward=self.reward_mode,
+            source=source or self.tasks_from,
+            budgets=self.budgets,
+        )
+        spec, seed = start.task, start.seed
         self.task, self.result = spec, None
-        private = self.agent.runtime.sessions.private()  # its outputs its owner's only (webagent.files)
+        sessions = self.agent.runtime.sessions
+        private = sessions.private(start.run.browser)  # its outputs its owner's only (webagent.files)
+        #: What the episode redacts: the config's secrets and what the task's session settings hold.
+        self._secrets = sessions.secrets(start.run.browser)
         self._forget_downloads()
         where = Path(output_dir) / FOLDER_NAME if output_dir is not None else None
         folder = DownloadFolder(where, private=private) if where is not None else None
         self._downloads = self.agent.runtime.download_folder(folder)
-        run = RunSpec(
-            url=url,
-            goal=spec.goal,
-            judge=judge_for(spec, self.reward_mode),
-            task=spec if isinstance(spec, BenchmarkTask) else None,
-            policy=policy,
-            budgets=self.agent.runtime.run_budgets(shared=self.budgets) if self.budgets else None,
-            downloads=self._downloads,
-        )
+        run = start.run.replace(downloads=self._downloads)
         rerun = 0
         while True:
             self.result = None
@@ -242,7 +193,7 @@ class WebEnv:
             lease = SessionLease(contextlib.AsyncExitStack(), idle_timeout_s=self.idle_timeout_s)
             try:
                 async with lease.use():  # not reaped while it starts, however long that takes
-                    obs, info = await self._start(spec, run, seed, lease, _Session())
+                    obs, info = await self._start(spec, run, seed, lease, SessionBox())
             except BrowserError as exc:
                 # The browser failed under the set-up (its context is closed): the infrastructure's, never
                 # the task's; set up again on a fresh context, then raised (a BrowserCrashError or
@@ -256,7 +207,7 @@ class WebEnv:
             return obs, info
 
     async def _start(
-        self, spec: TaskSpec | BenchmarkTask, run: RunSpec, seed: int | None, lease: SessionLease, box: _Session
+        self, spec: TaskSpec | BenchmarkTask, run: RunSpec, seed: int | None, lease: SessionLease, box: SessionBox
     ) -> tuple[Observation, dict[str, Any]]:
         stack = lease.stack
         clock: PageClock | None = None
@@ -273,7 +224,7 @@ class WebEnv:
             raise
         loop = asyncio.get_running_loop()
         finalizer = weakref.finalize(self, lease.abandon, loop, "the environment was dropped")
-        self._run = _Running(episode, lease, box, finalizer, clock)
+        self._run = Running(episode, lease, box, finalizer, clock)
         lease_keeper().adopt(lease)
         if not opened:
             await self._end()
@@ -325,7 +276,7 @@ class WebEnv:
 
     async def _step(
         self,
-        run: _Running,
+        run: Running,
         action: Action,
         point: tuple[float, float] | None,
         to_point: tuple[float, float] | None,
@@ -339,7 +290,9 @@ class WebEnv:
         usable: tuple[Decision, list[Placed]] | None = None
         try:  # before the step runs: a ConfigError (no localizer, no point) leaves the step to retry
             decision, raw, calls = read_policy(action, contract, obs.screenshot.frame)
-            usable = (decision, self._places(decision, obs, point, to_point, grounded=episode.grounding == "policy"))
+            grounded = episode.grounding == "policy"
+            places = places_of(decision, obs.screenshot.frame, point, to_point, grounded, self._has_localizer())
+            usable = (decision, places)
         except (ReplyParseError, LocalizationError) as exc:
             error = str(exc)
 
@@ -366,7 +319,7 @@ class WebEnv:
         result = episode.end_step(step)
         if result is None and self._browser_gone(run):
             result = episode.finish("error", "the browser disconnected during the step", infrastructure=True)
-        self._files.step(self.agent.secrets.redact_model(step))
+        self._files.step(self._secrets.redact_model(step))
         info: dict[str, Any] = {
             "step": step,
             "outcome": step.outcome,
@@ -412,10 +365,10 @@ class WebEnv:
         info = {"truncated_by": "session", "failure": reason, "result": self.result, "step": None}
         return last, 0.0, False, True, info
 
-    def _downloads_kept(self, run: _Running) -> list[DownloadedFile]:
+    def _downloads_kept(self, run: Running) -> list[DownloadedFile]:
         """The files the episode's pages downloaded and its session kept so far (redacted)."""
         session = run.box.session
-        return [self.agent.secrets.redact_model(d) for d in session.downloads] if session is not None else []
+        return [self._secrets.redact_model(d) for d in session.downloads] if session is not None else []
 
     def _forget_downloads(self) -> None:
         """Remove the last episode's temporary download folder (a given one is its run directory's)."""
@@ -423,42 +376,9 @@ class WebEnv:
             self._downloads.remove()
         self._downloads = None
 
-    def _browser_gone(self, run: _Running) -> bool:
+    def _browser_gone(self, run: Running) -> bool:
         session = run.box.session
         return session is not None and session.browser_crashed
-
-    def _places(
-        self,
-        decision: Decision,
-        obs: Observation,
-        point: tuple[float, float] | None,
-        to_point: tuple[float, float] | None,
-        *,
-        grounded: bool,
-    ) -> list[Placed]:
-        """Where each action of the reply acts: the caller's points for the first, else the reply's
-        own (grounded), else the localizer's (asked during the step); a ConfigError when an action
-        needs a point and no localizer is configured (a grounded scroll without one turns the
-        wheel at the page's centre)."""
-        frame = obs.screenshot.frame
-        places: list[Placed] = []
-        for i, (action, spot) in enumerate(zip(decision.reply.actions, decision.spots, strict=True)):
-            wanted = points_of(action)
-            given = (point, to_point) if i == 0 and point is not None else (spot.point, spot.target)
-            if wanted == 0 and not (isinstance(action, Scroll) and given[0] is not None):
-                places.append(Placed())
-                continue
-            missing = given[0] is None or (wanted == 2 and given[1] is None)
-            if missing and not grounded and not self._has_localizer():
-                needs = "point=(x, y) and to_point=(x, y)" if wanted == 2 else "point=(x, y)"
-                raise ConfigError(f"no localizer model is configured: pass {needs} to step() or configure [localizer]")
-            places.append(
-                Placed(
-                    point_at(frame, given[0]) if given[0] is not None else None,
-                    point_at(frame, given[1]) if given[1] is not None and wanted == 2 else None,
-                )
-            )
-        return places
 
     def _has_localizer(self) -> bool:
         localizer = self.agent.config.localizer
@@ -498,7 +418,7 @@ class WebEnv:
         """The episode has ended: keep its result, write its files, close its context."""
         run = self._run
         if run is not None and run.episode.result is not None:
-            self.result = self.agent.secrets.redact_model(run.episode.result)
+            self.result = self._secrets.redact_model(run.episode.result)
         await self._end_episode("the episode ended")
 
     async def _end_episode(self, reason: str) -> None:

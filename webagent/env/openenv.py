@@ -47,11 +47,11 @@ from ..budget import Budget
 from ..config import AgentConfig
 from ..errors import BrowserError, ConfigError, InputError, LocalizationError, NavigationError, WebAgentError
 from ..serving.tokens import ENV_TOKEN_ENV
+from ..tasks.benchmarks import shown
 from .core import RewardMode, WebEnv, shared_agent
 from .deck import TaskDeck
 from .inputs import TaskSource, check_seed
 from .lease import lease_keeper
-from .tasks import shown
 
 try:
     from fastapi import FastAPI, Request

@@ -1,16 +1,15 @@
 """Where an episode's reward comes from: the validator model, the task's reference answers, both, or
-the task's own page (a benchmark task: ``webagent.env.tasks``)."""
+the task's own page (a benchmark task: ``webagent.tasks.benchmarks``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Literal
 
-from ..batch.tasks import TaskSpec, reference_matches
 from ..images import Screenshot
 from ..loop import Judge
 from ..records import ModelCall, Verdict
-from .tasks import BenchmarkTask
+from ..tasks import BenchmarkTask, TaskSpec, reference_matches
 
 __all__ = ["RewardMode", "judge_for", "required_roles"]
 

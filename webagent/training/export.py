@@ -29,7 +29,6 @@ from pydantic import ValidationError
 
 from ..actions import Answer
 from ..batch.results import read_results
-from ..batch.tasks import reference_matches
 from ..errors import InputError
 from ..files import make_dir, private_folder, write_atomic
 from ..images import Frame, Screenshot
@@ -40,6 +39,7 @@ from ..roles.policy import speaker_for
 from ..roles.prompting import PROMPTS, PromptOptions, answered
 from ..roles.validator import continuation_messages, validator_messages
 from ..runs.trajectory import read_trajectory
+from ..tasks import reference_matches
 
 __all__ = ["ExportOptions", "ExportStats", "RunRef", "export_sft", "find_runs"]
 
