@@ -47,7 +47,9 @@ class DemoCommand:
             "Serve a bundled local site and the offline model server on 127.0.0.1, "
             "then run a real task against them and write its report."
         )
-        parser.add_argument("--task", default="catalog-price", help="bundled task id from webagent/testing/data/local.jsonl")
+        parser.add_argument(
+            "--task", default="catalog-price", help="bundled task id from webagent/testing/data/local.jsonl"
+        )
         parser.add_argument(
             "--profile", choices=list(PROFILES), default=DEFAULT_PROFILE, help="localizer profile to play"
         )
