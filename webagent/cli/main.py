@@ -128,6 +128,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ..env.cli import run_env
 
             return run_env(args, config_from_args(args))
+        if args.command in ("session", "skill"):
+            from ..shell.cli import run_session, run_skill
+
+            return run_session(args, config_from_args) if args.command == "session" else run_skill(args)
         if args.command == "demo":
             from .demo import run_demo
 

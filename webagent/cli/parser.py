@@ -360,6 +360,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_auth_parser(sub, _add_config_options)
 
+    from ..shell.cli import add_shell_parsers
+
+    add_shell_parsers(sub, _add_config_options)
+
     sites = sub.add_parser(
         "sites",
         help="serve the bundled local task sites on 127.0.0.1",
