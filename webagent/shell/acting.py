@@ -4,6 +4,8 @@ masked by ``SecretPage``), and the receipt of what it did."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 from ..actions import Action
@@ -15,7 +17,10 @@ from .receipts import Before, Receipt, changed_area, looks_like_challenge
 from .refs import RESOLVE_SCRIPT
 from .sessions import ShellSession
 
-__all__ = ["TARGET_SCRIPT", "VALUE_SCRIPT", "act", "locate"]
+__all__ = ["LATE_DOWNLOAD_S", "TARGET_SCRIPT", "VALUE_SCRIPT", "act", "locate"]
+
+#: How long a receipt waits for a download an action started late.
+LATE_DOWNLOAD_S = 1.5
 
 #: The control (or element) under a point: ``role "name"``.
 TARGET_SCRIPT = r"""([x, y]) => {
@@ -84,6 +89,14 @@ async def _before(s: ShellSession) -> Before:
     )
 
 
+async def _late_downloads(s: ShellSession, before: Before) -> None:
+    """A download an action started after the page settled (a link's ``download``): waited for a moment,
+    when nothing else shows, so that the receipt tells it."""
+    deadline = time.monotonic() + LATE_DOWNLOAD_S
+    while len(s.session.downloads) == before.downloads and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+
+
 async def act(
     s: ShellSession,
     action: Action,
@@ -108,10 +121,13 @@ async def act(
     receipt.url = url if url != before.url else None
     receipt.title = title if title != before.title else None
     tabs = await s.driver.tabs()
-    receipt.tabs = len(tabs)
+    receipt.tabs = max(1, len(tabs))  # one tab is listed as none
     receipt.tab_opened = len(tabs) > before.tabs
-    receipt.downloads = list(s.session.downloads[before.downloads :])
     receipt.changed, receipt.box = changed_area(before.png, await _png(s))
+    if not (receipt.changed or receipt.url or receipt.tab_opened):
+        await _late_downloads(s, before)  # a click that only downloads shows nothing else
+        receipt.events += s.driver.drain_events()
+    receipt.downloads = list(s.session.downloads[before.downloads :])
     if typed and point is not None:
         value = await s.driver.evaluate(VALUE_SCRIPT, list(point.viewport))
         receipt.value = s.secrets.redact(value) if isinstance(value, str) else None

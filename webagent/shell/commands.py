@@ -183,11 +183,11 @@ class Commands:
             "url": s.driver.url,
             "title": await s.driver.title(),
             "tab": current,
-            "tabs": len(tabs),
+            "tabs": max(1, len(tabs)),
             "viewport": [width, height],
             "scroll": [sx, sy],
         }
-        text = f"{path}\n{data['url']} ({data['title']!r}) tab {current + 1}/{len(tabs)} viewport {width}x{height} scroll {sx},{sy}"
+        text = f"{path}\n{data['url']} ({data['title']!r}) tab {current + 1}/{max(1, len(tabs))} viewport {width}x{height} scroll {sx},{sy}"
         return Reply(text=s.secrets.redact(text), data=data)
 
     async def text(self, s: ShellSession, args: dict[str, Any]) -> Reply:
