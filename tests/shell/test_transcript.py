@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,7 +27,7 @@ def test_a_coding_agent_signs_in_adds_an_item_downloads_extracts_and_checks(
 ) -> None:
     outputs: list[str] = []
 
-    def run(*args: str) -> tuple[int, dict[str, object]]:
+    def run(*args: str) -> tuple[int, dict[str, Any]]:
         done = shell("session", "--json", *args)
         outputs.extend([done.stdout, done.stderr])
         return done.returncode, json.loads(done.stdout)
@@ -34,7 +35,7 @@ def test_a_coding_agent_signs_in_adds_an_item_downloads_extracts_and_checks(
     code, started = run("start", "--url", f"{shop_url}/login", *shell.flags())  # 1
     assert code == 0 and started["title"] == "Sign in", started
     code, snap = run("snap")  # 2
-    assert [(c["role"], c["name"]) for c in snap["controls"]] == [  # type: ignore[union-attr, index]
+    assert [(c["role"], c["name"]) for c in snap["controls"]] == [
         ("textbox", "User"),
         ("password", "Password"),
         ("button", "Sign in"),
@@ -56,9 +57,9 @@ def test_a_coding_agent_signs_in_adds_an_item_downloads_extracts_and_checks(
     assert code == 0 and hovered["changed"], hovered
     code, clicked = run("click", ref_of(shell, "Export CSV"))  # 13, 14
     assert code == 0, clicked
-    assert [d["name"] for d in clicked["downloads"]] == ["items.csv"], clicked  # type: ignore[union-attr, index]
+    assert [d["name"] for d in clicked["downloads"]] == ["items.csv"], clicked
     code, listed = run("downloads")  # 15
-    (csv,) = listed["downloads"]  # type: ignore[misc]
+    (csv,) = listed["downloads"]
     assert Path(csv["path"]).read_text() == "name,qty\nApple,3\n" and csv["bytes"] == 17
     schema = tmp_path / "items.schema.json"
     schema.write_text(

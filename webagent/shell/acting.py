@@ -5,7 +5,6 @@ masked by ``SecretPage``), and the receipt of what it did."""
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 from ..actions import Action
@@ -92,8 +91,9 @@ async def _before(s: ShellSession) -> Before:
 async def _late_downloads(s: ShellSession, before: Before) -> None:
     """A download an action started after the page settled (a link's ``download``): waited for a moment,
     when nothing else shows, so that the receipt tells it."""
-    deadline = time.monotonic() + LATE_DOWNLOAD_S
-    while len(s.session.downloads) == before.downloads and time.monotonic() < deadline:
+    for _ in range(round(LATE_DOWNLOAD_S / 0.1)):
+        if len(s.session.downloads) != before.downloads:
+            return
         await asyncio.sleep(0.1)
 
 
