@@ -56,7 +56,7 @@ def test_a_ref_gone_from_the_page_is_stale(shell: Shell, shop_url: str) -> None:
     signed_in(shell, shop_url)
     shell("session", "snap")
     shell("session", "hover", "@e1")  # the menu opens: its link gets a ref
-    code, found = run(shell, "find", "Export CSV")
+    _, found = run(shell, "find", "Export CSV")
     link = found["matches"][0]["ref"]
     shell("session", "hover", "1200,700")  # the menu closes
     stale = shell("session", "click", link)
@@ -69,7 +69,7 @@ def _crop(png: bytes, x: float, y: float) -> Image.Image:
 
 def test_a_secret_is_in_no_output_read_or_screenshot(shell: Shell, shop_url: str, tmp_path: Path) -> None:
     outputs = signed_in(shell, shop_url)
-    code, found = run(shell, "find", "New item")
+    _, found = run(shell, "find", "New item")
     field = found["matches"][0]
     outputs.append(json.dumps(found))
     # The value typed in the open first, for comparison: the secret's field must not look like it.
