@@ -5,6 +5,7 @@ input is one line with exit 2."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -169,3 +170,17 @@ def test_bad_input_is_one_line_and_exit_2(shell: Shell, shop_url: str, tmp_path:
         assert json.loads(raw.recv(10000))["code"] == 2
     assert shell("session", "close").returncode == 0
     assert "no open session 'default'" in bad("act", "Sign in as alice")
+
+
+def test_a_crashed_browser_is_exit_6_and_start_again_recovers(shell: Shell, shop_url: str) -> None:
+    assert shell("session", "start", "--url", f"{shop_url}/login", *shell.flags()).returncode == 0
+    pid = shell.daemon_pid()
+    assert pid is not None
+    for child in descendants(pid):  # Chromium and its helpers, killed
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+    gone = shell("session", "snap")
+    assert gone.returncode == 6 and gone.stderr.count("\n") == 1, (gone.stdout, gone.stderr)
+    again = shell("session", "start", "--url", f"{shop_url}/login", *shell.flags())
+    assert again.returncode == 0, again.stderr
+    assert shell("session", "snap").stdout.startswith('@e1 textbox "User"')

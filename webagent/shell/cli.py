@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import JsonValue
 
@@ -26,7 +26,7 @@ from ..inputs import terminal_json, terminal_text
 from .client import call
 from .protocol import EXIT_BAD, EXIT_OK, Reply, Request, ShellError
 
-__all__ = ["add_shell_parsers", "run_session", "run_skill", "skill_text"]
+__all__ = ["add_shell_parsers", "quick_session", "run_session", "run_skill", "skill_text"]
 
 _POINTER = ("click", "hover", "double-click", "right-click")
 
@@ -258,6 +258,28 @@ def run_session(args: argparse.Namespace, config_from_args: Callable[[argparse.N
     except ValueError as exc:
         reply = Reply(code=EXIT_BAD, text=str(exc).splitlines()[0], data={"error": str(exc).splitlines()[0]})
     return _print(reply, as_json)
+
+
+class _OneLine(argparse.ArgumentParser):
+    """Usage errors in one line, exit 2 (as the CLI's own parser has them)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD, f"webagent: error: {message} (see '{self.prog} --help')\n")
+
+
+def quick_session(argv: list[str]) -> int | None:
+    """``webagent session ...`` without the rest of the CLI's parser (whose building imports every
+    feature): every command but ``start``, which takes the configuration flags (None: the full path)."""
+    if "start" in argv or "-h" in argv or "--help" in argv:
+        return None
+    parser = _OneLine(prog="webagent")
+    add_shell_parsers(parser.add_subparsers(dest="command", parser_class=_OneLine), lambda p: None)
+    args = parser.parse_args(["session", *argv])
+
+    def no_config(_: argparse.Namespace) -> AgentConfig:  # pragma: no cover - start takes the full path
+        raise ShellError(EXIT_BAD, "start needs the configuration flags")
+
+    return run_session(args, no_config)
 
 
 def run_skill(args: argparse.Namespace) -> int:

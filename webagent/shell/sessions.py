@@ -148,7 +148,10 @@ class SessionStore:
                 EXIT_BAD, f"session name {name[:40]!r} is not valid: use letters, digits, '-', '_' and '.'"
             )
         if name in self.sessions:
-            raise ShellError(EXIT_BAD, f"session {name!r} is open already: use it, or close it first")
+            old = self.sessions[name]
+            if not (old.session.browser_crashed or old.session.page.is_closed()):
+                raise ShellError(EXIT_BAD, f"session {name!r} is open already: use it, or close it first")
+            await self.close(name)  # its browser is gone: start again recovers
         if profile is not None and storage_state is not None:
             raise ShellError(EXIT_BAD, "--profile and --storage-state are two ways to start signed in: give one")
         kept = Profile(profile) if profile is not None else None
