@@ -30,9 +30,10 @@ from ..actions import (
     UploadFile,
     WriteElement,
 )
+from ..errors import BrowserCrashError
 from .acting import act, locate
 from .delegation import delegate_act, delegate_check, delegate_extract
-from .protocol import EXIT_BAD, EXIT_OK, Reply, Request, ShellError
+from .protocol import EXIT_BAD, EXIT_NO_BROWSER, EXIT_OK, Reply, Request, ShellError
 from .refs import READ_SCRIPT, Control
 from .sessions import SessionStore, ShellSession
 
@@ -116,8 +117,17 @@ class Commands:
         session = self.store.get(request.session)
         lock = self._locks.setdefault(request.session, asyncio.Lock())
         async with lock:  # one command at a time on a session
-            session.check_alive()
-            return await handler(session, args)
+            try:
+                session.check_alive()
+                reply = await handler(session, args)
+            except BrowserCrashError:
+                session.gone = True
+                raise
+            except ShellError as exc:
+                session.gone = session.gone or exc.code == EXIT_NO_BROWSER
+                raise
+            session.gone = reply.code == EXIT_NO_BROWSER
+            return reply
 
     # -- life -----------------------------------------------------------------------------------
     async def start(self, request: Request, args: dict[str, Any]) -> Reply:

@@ -91,6 +91,8 @@ class ShellSession:
     profile: Profile | None = None
     refs: RefTable = field(default_factory=RefTable)
     shots: int = 0
+    #: A command found its browser gone (exit 6): ``start`` on its name replaces it.
+    gone: bool = False
 
     @property
     def page_open(self) -> bool:
@@ -101,7 +103,11 @@ class ShellSession:
         self.pilot.page = self.session.page
 
     def check_alive(self) -> None:
-        if self.session.browser_crashed or (self.session.page.is_closed() and not self.session.context.pages):
+        if (
+            self.gone
+            or self.session.browser_crashed
+            or (self.session.page.is_closed() and not self.session.context.pages)
+        ):
             raise ShellError(
                 EXIT_NO_BROWSER,
                 f"the browser of session {self.name!r} is gone: 'webagent session close --session {self.name}' and start it again",
@@ -149,7 +155,7 @@ class SessionStore:
             )
         if name in self.sessions:
             old = self.sessions[name]
-            if not (old.session.browser_crashed or old.session.page.is_closed()):
+            if not (old.gone or old.session.browser_crashed or old.session.page.is_closed()):
                 raise ShellError(EXIT_BAD, f"session {name!r} is open already: use it, or close it first")
             await self.close(name)  # its browser is gone: start again recovers
         if profile is not None and storage_state is not None:
