@@ -28,8 +28,17 @@ from pathlib import Path
 import structlog
 from pydantic import ValidationError
 
-from ..errors import BrowserCrashError, BrowserError, ConfigError, InputError, NavigationError, WebAgentError
+from ..errors import (
+    BrowserCrashError,
+    BrowserError,
+    BrowserTimeoutError,
+    ConfigError,
+    InputError,
+    NavigationError,
+    WebAgentError,
+)
 from ..secrets import redact_log_event
+from .client import reply_timeout
 from .commands import Commands
 from .paths import lock_path, runtime_dir, socket_path
 from .protocol import (
@@ -69,7 +78,9 @@ def error_reply(exc: BaseException) -> Reply:
             code, text = EXIT_NO_BROWSER, f"the browser is gone ({exc}): close the session and start it again"
         case NavigationError() | InputError() | ConfigError():
             code, text = EXIT_BAD, str(exc)
-        case BrowserError() if "not respond" in str(exc) or "stuck" in str(exc):
+        case BrowserTimeoutError() | TimeoutError():
+            code, text = EXIT_STALE, f"the page is frozen: {exc or 'the command did not finish in time'}"
+        case BrowserError() if "did not answer" in str(exc):
             code, text = EXIT_STALE, f"the page is frozen: {exc}"
         case WebAgentError():
             code, text = EXIT_BAD, f"{type(exc).__name__}: {exc}"
@@ -163,7 +174,8 @@ class Daemon:
             if request.version != PROTOCOL_VERSION:
                 return Reply(code=EXIT_BAD, text=f"protocol {request.version} is not this process's {PROTOCOL_VERSION}")
             try:
-                reply = await self.commands.handle(request)
+                async with asyncio.timeout(reply_timeout(request.command) - 5):  # the client waits a little longer
+                    reply = await self.commands.handle(request)
             except Exception as exc:
                 log.info("shell_command_failed", command=request.command, error=str(exc))
                 reply = error_reply(exc)
