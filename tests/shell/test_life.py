@@ -184,3 +184,26 @@ def test_a_crashed_browser_is_exit_6_and_start_again_recovers(shell: Shell, shop
     again = shell("session", "start", "--url", f"{shop_url}/login", *shell.flags())
     assert again.returncode == 0, again.stderr
     assert shell("session", "snap").stdout.startswith('@e1 textbox "User"')
+
+
+def _ends(pid: int, within_s: float = 60.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if not Path(f"/proc/{pid}").exists() or b"State:\tZ" in Path(f"/proc/{pid}/status").read_bytes():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_the_process_ends_with_its_last_session_and_when_idle(shell: Shell, shop_url: str) -> None:
+    assert shell("session", "start", "--url", f"{shop_url}/login", *shell.flags()).returncode == 0
+    pid = shell.daemon_pid()
+    assert pid is not None
+    assert shell("session", "close").returncode == 0
+    assert _ends(pid) and not (shell.directory / "daemon.sock").exists()
+    idle = {"WEBAGENT_SHELL_IDLE_S": "2"}
+    assert shell("session", "start", "--url", f"{shop_url}/login", *shell.flags(), extra_env=idle).returncode == 0
+    pid = shell.daemon_pid()
+    assert pid is not None and _ends(pid)  # no request for 2 s: its sessions closed, it ends
+    assert not (shell.directory / "daemon.sock").exists()
+    assert shell("session", "snap").returncode == 2
