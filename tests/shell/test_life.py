@@ -207,3 +207,17 @@ def test_the_process_ends_with_its_last_session_and_when_idle(shell: Shell, shop
     assert pid is not None and _ends(pid)  # no request for 2 s: its sessions closed, it ends
     assert not (shell.directory / "daemon.sock").exists()
     assert shell("session", "snap").returncode == 2
+
+
+def test_sessions_are_isolated_from_each_other(shell: Shell, shop_url: str) -> None:
+    for name in ("a", "b"):
+        assert (
+            shell("session", "--session", name, "start", "--url", f"{shop_url}/login", *shell.flags()).returncode == 0
+        )
+    shell("session", "--session", "a", "snap")
+    for args in (["type", "@e1", "alice"], ["secret", "@e2", "PASSWORD"], ["click", "@e3"]):
+        assert shell("session", "--session", "a", *args).returncode == 0
+    code, other = shell.json("--session", "b", "goto", f"{shop_url}/items")
+    assert code == 3 and other["url"] is None, other  # sent back to the sign-in it was on: no cookie of a's
+    code, listed = shell.json("list")
+    assert sorted((s["name"], s["title"]) for s in listed["sessions"]) == [("a", "Items"), ("b", "Sign in")]
