@@ -117,6 +117,7 @@ def test_every_feature_has_its_folder() -> None:
         "pilot",
         "pytest_plugin",
         "mcp_server",
+        "shell",
         "runs",
         "cli",
         "browser",

@@ -17,7 +17,7 @@ from webagent.cli.parser import build_parser, registered
 from webagent.config import AgentSettings, BrowserConfig
 
 #: Command names are a contract (scripts, CI, docs): never renamed or dropped.
-NAMES = ("run", "test", "batch", "demo", "mcp", "fake-server", "export", "env", "auth", "sites")
+NAMES = ("run", "test", "batch", "demo", "mcp", "fake-server", "export", "env", "auth", "session", "skill", "sites")
 #: Where each command lives: with its feature.
 HOMES = {
     "run": "webagent.cli.run",

@@ -81,6 +81,13 @@ def configure_logging(verbosity: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["session"]:  # a shell's step: not worth building every command's parser
+        from ..shell.cli import quick_session
+
+        quick = quick_session(words[1:])
+        if quick is not None:
+            return quick
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

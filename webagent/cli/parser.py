@@ -182,6 +182,7 @@ def registered() -> tuple[Command, ...]:
     from ..batch.cli import COMMAND as BATCH
     from ..env.cli import COMMAND as ENV
     from ..mcp_server.cli import COMMAND as MCP
+    from ..shell.cli import SESSION, SKILL
     from ..suite.cli import COMMAND as TEST
     from ..training.cli import COMMAND as EXPORT
     from .auth import COMMAND as AUTH
@@ -189,7 +190,7 @@ def registered() -> tuple[Command, ...]:
     from .run import COMMAND as RUN
     from .servers import FAKE_SERVER, SITES
 
-    return (RUN, TEST, BATCH, DEMO, MCP, FAKE_SERVER, EXPORT, ENV, AUTH, SITES)
+    return (RUN, TEST, BATCH, DEMO, MCP, FAKE_SERVER, EXPORT, ENV, AUTH, SESSION, SKILL, SITES)
 
 
 def build_parser() -> argparse.ArgumentParser:
