@@ -1,7 +1,7 @@
 """Fault suite: the bundled local tasks through ``BatchRunner``, clean and then under injected faults.
 
-1. A clean run: ``tasks/local.jsonl`` (``--copies`` of each task) against the offline model server
-   (``tasks/scripts/local.json``) and the local sites, ``--concurrency`` sessions at once.
+1. A clean run: ``webagent/testing/data/local.jsonl`` (``--copies`` of each task) against the offline model server
+   (``webagent/testing/data/scripts/local.json``) and the local sites, ``--concurrency`` sessions at once.
 2. The same batch again, in a fresh output directory, with the model server failing: HTTP 500,
    429 with ``Retry-After``, malformed and schema-violating replies, replies slower than the
    client's timeout and dropped connections, at the rates below (spread evenly over the requests,
@@ -38,13 +38,12 @@ from pathlib import Path
 from typing import Any
 
 from webagent.batch import BatchRunner, BatchStats, read_results
-from webagent.batch.tasks import TaskSpec
 from webagent.config import ROLES, AgentConfig
 from webagent.families import DEFAULT_PROFILE
-from webagent.prompts import resource_dir
+from webagent.tasks import TaskSpec
 from webagent.testing.offline import load_local_tasks, offline_config
 from webagent.testing.server import FakeModelServer
-from webagent.testing.sites import SiteServer
+from webagent.testing.sites import SiteServer, data_dir
 
 #: Fault kind -> share of the model requests it hits.
 FAULT_RATES = {"500": 0.10, "429": 0.05, "malformed": 0.05, "schema": 0.02, "slow": 0.015, "disconnect": 0.01}
@@ -165,7 +164,7 @@ def build_tasks(site: SiteServer, copies: int) -> list[TaskSpec]:
 
 
 def build_script(faults: bool, seed: int, use_secret: bool) -> dict[str, Any]:
-    script: dict[str, Any] = json.loads((resource_dir("tasks") / "scripts" / "local.json").read_text())
+    script: dict[str, Any] = json.loads((data_dir() / "scripts" / "local.json").read_text())
     script["latency_s"] = LATENCY_S
     if use_secret:  # the form task types its email address from a secret
         form = next(t for t in script["tasks"] if t["id"] == "form-register")

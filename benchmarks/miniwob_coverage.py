@@ -43,7 +43,8 @@ from benchmarks.miniwob_solvers import CLIPBOARD, NOT_COVERED, SOLVERS, Ended, P
 from benchmarks.miniwob_solvers.browsergym import action_table  # noqa: E402
 from webagent.agent import Agent  # noqa: E402
 from webagent.config import AgentConfig  # noqa: E402
-from webagent.env import MiniWoBTasks, WebEnv, shared_agent  # noqa: E402
+from webagent.env import WebEnv, shared_agent  # noqa: E402
+from webagent.tasks import MiniWoBTasks  # noqa: E402
 
 #: The pointer's hands beyond a click, as the summary names them.
 POINTER_HANDS = {"drag_element": "drag", "hover_element": "hover", "double_click_element": "double-click"}

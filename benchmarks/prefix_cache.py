@@ -49,10 +49,10 @@ from typing import Any
 
 from webagent.batch import BatchRunner, read_results
 from webagent.batch.servermetrics import CACHE_HITS, CACHE_QUERIES, MetricsSample, parse_prometheus
-from webagent.batch.tasks import load_tasks
 from webagent.config import AgentConfig
 from webagent.families import DEFAULT_PROFILE, FAMILIES, PROFILES
 from webagent.images import frame_for
+from webagent.tasks import load_tasks
 
 
 def roles_of(family: str) -> tuple[str, str, str]:

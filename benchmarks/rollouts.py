@@ -45,7 +45,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from webagent.config import AgentConfig  # noqa: E402
-from webagent.env import WebEnv, benchmark_task, shared_agent  # noqa: E402
+from webagent.env import WebEnv, shared_agent  # noqa: E402
+from webagent.tasks import benchmark_task  # noqa: E402
 from webagent.testing.miniwob import PLAN, PLANNED_TASKS, WRONG, env_action  # noqa: E402
 
 VIEWPORT = (500, 320)  # BrowserGym's MiniWoB viewport

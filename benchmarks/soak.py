@@ -87,7 +87,6 @@ from throughput import Meter, OfflineServer, _children, _kind, cpu_s, process_tr
 from webagent.batch import BatchRunner, BatchStats, read_results  # noqa: E402
 from webagent.batch.processes import auto_workers  # noqa: E402
 from webagent.batch.stats import infra_cause  # noqa: E402
-from webagent.batch.tasks import load_tasks  # noqa: E402
 from webagent.browser.launcher import find_chromium, launch_browser  # noqa: E402
 from webagent.browser.pool import OPENS_AT_ONCE  # noqa: E402
 from webagent.browser.scripts import TWO_FRAMES, VIEW_AFTER_FRAME, VIEW_NOW  # noqa: E402
@@ -95,6 +94,7 @@ from webagent.cli import configure_logging  # noqa: E402
 from webagent.config import PROFILES, BrowserConfig  # noqa: E402
 from webagent.families import DEFAULT_PROFILE  # noqa: E402
 from webagent.images import frame_for  # noqa: E402
+from webagent.tasks import load_tasks  # noqa: E402
 from webagent.testing.offline import offline_config  # noqa: E402
 
 SITE = HERE / "soaksite" / "server.py"

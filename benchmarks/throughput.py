@@ -39,11 +39,11 @@ from typing import Any
 from playwright.async_api import async_playwright
 
 from webagent.batch import BatchRunner, read_results
-from webagent.batch.tasks import load_tasks
 from webagent.browser.launcher import launch_browser
 from webagent.config import PROFILES, BrowserConfig
 from webagent.families import DEFAULT_PROFILE, FAMILIES
 from webagent.images import frame_for
+from webagent.tasks import load_tasks
 from webagent.testing.offline import offline_config
 
 BUTTON = (640, 400)

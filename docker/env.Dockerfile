@@ -40,7 +40,6 @@ RUN python3 -m venv "$VIRTUAL_ENV" \
 # 3. The package.
 COPY README.md /tmp/webagent-src/
 COPY prompts /tmp/webagent-src/prompts
-COPY tasks /tmp/webagent-src/tasks
 COPY webagent /tmp/webagent-src/webagent
 RUN pip install -q --no-deps /tmp/webagent-src \
  && rm -rf /tmp/webagent-src \

@@ -25,7 +25,7 @@ PODMAN_CI=${PODMAN_CI:-$ROOT/../shared/tools/podman-ci.sh}
 PODMAN_WORK=${PODMAN_WORK:-/tmp/podman-ci}
 OUT=${DOCKER_CI_OUT:-$ROOT/runs/docker-ci}
 SUITES=$ROOT/docker/ci
-MODEL_SCRIPT=$ROOT/tasks/scripts/local.json
+MODEL_SCRIPT=$ROOT/webagent/testing/data/scripts/local.json
 
 log() { echo "docker-ci: $*" >&2; }
 die() {

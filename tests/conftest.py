@@ -23,12 +23,11 @@ from playwright.async_api import Browser, async_playwright
 
 from webagent.browser.launcher import launch_browser
 from webagent.config import AgentConfig, BrowserConfig
-from webagent.prompts import resource_dir
 from webagent.testing.offline import load_local_tasks, offline_config
 from webagent.testing.server import FakeModelServer
-from webagent.testing.sites import SiteServer
+from webagent.testing.sites import SiteServer, data_dir
 
-TASKS = resource_dir("tasks")
+TASKS = data_dir()
 
 pytest_plugins = ["pytester"]  # tests/pytest_plugin runs generated pytest projects
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from .layers import CORE, CYCLES, DOC, EXCEPTIONS, IMPORTS, LAYERS, layer_of, rendered_doc
+
 PACKAGE = Path(__file__).resolve().parents[1] / "webagent"
 
 
@@ -115,6 +117,7 @@ def test_every_feature_has_its_folder() -> None:
         "pilot",
         "pytest_plugin",
         "mcp_server",
+        "shell",
         "runs",
         "cli",
         "browser",
@@ -124,3 +127,79 @@ def test_every_feature_has_its_folder() -> None:
     ]
     for feature in features:
         assert feature in top and is_package_init(f"webagent.{feature}"), feature
+
+
+# ---------------------------------------------------------------- what may import what (tests/layers.py)
+
+
+def unit_of(module: str) -> str:
+    """A module's unit: its folder under the package, the root module itself, or the package's __init__."""
+    parts = module.split(".")
+    return "__init__" if len(parts) == 1 else parts[1]
+
+
+def unit_graph(graph: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The imports between units (a module's of its own unit left out)."""
+    units: dict[str, set[str]] = {unit_of(m): set() for m in graph}
+    for module, imported in graph.items():
+        units[unit_of(module)] |= {unit_of(m) for m in imported} - {unit_of(module)}
+    return {u: sorted(deps) for u, deps in units.items()}
+
+
+def unlisted(units: dict[str, list[str]]) -> list[str]:
+    """The imports between units tests/layers.py does not list, and the listed ones there are not."""
+    problems: list[str] = []
+    for unit, imported in sorted(units.items()):
+        if unit in CORE:
+            problems += [f"{unit} (a core module) imports {m}" for m in imported if m not in CORE]
+            continue
+        got = {"core" if m in CORE else m for m in imported}
+        want = set(IMPORTS.get(unit, ()))
+        problems += [f"{unit} imports {m}: not listed in tests/layers.py" for m in sorted(got - want)]
+        problems += [f"{unit} is listed as importing {m}, and does not" for m in sorted(want - got)]
+    return problems
+
+
+def upward(units: dict[str, list[str]]) -> set[tuple[str, str]]:
+    """The imports of a unit in a layer above the importer's."""
+    return {(u, m) for u, imported in units.items() for m in imported if layer_of(m) < layer_of(u)}
+
+
+UNITS = unit_graph(GRAPH)
+
+
+def test_every_unit_is_in_one_layer_and_every_layers_unit_is_there() -> None:
+    listed = [u for layer in LAYERS for u in layer]
+    assert len(listed) == len(set(listed)), "a unit in two layers"
+    assert sorted(set(listed)) == sorted(UNITS), "tests/layers.py's LAYERS and the package's units differ"
+    assert set(IMPORTS) == set(listed) - set(CORE)
+
+
+def test_every_import_between_units_is_listed_and_every_listing_is_an_import() -> None:
+    assert unlisted(UNITS) == []
+
+
+def test_no_unit_imports_a_layer_above_its_own_but_the_listed_exceptions() -> None:
+    listed = {(e.importer, e.imported) for e in EXCEPTIONS}
+    assert upward(UNITS) == listed
+
+
+def test_the_circles_between_units_are_only_those_listed() -> None:
+    assert cycles(UNITS) == CYCLES
+
+
+def test_the_import_rules_find_what_breaks_them() -> None:
+    broken = {**UNITS, "loop": [*UNITS["loop"], "browser"], "records": [*UNITS["records"], "stream"]}
+    broken["roles"] = [m for m in UNITS["roles"] if m != "model"]
+    found = unlisted(broken)
+    assert "loop imports browser: not listed in tests/layers.py" in found
+    assert "records (a core module) imports stream" in found
+    assert "roles is listed as importing model, and does not" in found
+    assert ("model", "loop") in upward({**UNITS, "model": [*UNITS["model"], "loop"]})
+    assert cycles({**broken, "browser": [*UNITS["browser"], "loop"]}) != CYCLES
+
+
+def test_the_dependency_table_of_architecture_md_is_rendered_from_the_rules() -> None:
+    assert DOC.read_text(encoding="utf-8") == rendered_doc(), (
+        "docs/architecture.md's dependency table is out of date: run `python -m tests.layers --write`"
+    )

@@ -42,9 +42,9 @@ def test_wheel_contains_prompts_and_tasks(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for prompt in (ROOT / "prompts").glob("*.jinja"):
         assert f"webagent/prompts/{prompt.name}" in names
-    assert "webagent/tasks/local.jsonl" in names
-    assert "webagent/tasks/scripts/demo.json" in names
-    assert "webagent/tasks/sites/catalog/index.html" in names
+    assert "webagent/testing/data/local.jsonl" in names
+    assert "webagent/testing/data/scripts/demo.json" in names
+    assert "webagent/testing/data/sites/catalog/index.html" in names
     # the pytest plugin: its entry point, and the extras that bring pytest-playwright (or its asyncio twin)
     wheel_zip = zipfile.ZipFile(wheel)
     info = next(n.rpartition("/")[0] for n in names if n.endswith(".dist-info/METADATA"))

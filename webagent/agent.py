@@ -23,7 +23,7 @@ from .loop import HumanHandler, Roles, TaskHook
 from .model.client import ModelClient
 from .model.endpoints import EndpointPool
 from .pilot import Pilot
-from .records import ModelCall, RunResult
+from .records import ModelCall, Role, RunResult
 from .replay import ReplayCache
 from .runtime import RunSpec, Runtime, TraceMode
 from .safety import NavigationPolicy
@@ -93,7 +93,7 @@ class Agent:
         """The shared endpoints of one role."""
         return self.runtime.endpoint_pool(role)
 
-    def model_client(self, role: str) -> ModelClient:
+    def model_client(self, role: Role) -> ModelClient:
         """A client of one role over its shared endpoints, redacting secrets from what it sends."""
         return self.runtime.model_client(role)
 
@@ -174,7 +174,7 @@ class Agent:
         with ``page``, ``context`` or no ``output_dir`` is an InputError);
         ``navigate=False`` (with ``page``) starts from the page as it is, ``url`` being its URL
         (what ``Pilot.act`` does); ``policy`` replaces the navigation policy built from ``url``;
-        ``task``: a task that rewards itself (a benchmark page: ``webagent.env.tasks``), whose page
+        ``task``: a task that rewards itself (a benchmark page: ``webagent.tasks.benchmarks``), whose page
         ends the run and gives its success and reward; ``browser``: this run's own context settings
         over the config's ``[browser]`` (a signed-in ``storage_state``, a ``proxy``, a ``locale``, a
         ``device``, ...); ``save_state``: write the signed-in state there (0600) if the run succeeds;
@@ -185,29 +185,16 @@ class Agent:
         else the start URL's host (the caller speaks for the operator), and with a ``policy`` of the
         caller's (a start someone else chose: a client's, a task file's) only ``allowed_domains``.
         """
-        url = normalize_url(url)
-        if not navigate and page is None:
-            raise InputError("a run that does not open its start URL needs the page it starts from (page=)")
-        if not goal or not goal.strip():
-            raise InputError("no goal given: say what the agent should do, e.g. --goal 'Find the price of ...'")
-        check_text(goal, "the goal")
-        if har and (page is not None or context is not None):
-            raise InputError(
-                "har=True records the run's own browser context: a caller's page or context is open already "
-                "(open it with Playwright's record_har_path instead)"
-            )
-        if har and output_dir is None:
-            raise InputError("har=True writes network.har in the run directory: give output_dir too")
         spec = RunSpec(
             url=url,
             goal=goal,
             expect=expect,
-            settings=settings or self.config.agent,
+            settings=settings,
             shared_budgets=budgets or (),
             output_dir=Path(output_dir) if output_dir is not None else None,
             cache=cache,
-            cache_key=cache_key or goal,
-            trace=trace if output_dir is not None else "off",
+            cache_key=cache_key or "",
+            trace=trace,
             har=har,
             page=page,
             context=context,
@@ -217,16 +204,41 @@ class Agent:
             browser=browser,
             save_state=Path(save_state) if save_state is not None else None,
             ask_user=ask_user,
-            secret_hosts=self.runtime.secret_hosts(url if policy is None else None)
-            if secret_hosts is None
-            else tuple(secret_hosts),
+            secret_hosts=tuple(secret_hosts) if secret_hosts is not None else None,
         )
         return self.start(spec)
 
     def start(self, spec: RunSpec) -> RunStream:
-        """The run of ``spec``, step by step (what ``stream`` returns): for drivers that build their
-        own ``RunSpec`` (a batch's task, a pilot's act). Nothing is checked or defaulted here that
-        ``stream`` would: the spec is taken as it is, its limits applied once (``Runtime.resolve``)."""
+        """The run of ``spec`` (what ``stream`` builds from its keywords, and what the task runner,
+        the MCP server and the other drivers build from a task: ``TaskSpec.run_spec``), its outputs
+        and limits in it. The URL is normalised, the goal checked (an InputError for an empty or
+        unusable one, or for a HAR it cannot record), the loop settings default to the config's, the
+        secrets' hosts to those of ``stream``, the replay's key to the goal; a run without a folder
+        keeps no trace. The limits are applied once, by ``Runtime.resolve``."""
+        url = normalize_url(spec.url)
+        if not spec.navigate and spec.page is None:
+            raise InputError("a run that does not open its start URL needs the page it starts from (page=)")
+        goal = spec.goal
+        if not goal or not goal.strip():
+            raise InputError("no goal given: say what the agent should do, e.g. --goal 'Find the price of ...'")
+        check_text(goal, "the goal")
+        if spec.har and (spec.page is not None or spec.context is not None):
+            raise InputError(
+                "har=True records the run's own browser context: a caller's page or context is open already "
+                "(open it with Playwright's record_har_path instead)"
+            )
+        if spec.har and spec.output_dir is None:
+            raise InputError("har=True writes network.har in the run directory: give output_dir too")
+        hosts = spec.secret_hosts
+        if hosts is None:
+            hosts = self.runtime.secret_hosts(url if spec.policy is None else None)
+        spec = spec.replace(
+            url=url,
+            settings=spec.settings or self.config.agent,
+            secret_hosts=hosts,
+            cache_key=spec.cache_key or goal,
+            trace=spec.trace if spec.output_dir is not None else "off",
+        )
         return RunStream(self.runtime, spec)
 
     async def run(self, url: str, goal: str, **options: Unpack[RunOptions]) -> RunResult:

@@ -168,6 +168,11 @@ class ExtractionError(ModelReplyError):
 class LocalizationError(WebAgentError):
     """The localizer answered with a point outside the image it was shown."""
 
+    def __init__(self, message: str, *, call: object = None) -> None:
+        super().__init__(message)
+        #: The localizer's ``ModelCall`` record (charged to the step), when a model placed the point.
+        self.call = call
+
 
 class ActionError(WebAgentError):
     """An action could not be carried out on the page."""

@@ -13,7 +13,7 @@ __all__ = ["prompts_dir", "render", "resource_dir"]
 
 
 def resource_dir(name: str) -> Path:
-    """A data folder shipped with the package (``prompts``, ``tasks``).
+    """A data folder shipped with the package (``prompts``).
 
     In a wheel the folders live inside the package; in a source checkout (editable install)
     they live at the repository root.

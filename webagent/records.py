@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
 from .actions import Action
+from .families.contracts import Grounding
 from .images import Screenshot
 
 __all__ = [
+    "ROLES",
     "Acted",
     "CheckResult",
     "DownloadedFile",
@@ -21,6 +23,7 @@ __all__ = [
     "Point",
     "PolicyState",
     "PromptContext",
+    "Role",
     "RoleUsage",
     "RunResult",
     "Step",
@@ -36,6 +39,9 @@ __all__ = [
 StopReason = Literal["answered", "max_steps", "max_time", "budget", "error", "needs_human"]
 PhaseName = Literal["launch", "open", "step"]
 Role = Literal["policy", "localizer", "validator"]
+"""The roles a model plays in a run: the one place their names are spelled out (a test checks it)."""
+#: Every role, in the order the config, the usage tables and the CLI list them.
+ROLES: tuple[Role, ...] = get_args(Role)
 
 
 class _Record(BaseModel):
@@ -242,7 +248,7 @@ class PromptContext(_Record):
     actions: int | None = Field(
         default=None, description="How many actions one reply could carry (max_actions_per_turn; None: one)"
     )
-    grounding: Literal["policy", "localizer"] | None = Field(
+    grounding: Grounding | None = Field(
         default=None, description="Who placed the step's click: the policy in its reply, or the localizer"
     )
     localizer_profile: str | None = None
@@ -300,7 +306,7 @@ class Step(_Record):
         "what each did, or that it was not carried out; action, element, point and target_point are the first's, "
         "outcome says what they did together",
     )
-    grounding: Literal["policy", "localizer"] | None = Field(
+    grounding: Grounding | None = Field(
         default=None, description="Who placed this step's click: the policy in its reply, or the localizer"
     )
     outcome: str = ""
@@ -371,7 +377,7 @@ class RunResult(_Record):
     replayed_steps: int = Field(default=0, description="Steps replayed from the cache without model calls")
     calls_saved: int = Field(default=0, description="Model calls the replayed steps did not need")
     trace: str | None = Field(default=None, description="Playwright trace file, when one was kept")
-    grounding: Literal["policy", "localizer"] | None = Field(
+    grounding: Grounding | None = Field(
         default=None,
         description="Who placed the run's clicks: policy = the policy's own replies (one request per click "
         "step), localizer = a separate localizer model",

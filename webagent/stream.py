@@ -23,9 +23,9 @@ from .errors import BrowserError, WebAgentError
 from .loop import Episode
 from .record import TRACE_TIMEOUT_S, Recorder, run_recorder
 from .records import Phase, PhaseName, RunResult, Step
-from .runtime import RunSpec, Runtime, TraceMode
+from .runtime import RunSpec, Runtime
 
-__all__ = ["SETUP_FAILED", "TRACE_TIMEOUT_S", "RunEvent", "RunStream", "TraceMode"]
+__all__ = ["SETUP_FAILED", "TRACE_TIMEOUT_S", "RunEvent", "RunStream"]
 
 #: What ``RunStream.events()`` yields.
 RunEvent = Phase | Step

@@ -254,8 +254,8 @@ def test_the_live_line_and_the_summary_say_how_many_run_and_why_tasks_are_held_b
     assert "16 running (at most 11 of 500; 300 held back: browser commands at 100% of their deadlines (p90)" in line
     stats.commands = {"answered": 40, "extended": 3, "expired": 1}
     summary = summarize([], stats, AgentConfig(), attempts=1)
-    assert summary["admission"]["limit"] == 11 and summary["admission"]["decreases"] == 1
-    assert summary["admission"]["ceiling"] == 500 and summary["run"]["browser_commands"]["extended"] == 3
+    assert summary.admission.limit == 11 and summary.admission.decreases == 1
+    assert summary.admission.ceiling == 500 and summary.run.browser_commands["extended"] == 3
     text = render(summary)
     assert "sessions at once (admission)" in text and "peak 0 of 500, limit 11-16, 1 decreases" in text
     assert "given more time / given up" in text and "3 / 1 of 40 answered" in text

@@ -60,9 +60,9 @@ async def test_infrastructure_reruns_are_bounded_then_the_task_ends_naming_the_i
     assert task.stop_reason == "error" and not task.infrastructure and task.infra_reruns == 0 and not task.retried
     assert stats.errors == 2 and stats.infra_reruns == 2
     summary = summarize(list(rows.values()), stats, make_config_stub(), attempts=1)
-    assert summary["errors"] == 2 and summary["infrastructure_errors"] == 1
-    assert summary["infra_reruns"] == 2
-    assert summary["run"]["infra_rerun_causes"] == {infra_cause(NO_SCREENSHOT): 1, infra_cause(NO_ANSWER): 1}
+    assert summary.errors == 2 and summary.infrastructure_errors == 1
+    assert summary.infra_reruns == 2
+    assert summary.run.infra_rerun_causes == {infra_cause(NO_SCREENSHOT): 1, infra_cause(NO_ANSWER): 1}
 
 
 async def test_infrastructure_and_crash_reruns_are_counted_apart(

@@ -19,12 +19,11 @@ import pytest
 from pydantic import SecretStr
 
 from webagent.batch import BatchRunner, BatchStats, RayCluster
-from webagent.batch.tasks import load_tasks
-from webagent.prompts import resource_dir
 from webagent.runtime import checked_sessions
+from webagent.tasks import load_tasks
 from webagent.testing.offline import PROFILE_MODELS
 from webagent.testing.server import FakeModelServer
-from webagent.testing.sites import SiteServer
+from webagent.testing.sites import SiteServer, data_dir
 
 from ..conftest import load_task_script, make_config
 from ..procs import chromium_mains, cmdline
@@ -47,7 +46,7 @@ def slow_server() -> Iterator[FakeModelServer]:
 
 
 def _tasks(site: SiteServer, path: Path, state: Path | None = None) -> Path:
-    text = (resource_dir("tasks") / "local.jsonl").read_text(encoding="utf-8").replace("{base}", site.url)
+    text = (data_dir() / "local.jsonl").read_text(encoding="utf-8").replace("{base}", site.url)
     lines = [json.loads(line) for line in text.splitlines() if line.strip()]
     if state is not None:  # every task signed in: the state is the task's, not the config's
         lines = [{**line, "browser": {"storage_state": str(state)}} for line in lines]

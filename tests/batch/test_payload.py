@@ -10,10 +10,10 @@ from typing import Any
 
 from pydantic import BaseModel, SecretStr
 
-from webagent.batch.tasks import TaskOptions, TaskSpec
 from webagent.batch.worker import config_payload, payload
 from webagent.config import AgentConfig, ContextSettings, load_config
 from webagent.runtime import checked_sessions
+from webagent.tasks import TaskOptions, TaskSpec
 
 PROXY_PASSWORD = "proxy-pass-9931"
 

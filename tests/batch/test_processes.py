@@ -14,9 +14,9 @@ import pytest
 from webagent.batch import BatchRunner, RayCluster, TaskResult
 from webagent.batch.cli import worker_count
 from webagent.batch.processes import SESSIONS_PER_WORKER, auto_workers
-from webagent.batch.tasks import TaskSpec
 from webagent.budget import Budget, BudgetLimits
 from webagent.errors import BrowserError, ConfigError, InputError
+from webagent.tasks import TaskSpec
 from webagent.testing.server import FakeModelServer
 from webagent.testing.sites import SiteServer
 

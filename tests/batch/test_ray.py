@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 
 from webagent.batch import BatchRunner, BatchStats, RayCluster, read_results
-from webagent.batch.tasks import TaskSpec
+from webagent.batch.summary import BatchSummary
 from webagent.replay import ReplayCache
 from webagent.suite import Check, Suite, run_suite
+from webagent.tasks import TaskSpec
 from webagent.testing.offline import PROFILE_MODELS
 from webagent.testing.server import FakeModelServer
 
@@ -156,8 +157,8 @@ def test_killed_driver_resumes(
     assert after.startswith(before)  # finished lines are kept as they were
     ids = [json.loads(line)["id"] for line in after.decode().splitlines()]
     assert sorted(ids) == sorted(LOCAL_IDS)  # each task exactly once
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["tasks"] == len(LOCAL_IDS) and summary["finished"] == len(LOCAL_IDS)
+    summary = BatchSummary.model_validate_json((out / "summary.json").read_text())
+    assert summary.tasks == len(LOCAL_IDS) and summary.finished == len(LOCAL_IDS)
 
 
 def test_a_suite_runs_on_ray_with_each_checks_options_and_one_shared_replay_cache(

@@ -15,10 +15,10 @@ import pytest
 import webagent.batch.ray as raybatch
 from webagent.batch import BatchRunner, RayCluster
 from webagent.batch.ray import check_reachable
-from webagent.batch.tasks import TaskSpec
 from webagent.browser.devtools import free_port
 from webagent.config import AgentConfig
 from webagent.errors import ConfigError
+from webagent.tasks import TaskSpec
 
 
 @pytest.fixture

@@ -15,11 +15,11 @@ import pytest
 
 from webagent.batch import CRASH_RERUNS, BatchRunner, TaskResult, read_results
 from webagent.batch.summary import summarize
-from webagent.batch.tasks import TaskSpec
 from webagent.errors import BrowserCrashError, BrowserError, BrowserTimeoutError, WebAgentError
 from webagent.records import ModelCall, RoleUsage, RunResult, Step, Timings, Usage
 from webagent.runtime import RunSpec
 from webagent.stream import SETUP_FAILED
+from webagent.tasks import TaskSpec
 
 from .test_runner import lines_of, make_config_stub, wait_for
 
@@ -184,7 +184,7 @@ class FakePool:
 
 
 class FakeAgent:
-    """Streams play the next plan of their task (found by the goal)."""
+    """Runs play the next plan of their task (found by the goal)."""
 
     def __init__(self, plans: dict[str, list[Plan]]) -> None:
         self.plans = plans
@@ -354,7 +354,7 @@ async def test_a_stalled_run_is_cancelled_kept_and_rerun(tmp_path: Path, monkeyp
     assert stats.stalled == 1 and stats.retried == 1 and stats.errors == 0
     assert agent.opened == agent.closed  # the cancelled run closed its session
     summary = summarize(read_results(out), stats, runner.config, attempts=1)
-    assert summary["stalled"] == 1 and summary["retried_after_crash"] == 0
+    assert summary.stalled == 1 and summary.retried_after_crash == 0
 
 
 async def test_a_run_whose_clean_up_stalls_keeps_its_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

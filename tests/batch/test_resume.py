@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from webagent.batch import ResultsFile, TaskSpec
+from webagent.batch import ResultsFile
 from webagent.batch.cli import BatchProgress
 from webagent.batch.results import resume_plan
 from webagent.cli.parser import build_parser
+from webagent.tasks import TaskSpec
 
 from .test_reruns import by_id, fake_runner
 

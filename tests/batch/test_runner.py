@@ -21,14 +21,13 @@ from playwright.async_api import async_playwright
 from webagent.batch import BatchRunner, BatchStats, ResultsFile, TaskResult, cost_of, read_results
 from webagent.batch.cli import EXIT_DONE, EXIT_ERRORS, EXIT_INTERRUPTED, exit_code
 from webagent.batch.summary import summarize
-from webagent.batch.tasks import TaskSpec, load_tasks
 from webagent.browser.launcher import launch_browser
 from webagent.browser.session import BrowserSession
-from webagent.config import BrowserConfig
+from webagent.config import AgentConfig, BrowserConfig
 from webagent.errors import BrowserError, NavigationError
-from webagent.prompts import resource_dir
+from webagent.tasks import TaskSpec, load_tasks
 from webagent.testing.server import FakeModelServer
-from webagent.testing.sites import SiteServer
+from webagent.testing.sites import SiteServer, data_dir
 
 from ..conftest import load_task_script, make_config
 from ..procs import alive, descendants
@@ -54,7 +53,7 @@ LOCAL_ANSWERS = {
 
 
 def local_lines(site: SiteServer) -> dict[str, dict[str, Any]]:
-    text = (resource_dir("tasks") / "local.jsonl").read_text(encoding="utf-8").replace("{base}", site.url)
+    text = (data_dir() / "local.jsonl").read_text(encoding="utf-8").replace("{base}", site.url)
     return {t["id"]: t for t in map(json.loads, filter(str.strip, text.splitlines()))}
 
 
@@ -185,8 +184,8 @@ async def test_batch_of_local_tasks_then_resume(site: SiteServer, tmp_path: Path
             assert (out / r.attempt_records[0].output_dir / "result.json").exists()
 
         summary = summarize(read_results(out), stats2, config, attempts=1)
-        assert summary["finished"] == 5 and summary["success_rate"] == 1.0
-        assert summary["run"]["tasks_resumed"] == 5 and summary["run"]["tasks_finished"] == 0
+        assert summary.finished == 5 and summary.success_rate == 1.0
+        assert summary.run.tasks_resumed == 5 and summary.run.tasks_finished == 0
 
 
 def hand_made_result(task_id: str, url: str = "https://example.com", goal: str = "g") -> TaskResult:
@@ -355,8 +354,8 @@ async def test_pass_at_k_and_references(site: SiteServer, tmp_path: Path) -> Non
         assert validator_calls == 3 + 1 + 1
         assert stats.succeeded == 2 and stats.finished_now == 3
         summary = summarize(read_results(tmp_path / "k"), stats, config, attempts=3)
-        assert summary["attempts_per_task"] == round(5 / 3, 3)
-        assert summary["reference"] == {"scored": 3, "matched": 1, "match_rate": 0.333}
+        assert summary.attempts_per_task == round(5 / 3, 3)
+        assert summary.reference.model_dump() == {"scored": 3, "matched": 1, "match_rate": 0.333}
 
         # --sample-all: every attempt runs even after a success.
         server.reset()
@@ -462,7 +461,7 @@ async def test_browser_crash_is_retried(site: SiteServer, tmp_path: Path) -> Non
         assert step_lines(out / r.attempt_records[0].output_dir) == 6  # the crashed attempt's records are gone
     assert stats.retried == 2 and stats.succeeded == 2 and stats.errors == 0
     summary = summarize(read_results(out), stats, config, attempts=1)
-    assert summary["retried_after_crash"] == 2 and summary["success_rate"] == 1.0
+    assert summary.retried_after_crash == 2 and summary.success_rate == 1.0
     assert chromium_mains(me) - before == set()  # the replacement browser was closed at the end
 
 
@@ -526,11 +525,12 @@ async def test_stop_abandons_in_flight_tasks_and_resume_finishes(site: SiteServe
 
 
 def test_exit_codes() -> None:
-    base = {"interrupted": False, "errors": 0, "tasks": 4, "finished": 4}
+    base = summarize([], BatchStats(total=4, already_done=0), AgentConfig(), attempts=1)
+    base.finished = 4
     assert exit_code(base) == EXIT_DONE == 0
-    assert exit_code({**base, "errors": 3}) == EXIT_ERRORS == 1
-    assert exit_code({**base, "finished": 3}) == EXIT_ERRORS  # a task without its result line
-    assert exit_code({**base, "interrupted": True, "errors": 3}) == EXIT_INTERRUPTED == 130
+    assert exit_code(base.model_copy(update={"errors": 3})) == EXIT_ERRORS == 1
+    assert exit_code(base.model_copy(update={"finished": 3})) == EXIT_ERRORS  # a task without its result line
+    assert exit_code(base.model_copy(update={"interrupted": True, "errors": 3})) == EXIT_INTERRUPTED == 130
     assert len({EXIT_DONE, EXIT_ERRORS, EXIT_INTERRUPTED, 2}) == 4  # 2: usage errors (webagent.cli)
 
 

@@ -49,9 +49,9 @@ async def test_a_browser_failure_before_the_first_step_is_rerun_and_counted_apar
     assert (stats.setup_crashes, stats.infra_reruns, stats.retried, stats.errors) == (4, 0, 4, 0)
     assert stats.setup_causes[infra_cause(SETUP_CRASH)] == 2 and stats.setup_causes[infra_cause(SETUP_TIMEOUT)] == 1
     summary = summarize(list(rows.values()), stats, make_config_stub(), attempts=1)
-    assert summary["setup_crash_reruns"] == 4 and summary["infra_reruns"] == 0 and summary["errors"] == 0
-    assert summary["retried_after_crash"] == 0  # a crash in set-up is counted apart from one mid-run
-    assert summary["run"]["setup_crash_causes"][infra_cause(SETUP_CRASH)] == 2
+    assert summary.setup_crash_reruns == 4 and summary.infra_reruns == 0 and summary.errors == 0
+    assert summary.retried_after_crash == 0  # a crash in set-up is counted apart from one mid-run
+    assert summary.run.setup_crash_causes[infra_cause(SETUP_CRASH)] == 2
     assert "4 re-run after a crash in set-up" in BatchProgress(quiet=True).line(stats)
     printed = io.StringIO()
     print_summary(summary, Console(file=printed, width=200))
@@ -71,7 +71,7 @@ async def test_set_up_crash_reruns_are_bounded_then_the_line_names_the_infrastru
     assert not r.success and r.stop_reason == "error" and r.infrastructure and r.attempt_records[0].infrastructure
     assert r.message.startswith("infrastructure failure, re-run 2 times: "), r.message
     summary = summarize([r], stats, make_config_stub(), attempts=1)
-    assert summary["infrastructure_errors"] == 1 and summary["setup_crash_reruns"] == 2
+    assert summary.infrastructure_errors == 1 and summary.setup_crash_reruns == 2
 
 
 async def test_a_set_up_crash_keeps_its_attempt_number(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from webagent.batch import BatchRunner, read_results
 from webagent.batch.summary import summarize
-from webagent.batch.tasks import TaskSpec
+from webagent.tasks import TaskSpec
 from webagent.testing.server import FakeModelServer
 from webagent.testing.sites import SiteServer
 
@@ -50,7 +50,7 @@ async def test_a_renderer_crash_in_set_up_is_rerun_in_its_attempt_and_passes(
     assert record.steps == LOCAL_STEPS["catalog-price"]  # the re-run's own steps, all of them
     assert rerun[0].infra_reruns == 0
     summary = summarize(list(results.values()), stats, config, attempts=2)
-    assert summary["setup_crash_reruns"] == 1 and summary["errors"] == 0 and summary["success_rate"] == 1.0
-    assert summary["retried_after_crash"] == 0 and summary["infra_reruns"] == 0
-    ((cause, n),) = summary["run"]["setup_crash_causes"].items()
+    assert summary.setup_crash_reruns == 1 and summary.errors == 0 and summary.success_rate == 1.0
+    assert summary.retried_after_crash == 0 and summary.infra_reruns == 0
+    ((cause, n),) = summary.run.setup_crash_causes.items()
     assert n == 1 and cause.startswith("cannot set up the navigation policy"), cause

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import io
+import json
 import re
 import time
-from typing import Any
 
 import pytest
+from pydantic import ValidationError
 from rich.console import Console
 
 from webagent.batch import AttemptRecord, BatchStats, Rerun, TaskResult, cost_of
 from webagent.batch.servermetrics import MetricsSample, parse_prometheus, sample, server_report
-from webagent.batch.summary import percentile, print_summary, summarize
+from webagent.batch.stats import AdmissionState
+from webagent.batch.summary import BatchSummary, percentile, print_summary, summarize
 from webagent.config import AgentConfig, RoleConfig
 from webagent.records import RoleUsage, Usage
 
@@ -143,27 +145,27 @@ def hand_made() -> tuple[list[TaskResult], BatchStats]:
 def test_summarize() -> None:
     results, stats = hand_made()
     s = summarize(results, stats, priced_config(), attempts=3)
-    assert s["tasks"] == 6 and s["finished"] == 4 and s["interrupted"] is False
-    assert s["succeeded"] == 2 and s["success_rate"] == 0.5
-    assert s["pass_at"] == 3
-    assert s["reference"] == {"scored": 3, "matched": 2, "match_rate": 0.667}
-    assert s["steps_per_task"] == 4.0  # (4 + 9 + 2 + 1) / 4
-    assert s["attempts_per_task"] == 1.5  # (1 + 3 + 1 + 1) / 4
-    assert s["errors"] == 1
-    assert s["retried_after_crash"] == 1
-    assert s["stalled"] == 0
-    assert s["tokens"] == {
+    assert s.tasks == 6 and s.finished == 4 and s.interrupted is False
+    assert s.succeeded == 2 and s.success_rate == 0.5
+    assert s.pass_at == 3
+    assert s.reference.model_dump() == {"scored": 3, "matched": 2, "match_rate": 0.667}
+    assert s.steps_per_task == 4.0  # (4 + 9 + 2 + 1) / 4
+    assert s.attempts_per_task == 1.5  # (1 + 3 + 1 + 1) / 4
+    assert s.errors == 1
+    assert s.retried_after_crash == 1
+    assert s.stalled == 0
+    assert s.as_json()["tokens"] == {
         "policy": {"prompt": 1_234_567, "cached": 0, "completion": 89_000},
         "localizer": {"prompt": 500_000, "cached": 0, "completion": 2_000},
         "validator": {"prompt": 100_000, "cached": 0, "completion": 10_000},
     }
-    assert s["cost_usd"] == {"policy": 0.318113, "localizer": 0.0508, "validator": 0.12, "total": 0.488913}
-    run = s["run"]
-    assert run["wall_time_s"] == pytest.approx(10.0, abs=0.5)
-    assert run["tasks_finished"] == 3 and run["tasks_resumed"] == 1 and run["steps"] == 20
-    assert run["steps_per_s"] == pytest.approx(2.0, rel=0.05)
-    assert run["model_tokens_per_s"] == pytest.approx(500.0, rel=0.05)
-    assert run["step_latency_s"] == {
+    assert s.cost_usd == {"policy": 0.318113, "localizer": 0.0508, "validator": 0.12, "total": 0.488913}
+    run = s.run
+    assert run.wall_time_s == pytest.approx(10.0, abs=0.5)
+    assert run.tasks_finished == 3 and run.tasks_resumed == 1 and run.steps == 20
+    assert run.steps_per_s == pytest.approx(2.0, rel=0.05)
+    assert run.model_tokens_per_s == pytest.approx(500.0, rel=0.05)
+    assert run.step_latency_s.model_dump() == {
         "p50": 5.5,
         "p90": 9.1,
         "model_p50": 0.5,
@@ -171,21 +173,21 @@ def test_summarize() -> None:
         "browser_p50": 0.2,
         "browser_p90": 0.28,
     }
-    assert "server" not in s
+    assert "server" not in s.as_json() and "admission" not in s.as_json() and "benchmarks" not in s.as_json()
 
 
 def test_summarize_nothing_finished() -> None:
     stats = BatchStats(total=3, already_done=0)
     s = summarize([], stats, AgentConfig(), attempts=1, interrupted=True, server={"url": "u", "error": "x"})
-    assert s["finished"] == 0 and s["interrupted"] is True
-    assert s["success_rate"] is None and s["steps_per_task"] is None and s["attempts_per_task"] is None
-    assert s["reference"] == {"scored": 0, "matched": 0, "match_rate": None}
-    assert s["cost_usd"]["total"] == 0.0
-    assert s["run"]["step_latency_s"]["p50"] is None
-    assert s["server"] == {"url": "u", "error": "x"}
+    assert s.finished == 0 and s.interrupted is True
+    assert s.success_rate is None and s.steps_per_task is None and s.attempts_per_task is None
+    assert s.reference.model_dump() == {"scored": 0, "matched": 0, "match_rate": None}
+    assert s.cost_usd["total"] == 0.0
+    assert s.run.step_latency_s.p50 is None
+    assert s.as_json()["server"] == {"url": "u", "error": "x"}  # the figures it could not read left out
 
 
-def render(summary: dict[str, Any]) -> str:
+def render(summary: BatchSummary) -> str:
     buffer = io.StringIO()
     print_summary(summary, Console(file=buffer, width=160, highlight=False, color_system=None))
     return buffer.getvalue()
@@ -208,8 +210,8 @@ def test_print_summary_shows_a_causes_control_characters_and_markup_as_text() ->
     """A re-run's cause quotes a browser's error (a page's words): shown, never acted on."""
     results, stats = hand_made()
     summary = summarize(results, stats, priced_config(), attempts=1)
-    summary["infra_reruns"] = 1
-    summary["run"]["infra_rerun_causes"] = {"crashed at \x1b]0;pwned\x07\u009b2J [bold]x[/bold]": 1}
+    summary.infra_reruns = 1
+    summary.run.infra_rerun_causes = {"crashed at \x1b]0;pwned\x07\u009b2J [bold]x[/bold]": 1}
     buffer = io.StringIO()
     print_summary(summary, Console(file=buffer, width=200, highlight=False, force_terminal=True))
     text = buffer.getvalue()
@@ -222,8 +224,8 @@ def test_print_summary_shows_a_set_up_crashs_cause_as_text() -> None:
     """A set-up crash's cause quotes a browser's error too: the same text, never markup or control."""
     results, stats = hand_made()
     summary = summarize(results, stats, priced_config(), attempts=1)
-    summary["setup_crash_reruns"] = 1
-    summary["run"]["setup_crash_causes"] = {"gone at \x1b]0;pwned\x07\u009b2J [bold]x[/bold]": 1}
+    summary.setup_crash_reruns = 1
+    summary.run.setup_crash_causes = {"gone at \x1b]0;pwned\x07\u009b2J [bold]x[/bold]": 1}
     buffer = io.StringIO()
     print_summary(summary, Console(file=buffer, width=200, highlight=False, force_terminal=True))
     text = buffer.getvalue()
@@ -286,7 +288,7 @@ def test_server_report_rates() -> None:
     # The summary turns the uncached tokens into a figure per step, and prints both.
     results, stats = hand_made()
     summary = summarize(results, stats, priced_config(), attempts=1, server=report)
-    assert summary["server"]["uncached_prompt_tokens_per_step"] == round(2_000 / stats.steps)
+    assert summary.server is not None and summary.server.uncached_prompt_tokens_per_step == round(2_000 / stats.steps)
     console = Console(record=True, width=160)
     print_summary(summary, console)
     text = console.export_text()
@@ -371,7 +373,130 @@ def test_summary_counts_crash_reruns_and_stalls() -> None:
         with_reruns("plain", retried=False),
     ]
     s = summarize(results, BatchStats(total=6, already_done=0), AgentConfig(), attempts=1)
-    assert s["retried_after_crash"] == 3  # crash, both, legacy
-    assert s["stalled"] == 3  # stall, both, stalled-twice
+    assert s.retried_after_crash == 3  # crash, both, legacy
+    assert s.stalled == 3  # stall, both, stalled-twice
     text = render(s)
     assert "errors (infrastructure) / retried after crash / stalled" in text and "0 (0) / 3 / 3" in text
+
+
+# ---------------------------------------------------------------- summary.json: its shape, read back
+
+#: summary.json of ``every_section()`` as the batch wrote it before it had a model (dict by dict):
+#: the model writes the same keys in the same order.
+SUMMARY_JSON = {
+    "tasks": 6,
+    "finished": 4,
+    "interrupted": False,
+    "succeeded": 2,
+    "success_rate": 0.5,
+    "pass_at": 3,
+    "reference": {"scored": 3, "matched": 2, "match_rate": 0.667},
+    "steps_per_task": 4.0,
+    "attempts_per_task": 1.5,
+    "errors": 1,
+    "needs_human": 0,
+    "infrastructure_errors": 0,
+    "retried_after_crash": 1,
+    "setup_crash_reruns": 0,
+    "stalled": 0,
+    "infra_reruns": 0,
+    "tokens": {
+        "policy": {"prompt": 1234567, "cached": 0, "completion": 89000},
+        "localizer": {"prompt": 500000, "cached": 0, "completion": 2000},
+        "validator": {"prompt": 100000, "cached": 0, "completion": 10000},
+    },
+    "cost_usd": {"policy": 0.318113, "localizer": 0.0508, "validator": 0.12, "total": 0.488913},
+    "run": {
+        "wall_time_s": 10.0,
+        "tasks_finished": 3,
+        "tasks_resumed": 1,
+        "resumed_failed": 0,
+        "resumed_infra_errors_rerun": 0,
+        "infra_rerun_causes": {"gone": 2},
+        "setup_crash_causes": {"closed": 1},
+        "steps": 20,
+        "steps_per_s": 2.0,
+        "model_tokens_per_s": 500.0,
+        "step_latency_s": {
+            "p50": 5.5,
+            "p90": 9.1,
+            "model_p50": 0.5,
+            "model_p90": 0.5,
+            "browser_p50": 0.2,
+            "browser_p90": 0.28,
+        },
+        "browser_commands": {"answered": 40, "extended": 3, "expired": 1},
+    },
+    "benchmarks": {"miniwob/click-test": {"tasks": 2, "succeeded": 1, "errors": 1, "success_rate": 0.5}},
+    "admission": {
+        "ceiling": 500,
+        "limit": 11,
+        "limit_lowest": 11,
+        "limit_highest": 16,
+        "peak_running": 9,
+        "decreases": 1,
+        "held_back_s": 2.5,
+        "reason": "r",
+    },
+    "server": {
+        "url": "u",
+        "generation_tokens": 2000.0,
+        "generation_tokens_per_s": 200.0,
+        "prompt_tokens": 10000.0,
+        "prompt_tokens_per_s": 1000.0,
+        "prefix_cache_hit_rate": 0.5,
+        "uncached_prompt_tokens": 2000.0,
+        "uncached_prompt_tokens_per_step": 100,
+    },
+}
+
+
+def every_section() -> BatchSummary:
+    """A summary with every section: references, benchmarks, admission, server, re-run causes."""
+    results, stats = hand_made()
+    results[0].benchmark = results[3].benchmark = "miniwob/click-test"
+    stats.admission = AdmissionState(
+        limit=11, ceiling=500, held=3, reason="r", lowest=11, highest=16, peak_running=9, decreases=1, held_back_s=2.5
+    )
+    stats.commands = {"answered": 40, "extended": 3, "expired": 1}
+    stats.infra_causes["gone"] += 2
+    stats.setup_causes["closed"] += 1
+    server = {
+        "url": "u",
+        "generation_tokens": 2000.0,
+        "generation_tokens_per_s": 200.0,
+        "prompt_tokens": 10000.0,
+        "prompt_tokens_per_s": 1000.0,
+        "prefix_cache_hit_rate": 0.5,
+        "uncached_prompt_tokens": 2000.0,
+    }
+    summary = summarize(results, stats, priced_config(), attempts=3, server=server)
+    summary.run.wall_time_s, summary.run.steps_per_s, summary.run.model_tokens_per_s = 10.0, 2.0, 500.0
+    return summary
+
+
+def test_summary_json_keeps_its_shape() -> None:
+    written = every_section().text()
+    assert json.loads(written) == SUMMARY_JSON
+    assert written == json.dumps(SUMMARY_JSON, indent=2) + "\n"  # the order of the keys, the text, too
+
+
+def test_summary_json_read_back_through_the_model_writes_the_same() -> None:
+    for summary in (
+        every_section(),
+        summarize([], BatchStats(total=2, already_done=0), AgentConfig(), attempts=1, interrupted=True),
+        summarize(
+            [], BatchStats(total=1, already_done=0), AgentConfig(), attempts=1, server={"url": "u", "error": "x"}
+        ),
+    ):
+        text = summary.text()
+        again = BatchSummary.model_validate_json(text)
+        assert again == summary and again.text() == text
+
+
+def test_a_summary_json_with_a_key_it_does_not_know_or_a_wrong_type_is_refused() -> None:
+    good = json.loads(every_section().text())
+    with pytest.raises(ValidationError, match="surprise"):
+        BatchSummary.model_validate({**good, "surprise": 1})
+    with pytest.raises(ValidationError, match="finished"):
+        BatchSummary.model_validate({**good, "finished": "four"})

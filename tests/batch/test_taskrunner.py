@@ -8,19 +8,10 @@ import asyncio
 from pathlib import Path
 
 from webagent import Agent
-from webagent.batch import (
-    AttemptRecord,
-    BatchStats,
-    Rerun,
-    TaskLimits,
-    TaskOptions,
-    TaskResult,
-    TaskRunner,
-    TaskSpec,
-    run_task,
-)
+from webagent.batch import AttemptRecord, BatchStats, Rerun, TaskLimits, TaskResult, TaskRunner, run_task
 from webagent.batch.stats import infra_cause
 from webagent.records import Step
+from webagent.tasks import TaskOptions, TaskSpec
 from webagent.testing.server import FakeModelServer
 from webagent.testing.sites import SiteServer
 

@@ -11,7 +11,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from webagent.batch.tasks import (
+from webagent.config import AgentSettings
+from webagent.errors import InputError
+from webagent.tasks import (
     TaskOptions,
     TaskSpec,
     check_run_dirs,
@@ -20,8 +22,6 @@ from webagent.batch.tasks import (
     reference_matches,
     run_dir_name,
 )
-from webagent.config import AgentSettings
-from webagent.errors import InputError
 
 from ..strategies import JSON_VALUES, MESSY_TEXT, PROPERTIES, json_objects_with
 
@@ -140,9 +140,9 @@ def test_crlf_line_endings(tmp_path: Path) -> None:
 
 
 def test_the_bundled_local_tasks_load(tmp_path: Path) -> None:
-    from webagent.prompts import resource_dir
+    from webagent.testing.sites import data_dir
 
-    text = (resource_dir("tasks") / "local.jsonl").read_text().replace("{base}", "http://127.0.0.1:1234")
+    text = (data_dir() / "local.jsonl").read_text().replace("{base}", "http://127.0.0.1:1234")
     tasks = load_tasks(write(tmp_path / "local.jsonl", text.rstrip("\n")))
     assert [t.id for t in tasks] == [
         "catalog-price",
@@ -498,8 +498,8 @@ def test_ids_that_would_share_a_run_directory_are_named_at_the_later_ones_line(t
 
 
 def test_a_task_of_a_file_not_trusted_is_always_guarded(tmp_path: Path) -> None:
-    from webagent.batch.tasks import guarded
     from webagent.config import AgentConfig
+    from webagent.tasks import guarded
 
     config = AgentConfig()
     local = TaskSpec(id="l", url="http://127.0.0.1:8000/", goal="g")

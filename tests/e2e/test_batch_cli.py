@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from webagent.prompts import resource_dir
+from webagent.batch.summary import BatchSummary
 from webagent.testing.offline import PROFILE_MODELS
 from webagent.testing.server import FakeModelServer
-from webagent.testing.sites import SiteServer
+from webagent.testing.sites import SiteServer, data_dir
 
 from ..conftest import load_task_script
 from ..procs import alive, descendants
@@ -72,7 +72,7 @@ def webagent_batch(
 
 
 def local_task_file(site: SiteServer, path: Path) -> Path:
-    text = (resource_dir("tasks") / "local.jsonl").read_text(encoding="utf-8").replace("{base}", site.url)
+    text = (data_dir() / "local.jsonl").read_text(encoding="utf-8").replace("{base}", site.url)
     path.write_text(text, encoding="utf-8")
     return path
 
@@ -146,10 +146,10 @@ def test_batch_success(fast: FakeModelServer, site: SiteServer, tmp_path: Path) 
     rows = result_lines(out)
     assert len(rows) == 5 and {r["id"] for r in rows} == LOCAL_IDS
     assert all(r["success"] for r in rows)
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["success_rate"] == 1.0 and summary["finished"] == 5 and summary["tasks"] == 5
-    assert summary["interrupted"] is False and summary["run"]["tasks_finished"] == 5
-    assert json.loads(proc.stdout) == summary  # --json: summary.json on stdout, nothing else
+    summary = BatchSummary.model_validate_json((out / "summary.json").read_text())
+    assert summary.success_rate == 1.0 and summary.finished == 5 and summary.tasks == 5
+    assert summary.interrupted is False and summary.run.tasks_finished == 5
+    assert BatchSummary.model_validate_json(proc.stdout) == summary  # --json: summary.json on stdout, nothing else
     assert "validated success (pass@1)" in proc.stderr and "100.0%" in proc.stderr
     assert "batch: 5/5 done" in proc.stderr  # the progress line (not a terminal: plain lines)
     # Before the first progress line (the first step's end), what it is doing.
@@ -195,8 +195,8 @@ def test_kill_9_then_resume(slow: FakeModelServer, site: SiteServer, tmp_path: P
     assert len({r["id"] for r in rows}) == 5 and {r["id"] for r in rows} == LOCAL_IDS
     assert rows[: len(first)] == first
     assert all(r["success"] for r in rows)
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["run"]["tasks_resumed"] == len(first) and summary["finished"] == 5
+    summary = BatchSummary.model_validate_json((out / "summary.json").read_text())
+    assert summary.run.tasks_resumed == len(first) and summary.finished == 5
 
 
 def test_worker_processes_end_with_a_killed_batch(slow: FakeModelServer, site: SiteServer, tmp_path: Path) -> None:
@@ -263,8 +263,8 @@ def test_sigterm_stops_cleanly_then_resume(slow: FakeModelServer, site: SiteServ
     assert leftovers == [], f"processes left running after SIGTERM: {leftovers}"
     first = result_lines(out)
     assert 1 <= len(first) < 5
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["interrupted"] is True and summary["finished"] == len(first)
+    summary = BatchSummary.model_validate_json((out / "summary.json").read_text())
+    assert summary.interrupted is True and summary.finished == len(first)
     assert "(interrupted)" in output
 
     done = webagent_batch(tasks, out, slow, "--concurrency", "4", "-q")
@@ -272,7 +272,7 @@ def test_sigterm_stops_cleanly_then_resume(slow: FakeModelServer, site: SiteServ
     rows = result_lines(out)
     assert len(rows) == 5 and {r["id"] for r in rows} == LOCAL_IDS
     assert rows[: len(first)] == first
-    assert json.loads((out / "summary.json").read_text())["interrupted"] is False
+    assert BatchSummary.model_validate_json((out / "summary.json").read_text()).interrupted is False
 
 
 @pytest.mark.parametrize(
@@ -366,9 +366,9 @@ def test_webvoyager_task_file_and_references(fast: FakeModelServer, site: SiteSe
         and rows["Local--0"]["url"] == ours["catalog-price"]["url"]
     )
     assert rows["Local--0"]["reference_match"] is True and rows["Local--1"]["reference_match"] is False
-    summary = json.loads(proc.stdout)
-    assert summary["success_rate"] == 1.0
-    assert summary["reference"] == {"scored": 2, "matched": 1, "match_rate": 0.5}
+    summary = BatchSummary.model_validate_json(proc.stdout)
+    assert summary.success_rate == 1.0
+    assert summary.reference.model_dump() == {"scored": 2, "matched": 1, "match_rate": 0.5}
     assert "matches reference answer" in proc.stderr and "1/2 (50.0%)" in proc.stderr
 
 
@@ -402,7 +402,7 @@ def test_a_task_that_ends_in_error_makes_the_batch_exit_1(
     assert rows["tabs-order"]["success"] is True
     assert rows["unreachable"]["stop_reason"] == "error" and "cannot open" in rows["unreachable"]["message"]
     assert rows["unreachable"]["retried"] is False  # the site, not the browser: not re-run
-    assert json.loads((out / "summary.json").read_text())["errors"] == 1
+    assert BatchSummary.model_validate_json((out / "summary.json").read_text()).errors == 1
     assert "Traceback" not in proc.stderr
 
     # Resumed with nothing left to run: the same verdict, and a table without "None" in it.

@@ -23,6 +23,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from webagent.batch.summary import BatchSummary
 from webagent.testing.server import FakeModelServer
 from webagent.testing.sites import SiteServer
 
@@ -171,8 +172,8 @@ def test_browser_killed_mid_batch_every_task_rerun_and_succeeds(
         assert [x["reason"] for x in record["reruns"]] == ["browser_crash"], record
         assert record["output_dir"] == f"runs/{task_id}/attempt-1" and record["steps"] == 6
         assert steps_written(out, task_id) == 6  # the re-run's steps only, in the same attempt directory
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["retried_after_crash"] == n and summary["errors"] == 0 and summary["success_rate"] == 1.0
+    summary = BatchSummary.model_validate_json((out / "summary.json").read_text())
+    assert summary.retried_after_crash == n and summary.errors == 0 and summary.success_rate == 1.0
 
 
 def test_a_replacement_that_dies_too_is_replaced_again(
@@ -328,8 +329,8 @@ def test_a_stalled_session_is_cancelled_and_rerun(paced: FakeModelServer, site: 
     assert message.startswith(f"no progress for {STALL_S} s (stuck in step 1"), message
     kept = tmp_path / "b" / record["reruns"][0]["output_dir"]
     assert json.loads((kept / "result.json").read_text())["message"] == message
-    summary = json.loads((tmp_path / "b" / "summary.json").read_text())
-    assert summary["stalled"] >= 1 and summary["errors"] == 0
+    summary = BatchSummary.model_validate_json((tmp_path / "b" / "summary.json").read_text())
+    assert summary.stalled >= 1 and summary.errors == 0
 
 
 def test_a_session_that_stalls_again_ends_with_the_stall_error(

@@ -11,7 +11,6 @@ re-runs are counted apart, each with its cause. Only processes below the batch's
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import time
@@ -20,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from webagent.batch.summary import BatchSummary
 from webagent.testing.server import FakeModelServer
 from webagent.testing.sites import SiteServer
 
@@ -43,7 +43,7 @@ navigation_timeout_s = 5.0
 
 def frozen_batch(
     server: FakeModelServer, site: SiteServer, tmp_path: Path, *, frozen_s: float | None
-) -> tuple[int, dict[str, dict[str, Any]], dict[str, Any], str, bool]:
+) -> tuple[int, dict[str, dict[str, Any]], BatchSummary, str, bool]:
     """Three tasks; once each has taken a step, the browser is frozen for ``frozen_s`` (None: for good).
     Last: whether the frozen browser's main process was still there when the batch had ended."""
     n = 3
@@ -67,7 +67,7 @@ def frozen_batch(
             if alive(main):
                 os.kill(main, signal.SIGCONT if frozen_s is not None else signal.SIGKILL)
     output = batch.log.read_text()
-    summary = json.loads((out / "summary.json").read_text())
+    summary = BatchSummary.model_validate_json((out / "summary.json").read_text())
     return returncode, one_line_each(out, n), summary, output, left
 
 
@@ -91,9 +91,9 @@ def test_a_browser_frozen_for_good_has_its_sessions_rerun_elsewhere_and_they_suc
         assert row["infra_reruns"] == sum(x["reason"] == "infrastructure" for x in reruns(row))
     infra = [x for row in rows.values() for x in reruns(row) if x["reason"] == "infrastructure"]
     assert infra and all("answers nothing" in x["message"] for x in infra), infra
-    assert summary["errors"] == 0 and summary["infra_reruns"] == len(infra)
-    assert summary["run"]["infra_rerun_causes"], summary["run"]
-    assert summary["run"]["browser_commands"]["expired"] > 0  # the frozen browser's deadlines stood
+    assert summary.errors == 0 and summary.infra_reruns == len(infra)
+    assert summary.run.infra_rerun_causes, summary.run
+    assert summary.run.browser_commands["expired"] > 0  # the frozen browser's deadlines stood
 
 
 def test_a_browser_frozen_for_a_while_ends_no_task_in_error(
@@ -102,6 +102,6 @@ def test_a_browser_frozen_for_a_while_ends_no_task_in_error(
     returncode, rows, summary, output, _ = frozen_batch(paced, site, tmp_path, frozen_s=12.0)
     assert returncode == 0, output[-3000:]
     assert all(r["success"] and r["answer"] == ANSWER for r in rows.values()), rows
-    assert summary["errors"] == 0
+    assert summary.errors == 0
     # Frozen past a deadline and the probe: re-run, each with its cause.
-    assert summary["infra_reruns"] >= 1 and summary["run"]["infra_rerun_causes"], summary
+    assert summary.infra_reruns >= 1 and summary.run.infra_rerun_causes, summary

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from webagent.batch.summary import BatchSummary
 from webagent.testing.server import FakeModelServer
 from webagent.testing.sites import SiteServer
 
@@ -104,7 +105,7 @@ def gated_tasks(site: SiteServer, gate: StartGate, path: Path, n: int) -> Path:
 
 def set_up_batch(
     server: FakeModelServer, site: SiteServer, gate: StartGate, tmp_path: Path, kill: str
-) -> tuple[int, dict[str, dict[str, Any]], dict[str, Any], str]:
+) -> tuple[int, dict[str, dict[str, Any]], BatchSummary, str]:
     """Three tasks; once every session waits for its start page, ``kill`` ("renderers" or "browser")."""
     n = 3
     tasks, out = gated_tasks(site, gate, tmp_path / "t.jsonl", n), tmp_path / "b"
@@ -121,7 +122,12 @@ def set_up_batch(
         gate.open()
         returncode = batch.wait(120)
     output = batch.log.read_text()
-    return returncode, one_line_each(out, n), json.loads((out / "summary.json").read_text()), output
+    return (
+        returncode,
+        one_line_each(out, n),
+        BatchSummary.model_validate_json((out / "summary.json").read_text()),
+        output,
+    )
 
 
 def reruns(row: dict[str, Any]) -> list[str]:
@@ -138,9 +144,9 @@ def test_renderers_killed_while_sessions_open_every_task_passes(
         assert row["success"] and row["answer"] == ANSWER, (task_id, row["message"])
         assert row["attempts"] == 1 and not row["infrastructure"]
         assert set(reruns(row)) <= {"setup_crash"}, reruns(row)  # reopened in the session, or re-run
-    assert summary["errors"] == 0 and summary["success_rate"] == 1.0
+    assert summary.errors == 0 and summary.success_rate == 1.0
     # The kill was felt: a tab reopened as its start page loaded, or the run set up again.
-    assert "page_crashed" in output or summary["setup_crash_reruns"] > 0, output[-3000:]
+    assert "page_crashed" in output or summary.setup_crash_reruns > 0, output[-3000:]
 
 
 def test_the_browser_killed_while_sessions_open_every_task_is_rerun_as_a_set_up_crash(
@@ -154,6 +160,6 @@ def test_the_browser_killed_while_sessions_open_every_task_is_rerun_as_a_set_up_
         assert row["retried"] and row["attempts"] == 1 and not row["infrastructure"]
         assert reruns(row) == ["setup_crash"], row["attempt_records"]
         assert row["attempt_records"][0]["reruns"][0]["steps"] == 0
-    assert summary["setup_crash_reruns"] == 3 and summary["retried_after_crash"] == 0
-    assert summary["errors"] == 0 and summary["success_rate"] == 1.0
+    assert summary.setup_crash_reruns == 3 and summary.retried_after_crash == 0
+    assert summary.errors == 0 and summary.success_rate == 1.0
     assert "re-run after a crash in set-up" in output  # the live line and the table count them apart

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from webagent.batch.tasks import load_tasks, run_dir_name
 from webagent.errors import InputError
 from webagent.inputs import MAX_GOAL_CHARS, MAX_NESTING, MAX_YAML_VALUES
+from webagent.tasks import load_tasks, run_dir_name
 
 from .test_cli import webagent
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from playwright.async_api import Browser
 
-from webagent.env import benchmark_task
+from webagent.tasks import benchmark_task
 from webagent.testing.miniwob import PLAN
 
 

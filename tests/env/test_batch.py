@@ -11,8 +11,9 @@ import pytest
 from playwright.async_api import Browser
 
 from webagent import InputError
-from webagent.batch import BatchRunner, load_tasks, read_results
+from webagent.batch import BatchRunner, read_results
 from webagent.batch.summary import summarize
+from webagent.tasks import load_tasks
 from webagent.testing.server import FakeModelServer
 
 from ..conftest import make_config
@@ -58,6 +59,6 @@ async def test_a_batch_of_miniwob_tasks_is_judged_by_their_pages(browser: Browse
     assert results["hit"]["success"] and results["hit"]["stop_reason"] == "answered"
     assert not results["miss"]["success"] and results["miss"]["benchmark"] == "miniwob/click-test"
     summary = summarize(read_results(tmp_path / "out"), stats, config, attempts=1)
-    assert summary["benchmarks"] == {
+    assert summary.as_json()["benchmarks"] == {
         "miniwob/click-test": {"tasks": 2, "succeeded": 1, "errors": 0, "success_rate": 0.5}
     }

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from webagent.batch.tasks import TaskSpec
 from webagent.env.deck import TaskDeck
-from webagent.env.miniwob import MiniWoBTasks
 from webagent.errors import InputError
+from webagent.tasks import TaskSpec
+from webagent.tasks.miniwob import MiniWoBTasks
 
 
 def draws(deck: TaskDeck, n: int) -> list[tuple[str, int]]:

@@ -8,7 +8,8 @@ import pytest
 from playwright.async_api import Browser
 
 from webagent import Agent, AgentConfig, InputError
-from webagent.env import MiniWoBTasks, WebEnv, benchmark_task
+from webagent.env import WebEnv
+from webagent.tasks import MiniWoBTasks, benchmark_task
 from webagent.testing.miniwob import PLAN, PLANNED_TASKS, WRONG, env_action
 
 pytestmark = pytest.mark.browser

@@ -17,7 +17,7 @@ from benchmarks.miniwob_solvers import NOT_COVERED, SOLVERS, Play
 from benchmarks.miniwob_solvers.browsergym import BROWSERGYM, WEBAGENT, action_table
 from webagent import Agent
 from webagent.actions import ACTION_TYPES
-from webagent.env import MiniWoBTasks
+from webagent.tasks import MiniWoBTasks
 
 SOLVER_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "miniwob_solvers"
 

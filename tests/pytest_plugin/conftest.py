@@ -19,13 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from webagent.prompts import resource_dir
 from webagent.testing.offline import PROFILE_MODELS
 from webagent.testing.server import FakeModelServer
-from webagent.testing.sites import SiteServer
+from webagent.testing.sites import SiteServer, data_dir
 
 #: The catalog task with check and extract rules, the script docs/pytest.md runs the fake server with.
-SCRIPT = resource_dir("tasks") / "scripts" / "catalog-price.json"
+SCRIPT = data_dir() / "scripts" / "catalog-price.json"
 
 GOAL = "Find the price of the Blue Widget in the local product catalog and answer with the price."
 STATEMENT = "The page shows the Blue Widget at $12.50"

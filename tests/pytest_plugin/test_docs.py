@@ -26,7 +26,7 @@ def test_the_documented_example_passes(project: Project, monkeypatch: pytest.Mon
     text = DOC.read_text(encoding="utf-8")
     files = named_blocks(text)
     assert sorted(files) == ["pytest.ini", "test_shop.py"]
-    assert "--script tasks/scripts/catalog-price.json" in text  # the script the project's server plays
+    assert "--script webagent/testing/data/scripts/catalog-price.json" in text  # the script the project's server plays
     (project.path / "tox.ini").unlink()  # the documented ini file only
     for name, source in files.items():
         project.write(name, source)

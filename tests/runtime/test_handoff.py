@@ -14,11 +14,11 @@ from webagent import Agent
 from webagent.batch.results import read_results
 from webagent.batch.runner import BatchRunner
 from webagent.batch.summary import summarize
-from webagent.batch.tasks import load_tasks
 from webagent.config import AgentConfig
 from webagent.loop import HumanRequest
 from webagent.suite.model import load_suite
 from webagent.suite.runner import run_suite
+from webagent.tasks import load_tasks
 from webagent.testing.server import FakeModelServer
 from webagent.testing.teamscripts import item_goal, item_suite, team_script
 from webagent.testing.teamsite import OTP_CODE, PASSWORD, TeamSite, item_status
@@ -93,7 +93,7 @@ async def test_batch_and_suites_count_tasks_that_need_a_person_apart(
         await runner.run()
         summary = summarize(read_results(tmp_path / "batch"), runner.stats, config, attempts=1)
         totals, _items, _ = await run_suite(config, load_suite(suite_file), tmp_path / "suite", concurrency=2)
-    assert summary["needs_human"] == 2 and summary["errors"] == 0 and summary["succeeded"] == 0
+    assert summary.needs_human == 2 and summary.errors == 0 and summary.succeeded == 0
     assert totals["needs_human"] == 2 and totals["failed"] == 0 and totals["passed"] == 0
     junit = (tmp_path / "suite" / "junit.xml").read_text()
     assert junit.count("<skipped") == 2 and "needs a person" in junit and "<failure" not in junit

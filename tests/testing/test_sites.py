@@ -1,4 +1,4 @@
-"""The local task sites, tasks/local.jsonl and the offline-model scripts in tasks/scripts.
+"""The local task sites, webagent/testing/data/local.jsonl and the offline-model scripts in webagent/testing/data/scripts.
 
 Browser tests drive a real Chromium (one per module) and check that every scripted element
 coordinate hits the intended element, and that every script, played the way the agent plays it
@@ -28,13 +28,13 @@ from playwright.async_api import Browser, BrowserContext, Dialog, Page, Request,
 from playwright.async_api import Error as PlaywrightError
 
 from webagent.testing.script import load_script
-from webagent.testing.sites import COUNTRIES, PRODUCTS, SiteServer, reference_code, sites_dir, tasks_dir
+from webagent.testing.sites import COUNTRIES, PRODUCTS, SiteServer, data_dir, reference_code, sites_dir
 
 VIEWPORT: ViewportSize = {"width": 1280, "height": 800}
 SCROLL_PX = int(0.8 * VIEWPORT["height"])  # what the agent's scroll action wheels
 MAX_STEPS = 12
 
-TASKS_DIR = tasks_dir()
+TASKS_DIR = data_dir()
 SCRIPTS_DIR = TASKS_DIR / "scripts"
 LOCAL_TASKS: list[dict[str, str]] = [
     json.loads(line) for line in (TASKS_DIR / "local.jsonl").read_text().splitlines() if line.strip()
@@ -182,7 +182,7 @@ def test_local_tasks_have_matching_scripts() -> None:
         assert set(task) == {"id", "url", "goal"}, task
         assert task["url"].startswith("{base}/"), task
         script = SCRIPTS.get(task["id"])
-        assert script is not None, f"no tasks/scripts/{task['id']}.json"
+        assert script is not None, f"no webagent/testing/data/scripts/{task['id']}.json"
         matched = _script_task_for(task["goal"], script)
         assert [t["id"] for t in matched] == [task["id"]], task["id"]
     # A goal must never be claimed by a task of another id in any script.

@@ -12,8 +12,8 @@ import pytest
 import structlog
 
 from webagent.batch import BatchRunner
-from webagent.batch.tasks import TaskSpec
 from webagent.cli import main
+from webagent.tasks import TaskSpec
 
 from ..conftest import ServerFactory, load_task_script, make_config
 

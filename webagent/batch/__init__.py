@@ -1,6 +1,6 @@
 """Batches: hundreds of tasks through one agent, N sessions at once, resumable (``webagent batch``).
 
-``tasks`` (tasks as data: ``TaskSpec`` with its ``TaskOptions``; task files), ``attempts`` (the one
+Tasks themselves (``TaskSpec``, task files) are ``webagent.tasks``'. ``attempts`` (the one
 task runner: ``TaskRunner.run(task)`` / ``run_task``, a task's attempts and re-runs to its results
 line), ``runner`` (the batch: a queue of tasks here, or on Ray actors), ``stats`` (live counters),
 ``watchdog`` (stalled runs), ``results`` (results.jsonl), ``summary`` and ``servermetrics`` (what a
@@ -20,7 +20,6 @@ from .runner import (
     BatchRunner,
     BatchStats,
 )
-from .tasks import RunLimits, TaskOptions, TaskSpec, load_references, load_tasks, reference_matches
 
 __all__ = [
     "CRASH_RERUNS",
@@ -35,16 +34,10 @@ __all__ = [
     "RayCluster",
     "Rerun",
     "ResultsFile",
-    "RunLimits",
     "TaskLimits",
-    "TaskOptions",
     "TaskResult",
     "TaskRunner",
-    "TaskSpec",
     "cost_of",
-    "load_references",
-    "load_tasks",
     "read_results",
-    "reference_matches",
     "run_task",
 ]

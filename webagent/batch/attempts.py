@@ -3,8 +3,8 @@
 ``TaskRunner.run(task)`` (or ``run_task``) runs a task's attempts (pass@k) and the re-runs of a run
 that was not the task's fault, and returns its line; the local batch's workers, the Ray actors and
 ``webagent test`` all call it. How each run is opened comes from the task alone (``TaskRunner.open``:
-its start, its goal, a benchmark page that judges it, its ``TaskOptions``) and from what the runner
-shares between tasks (the agent, a replay cache, budgets).
+``TaskSpec.run_spec``, its start, its goal, a benchmark page that judges it, its ``TaskOptions`` and
+``browser`` settings) and from what the runner shares between tasks (the agent, a replay cache, budgets).
 
 Each run of an attempt gets a fresh browser session and runs under the watchdog. A run is re-run,
 in the same attempt directory, when:
@@ -48,13 +48,11 @@ from ..config import ROLES
 from ..errors import BrowserCrashError, BrowserError, NavigationError, WebAgentError
 from ..records import RunResult, Step, Usage
 from ..replay import ReplayCache
-from ..runtime import RunSpec
 from ..runtime.access import data_start, task_set_policy
 from ..safety import NavigationPolicy
 from ..stream import RunStream
-from ..urls import normalize_url
+from ..tasks import TaskSpec, benchmark_task, reference_matches, run_dir_name
 from .results import AttemptRecord, Rerun, RerunReason, TaskResult, cost_of
-from .tasks import TaskSpec, reference_matches, run_dir_name
 from .watchdog import BROWSER_LOST_GRACE_S, cancel_run, keep_aside, stuck_in, wait_for_progress, write_result
 
 __all__ = ["CRASH_RERUNS", "INFRA_RERUNS", "SETUP_RERUNS", "STALL_RERUNS", "TaskLimits", "TaskRunner", "run_task"]
@@ -168,29 +166,18 @@ class TaskRunner:
         self.left_behind: set[asyncio.Task[Any]] = set()
 
     def open(self, task: TaskSpec, directory: Path) -> RunStream:
-        """One run of ``task``, its files in ``directory``: a benchmark task's page is its judge, and
-        the task's options say what else the run is held to."""
-        options, page = task.options, None
-        if task.benchmark is not None:
-            from ..env.tasks import benchmark_task
-
-            page = benchmark_task(task.benchmark, task.seed)
-        url = page.url if page is not None else normalize_url(task.url)
-        policy = self.policy(task, url if page is not None else None)
-        spec = RunSpec(
-            url=url,
-            goal=page.goal if page is not None else task.goal,
-            task=page,
-            policy=policy,
-            secret_hosts=self.agent.runtime.secret_hosts(url if policy is None else None),  # as Agent.stream's
-            expect=options.expect,
-            settings=options.settings(self.agent.config.agent) if options.limits() else None,
-            browser=task.browser,  # the task's own session settings (a signed-in state, a locale, ...)
-            shared_budgets=tuple(self.budgets),
+        """One run of ``task``, its files in ``directory``: the task's own run (``TaskSpec.run_spec``:
+        its start and goal, a benchmark page that judges it, its options and ``browser`` settings)
+        under its navigation policy, with what the runner shares (the replay cache, budgets) and the
+        trace the task asks for."""
+        page = benchmark_task(task.benchmark, task.seed) if task.benchmark is not None else None
+        spec = task.run_spec(self.agent.config.agent, page=page)
+        spec = spec.replace(policy=self.policy(task, page.url if page is not None else None))
+        spec = spec.replace(
             output_dir=directory,
             cache=self.cache,
-            cache_key=task.id,
-            trace=options.trace,
+            cache_key=task.id if self.cache is not None else "",
+            shared_budgets=tuple(self.budgets),
         )
         return self.agent.start(spec)
 
@@ -200,8 +187,6 @@ class TaskRunner:
         local), a file's not trusted (its start proves nothing: ``data_start``)."""
         if task.benchmark is not None:
             if url is None:
-                from ..env.tasks import benchmark_task
-
                 url = benchmark_task(task.benchmark, task.seed).url
             return task_set_policy(self.agent.runtime, url)
         return data_start(self.agent.runtime, task.url) if not task.trusted else None

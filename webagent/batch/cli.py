@@ -12,6 +12,7 @@ import asyncio
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, assert_never
 
@@ -24,19 +25,21 @@ from ..errors import InputError
 from ..files import write_atomic
 from ..inputs import terminal_json, terminal_text
 from ..runtime import checked_sessions
+from ..tasks import load_references, load_tasks
 from .processes import auto_workers
 from .ray import RayCluster
 from .results import read_results
 from .runner import DEFAULT_STALL_TIMEOUT_S, BatchPhase, BatchRunner, BatchStats
 from .servermetrics import sample, server_report
-from .summary import print_summary, summarize
-from .tasks import load_references, load_tasks
+from .summary import BatchSummary, print_summary, summarize
 
 __all__ = [
+    "COMMAND",
     "EXIT_DONE",
     "EXIT_ERRORS",
     "EXIT_INTERRUPTED",
     "BatchProgress",
+    "add_ray_options",
     "exit_code",
     "ray_cluster",
     "run_batch",
@@ -226,17 +229,116 @@ def _finish(
 ) -> int:
     results = read_results(output)
     summary = summarize(results, stats, config, attempts=args.attempts, server=server, interrupted=interrupted)
-    write_atomic(output / "summary.json", (json.dumps(summary, indent=2) + "\n").encode(), private=private)
+    write_atomic(output / "summary.json", summary.text().encode(), private=private)
     if not args.quiet:
         print_summary(summary)
     if args.json:
-        print(terminal_json(json.dumps(summary)))
+        print(terminal_json(json.dumps(summary.as_json())))
     return exit_code(summary)
 
 
-def exit_code(summary: dict[str, Any]) -> int:
+def exit_code(summary: BatchSummary) -> int:
     """130 for an interrupted batch, 1 when a task ended with stop reason ``error`` or has no result
     (a bug in the runner), else 0."""
-    if summary["interrupted"]:
+    if summary.interrupted:
         return EXIT_INTERRUPTED
-    return EXIT_ERRORS if summary["errors"] or summary["finished"] < summary["tasks"] else EXIT_DONE
+    return EXIT_ERRORS if summary.errors or summary.finished < summary.tasks else EXIT_DONE
+
+
+def add_ray_options(parser: argparse.ArgumentParser, what: str, positional: str) -> None:
+    """``--trust-tasks`` and the Ray options of a command that runs a file of ``what`` (batch, test)."""
+    parser.add_argument(
+        "--trust-tasks",
+        action="store_true",
+        help=f"{positional} is yours: its {what} may use secrets ({{{{NAME}}}}), signed-in states, upload folders, "
+        "proxies and credentials, and a local or file: start opens what one of 'webagent run' does (without it "
+        "the file is data: docs/security.md)",
+    )
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help=f"fan the {what} out to Ray actors: a new local Ray instance, or the cluster at ADDRESS "
+        f"('auto': the one `ray start` made here); put it after {positional}",
+    )
+    parser.add_argument(
+        "--ray-actors",
+        type=int,
+        default=2,
+        metavar="N",
+        help="Ray actors, each running --concurrency sessions (default 2)",
+    )
+
+
+class BatchCommand:
+    """``webagent batch``: a task file, many sessions at once, resumable."""
+
+    name = "batch"
+    help = "run many tasks concurrently, resumably"
+
+    def add_arguments(
+        self, parser: argparse.ArgumentParser, config_options: Callable[[argparse.ArgumentParser], None]
+    ) -> None:
+        parser.description = (
+            "Run a task file (JSONL: {id, url, goal}, a benchmark task {id, task: miniwob/NAME, seed} or "
+            "WebVoyager's {web_name, id, ques, web}) with up to N concurrent sessions. Writes DIR/results.jsonl "
+            "(one line per finished task), a run directory per attempt under DIR/runs/, and DIR/summary.json. "
+            "Re-running the same command resumes (and runs again the tasks an infrastructure error ended). "
+            "Exit code 0 = every task finished without an error, 1 = some task ended with stop reason 'error' "
+            "(see results.jsonl) or has no result, 2 = bad input, 130 = interrupted (resumable)."
+        )
+        parser.add_argument("tasks", metavar="TASKS.jsonl", help="task file")
+        parser.add_argument(
+            "--output", required=True, metavar="DIR", help="batch directory (created; reused to resume)"
+        )
+        parser.add_argument(
+            "--concurrency",
+            type=int,
+            default=8,
+            metavar="N",
+            help="sessions at once, at most (default %(default)s): fewer while the browsers do not keep up",
+        )
+        parser.add_argument(
+            "--attempts", type=int, default=1, metavar="K", help="attempts per task, pass@k (default %(default)s)"
+        )
+        parser.add_argument(
+            "--sample-all", action="store_true", help="run all K attempts even after a success (training data)"
+        )
+        parser.add_argument(
+            "--references", metavar="FILE", help="reference answers (WebVoyager reference_answer.json or {id: answer})"
+        )
+        parser.add_argument(
+            "--server-metrics", metavar="URL", help="vLLM /metrics URL: report server tokens/s and prefix-cache hits"
+        )
+        parser.add_argument(
+            "--stall-timeout-s",
+            type=float,
+            default=DEFAULT_STALL_TIMEOUT_S,
+            metavar="S",
+            help="cancel and re-run (once) a session that made no progress (no step, no model reply, no "
+            f"browser command answered or timed out) for S seconds (default {DEFAULT_STALL_TIMEOUT_S:g}; 0 = never)",
+        )
+        parser.add_argument(
+            "--no-retry-infra",
+            action="store_true",
+            help="on resume, keep the lines of tasks that ended with an infrastructure error (a browser that died "
+            "or did not answer in time, a model server that kept failing) instead of running them again",
+        )
+        parser.add_argument(
+            "--workers",
+            default="auto",
+            metavar="N",
+            help="processes of this machine the sessions are spread over, each with its own browsers, driver and "
+            "admission (default auto: one per 100 sessions of --concurrency, at most one per CPU; 1: all in this "
+            "process)",
+        )
+        add_ray_options(parser, "tasks", "TASKS.jsonl")
+        parser.add_argument("--json", action="store_true", help="print summary.json on stdout")
+        config_options(parser)
+
+    def run(self, args: argparse.Namespace, config: Callable[[], AgentConfig]) -> int:
+        return run_batch(args, config())
+
+
+COMMAND = BatchCommand()

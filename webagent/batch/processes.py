@@ -34,10 +34,10 @@ from pydantic import ValidationError
 
 from ..config import AgentConfig
 from ..errors import BrowserError
+from ..tasks import TaskSpec
 from .attempts import TaskLimits
 from .results import TaskResult
 from .stats import AdmissionState, BatchStats, StepFigures
-from .tasks import TaskSpec
 from .worker import LINE_LIMIT, config_payload, payload
 
 __all__ = ["CLOSE_S", "SILENT_S", "START_S", "WORKER_RETRIES", "WorkerPool", "auto_workers"]

@@ -35,10 +35,10 @@ from ..config import AgentConfig
 from ..errors import BrowserError, ConfigError, WebAgentError
 from ..records import Step
 from ..replay import ReplayCache
+from ..tasks import TaskSpec
 from .attempts import TaskLimits, TaskRunner
 from .results import TaskResult
 from .stats import BatchStats, StepFigures
-from .tasks import TaskSpec
 from .worker import config_payload, payload
 
 __all__ = ["ACTOR_RETRIES", "RayCluster", "RayPool", "TaskActor", "check_reachable"]

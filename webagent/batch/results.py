@@ -23,7 +23,7 @@ from ..config import ROLES, AgentConfig
 from ..errors import InputError
 from ..files import make_dir, open_append, write_atomic_parts
 from ..records import DownloadedFile, Usage
-from .tasks import TaskSpec
+from ..tasks import TaskSpec
 
 __all__ = [
     "AttemptRecord",

@@ -40,13 +40,13 @@ from ..records import Step
 from ..replay import ReplayCache
 from ..runtime import private_outputs
 from ..stream import TRACE_TIMEOUT_S
+from ..tasks import TaskSpec, check_run_dirs, guarded
 from .admission import INITIAL, TICK_S, Admission
 from .attempts import CRASH_RERUNS, INFRA_RERUNS, SETUP_RERUNS, STALL_RERUNS, TaskLimits, TaskRunner
 from .processes import WorkerPool
 from .ray import RayCluster, RayPool
 from .results import ResultsFile, ResumePlan, TaskResult, resume_plan
 from .stats import BatchPhase, BatchStats, StepFigures
-from .tasks import TaskSpec, check_run_dirs, guarded
 from .watchdog import BROWSER_LOST_GRACE_S
 
 __all__ = [

@@ -1,9 +1,9 @@
-"""Batch summaries: summary.json and the printed table."""
+"""Batch summaries: summary.json (:class:`BatchSummary`) made from the results, and the printed table."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Mapping
 
 from rich.console import Console
 from rich.table import Table
@@ -14,8 +14,18 @@ from ..inputs import terminal_text
 from ..records import Usage
 from .results import TaskResult, cost_of
 from .stats import BatchStats
+from .summaryfile import (
+    AdmissionFigures,
+    BatchSummary,
+    BenchmarkFigures,
+    ReferenceFigures,
+    RunFigures,
+    ServerFigures,
+    StepLatency,
+    TokenFigures,
+)
 
-__all__ = ["percentile", "print_summary", "summarize"]
+__all__ = ["BatchSummary", "percentile", "print_summary", "summarize"]
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -59,9 +69,9 @@ def summarize(
     config: AgentConfig,
     *,
     attempts: int,
-    server: dict[str, Any] | None = None,
+    server: Mapping[str, object] | None = None,
     interrupted: bool = False,
-) -> dict[str, Any]:
+) -> BatchSummary:
     """The summary of a batch directory (all finished tasks) and of this invocation's run."""
     n = len(results)
     usage = Usage()
@@ -70,41 +80,61 @@ def summarize(
             usage.role(role).add(result.usage.role(role))
     scored = [r for r in results if r.reference_match is not None]
     wall = stats.elapsed_s
-    summary: dict[str, Any] = {
-        "tasks": stats.total,
-        "finished": n,
-        "interrupted": interrupted,
-        "succeeded": sum(r.success for r in results),
-        "success_rate": _r(sum(r.success for r in results) / n if n else None),
-        "pass_at": attempts,
-        "reference": {
-            "scored": len(scored),
-            "matched": sum(bool(r.reference_match) for r in scored),
-            "match_rate": _r(sum(bool(r.reference_match) for r in scored) / len(scored) if scored else None),
-        },
-        "steps_per_task": _r(sum(r.steps for r in results) / n if n else None),
-        "attempts_per_task": _r(sum(r.attempts for r in results) / n if n else None),
-        "errors": sum(r.stop_reason == "error" for r in results),
+    run = RunFigures(
+        wall_time_s=_r(wall),
+        tasks_finished=stats.finished_now,
+        tasks_resumed=stats.resumed,
+        resumed_failed=stats.resumed_failed,
+        resumed_infra_errors_rerun=stats.resumed_infra,
+        infra_rerun_causes=dict(stats.infra_causes.most_common()),
+        setup_crash_causes=dict(stats.setup_causes.most_common()),
+        steps=stats.steps,
+        steps_per_s=_r(stats.steps / wall if wall > 0 else None),
+        model_tokens_per_s=_r(stats.tokens / wall if wall > 0 else None, 1),
+        step_latency_s=StepLatency(
+            p50=_r(percentile(stats.step_total_s, 0.5)),
+            p90=_r(percentile(stats.step_total_s, 0.9)),
+            model_p50=_r(percentile(stats.step_model_s, 0.5)),
+            model_p90=_r(percentile(stats.step_model_s, 0.9)),
+            browser_p50=_r(percentile(stats.step_browser_s, 0.5)),
+            browser_p90=_r(percentile(stats.step_browser_s, 0.9)),
+        ),
+    )
+    summary = BatchSummary(
+        tasks=stats.total,
+        finished=n,
+        interrupted=interrupted,
+        succeeded=sum(r.success for r in results),
+        success_rate=_r(sum(r.success for r in results) / n if n else None),
+        pass_at=attempts,
+        reference=ReferenceFigures(
+            scored=len(scored),
+            matched=sum(bool(r.reference_match) for r in scored),
+            match_rate=_r(sum(bool(r.reference_match) for r in scored) / len(scored) if scored else None),
+        ),
+        steps_per_task=_r(sum(r.steps for r in results) / n if n else None),
+        attempts_per_task=_r(sum(r.attempts for r in results) / n if n else None),
+        errors=sum(r.stop_reason == "error" for r in results),
         # Tasks that asked for a person (a CAPTCHA, a 2FA code) with none to answer: not a failure of the agent.
-        "needs_human": sum(r.stop_reason == "needs_human" for r in results),
+        needs_human=sum(r.stop_reason == "needs_human" for r in results),
         # Of the errors: the infrastructure's (a browser that died or did not answer in time, a model
         # server that kept failing), re-runs spent; a resumed batch runs them again.
-        "infrastructure_errors": sum(r.infrastructure and r.stop_reason == "error" for r in results),
-        "retried_after_crash": sum(_crashed(r) for r in results),
+        infrastructure_errors=sum(r.infrastructure and r.stop_reason == "error" for r in results),
+        retried_after_crash=sum(_crashed(r) for r in results),
         # Runs re-run because the browser failed before their first step (a renderer, page, context or
         # browser gone, or a deadline, while their session was set up): never the task's failure.
-        "setup_crash_reruns": sum(_setup_crashes(r) for r in results),
-        "stalled": sum(_stalled(r) for r in results),
-        "infra_reruns": sum(r.infra_reruns for r in results),
-        "tokens": {
-            role: {
-                "prompt": usage.role(role).prompt_tokens,
-                "cached": usage.role(role).cached_tokens,
-                "completion": usage.role(role).completion_tokens,
-            }
+        setup_crash_reruns=sum(_setup_crashes(r) for r in results),
+        stalled=sum(_stalled(r) for r in results),
+        infra_reruns=sum(r.infra_reruns for r in results),
+        tokens={
+            role: TokenFigures(
+                prompt=usage.role(role).prompt_tokens,
+                cached=usage.role(role).cached_tokens,
+                completion=usage.role(role).completion_tokens,
+            )
             for role in ROLES
         },
-        "cost_usd": {
+        cost_usd={
             **{
                 role: round(
                     config.role(role).cost(usage.role(role).prompt_tokens, usage.role(role).completion_tokens), 6
@@ -113,60 +143,44 @@ def summarize(
             },
             "total": round(cost_of(usage, config), 6),
         },
-        "run": {
-            "wall_time_s": _r(wall),
-            "tasks_finished": stats.finished_now,
-            "tasks_resumed": stats.resumed,
-            "resumed_failed": stats.resumed_failed,
-            "resumed_infra_errors_rerun": stats.resumed_infra,
-            "infra_rerun_causes": dict(stats.infra_causes.most_common()),
-            "setup_crash_causes": dict(stats.setup_causes.most_common()),
-            "steps": stats.steps,
-            "steps_per_s": _r(stats.steps / wall if wall > 0 else None),
-            "model_tokens_per_s": _r(stats.tokens / wall if wall > 0 else None, 1),
-            "step_latency_s": {
-                "p50": _r(percentile(stats.step_total_s, 0.5)),
-                "p90": _r(percentile(stats.step_total_s, 0.9)),
-                "model_p50": _r(percentile(stats.step_model_s, 0.5)),
-                "model_p90": _r(percentile(stats.step_model_s, 0.9)),
-                "browser_p50": _r(percentile(stats.step_browser_s, 0.5)),
-                "browser_p90": _r(percentile(stats.step_browser_s, 0.9)),
-            },
-        },
-    }
-    benchmarks: dict[str, dict[str, Any]] = {}
+        run=run,
+    )
+    benchmarks: dict[str, list[TaskResult]] = {}
     for result in results:
         if result.benchmark is not None:
-            row = benchmarks.setdefault(result.benchmark, {"tasks": 0, "succeeded": 0, "errors": 0})
-            row["tasks"] += 1
-            row["succeeded"] += result.success
-            row["errors"] += result.stop_reason == "error"
-    for row in benchmarks.values():
-        row["success_rate"] = _r(row["succeeded"] / row["tasks"])
+            benchmarks.setdefault(result.benchmark, []).append(result)
     if benchmarks:  # success per benchmark task (the page's own verdict), errors apart
-        summary["benchmarks"] = dict(sorted(benchmarks.items()))
+        summary.benchmarks = {
+            name: BenchmarkFigures(
+                tasks=len(rows),
+                succeeded=sum(r.success for r in rows),
+                errors=sum(r.stop_reason == "error" for r in rows),
+                success_rate=round(sum(r.success for r in rows) / len(rows), 3),
+            )
+            for name, rows in sorted(benchmarks.items())
+        }
     admission = stats.admission
     if admission is not None:
-        summary["admission"] = {
-            "ceiling": admission.ceiling,
-            "limit": admission.limit,
-            "limit_lowest": admission.lowest,
-            "limit_highest": admission.highest,
-            "peak_running": admission.peak_running,
-            "decreases": admission.decreases,
-            "held_back_s": admission.held_back_s,
-            "reason": admission.reason,
-        }
-        summary["run"]["browser_commands"] = dict(stats.commands)
+        summary.admission = AdmissionFigures(
+            ceiling=admission.ceiling,
+            limit=admission.limit,
+            limit_lowest=admission.lowest,
+            limit_highest=admission.highest,
+            peak_running=admission.peak_running,
+            decreases=admission.decreases,
+            held_back_s=admission.held_back_s,
+            reason=admission.reason,
+        )
+        summary.run.browser_commands = dict(stats.commands)
     if server is not None:
-        uncached = server.get("uncached_prompt_tokens")
-        if uncached is not None and stats.steps:
-            server = {**server, "uncached_prompt_tokens_per_step": round(uncached / stats.steps)}
-        summary["server"] = server
+        figures = ServerFigures.model_validate(server)
+        if figures.uncached_prompt_tokens is not None and stats.steps:
+            figures.uncached_prompt_tokens_per_step = round(figures.uncached_prompt_tokens / stats.steps)
+        summary.server = figures
     return summary
 
 
-def print_summary(summary: dict[str, Any], console: Console | None = None) -> None:
+def print_summary(summary: BatchSummary, console: Console | None = None) -> None:
     console = console or Console(stderr=True, highlight=False)
     table = Table(title="webagent batch", show_header=False, title_justify="left")
     table.add_column("", style="dim")
@@ -176,80 +190,70 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
         # Text, not markup, and as terminal_text: a cell may quote a browser's error or a task file.
         table.add_row(*(Text(terminal_text(cell)) for cell in cells))
 
-    rate = summary["success_rate"]
-    add_row("tasks", f"{summary['finished']}/{summary['tasks']}" + (" (interrupted)" if summary["interrupted"] else ""))
-    add_row(f"validated success (pass@{summary['pass_at']})", "-" if rate is None else f"{rate:.1%}")
-    ref = summary["reference"]
-    if ref["scored"]:
-        add_row("matches reference answer", f"{ref['matched']}/{ref['scored']} ({ref['match_rate']:.1%})")
-    add_row("steps / attempts per task", f"{_show(summary['steps_per_task'])} / {_show(summary['attempts_per_task'])}")
+    rate = summary.success_rate
+    add_row("tasks", f"{summary.finished}/{summary.tasks}" + (" (interrupted)" if summary.interrupted else ""))
+    add_row(f"validated success (pass@{summary.pass_at})", "-" if rate is None else f"{rate:.1%}")
+    ref = summary.reference
+    if ref.scored:
+        add_row("matches reference answer", f"{ref.matched}/{ref.scored} ({ref.match_rate or 0.0:.1%})")
+    add_row("steps / attempts per task", f"{_show(summary.steps_per_task)} / {_show(summary.attempts_per_task)}")
     add_row(
         "errors (infrastructure) / retried after crash / stalled",
-        f"{summary['errors']} ({summary.get('infrastructure_errors', 0)}) / {summary['retried_after_crash']} / "
-        f"{summary.get('stalled', 0)}",
+        f"{summary.errors} ({summary.infrastructure_errors}) / {summary.retried_after_crash} / {summary.stalled}",
     )
-    setup = summary["run"].get("setup_crash_causes") or {}
-    if summary.get("setup_crash_reruns") or setup:
-        top = "; ".join(f"{n} x {cause}" for cause, n in list(setup.items())[:3])
-        add_row(
-            "re-run after a crash in set-up", f"{summary.get('setup_crash_reruns', 0)}" + (f" ({top})" if top else "")
-        )
-    if summary.get("needs_human"):
-        add_row("needed a person (ask_user, none to answer)", str(summary["needs_human"]))
-    for name, row in summary.get("benchmarks", {}).items():
-        errors = f", {row['errors']} errors" if row["errors"] else ""
-        add_row(name, f"{row['succeeded']}/{row['tasks']} succeeded ({row['success_rate']:.1%}){errors}")
-    causes = summary["run"].get("infra_rerun_causes") or {}
-    if summary.get("infra_reruns") or causes:
-        top = "; ".join(f"{n} x {cause}" for cause, n in list(causes.items())[:3])
-        add_row(
-            "re-run after an infrastructure failure", f"{summary.get('infra_reruns', 0)}" + (f" ({top})" if top else "")
-        )
-    for role in ROLES:
-        tok = summary["tokens"][role]
-        cached = f" ({tok['cached'] / tok['prompt']:.0%} cached)" if tok.get("cached") and tok["prompt"] else ""
-        add_row(f"{role} tokens (prompt/completion)", f"{tok['prompt']:,}{cached} / {tok['completion']:,}")
-    add_row("cost", f"${summary['cost_usd']['total']:.4f}")
-    run = summary["run"]
-    wall = run["wall_time_s"]
+    run = summary.run
+    if summary.setup_crash_reruns or run.setup_crash_causes:
+        top = "; ".join(f"{n} x {cause}" for cause, n in list(run.setup_crash_causes.items())[:3])
+        add_row("re-run after a crash in set-up", f"{summary.setup_crash_reruns}" + (f" ({top})" if top else ""))
+    if summary.needs_human:
+        add_row("needed a person (ask_user, none to answer)", str(summary.needs_human))
+    for name, row in summary.benchmarks.items():
+        errors = f", {row.errors} errors" if row.errors else ""
+        add_row(name, f"{row.succeeded}/{row.tasks} succeeded ({row.success_rate:.1%}){errors}")
+    if summary.infra_reruns or run.infra_rerun_causes:
+        top = "; ".join(f"{n} x {cause}" for cause, n in list(run.infra_rerun_causes.items())[:3])
+        add_row("re-run after an infrastructure failure", f"{summary.infra_reruns}" + (f" ({top})" if top else ""))
+    for role, tok in summary.tokens.items():
+        cached = f" ({tok.cached / tok.prompt:.0%} cached)" if tok.cached and tok.prompt else ""
+        add_row(f"{role} tokens (prompt/completion)", f"{tok.prompt:,}{cached} / {tok.completion:,}")
+    add_row("cost", f"${summary.cost_usd['total']:.4f}")
+    wall = run.wall_time_s
     add_row(
         "wall time",
-        ("-" if wall is None else f"{wall:.1f}s")
-        + f" ({run['tasks_finished']} run now, {run['tasks_resumed']} resumed)",
+        ("-" if wall is None else f"{wall:.1f}s") + f" ({run.tasks_finished} run now, {run.tasks_resumed} resumed)",
     )
-    adm = summary.get("admission")
+    adm = summary.admission
     if adm:
-        commands = summary["run"].get("browser_commands") or {}
+        commands = run.browser_commands
         add_row(
             "sessions at once (admission)",
-            f"peak {adm['peak_running']} of {adm['ceiling']}, limit {adm['limit_lowest']}-{adm['limit_highest']}, "
-            f"{adm['decreases']} decreases, held back {adm['held_back_s']:g} s",
+            f"peak {adm.peak_running} of {adm.ceiling}, limit {adm.limit_lowest}-{adm.limit_highest}, "
+            f"{adm.decreases} decreases, held back {adm.held_back_s:g} s",
         )
         if commands.get("extended") or commands.get("expired"):
             add_row(
                 "browser deadlines: given more time / given up",
                 f"{commands.get('extended', 0)} / {commands.get('expired', 0)} of {commands.get('answered', 0):,} answered",
             )
-    add_row("steps/s, model tokens/s", f"{_show(run['steps_per_s'])} / {_show(run['model_tokens_per_s'])}")
-    lat = run["step_latency_s"]
-    if lat["p50"] is None:  # no step ran in this invocation (e.g. a resumed batch with nothing left)
+    add_row("steps/s, model tokens/s", f"{_show(run.steps_per_s)} / {_show(run.model_tokens_per_s)}")
+    lat = run.step_latency_s
+    if lat.p50 is None:  # no step ran in this invocation (e.g. a resumed batch with nothing left)
         add_row("step latency p50/p90", "-")
     else:
         add_row(
             "step latency p50/p90",
-            f"{_show(lat['p50'], 's')} / {_show(lat['p90'], 's')} "
-            f"(model {_show(lat['model_p50'])}/{_show(lat['model_p90'], 's')}, "
-            f"browser {_show(lat['browser_p50'])}/{_show(lat['browser_p90'], 's')})",
+            f"{_show(lat.p50, 's')} / {_show(lat.p90, 's')} "
+            f"(model {_show(lat.model_p50)}/{_show(lat.model_p90, 's')}, "
+            f"browser {_show(lat.browser_p50)}/{_show(lat.browser_p90, 's')})",
         )
-    server = summary.get("server")
+    server = summary.server
     if server:
-        if "error" in server:
-            add_row("server metrics", str(server["error"]))
+        if server.error is not None:
+            add_row("server metrics", server.error)
         else:
-            add_row("server generation tokens/s", _show(server.get("generation_tokens_per_s")))
-            rate = server.get("prefix_cache_hit_rate")
-            add_row("server prefix cache: cached share", "-" if rate is None else f"{rate:.1%}")
-            per_step = server.get("uncached_prompt_tokens_per_step")
-            if per_step is not None:
-                add_row("server prompt tokens not cached, per step", f"{per_step:,}")
+            add_row("server generation tokens/s", _show(server.generation_tokens_per_s))
+            hit = server.prefix_cache_hit_rate
+            add_row("server prefix cache: cached share", "-" if hit is None else f"{hit:.1%}")
+            if server.uncached_prompt_tokens_per_step is not None:
+                add_row("server prompt tokens not cached, per step", f"{server.uncached_prompt_tokens_per_step:,}")
     console.print(table)

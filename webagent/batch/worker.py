@@ -40,11 +40,11 @@ from ..config import AgentConfig
 from ..errors import WebAgentError
 from ..records import Step
 from ..replay import ReplayCache
+from ..tasks import TaskSpec
 from .admission import INITIAL, TICK_S, Admission
 from .attempts import TaskLimits, TaskRunner
 from .results import TaskResult
 from .stats import StepFigures
-from .tasks import TaskSpec
 
 __all__ = ["LINE_LIMIT", "config_payload", "main", "payload", "serve"]
 

@@ -19,8 +19,9 @@ from pathlib import Path
 from ..config import AgentConfig
 from ..errors import InputError
 from ..inputs import check_text, terminal_text
+from .commands import ConfigOptions, LoadConfig
 
-__all__ = ["run_auth"]
+__all__ = ["COMMAND", "run_auth"]
 
 
 def run_auth(args: argparse.Namespace, config: AgentConfig) -> int:
@@ -46,3 +47,39 @@ def run_auth(args: argparse.Namespace, config: AgentConfig) -> int:
         file=sys.stderr,
     )
     return 1
+
+
+class AuthCommand:
+    """``webagent auth save``: a sign-in whose browser state is saved."""
+
+    name = "auth"
+    help = "sign in to a site once and save the browser state for later runs"
+
+    def add_arguments(self, parser: argparse.ArgumentParser, config_options: ConfigOptions) -> None:
+        parser.description = "Manage signed-in browser states."
+        commands = parser.add_subparsers(dest="auth_command", metavar="ACTION", parser_class=type(parser))
+        save = commands.add_parser(
+            "save",
+            help="sign in at URL (with --secret values) and save the browser state",
+            description="Run the sign-in GOAL at URL; when it succeeds, write the browser's state (cookies, local "
+            "storage, IndexedDB) to --output, readable by its owner only (0600). Use it with --storage-state FILE "
+            "or [browser] storage_state. Exit code 0 = signed in and saved, 1 = not signed in (nothing written), "
+            "2 = usage or configuration error.",
+        )
+        save.add_argument("url", metavar="URL", help="the sign-in page (or a page that leads to it)")
+        save.add_argument(
+            "--goal", required=True, help='what signing in takes, e.g. "sign in as ada with {{PASSWORD}}"'
+        )
+        save.add_argument("--output", required=True, metavar="FILE", help="where to write the state (JSON, 0600)")
+        save.add_argument(
+            "--run-dir",
+            metavar="DIR",
+            help="the sign-in's run directory (default: runs/<time>-auth); never holds the state",
+        )
+        config_options(save)
+
+    def run(self, args: argparse.Namespace, config: LoadConfig) -> int:
+        return run_auth(args, config())
+
+
+COMMAND = AuthCommand()

@@ -1,5 +1,5 @@
 """The command line: ``webagent run``, ``batch``, ``test``, ``export``, ``mcp``, ``demo`` and the
-offline test servers — dispatch only; each command lives with its feature.
+offline test servers — dispatch only; each command lives with its feature (``webagent.cli.commands``).
 
 Exit codes: 0 = validated success, 1 = task not accomplished, 2 = usage or configuration error.
 This is the only module that configures logging. What it prints -- its error messages, every log
@@ -9,12 +9,9 @@ line a page's words.
 
 from __future__ import annotations
 
-import asyncio
 import io
 import logging
-import re
 import sys
-import time
 import traceback
 from collections.abc import MutableMapping, Sequence
 from pathlib import Path
@@ -25,10 +22,11 @@ import structlog
 from structlog.typing import ExcInfo
 
 from ..errors import BrowserError, ConfigError, InputError, NavigationError, WebAgentError
-from ..inputs import check_text, terminal_text
-from ..secrets import Secrets, redact_log_event
-from .parser import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, build_parser, cli_option, config_from_args
-from .run import exit_status, run_task
+from ..inputs import terminal_text
+from ..secrets import redact_log_event
+from .commands import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
+from .parser import build_parser, cli_option, config_from_args, registered
+from .run import default_output
 
 __all__ = ["configure_logging", "default_output", "main", "terminal_log_event"]
 
@@ -82,12 +80,14 @@ def configure_logging(verbosity: int) -> None:
     )
 
 
-def default_output(goal: str) -> Path:
-    slug = re.sub(r"[^a-z0-9]+", "-", goal.lower()).strip("-")[:40] or "run"
-    return Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{slug}"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["session"]:  # a shell's step: not worth building every command's parser
+        from ..shell.cli import quick_session
+
+        quick = quick_session(words[1:])
+        if quick is not None:
+            return quick
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -98,50 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         output = getattr(args, "output", None)
         if output and Path(output).exists() and not Path(output).is_dir():
             raise InputError(f"--output {output} is a file; give a directory (it is created if missing)")
-        if args.command == "run":
-            check_text(args.goal or "", "--goal")
-            config = config_from_args(args)
-            output = Path(args.output) if args.output else default_output(Secrets(config.secrets).redact(args.goal))
-            result = asyncio.run(run_task(config, args.url, args.goal, output, args.quiet, args.cache))
-            return exit_status(result, args.json)
-        if args.command == "batch":
-            from ..batch.cli import run_batch
-
-            return run_batch(args, config_from_args(args))
-        if args.command == "test":
-            from ..suite.cli import run_test
-
-            return run_test(args, config_from_args(args))
-        if args.command == "export":
-            from ..training.cli import run_export
-
-            return run_export(args)
-        if args.command == "mcp":
-            from ..mcp_server.cli import run_mcp
-
-            return run_mcp(args, config_from_args(args))
-        if args.command == "auth":
-            from .auth import run_auth
-
-            return run_auth(args, config_from_args(args))
-        if args.command == "env":
-            from ..env.cli import run_env
-
-            return run_env(args, config_from_args(args))
-        if args.command == "demo":
-            from .demo import run_demo
-
-            result = run_demo(task_id=args.task, profile=args.profile, output=args.output, quiet=args.quiet)
-            return exit_status(result, args.json)
-        if args.command == "fake-server":
-            from ..testing.server import main as fake_main
-
-            family = ["--family", args.family] if args.family else []
-            return fake_main(["--script", args.script, "--port", str(args.port), *family])
-        if args.command == "sites":
-            from ..testing.sites import main as sites_main
-
-            return sites_main(["--port", str(args.port)])
+        command = next(c for c in registered() if c.name == args.command)
+        return command.run(args, lambda: config_from_args(args))
     except ConfigError as exc:
         print(terminal_text(f"webagent: error: {exc.worded(cli_option)}"), file=sys.stderr)
         return EXIT_USAGE
@@ -154,7 +112,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("webagent: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    parser.error(f"unknown command {args.command!r}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import json
 import os
+import re
 import sys
+import time
 from pathlib import Path
 from typing import assert_never
 
 from ..config import AgentConfig
-from ..inputs import terminal_json, terminal_text
+from ..inputs import check_text, terminal_json, terminal_text
 from ..records import Phase, RunResult, Step
-from .parser import EXIT_FAILED, EXIT_OK
+from ..secrets import Secrets
+from ..suite.cli import ANY_ORIGIN_HELP, CACHE_HELP
+from .commands import EXIT_FAILED, EXIT_OK, ConfigOptions, LoadConfig
 
-__all__ = ["IMAGE_VARIABLE", "exit_status", "run_task", "unkept_output"]
+__all__ = ["COMMAND", "IMAGE_VARIABLE", "default_output", "exit_status", "run_task", "unkept_output"]
 
 #: Set by the Docker image (docker/Dockerfile): runs there are in a container, often a --rm one.
 IMAGE_VARIABLE = "WEBAGENT_IMAGE"
@@ -79,3 +85,39 @@ def exit_status(result: RunResult, as_json: bool) -> int:
     if as_json:
         print(terminal_json(json.dumps(result.model_dump(mode="json"), ensure_ascii=False)))
     return EXIT_OK if result.success else EXIT_FAILED
+
+
+def default_output(goal: str) -> Path:
+    slug = re.sub(r"[^a-z0-9]+", "-", goal.lower()).strip("-")[:40] or "run"
+    return Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{slug}"
+
+
+class RunCommand:
+    """``webagent run``: one task."""
+
+    name = "run"
+    help = "run one task: open URL and accomplish GOAL"
+
+    def add_arguments(self, parser: argparse.ArgumentParser, config_options: ConfigOptions) -> None:
+        parser.description = (
+            "Run one web task. Exit code 0 = validated success, 1 = not accomplished, 2 = usage or configuration error."
+        )
+        parser.add_argument("--url", required=True, help="start page")
+        parser.add_argument("--goal", required=True, help="what to accomplish, in plain language")
+        parser.add_argument("--output", metavar="DIR", help="run directory to write (default: runs/<time>-<goal>)")
+        parser.add_argument(
+            "--json", action="store_true", help="print the result (as in result.json) as one JSON object on stdout"
+        )
+        parser.add_argument("--cache", metavar="FILE", help=f"replay cache: {CACHE_HELP}")
+        parser.add_argument("--cache-any-origin", action="store_true", help=ANY_ORIGIN_HELP)
+        config_options(parser)
+
+    def run(self, args: argparse.Namespace, config: LoadConfig) -> int:
+        check_text(args.goal or "", "--goal")
+        loaded = config()
+        output = Path(args.output) if args.output else default_output(Secrets(loaded.secrets).redact(args.goal))
+        result = asyncio.run(run_task(loaded, args.url, args.goal, output, args.quiet, args.cache))
+        return exit_status(result, args.json)
+
+
+COMMAND = RunCommand()

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from ..families import Grounding
 from ._base import Section
 
 __all__ = ["MAX_ACTIONS_PER_TURN", "AgentSettings"]
@@ -36,7 +37,7 @@ class AgentSettings(Section):
         "history = H Company's agent-loop layout: one conversation for the run, at most history_screenshots "
         "screenshots, older ones replaced by a text placeholder. Unset: the policy family's default",
     )
-    grounding: Literal["policy", "localizer"] | None = Field(
+    grounding: Grounding | None = Field(
         default=None,
         description="Who places a click, write or select on the screenshot: policy = the policy's own reply "
         "carries the point (one model request per step; families that ground their clicks); localizer = a "

@@ -12,6 +12,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 
 from ..errors import ConfigError, OptionName
 from ..inputs import MAX_CONFIG_BYTES, MAX_NESTING, check_nesting, read_text
+from ..records import ROLES
 from ..safety import parse_rule
 from ..secrets import Secrets, check_secret
 from ._agent import AgentSettings
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ROLES", "SECRET_ENV_PREFIX", "SECTIONS", "AgentConfig", "load_config"]
 
-ROLES = ("policy", "localizer", "validator")
 SECTIONS = (*ROLES, "agent", "browser", "run", "secrets")
 SECRET_ENV_PREFIX = "WEBAGENT_SECRET_"
 #: The keys of a ``[secrets]`` entry written as a table: ``NAME = { value = "...", hosts = [...] }``.

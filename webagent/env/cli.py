@@ -9,14 +9,16 @@ import asyncio
 import os
 import socket
 import sys
-from typing import Any
+from collections.abc import Callable
+from types import ModuleType
+from typing import cast
 
 from ..budget import Budget, BudgetLimits
 from ..config import AgentConfig
 from ..errors import ConfigError, InputError
 from ..serving.tokens import ENV_TOKEN_ENV, add_token_options, read_tokens, require_token
 
-__all__ = ["READY_PREFIX", "TOKEN_ENV", "add_env_parser", "run_env"]
+__all__ = ["COMMAND", "READY_PREFIX", "TOKEN_ENV", "add_env_arguments", "run_env"]
 
 #: What ``serve`` prints on stderr once it listens (then its base URL).
 READY_PREFIX = "webagent env: OpenEnv server on "
@@ -26,13 +28,14 @@ TOKEN_ENV = ENV_TOKEN_ENV
 WS_MAX_SIZE = 8 << 20
 
 
-def add_env_parser(sub: Any, add_config_options: Any) -> None:
-    env = sub.add_parser(
-        "env",
-        help="serve webagent's RL environment to trainers (OpenEnv)",
-        description="Environments for RL trainers. 'serve' runs the OpenEnv server (openenv-core's: /health, "
+def add_env_arguments(
+    env: argparse.ArgumentParser, add_config_options: Callable[[argparse.ArgumentParser], None]
+) -> None:
+    """``webagent env``'s description and its ``serve`` command."""
+    env.description = (
+        "Environments for RL trainers. 'serve' runs the OpenEnv server (openenv-core's: /health, "
         "/schema, /reset, /step, /state and the /ws WebSocket its clients use), many sessions on one browser "
-        "pool. Needs the rl extra: pip install 'webagent[rl]'. See docs/training.md.",
+        "pool. Needs the rl extra: pip install 'webagent[rl]'. See docs/training.md."
     )
     env_sub = env.add_subparsers(dest="env_command", metavar="COMMAND", required=True)
     serve = env_sub.add_parser(
@@ -129,7 +132,9 @@ def run_env(args: argparse.Namespace, config: AgentConfig) -> int:
     tokens = read_tokens(args.auth_token, args.auth_token_file, TOKEN_ENV)
     if os.environ.get("ENABLE_WEB_INTERFACE", "").lower() not in ("1", "true", "yes"):
         # openenv-core imports gradio for its optional web UI even when it is off: seconds of start-up.
-        sys.modules.setdefault("gradio", None)  # type: ignore[arg-type]
+        # None in sys.modules makes an import fail at once (the import system's own convention, which
+        # typeshed's dict[str, ModuleType] does not spell): the values as the import system reads them.
+        cast("dict[str, ModuleType | None]", sys.modules).setdefault("gradio", None)
     try:
         import uvicorn
 
@@ -171,3 +176,21 @@ def run_env(args: argparse.Namespace, config: AgentConfig) -> int:
     print(f"{READY_PREFIX}{url}", file=sys.stderr, flush=True)
     asyncio.run(server.serve(sockets=[sock]))
     return 0
+
+
+class EnvCommand:
+    """``webagent env serve``: the OpenEnv server."""
+
+    name = "env"
+    help = "serve webagent's RL environment to trainers (OpenEnv)"
+
+    def add_arguments(
+        self, parser: argparse.ArgumentParser, config_options: Callable[[argparse.ArgumentParser], None]
+    ) -> None:
+        add_env_arguments(parser, config_options)
+
+    def run(self, args: argparse.Namespace, config: Callable[[], AgentConfig]) -> int:
+        return run_env(args, config())
+
+
+COMMAND = EnvCommand()

@@ -7,7 +7,7 @@
 ``step`` runs the same code as ``Agent`` (``webagent.loop.Episode``): the localizer turns an element
 description into a point (or the caller passes ``point=(x, y)`` in screenshot pixels), the action
 is carried out, and the reward comes from the validator model, the task's reference answers, both,
-or the task itself (a benchmark page such as MiniWoB++: ``webagent.env.tasks``).
+or the task itself (a benchmark page such as MiniWoB++: ``webagent.tasks.benchmarks``).
 
 An episode ends ``terminated`` when it reached a verdict: an answer accepted, the last answer
 allowed judged, or the task's page saying it is over. It ends ``truncated`` otherwise: out of
@@ -42,32 +42,35 @@ from typing import Any
 
 import structlog
 
+from ..actions import Answer
 from ..agent import Agent
-from ..batch.tasks import TaskSpec
 from ..browser.session import BrowserSession
 from ..budget import Budget
 from ..config import AgentConfig
 from ..downloads import FOLDER_NAME, DownloadFolder
 from ..errors import BrowserError, ConfigError, InputError, LocalizationError, NavigationError
-from ..inputs import check_text
-from ..loop import Placed
+from ..loop import Episode, Placed
 from ..model.parsing import ReplyParseError
 from ..record import Recorder, run_recorder
-from ..records import DownloadedFile, RunResult, ToolCall
+from ..records import DownloadedFile, RunResult, Step, ToolCall
 from ..roles.contract import Decision
 from ..runtime import RunSpec
+from ..tasks import BenchmarkTask, TaskSpec, reference_matches
 from .clock import PageClock
-from .inputs import Action, TaskInput, TaskSource, as_task, read_policy, start_policy
+from .inputs import Action, TaskInput, TaskSource, places_of, read_policy
 from .lease import SessionLease, lease_keeper
-from .placing import place_actions
-from .rewards import RewardMode, judge_for, reference_match, required_roles
-from .running import Box, Observation, Running, StepResult, outcome
-from .tasks import BenchmarkTask
+from .rewards import RewardMode, required_roles
+from .running import Observation, Running, SessionBox
+from .start import episode_start
 
 __all__ = ["Observation", "RewardMode", "StepResult", "TaskSource", "WebEnv", "required_roles", "shared_agent"]
 
 log = structlog.get_logger("webagent.env")
 
+StepResult = tuple[Observation, float, bool, bool, dict[str, Any]]
+
+#: Stop reasons that mean the environment could not run the episode to a verdict.
+FAILURES = ("error", "budget")
 #: How many times a reset sets its episode up again after the browser failed under the set-up (a
 #: renderer that crashed, a context closed, a command past its deadline), each on a fresh context.
 SETUP_RERUNS = 2
@@ -117,6 +120,7 @@ class WebEnv:
         self._last_obs: Observation | None = None  # what a step on a session closed under it returns
         #: What the running episode leaves (``webagent.record``: its files, spans, HAR).
         self._recorder: Recorder | None = None
+        self._secrets = self.agent.secrets
         #: Where the episode keeps its pages' downloads (a temporary folder is removed at the next reset or close).
         self._downloads: DownloadFolder | None = None
 
@@ -164,32 +168,26 @@ class WebEnv:
         comes from (default: the environment's ``tasks_from``).
         """
         await self._end_episode("the environment was reset")
-        spec = as_task(task, seed)
-        benchmark = isinstance(spec, BenchmarkTask)
-        seed = spec.seed if isinstance(spec, BenchmarkTask) else seed
-        if not spec.goal.strip():
-            raise InputError("the task has an empty goal")
-        check_text(spec.goal, "the task's goal")
-        if not benchmark and self.reward_mode == "task":
-            raise InputError("reward 'task' needs a benchmark task (e.g. 'miniwob/click-button')")
-        if isinstance(spec, TaskSpec) and self.reward_mode in ("reference", "both") and not spec.reference:
-            raise InputError(f"reward {self.reward_mode!r} needs reference answers in the task ('reference')")
-        url, policy = await start_policy(self.agent.runtime, spec, source or self.tasks_from)
+        start = await episode_start(
+            self.agent.runtime,
+            task,
+            seed,
+            reward=self.reward_mode,
+            source=source or self.tasks_from,
+            budgets=self.budgets,
+        )
+        spec, seed = start.task, start.seed
         self.task, self.result = spec, None
-        private = self.agent.runtime.sessions.private()  # its outputs its owner's only (webagent.files)
+        sessions = self.agent.runtime.sessions
+        private = sessions.private(start.run.browser)  # its outputs its owner's only (webagent.files)
+        #: What the episode redacts: the config's secrets and what the task's session settings hold.
+        self._secrets = sessions.secrets(start.run.browser)
         self._forget_downloads()
         where = Path(output_dir) / FOLDER_NAME if output_dir is not None else None
         folder = DownloadFolder(where, private=private) if where is not None else None
         self._downloads = self.agent.runtime.download_folder(folder)
-        run = RunSpec(
-            url=url,
-            goal=spec.goal,
-            judge=judge_for(spec, self.reward_mode),
-            task=spec if isinstance(spec, BenchmarkTask) else None,
-            policy=policy,
-            shared_budgets=tuple(self.budgets),
-            downloads=self._downloads,
-            output_dir=Path(output_dir) if output_dir is not None else None,
+        run = start.run.replace(
+            downloads=self._downloads, output_dir=Path(output_dir) if output_dir is not None else None
         )
         rerun = 0
         while True:
@@ -198,7 +196,7 @@ class WebEnv:
             lease = SessionLease(contextlib.AsyncExitStack(), idle_timeout_s=self.idle_timeout_s)
             try:
                 async with lease.use():  # not reaped while it starts, however long that takes
-                    obs, info = await self._start(spec, run, seed, lease, Box())
+                    obs, info = await self._start(spec, run, seed, lease, SessionBox())
             except BrowserError as exc:
                 # The browser failed under the set-up (its context is closed): the infrastructure's, never
                 # the task's; set up again on a fresh context, then raised (a BrowserCrashError or
@@ -212,7 +210,7 @@ class WebEnv:
             return obs, info
 
     async def _start(
-        self, spec: TaskSpec | BenchmarkTask, run: RunSpec, seed: int | None, lease: SessionLease, box: Box
+        self, spec: TaskSpec | BenchmarkTask, run: RunSpec, seed: int | None, lease: SessionLease, box: SessionBox
     ) -> tuple[Observation, dict[str, Any]]:
         stack = lease.stack
         clock: PageClock | None = None
@@ -299,14 +297,9 @@ class WebEnv:
         usable: tuple[Decision, list[Placed]] | None = None
         try:  # before the step runs: a ConfigError (no localizer, no point) leaves the step to retry
             decision, raw, calls = read_policy(action, contract, obs.screenshot.frame)
-            localizer = self.agent.config.localizer
-            has_localizer = bool(localizer.endpoints() and localizer.model)
             grounded = episode.grounding == "policy"
-            frame = obs.screenshot.frame
-            usable = (
-                decision,
-                place_actions(decision, frame, point, to_point, grounded=grounded, has_localizer=has_localizer),
-            )
+            places = places_of(decision, obs.screenshot.frame, point, to_point, grounded, self._has_localizer())
+            usable = (decision, places)
         except (ReplyParseError, LocalizationError) as exc:
             error = str(exc)
 
@@ -340,7 +333,7 @@ class WebEnv:
             "outcome": step.outcome,
             "error": step.error,
             "verdict": step.verdict,
-            "reference_match": reference_match(self.task, step),
+            "reference_match": self._reference_match(step),
             "task": dict(episode.task_state.info) if episode.task_state is not None else None,
             "downloads": self._downloads_kept(run),
         }
@@ -354,8 +347,23 @@ class WebEnv:
                     "error", f"the browser failed while observing the page: {exc}", infrastructure=exc.infrastructure
                 )
         await self._end()
+        return self._ended_with(obs, result, info, episode)
+
+    def _ended_with(self, obs: Observation, result: RunResult, info: dict[str, Any], episode: Episode) -> StepResult:
         info["result"] = self.result or result
-        return outcome(obs, result, info, episode.task_state, self.reward_mode)
+        task = episode.task_state
+        terminated = result.success or result.stop_reason == "answered" or (task is not None and task.done)
+        if not terminated:
+            info["truncated_by"] = result.stop_reason
+            info["failure"] = result.message if result.stop_reason in FAILURES else None
+            if info["failure"]:
+                log.warning("episode_failed", reason=result.stop_reason, failure=result.message)
+            return obs, 0.0, False, True, info
+        if task is not None:
+            return obs, task.reward, True, False, info
+        # An accepted answer wins, at the final step too (its stop reason is then max_steps or max_time).
+        won = result.success and (info["reference_match"] or self.reward_mode != "both")
+        return obs, 1.0 if won else 0.0, True, False, info
 
     def _lost(self, reason: str) -> StepResult:
         """A step on an episode whose session was closed under it (idle, dropped)."""
@@ -368,7 +376,7 @@ class WebEnv:
     def _downloads_kept(self, run: Running) -> list[DownloadedFile]:
         """The files the episode's pages downloaded and its session kept so far (redacted)."""
         session = run.box.session
-        return [self.agent.secrets.redact_model(d) for d in session.downloads] if session is not None else []
+        return [self._secrets.redact_model(d) for d in session.downloads] if session is not None else []
 
     def _forget_downloads(self) -> None:
         """Remove the last episode's temporary download folder (a given one is its run directory's)."""
@@ -379,6 +387,18 @@ class WebEnv:
     def _browser_gone(self, run: Running) -> bool:
         session = run.box.session
         return session is not None and session.browser_crashed
+
+    def _has_localizer(self) -> bool:
+        localizer = self.agent.config.localizer
+        return bool(localizer.endpoints() and localizer.model)
+
+    def _reference_match(self, step: Step) -> bool | None:
+        task = self.task
+        if not isinstance(task, TaskSpec) or not task.reference or not isinstance(step.action, Answer):
+            return None
+        if step.verdict is None:
+            return None
+        return reference_matches(step.action.content, list(task.reference))
 
     async def _observe(self) -> Observation:
         run = self._run
@@ -414,6 +434,8 @@ class WebEnv:
             recorded = await recorder.finish(result)  # its files and spans, before the context closes
             if result is not None:
                 self.result = recorded
+        elif result is not None:
+            self.result = self._secrets.redact_model(result)
         if run is not None:
             run.finalizer.detach()
             await run.lease.close(reason)

@@ -2,7 +2,7 @@
 
 OpenEnv clients and TRL's rollout loops reset without saying which task: the server then draws the
 next one from its task set, a task set's name (``miniwob``: every MiniWoB++ task) or a task file
-(``webagent.batch.tasks.load_tasks``: benchmark lines ``{"id", "task", "seed"}`` and web tasks
+(``webagent.tasks.load_tasks``: benchmark lines ``{"id", "task", "seed"}`` and web tasks
 ``{"id", "url", "goal", "reference"}``). The draws are a fixed sequence of the server's seed
 (``--seed``): every task once per pass, each pass in its own shuffled order, each draw with a page
 seed of its own (a line's own seed wins). A reset that gives a seed and no task gets the task and
@@ -19,11 +19,11 @@ import random
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..batch.tasks import TaskSpec, load_tasks
 from ..errors import InputError
+from ..tasks import TaskSpec, load_tasks, tasksets
+from ..tasks.benchmarks import shown
 from .inputs import TaskInput, TaskSource
 from .rewards import RewardMode
-from .tasks import shown, tasksets
 
 __all__ = ["Draw", "TaskDeck"]
 

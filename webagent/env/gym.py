@@ -43,9 +43,9 @@ from ..agent import Agent
 from ..config import AgentConfig
 from ..errors import ConfigError
 from ..images import frame_for
+from ..tasks import MiniWoBTasks, TaskSpec
 from .core import Observation, RewardMode, WebEnv, shared_agent
 from .inputs import Action
-from .miniwob import MiniWoBTasks
 
 try:
     import gymnasium
@@ -103,18 +103,22 @@ class AsyncWebGymEnv:
 
     def __init__(
         self,
-        task: str | Mapping[str, Any] = "miniwob/click-test",
+        task: str | Mapping[str, Any] | TaskSpec = "miniwob/click-test",
         *,
         config: AgentConfig | None = None,
         agent: Agent | None = None,
         reward: RewardMode | None = None,
         idle_timeout_s: float | None = None,
     ) -> None:
-        """``task``: a benchmark task's name or a web task (``{"url", "goal", "reference"?}``), changed per
-        episode with ``reset(options={"task": ...})``; ``reward``: default ``task`` for benchmark tasks,
-        else ``validator``."""
+        """``task``: a benchmark task's name, a web task (``{"url", "goal", "reference"?}``) or a
+        ``TaskSpec`` (run with its options and ``browser`` block, as everywhere: ``TaskSpec.run_spec``),
+        changed per episode with ``reset(options={"task": ...})``; ``reward``: default ``task`` for
+        benchmark tasks, else ``validator``."""
         self.task = task
-        benchmark = isinstance(task, str) or "task" in task
+        if isinstance(task, TaskSpec):
+            benchmark = task.benchmark is not None
+        else:
+            benchmark = isinstance(task, str) or "task" in task
         if config is None and agent is None:
             config = miniwob_config() if benchmark else AgentConfig()
         self.reward: RewardMode = reward or ("task" if benchmark else "validator")
@@ -259,7 +263,7 @@ class WebGymEnv(gymnasium.Env[dict[str, Any], Any]):
 
     def __init__(
         self,
-        task: str | Mapping[str, Any] = "miniwob/click-test",
+        task: str | Mapping[str, Any] | TaskSpec = "miniwob/click-test",
         *,
         config: AgentConfig | None = None,
         reward: RewardMode | None = None,

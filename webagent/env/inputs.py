@@ -17,17 +17,18 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
-from ..actions import PolicyReply, points_of
-from ..batch.tasks import TaskSpec
-from ..errors import InputError, LocalizationError
+from ..actions import PolicyReply, Scroll, points_of
+from ..errors import ConfigError, InputError, LocalizationError
 from ..images import Frame
+from ..loop import Placed
 from ..model.client import Reply
 from ..records import Point, ToolCall
 from ..roles.contract import Contract, Decision
 from ..runtime.access import client_start, data_start, task_set_policy
 from ..safety import NavigationPolicy
+from ..tasks import BenchmarkTask, TaskSpec, benchmark_task
+from ..tasks.benchmarks import shown
 from ..urls import normalize_url
-from .tasks import BenchmarkTask, benchmark_task, shown
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -40,6 +41,7 @@ __all__ = [
     "as_task",
     "check_seed",
     "needs_point",
+    "places_of",
     "point_at",
     "read_policy",
     "start_policy",
@@ -143,6 +145,38 @@ def _tool_call(data: Mapping[str, Any]) -> ToolCall | None:
     arguments = function["arguments"]
     text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False, default=str)
     return ToolCall(id=str(data.get("id") or "call_0"), name=function["name"], arguments=text)
+
+
+def places_of(
+    decision: Decision,
+    frame: Frame,
+    point: tuple[float, float] | None,
+    to_point: tuple[float, float] | None,
+    grounded: bool,
+    has_localizer: bool,
+) -> list[Placed]:
+    """Where each action of the reply acts (``frame``: the observation's screenshot): the caller's
+    points for the first, else the reply's own (grounded), else the localizer's (asked during the
+    step); a ConfigError when an action needs a point and no localizer is configured (a grounded
+    scroll without one turns the wheel at the page's centre)."""
+    places: list[Placed] = []
+    for i, (action, spot) in enumerate(zip(decision.reply.actions, decision.spots, strict=True)):
+        wanted = points_of(action)
+        given = (point, to_point) if i == 0 and point is not None else (spot.point, spot.target)
+        if wanted == 0 and not (isinstance(action, Scroll) and given[0] is not None):
+            places.append(Placed())
+            continue
+        missing = given[0] is None or (wanted == 2 and given[1] is None)
+        if missing and not grounded and not has_localizer:
+            needs = "point=(x, y) and to_point=(x, y)" if wanted == 2 else "point=(x, y)"
+            raise ConfigError(f"no localizer model is configured: pass {needs} to step() or configure [localizer]")
+        places.append(
+            Placed(
+                point_at(frame, given[0]) if given[0] is not None else None,
+                point_at(frame, given[1]) if given[1] is not None and wanted == 2 else None,
+            )
+        )
+    return places
 
 
 def needs_point(reply: PolicyReply) -> int:

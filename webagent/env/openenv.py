@@ -47,15 +47,16 @@ from ..budget import Budget
 from ..config import AgentConfig
 from ..errors import BrowserError, ConfigError, InputError, LocalizationError, NavigationError, WebAgentError
 from ..serving.tokens import ENV_TOKEN_ENV
+from ..tasks.benchmarks import shown
 from .core import RewardMode, WebEnv, shared_agent
 from .deck import TaskDeck
 from .inputs import TaskSource, check_seed
 from .lease import lease_keeper
-from .tasks import shown
 
 try:
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
+    from openenv.core.client_types import StepResult
     from openenv.core.env_client import EnvClient
     from openenv.core.env_server import Action, ConcurrencyConfig, Environment, Observation, State, create_app
     from openenv.core.env_server.types import EnvironmentMetadata
@@ -86,7 +87,7 @@ class EnvironmentFailure(WebAgentError):
     """The environment could not run the episode to a verdict (its cause in the message): no reward."""
 
 
-class WebAction(Action):  # type: ignore[misc]
+class WebAction(Action):
     """One step: the policy's ``reply`` (text or JSON) or one ``action``; ``point`` in screenshot pixels."""
 
     reply: str | dict[str, Any] | None = Field(default=None, description="The policy's reply: its text or JSON")
@@ -97,7 +98,7 @@ class WebAction(Action):  # type: ignore[misc]
     )
 
 
-class WebObservation(Observation):  # type: ignore[misc]
+class WebObservation(Observation):
     """What the policy sees (``done`` and ``reward`` as openenv-core has them)."""
 
     step: int = 0
@@ -122,7 +123,7 @@ class WebObservation(Observation):  # type: ignore[misc]
     )
 
 
-class WebState(State):  # type: ignore[misc]
+class WebState(State):
     """The session's episode."""
 
     task_id: str | None = None
@@ -133,7 +134,7 @@ class WebState(State):  # type: ignore[misc]
     failure: str | None = None
 
 
-class WebagentEnvironment(Environment):  # type: ignore[misc]
+class WebagentEnvironment(Environment[WebAction, WebObservation, WebState]):
     """One OpenEnv session: a ``WebEnv`` on the server's shared agent."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
@@ -317,7 +318,7 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": detail}, status_code=status)
 
 
-class WebagentClient(EnvClient[WebAction, WebObservation, WebState]):  # type: ignore[misc]
+class WebagentClient(EnvClient[WebAction, WebObservation, WebState]):
     """openenv-core's WebSocket client, typed for webagent, that sends the server's bearer token
     (``async with WebagentClient(base_url=URL, token=TOKEN)``; default token: ``WEBAGENT_ENV_AUTH_TOKEN``)."""
 
@@ -348,9 +349,7 @@ class WebagentClient(EnvClient[WebAction, WebObservation, WebState]):  # type: i
         payload: dict[str, Any] = action.model_dump(exclude_none=True, exclude={"metadata"})
         return payload
 
-    def _parse_result(self, payload: dict[str, Any]) -> Any:
-        from openenv.core.client_types import StepResult
-
+    def _parse_result(self, payload: dict[str, Any]) -> StepResult[WebObservation]:
         obs = WebObservation.model_validate(
             {**payload.get("observation", {}), "reward": payload.get("reward"), "done": payload.get("done", False)}
         )

@@ -1,19 +1,17 @@
 """Where an episode's reward comes from: the validator model, the task's reference answers, both, or
-the task's own page (a benchmark task: ``webagent.env.tasks``)."""
+the task's own page (a benchmark task: ``webagent.tasks.benchmarks``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Literal
 
-from ..actions import Answer
-from ..batch.tasks import TaskSpec, reference_matches
 from ..images import Screenshot
 from ..loop import Judge
-from ..records import ModelCall, Step, Verdict
-from .tasks import BenchmarkTask
+from ..records import ModelCall, Verdict
+from ..tasks import BenchmarkTask, TaskSpec, reference_matches
 
-__all__ = ["RewardMode", "judge_for", "reference_match", "required_roles"]
+__all__ = ["RewardMode", "judge_for", "required_roles"]
 
 RewardMode = Literal["validator", "reference", "both", "task"]
 """validator: the validator model's verdict; reference: the answer contains a reference answer;
@@ -47,13 +45,3 @@ def _reference_judge(references: Sequence[str]) -> Judge:
         return Verdict(success=False, feedback="The answer is not the expected one."), None
 
     return judge
-
-
-def reference_match(task: TaskSpec | BenchmarkTask | None, step: Step) -> bool | None:
-    """Whether the step's judged answer contains one of the task's reference answers (None: no
-    references, no answer, or no verdict)."""
-    if not isinstance(task, TaskSpec) or not task.reference or not isinstance(step.action, Answer):
-        return None
-    if step.verdict is None:
-        return None
-    return reference_matches(step.action.content, list(task.reference))

@@ -1,5 +1,5 @@
-"""What ``WebEnv`` holds of a running episode (``Running``), what it returns of each step
-(``Observation``, ``StepResult``), and how an ended episode's reward and flags are read (``outcome``)."""
+"""An episode as ``WebEnv`` holds it: what the policy sees (``Observation``), the episode in progress
+(``Running``) and where its session is told (``SessionBox``)."""
 
 from __future__ import annotations
 
@@ -7,25 +7,15 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
-
 from ..browser.session import BrowserSession
 from ..images import Screenshot
-from ..loop import Episode, TaskCheck
+from ..loop import Episode
 from ..model.client import Message
-from ..records import RunResult, Step
+from ..records import Step
 from .clock import PageClock
 from .lease import SessionLease
-from .rewards import RewardMode
 
-__all__ = ["FAILURES", "Box", "Observation", "Running", "StepResult", "outcome"]
-
-log = structlog.get_logger("webagent.env")
-
-StepResult = tuple["Observation", float, bool, bool, dict[str, Any]]
-
-#: Stop reasons that mean the environment could not run the episode to a verdict.
-FAILURES = ("error", "budget")
+__all__ = ["Observation", "Running", "SessionBox"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +35,7 @@ class Observation:
     given to it, this step's turn last); with the window context system + one user message."""
 
 
-class Box:
+class SessionBox:
     """Where the episode's session is told (not the environment itself: its lease must not keep it alive)."""
 
     def __init__(self) -> None:
@@ -61,28 +51,8 @@ class Running:
 
     episode: Episode
     lease: SessionLease
-    box: Box
+    box: SessionBox
     finalizer: weakref.finalize[Any, Any]
     clock: PageClock | None = None
     step: Step | None = None
     obs: Observation | None = None
-
-
-def outcome(
-    obs: Observation, result: RunResult, info: dict[str, Any], task: TaskCheck | None, reward: RewardMode
-) -> StepResult:
-    """What the step that ended the episode returns: terminated when it reached a verdict (an
-    answer accepted or judged, the task's page saying it is over), else truncated, with the cause
-    (``truncated_by``) and, when the environment could not run it to a verdict, ``failure``."""
-    terminated = result.success or result.stop_reason == "answered" or (task is not None and task.done)
-    if not terminated:
-        info["truncated_by"] = result.stop_reason
-        info["failure"] = result.message if result.stop_reason in FAILURES else None
-        if info["failure"]:
-            log.warning("episode_failed", reason=result.stop_reason, failure=result.message)
-        return obs, 0.0, False, True, info
-    if task is not None:
-        return obs, task.reward, True, False, info
-    # An accepted answer wins, at the final step too (its stop reason is then max_steps or max_time).
-    won = result.success and (info["reference_match"] or reward != "both")
-    return obs, 1.0 if won else 0.0, True, False, info

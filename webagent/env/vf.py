@@ -63,7 +63,7 @@ def _task_rows(tasks: Sequence[str | Mapping[str, Any]]) -> list[dict[str, Any]]
     return rows
 
 
-class WebagentVfEnv(vf.MultiTurnEnv):  # type: ignore[misc]
+class WebagentVfEnv(vf.MultiTurnEnv):
     """A verifiers multi-turn environment whose turns are WebEnv's observations (see the module docstring)."""
 
     def __init__(
@@ -126,13 +126,13 @@ class WebagentVfEnv(vf.MultiTurnEnv):  # type: ignore[misc]
             return ended
         return [dict(obs.messages[-1])]
 
-    @vf.cleanup  # type: ignore[untyped-decorator]
+    @vf.cleanup
     async def close_webagent_env(self, state: Any) -> None:
         env = self._envs.pop(state.get("trajectory_id", ""), None)
         if env is not None:
             await env.aclose()
 
-    @vf.teardown  # type: ignore[untyped-decorator]
+    @vf.teardown
     async def close_agent(self) -> None:
         if self._agent is not None:
             await self._agent.aclose()

@@ -4,7 +4,7 @@ when the episode is over and what it earned, read from the page after each step.
 The loop knows such a task only through ``TaskHook``: ``start`` runs once the start page is open
 (a seed, the task's own start; it may return the goal the page shows), ``check`` after every step.
 When a check says ``done`` the run ends (stop reason ``answered``) and its success and reward are
-the task's; the validator is not asked. Task sets themselves live in ``webagent.env.tasks``.
+the task's; the validator is not asked. Task sets themselves live in ``webagent.tasks.benchmarks``.
 """
 
 from __future__ import annotations

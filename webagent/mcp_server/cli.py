@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from ..config import AgentConfig
 from ..errors import ConfigError, InputError
-from ..serving.tokens import MCP_TOKEN_ENV, read_tokens
+from ..serving.tokens import MCP_TOKEN_ENV, add_token_options, read_tokens
 
-__all__ = ["READY_PREFIX", "TOKEN_ENV", "parse_http", "run_mcp"]
+__all__ = ["COMMAND", "READY_PREFIX", "TOKEN_ENV", "parse_http", "run_mcp"]
 
 #: What the command prints on stderr once it serves streamable HTTP (then the endpoint's URL).
 READY_PREFIX = "webagent mcp: streamable HTTP on "
@@ -69,3 +70,57 @@ def run_mcp(args: argparse.Namespace, config: AgentConfig) -> int:
 
 def _print_ready(url: str) -> None:
     print(f"{READY_PREFIX}{url}", file=sys.stderr, flush=True)
+
+
+class McpCommand:
+    """``webagent mcp``: webagent's tools to other agents."""
+
+    name = "mcp"
+    help = "serve webagent's tools to other agents (Model Context Protocol)"
+
+    def add_arguments(
+        self, parser: argparse.ArgumentParser, config_options: Callable[[argparse.ArgumentParser], None]
+    ) -> None:
+        parser.description = (
+            "Serve the MCP tools run_task, open_session, act, check, extract, screenshot and "
+            "close_session over stdio (the default: an MCP host starts this command) or streamable HTTP "
+            "(--http). The config, allow-lists and secrets are the same as for 'webagent run'; secrets are "
+            "named to the client, never shown. Clients open http(s) URLs only, and private or loopback "
+            "addresses only when the server allows them (--allow-domain naming the host, or "
+            "--private-network allow). Over HTTP, Host and Origin are checked and a bearer token is asked "
+            "when one is set (required when bound beyond loopback). Needs the mcp extra: pip install "
+            "'webagent[mcp]'. See docs/mcp.md."
+        )
+        parser.add_argument(
+            "--http",
+            metavar="HOST:PORT",
+            help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (port 0: a free one, printed on "
+            "stderr)",
+        )
+        add_token_options(parser, env=MCP_TOKEN_ENV, scope="with --http: ")
+        parser.add_argument(
+            "--max-sessions", type=int, default=4, metavar="N", help="browser sessions kept open at once (default 4)"
+        )
+        parser.add_argument(
+            "--session-idle-timeout",
+            type=float,
+            default=900.0,
+            metavar="SECONDS",
+            help="close a kept session unused for this long (default 900; 0: never)",
+        )
+        parser.add_argument(
+            "--output", default="runs/mcp", metavar="DIR", help="where run directories are written (default runs/mcp)"
+        )
+        parser.add_argument(
+            "--profile-dir",
+            metavar="DIR",
+            help="keep named profiles here: open_session(profile=NAME) loads NAME's signed-in state and saves it "
+            "back (0600) after each act and at close",
+        )
+        config_options(parser)
+
+    def run(self, args: argparse.Namespace, config: Callable[[], AgentConfig]) -> int:
+        return run_mcp(args, config())
+
+
+COMMAND = McpCommand()

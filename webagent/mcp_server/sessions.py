@@ -166,14 +166,26 @@ class SessionStore:
         profile another open session uses)."""
         if name is None or not name.strip():
             return None
+        path = self._profile_file(name)
+        if any(kept.profile == path for kept in self._open.values()):
+            raise InputError(f"profile {name!r} is in use by another open session: close it first")
+        return path
+
+    def saved_state(self, name: str) -> Path:
+        """The saved state of profile ``name`` for a run to start with (read, never written back):
+        InputError for a bad name, no profile directory, or a profile with no state saved yet."""
+        path = self._profile_file(name)
+        if not path.is_file():
+            raise InputError(f"profile {name!r} has no saved state yet: sign in on an open_session with it first")
+        return path
+
+    def _profile_file(self, name: str) -> Path:
+        """Where profile ``name`` is kept (InputError for a bad name or no profile directory)."""
         if self.profile_dir is None:
             raise InputError("this server keeps no profiles: start it with --profile-dir DIR to use profile=")
         if not _PROFILE_NAME.match(name):
             raise InputError(f"profile name {name[:40]!r} is not valid: use letters, digits, '-', '_' and '.'")
-        path = self.profile_dir / f"{name}.json"
-        if any(kept.profile == path for kept in self._open.values()):
-            raise InputError(f"profile {name!r} is in use by another open session: close it first")
-        return path
+        return self.profile_dir / f"{name}.json"
 
     def get(self, session_id: str) -> KeptSession:
         """The open session ``session_id`` (SessionError when there is none)."""

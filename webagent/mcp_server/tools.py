@@ -25,11 +25,13 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field, ValidationError
 
 from ..agent import Agent
+from ..config import ContextSettings
 from ..errors import InputError, WebAgentError
 from ..model.parsing import ReplyParseError, extract_json
 from ..records import DownloadedFile, RunResult
 from ..roles.extractor import ExtractionSchema
 from ..runtime.access import client_start
+from ..tasks import UNTRUSTED_BROWSER_KEYS, TaskOptions, TaskSpec
 from .handoff import elicitation_asker
 from .sessions import SessionStore
 
@@ -151,19 +153,62 @@ class WebTools:
         max_steps: Annotated[
             int | None, Field(ge=1, description="Steps in all, the last asking for the final answer")
         ] = None,
+        expect: Annotated[
+            str | None, Field(description="A statement about the final page the validator must also confirm")
+        ] = None,
+        browser: Annotated[
+            dict[str, Any] | None,
+            Field(
+                description="This run's browser session settings over the server's: locale, timezone_id, "
+                "user_agent, color_scheme, geolocation, device, extra_http_headers (a signed-in state: profile)"
+            ),
+        ] = None,
+        profile: Annotated[
+            str | None,
+            Field(
+                description="A named profile whose saved browser state (a sign-in) the run starts with; needs a "
+                "server started with --profile-dir and a profile an open_session has saved"
+            ),
+        ] = None,
         ctx: Context | None = None,
     ) -> TaskOutcome:
         """Open URL in a fresh browser context and run the agent until the validator accepts an
-        answer to GOAL (or it runs out of steps); returns the validated answer and the run directory.
-        What only a person can give (a 2FA code, a CAPTCHA) is asked of the client as an elicitation."""
-        settings = self.agent.config.agent
-        if max_steps is not None:
-            settings = settings.model_copy(update={"max_steps": max_steps})
+        answer to GOAL (and EXPECT, if given) or it runs out of steps; returns the validated answer
+        and the run directory. What only a person can give (a 2FA code, a CAPTCHA) is asked of the
+        client as an elicitation."""
+        settings = self._browser(browser, profile)
         url, policy = await client_start(self.agent.runtime, url, server="the MCP server")
-        output = self.output_dir / _run_name(self.agent.secrets.redact(goal)) if self.output_dir is not None else None
+        options = _options(max_steps=max_steps, expect=expect)
+        task = TaskSpec(id="run_task", url=url, goal=goal, options=options, browser=settings)
         ask = elicitation_asker(ctx) if ctx is not None else None
-        result = await self.agent.run(url, goal, output_dir=output, settings=settings, policy=policy, ask_user=ask)
-        return _outcome(result)
+        output = self.output_dir / _run_name(self.agent.secrets.redact(goal)) if self.output_dir is not None else None
+        spec = task.run_spec(self.agent.config.agent).replace(policy=policy, ask_user=ask, output_dir=output)
+        stream = self.agent.start(spec)
+        async for _ in stream:
+            pass
+        assert stream.result is not None
+        return _outcome(stream.result)
+
+    def _browser(self, browser: dict[str, Any] | None, profile: str | None) -> ContextSettings | None:
+        """A run's session settings from a client: those a client may set (none of
+        ``UNTRUSTED_BROWSER_KEYS``: the operator's files, proxies, credentials, checks), and the
+        state of the server's ``profile``. An InputError names what is refused or wrong."""
+        data = dict(browser or {})
+        for key, why in UNTRUSTED_BROWSER_KEYS.items():
+            if key in data:
+                hint = "; pass profile= for a signed-in state" if key == "storage_state" else ""
+                raise InputError(f"browser.{key}: a client of the MCP server may not set it ({why}){hint}")
+        if profile is not None and profile.strip():
+            data["storage_state"] = self.sessions.saved_state(profile)
+        if not data:
+            return None
+        try:
+            return ContextSettings.model_validate(data)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"])
+            what = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
+            raise InputError(f"browser.{where}: {what}") from None
 
     @_tool_errors
     async def open_session(
@@ -242,6 +287,15 @@ class WebTools:
         """Close a session and its browser context."""
         await self.sessions.close(session_id)
         return Closed(session_id=session_id)
+
+
+def _options(**given: object) -> TaskOptions:
+    """A run's options from a tool's arguments (one line naming the first that is wrong)."""
+    try:
+        return TaskOptions.model_validate({k: v for k, v in given.items() if v is not None})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise InputError(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from None
 
 
 def _outcome(result: RunResult) -> TaskOutcome:

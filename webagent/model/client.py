@@ -31,7 +31,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from ..config import RoleConfig
 from ..errors import ModelError, ModelReplyError, ModelUnavailableError
-from ..records import ModelCall, RoleUsage, TokenRecord
+from ..records import ModelCall, Role, RoleUsage, TokenRecord
 from ..secrets import Secrets
 from .endpoints import ENDPOINT_COOLDOWN_S, Endpoint, EndpointPool
 from .parsing import ReplyParseError
@@ -74,7 +74,7 @@ class ModelClient:
     it); if that endpoint stays unavailable after all retries, it fails over to another one.
     """
 
-    def __init__(self, role: str, config: RoleConfig, pool: EndpointPool | None = None) -> None:
+    def __init__(self, role: Role, config: RoleConfig, pool: EndpointPool | None = None) -> None:
         self.role = role
         self.config = config
         self.pool = pool or EndpointPool(role, config)
@@ -271,7 +271,7 @@ class ModelClient:
         ``parse`` gets the reply's text (a ``Reply``, a ``str`` carrying its native tool calls).
         Raises ModelReplyError (with ``.call`` set) when the repaired reply fails too.
         """
-        record = ModelCall(role=self.role, model=self.model)  # type: ignore[arg-type]
+        record = ModelCall(role=self.role, model=self.model)
         try:
             return await self._call(record, messages, parse, response_format, extra_body, repair_hint)
         except ModelError as exc:

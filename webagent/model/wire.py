@@ -8,38 +8,11 @@ the body verbatim instead of being scanned by a JSON encoder for every request t
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
-__all__ = ["DataURL", "encode_chat_body"]
+from ..images import DataURL
 
-_HEAD = re.compile(r"data:[a-z]+/[a-z0-9.+-]+;base64,")
-
-
-# Every character JSON would escape (quote, backslash, controls) is outside this set: a payload
-# made only of these needs no escaping. Standard and URL-safe base64, padding included.
-_BASE64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=-_"
-
-
-class DataURL(str):
-    """A ``data:`` URL whose characters need no JSON escaping (checked once, when made)."""
-
-    __slots__ = ()
-
-    def __new__(cls, value: str) -> DataURL:
-        # The header is checked by the pattern; the payload (often 100+ kB) by one C-speed pass
-        # that deletes every base64 character: anything left would need escaping (or is not
-        # base64). ``isascii`` is O(1) and makes the ASCII encode a plain copy.
-        comma = value.find(",", 0, 64)
-        if (
-            comma < 0
-            or not _HEAD.fullmatch(value, 0, comma + 1)
-            or not value.isascii()
-            or value[comma + 1 :].encode("ascii").translate(None, _BASE64)
-        ):
-            raise ValueError("not a base64 data: URL")
-        return super().__new__(cls, value)
-
+__all__ = ["DataURL", "encode_chat_body"]  # DataURL (webagent.images): what the encoder splices in unescaped
 
 # Values sent unchanged with every request of a role, encoded once: the system prompt (a few kB of
 # guidelines and schema), keyed by value, and the schema fields (``response_format``,

@@ -31,6 +31,7 @@ from ..roles.policy import PolicyImages
 from ..runtime import RunSpec, Runtime
 from ..safety import NavigationPolicy
 from ..stream import RunStream
+from ..tasks import TaskOptions, TaskSpec
 from ..urls import normalize_url
 from .look import Look, look_at, record_look
 
@@ -103,18 +104,15 @@ class Pilot:
         the same goal on this pilot has its own recording: the first, the second, ...). ``ask_user``:
         who answers the policy's questions (default: the agent's)."""
         goal = _given(goal, "goal", "say what the agent should do")
-        settings = self.runtime.config.agent
-        if max_steps is not None:
-            settings = settings.model_copy(update={"max_steps": max_steps})
+        if max_steps is not None and max_steps < 1:
+            raise InputError(f"max_steps must be at least 1 (got {max_steps})")
         async with self._lock:
             self._acts[goal] += 1
             start = await self._start_url()
-            spec = RunSpec(
-                url=start,
-                goal=goal,
+            task = TaskSpec(id="act", url=start, goal=goal, options=TaskOptions(max_steps=max_steps))
+            spec = task.run_spec(self.runtime.config.agent).replace(
                 page=self.page,
                 navigate=False,
-                settings=settings,
                 policy=self.policy,
                 browser=self.browser,
                 ask_user=ask_user,

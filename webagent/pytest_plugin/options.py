@@ -16,6 +16,7 @@ import pytest
 
 from ..families import DEFAULT_PROFILE
 from ..families import PROFILES as _PROFILES
+from ..records import ROLES
 
 if TYPE_CHECKING:
     from ..config import AgentConfig
@@ -78,11 +79,7 @@ _OPTIONS: tuple[tuple[str, str | None, str, tuple[str, ...] | None], ...] = (
 
 #: Config key -> the option of the plugin that sets it (the ini key of the same name too).
 _KEYS: dict[str, str] = {
-    **{
-        f"{role}.{field}": name
-        for role in ("policy", "localizer", "validator")
-        for field, name in (("base_url", "base-url"), ("model", "model"))
-    },
+    **{f"{role}.{field}": name for role in ROLES for field, name in (("base_url", "base-url"), ("model", "model"))},
     "localizer.profile": "localizer-profile",
     "agent.max_steps": "max-steps",
 }

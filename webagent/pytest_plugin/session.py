@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -37,15 +38,13 @@ from ..budget import Budget, BudgetLimits
 from ..config import AgentConfig
 from ..errors import WebAgentError
 from ..files import write_atomic
-from ..records import ModelCall
+from ..records import ROLES, ModelCall
 from .artifacts import RunFolder, cache_path, display_path, node_name, open_cache
 from .options import PluginSettings, fail_with
 from .web import AsyncWeb, Deadlines
 
-try:
+if sys.platform != "win32":  # Windows has no fcntl: there a session's budget counts in its own process
     import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
 
 __all__ = [
     "SharedBudget",
@@ -87,7 +86,7 @@ class SharedBudget(Budget):
     @contextlib.contextmanager
     def _shared(self) -> Iterator[None]:
         """Load the shared counts, let the caller change them, store them: all under the file lock."""
-        if fcntl is None or self._held:
+        if sys.platform == "win32" or self._held:
             yield
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -197,8 +196,8 @@ class WebSession:
         browser = config.browser
         self.deadlines = Deadlines(
             act_s=config.agent.max_time_s + browser.open_timeout_s + _MARGIN_S,
-            look_s=max(
-                config.role(role).timeout_s * (config.role(role).max_retries + 2) for role in ("policy", "validator")
+            look_s=max(  # a check asks the validator's endpoint, an extraction the policy's
+                role.timeout_s * (role.max_retries + 2) for role in (config.policy, config.validator)
             )
             + browser.capture_timeout_s
             + browser.open_timeout_s
@@ -246,7 +245,7 @@ class WebSession:
         for report in kept:
             item.user_properties.append(("webagent_report", display_path(report, self.invocation_dir)))
         usage = state.web.pilot.usage
-        calls = sum(usage.role(role).calls for role in ("policy", "localizer", "validator"))
+        calls = sum(usage.role(role).calls for role in ROLES)
         item.user_properties.append(("webagent_model_calls", calls))
         for budget in state.budgets:  # a call interrupted between its reservation and its charge
             if isinstance(budget, SharedBudget):

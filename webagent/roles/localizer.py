@@ -173,12 +173,11 @@ class Localizer:
         )
         if not frame.contains(x, y):
             call.error = f"point ({x:g}, {y:g}) is outside the {frame.image_width}x{frame.image_height} image"
-            err = LocalizationError(
+            raise LocalizationError(
                 f"the localizer placed {element!r} at ({x:g}, {y:g}), outside the "
-                f"{frame.image_width}x{frame.image_height} screenshot"
+                f"{frame.image_width}x{frame.image_height} screenshot",
+                call=call,
             )
-            err.call = call  # type: ignore[attr-defined]
-            raise err
         return Point(image=(x, y), viewport=frame.to_css(x, y)), call
 
 

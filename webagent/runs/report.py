@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from ..files import write_atomic_parts
+from ..records import ROLES
 
 __all__ = ["CSP", "CSS", "escape", "load_run", "render_report", "render_report_html", "step_html"]
 
-ROLES = ("policy", "localizer", "validator")
 USAGE_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "latency_s", "retries", "repairs", "failures")
 TIMING_FIELDS = ("observe_s", "policy_s", "localize_s", "act_s", "validate_s", "total_s")
 

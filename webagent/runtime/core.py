@@ -31,7 +31,7 @@ from ..hosts import is_private_host, url_host
 from ..loop import Episode, HumanHandler, PageDriver, Roles
 from ..model.client import ModelClient
 from ..model.endpoints import EndpointPool
-from ..records import ModelCall
+from ..records import ModelCall, Role
 from ..roles.localizer import Localizer
 from ..roles.policy import Policy, PolicyImages
 from ..roles.validator import Validator
@@ -85,7 +85,7 @@ class Runtime:
             self._endpoints[role] = EndpointPool(role, self.config.role(role))
         return self._endpoints[role]
 
-    def model_client(self, role: str, secrets: Secrets | None = None) -> ModelClient:
+    def model_client(self, role: Role, secrets: Secrets | None = None) -> ModelClient:
         """A client of one role over its shared endpoints, redacting secrets (default: the
         runtime's) from what it sends."""
         secrets = self.secrets if secrets is None else secrets

@@ -7,11 +7,12 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import SecretStr
 
-from ..batch.cli import BatchProgress, ray_cluster
+from ..batch.cli import BatchProgress, add_ray_options, ray_cluster
 from ..budget import BudgetLimits
 from ..config import ROLES, AgentConfig
 from ..errors import InputError
@@ -23,7 +24,12 @@ from ..secrets import Secrets
 from .model import CheckOutcome, Suite, load_suite
 from .runner import prepare_output, run_suite
 
-__all__ = ["run_test", "with_variables"]
+__all__ = ["ANY_ORIGIN_HELP", "CACHE_HELP", "COMMAND", "run_test", "with_variables"]
+
+#: What ``--cache`` is, in the help of ``webagent run`` and ``webagent test``.
+CACHE_HELP = "steps replayed with no model call while pages match, the answer judged again; code-equivalent: review it"
+#: What ``--cache-any-origin`` is.
+ANY_ORIGIN_HELP = "replay recordings made from another origin (scheme, host, port), e.g. staging's on production"
 
 EXIT_PASSED, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
@@ -137,3 +143,54 @@ def _slug(name: str) -> str:
     """The default output folder's name for a suite's name (cut by bytes: a file system's limit)."""
     slug = "".join(c if c.isalnum() or c in "-_" else "-" for c in name.lower()).strip("-")
     return cut_utf8(slug, MAX_NAME_BYTES).strip("-") or "suite"
+
+
+class TestCommand:
+    """``webagent test``: a suite of website checks."""
+
+    __test__ = False  # (not a pytest test class)
+    name = "test"
+    help = "run a suite of website checks (CI smoke tests)"
+
+    def add_arguments(
+        self, parser: argparse.ArgumentParser, config_options: Callable[[argparse.ArgumentParser], None]
+    ) -> None:
+        parser.description = (
+            "Run the checks of a suite file (YAML, or JSONL with one check per line: name, url, goal, "
+            "optional expect and limits). Each verdict comes from the validator. Writes DIR/results.jsonl, "
+            "DIR/junit.xml, DIR/report.html (the whole suite, self-contained), DIR/suite.json and a run directory "
+            "per check. Exit code 0 = every check passed, 1 = a check failed, 2 = bad input, 130 = interrupted."
+        )
+        parser.add_argument("suite", metavar="SUITE", help="suite file (.yaml/.yml, or .jsonl)")
+        parser.add_argument("--junit", metavar="FILE", help="also write the JUnit XML here")
+        parser.add_argument("--output", metavar="DIR", help="output directory (default: webagent-test/<suite name>)")
+        parser.add_argument(
+            "--concurrency", type=int, default=4, metavar="N", help="checks at once (default %(default)s)"
+        )
+        parser.add_argument(
+            "--cache",
+            metavar="FILE",
+            help=f"replay cache (JSON, commit it next to the suite): {CACHE_HELP}; re-plans and updates it when not",
+        )
+        parser.add_argument("--cache-any-origin", action="store_true", help=ANY_ORIGIN_HELP)
+        parser.add_argument(
+            "--trace",
+            choices=["on-failure", "always", "off"],
+            default="on-failure",
+            help="keep a Playwright trace per check (default %(default)s; open with 'playwright show-trace')",
+        )
+        parser.add_argument("--resume", action="store_true", help="continue an interrupted run in the same --output")
+        parser.add_argument(
+            "--suite-budget-calls", type=int, metavar="N", help="hard limit on model calls for the suite"
+        )
+        parser.add_argument("--suite-budget-tokens", type=int, metavar="N", help="hard limit on tokens for the suite")
+        parser.add_argument("--suite-budget-usd", type=float, metavar="USD", help="hard limit on dollars for the suite")
+        add_ray_options(parser, "checks", "SUITE")
+        parser.add_argument("--json", action="store_true", help="print suite.json on stdout")
+        config_options(parser)
+
+    def run(self, args: argparse.Namespace, config: Callable[[], AgentConfig]) -> int:
+        return run_test(args, config())
+
+
+COMMAND = TestCommand()

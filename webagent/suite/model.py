@@ -19,7 +19,7 @@ YAML, either a list of checks or a mapping::
 a ``device``, ...; relative paths are the suite file's.
 
 A suite file is data unless the operator trusts it (``--trust-tasks``, ``load_suite(trusted=True)``),
-like a task file (``webagent.batch.tasks.distrust``): no ``{{NAME}}``, no ``browser`` key of
+like a task file (``webagent.tasks.distrust``): no ``{{NAME}}``, no ``browser`` key of
 ``UNTRUSTED_BROWSER_KEYS`` (a signed-in ``storage_state``, a ``proxy``, upload folders, ...), an
 ``http(s)`` start. Either way ``${VAR}`` reads only the variables the suite declares (``env``) or
 that start with ``WEBAGENT_SUITE_``, never one named like a credential (``SECRET_VARIABLE``); the
@@ -43,12 +43,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..batch.results import TaskResult
-from ..batch.tasks import RUN_LIMITS, RunLimits, TaskOptions, TaskSpec, distrust
 from ..budget import BudgetLimits
 from ..config import ContextSettings
 from ..errors import InputError
 from ..inputs import MAX_GOAL_CHARS, load_json, load_yaml, read_text
-from ..stream import TraceMode
+from ..tasks import RUN_LIMITS, RunLimits, TaskOptions, TaskSpec, TraceMode, distrust
 from ..urls import normalize_url
 
 __all__ = ["CHECK_LIMITS", "SECRET_VARIABLE", "SUITE_PREFIX", "Check", "CheckOutcome", "Suite", "load_suite"]

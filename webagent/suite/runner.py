@@ -24,7 +24,7 @@ from ..config import ROLES, AgentConfig
 from ..errors import InputError
 from ..files import write_atomic
 from ..replay import ReplayCache
-from ..stream import TraceMode
+from ..tasks import TraceMode
 from .junit import write_junit
 from .model import CheckOutcome, Suite
 from .report import write_suite_report

@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from webagent.records import Role
 from webagent.testing.contracts import ScriptedReply, asked, policy_reply, thinking
 from webagent.testing.images import image_size
 from webagent.testing.pagechecks import RequestKind, answer_check, answer_extract, request_kind
@@ -27,7 +28,6 @@ from webagent.testing.script import (
     FAULT_KINDS,
     REPLY_FAULTS,
     FaultKind,
-    Role,
     Script,
     candidate_answer,
     format_click,

@@ -1,6 +1,6 @@
 """Tasks on the ``/hands/`` pages of ``SiteServer``: one per hand the agent has beyond clicks and keys.
 
-Each page (``tasks/sites/hands``) needs its hand: a menu that opens only while the pointer rests on
+Each page (``webagent/testing/data/sites/hands``) needs its hand: a menu that opens only while the pointer rests on
 it (a click on its label closes it), a range of documents selected by a click then a shift+click, a
 grid cell edited only after a double-click, a file deleted
 through the page's own context menu, a card moved between columns by HTML5 drag-and-drop, a slider

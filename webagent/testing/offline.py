@@ -8,7 +8,8 @@ from typing import Any
 
 from ..config import AgentConfig
 from ..families import FAMILIES, PROFILES
-from ..prompts import resource_dir
+from ..records import ROLES
+from .sites import data_dir
 
 __all__ = ["FAMILY_MODELS", "PROFILE_MODELS", "load_local_tasks", "offline_config"]
 
@@ -19,9 +20,9 @@ PROFILE_MODELS = {name: FAMILY_MODELS[name] for name in PROFILES}
 
 
 def load_local_tasks(base_url: str) -> dict[str, dict[str, Any]]:
-    """The bundled tasks (tasks/local.jsonl) with ``{base}`` replaced by the site server's URL."""
+    """The bundled tasks (webagent/testing/data/local.jsonl) with ``{base}`` replaced by the site server's URL."""
     tasks: dict[str, dict[str, Any]] = {}
-    for line in (resource_dir("tasks") / "local.jsonl").read_text(encoding="utf-8").splitlines():
+    for line in (data_dir() / "local.jsonl").read_text(encoding="utf-8").splitlines():
         if line.strip():
             task = json.loads(line)
             task["url"] = task["url"].replace("{base}", base_url)
@@ -36,7 +37,7 @@ def offline_config(server_url: str, profile: str, *, family: str | None = None, 
     model = PROFILE_MODELS[profile]
     roles = {
         role: {"base_url": f"{server_url}/{role}/v1", "model": model, "api_key": "offline", "timeout_s": 20.0}
-        for role in ("policy", "localizer", "validator")
+        for role in ROLES
     }
     roles["localizer"]["profile"] = profile
     if family is not None:

@@ -148,12 +148,13 @@ def request_tokens(
     kwargs = body.get("mm_processor_kwargs")
     tools = body.get("tools")
     tiles = kwargs.get("max_num_tiles") if isinstance(kwargs, dict) else None
-    valid = isinstance(tiles, int) and not isinstance(tiles, bool) and tiles > 0
+    if not isinstance(tiles, int) or isinstance(tiles, bool) or tiles <= 0:
+        tiles = DEFAULT_MAX_NUM_TILES
     return prompt_tokens(
         messages,
         image_refs(messages, digests),
         family=family,
-        max_num_tiles=tiles if valid else DEFAULT_MAX_NUM_TILES,  # type: ignore[arg-type]
+        max_num_tiles=tiles,
         tools=tools if isinstance(tools, list) else (),
     )
 

@@ -17,13 +17,12 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from webagent.families import DEFAULT_PROFILE, FAMILIES, PROFILES, family_of
+from webagent.records import Role
 
 from .pagechecks import CheckRule, ExtractRule
 
-Role = Literal["policy", "localizer", "validator"]
 FaultKind = Literal["500", "429", "malformed", "schema", "slow", "offtarget", "disconnect", "stall"]
 
-ROLES: tuple[Role, ...] = ("policy", "localizer", "validator")
 #: Fixed order in which probabilistic faults are drawn.
 FAULT_KINDS: tuple[FaultKind, ...] = (
     "500",

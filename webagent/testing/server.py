@@ -23,6 +23,7 @@ from typing import Any, cast
 from aiohttp import web
 
 from webagent.families import FAMILIES, get_family
+from webagent.records import ROLES, Role
 from webagent.testing.chat import (
     FaultDraw,
     RecordedRequest,
@@ -47,7 +48,7 @@ from webagent.testing.prefixcache import (
     reply_tokens,
     request_tokens,
 )
-from webagent.testing.script import FAULT_KINDS, ROLES, Role, Script, load_script
+from webagent.testing.script import FAULT_KINDS, Script, load_script
 from webagent.testing.tokens import add_tokens, wants_tokens
 
 __all__ = ["MAX_BODY", "READY_PREFIX", "FakeModelServer", "RecordedRequest", "main"]

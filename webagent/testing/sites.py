@@ -1,6 +1,6 @@
 """Small local websites for tests, demos and offline benchmarks.
 
-``SiteServer`` serves the static sites under ``tasks/sites`` on 127.0.0.1 and adds a few
+``SiteServer`` serves the static sites under ``webagent/testing/data/sites`` on 127.0.0.1 and adds a few
 dynamic routes:
 
 * ``/catalog/search?q=...`` -- case-insensitive substring search over the product names;
@@ -36,12 +36,12 @@ import sys
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Self, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ..prompts import resource_dir
 from . import safetysites
 from .catalog import (
     COUNTRIES,
@@ -66,24 +66,26 @@ __all__ = [
     "PRODUCTS",
     "Product",
     "SiteServer",
+    "data_dir",
     "main",
     "reference_code",
     "search_products",
     "sites_dir",
-    "tasks_dir",
 ]
 
 _MAX_BODY = 64 * 1024
 
 
-def tasks_dir() -> Path:
-    """The ``tasks`` directory: ``webagent/tasks`` in an installed wheel, else ``<repo>/tasks``."""
-    return resource_dir("tasks")
+def data_dir() -> Path:
+    """The bundled demo data (``webagent/testing/data``, package data read through
+    ``importlib.resources``): ``local.jsonl`` (the local tasks), ``scripts/`` (the offline model
+    server's scripts that solve them) and ``sites/`` (the static sites they run on)."""
+    return Path(str(resources.files(__package__) / "data"))
 
 
 def sites_dir() -> Path:
-    """The directory holding the static task sites (``tasks/sites``)."""
-    return tasks_dir() / "sites"
+    """The directory holding the static task sites (``webagent/testing/data/sites``)."""
+    return data_dir() / "sites"
 
 
 # --------------------------------------------------------------------------- HTTP
@@ -275,7 +277,7 @@ class _HTTPServer(ThreadingHTTPServer):
 
 
 class SiteServer:
-    """Serves ``tasks/sites`` (or ``root``) on ``host:port`` from a background daemon thread.
+    """Serves ``webagent/testing/data/sites`` (or ``root``) on ``host:port`` from a background daemon thread.
 
     >>> with SiteServer() as site:  # doctest: +SKIP
     ...     page.goto(site.url + "/catalog/")
@@ -330,7 +332,7 @@ class SiteServer:
         return self._httpd is not None
 
     def expand(self, template: str) -> str:
-        """Replace the ``{base}`` placeholder used in ``tasks/local.jsonl`` with :attr:`url`."""
+        """Replace the ``{base}`` placeholder used in ``webagent/testing/data/local.jsonl`` with :attr:`url`."""
         return template.replace("{base}", self.url)
 
     def record_submission(self, values: dict[str, str]) -> None:
@@ -401,7 +403,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=0, help="port to bind (default: a free port)")
-    parser.add_argument("--root", type=Path, default=None, help="sites directory (default: tasks/sites)")
+    parser.add_argument(
+        "--root", type=Path, default=None, help="sites directory (default: webagent/testing/data/sites)"
+    )
     args = parser.parse_args(argv)
 
     stop = threading.Event()

@@ -5,26 +5,26 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
+from ..config import AgentConfig
 from ..errors import InputError
 from ..inputs import terminal_json, terminal_text
-from .export import ROLES, ExportOptions, export_sft, find_runs
+from ..records import ROLES
+from .export import ExportOptions, export_sft, find_runs
 
-__all__ = ["add_export_parser", "run_export"]
+__all__ = ["COMMAND", "add_export_arguments", "run_export"]
 
 
-def add_export_parser(sub: Any) -> None:
-    """Register the ``export`` command on the CLI's subparsers."""
-    p = sub.add_parser(
-        "export",
-        help="export runs as training data (SFT JSONL)",
-        description="Export run directories (webagent run --output) and batch directories (webagent batch "
+def add_export_arguments(p: argparse.ArgumentParser) -> None:
+    """``webagent export``'s description and options."""
+    p.description = (
+        "Export run directories (webagent run --output) and batch directories (webagent batch "
         "--output) as training data: DIR/data.jsonl with one record per model call (or per step) in OpenAI "
         "chat-messages form, the exact prompts that were sent with screenshots as files under DIR/images/, "
         "and the reply as target. Identical records are written once. Load it with "
-        "datasets.load_dataset('json', data_files='DIR/data.jsonl').",
+        "datasets.load_dataset('json', data_files='DIR/data.jsonl')."
     )
     p.add_argument("runs", nargs="+", metavar="RUNDIR", help="run directory or batch output directory")
     p.add_argument("--output", required=True, metavar="DIR", help="export directory (data.jsonl, images/)")
@@ -71,3 +71,21 @@ def run_export(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+class ExportCommand:
+    """``webagent export``: runs as training data."""
+
+    name = "export"
+    help = "export runs as training data (SFT JSONL)"
+
+    def add_arguments(
+        self, parser: argparse.ArgumentParser, config_options: Callable[[argparse.ArgumentParser], None]
+    ) -> None:
+        add_export_arguments(parser)
+
+    def run(self, args: argparse.Namespace, config: Callable[[], AgentConfig]) -> int:
+        return run_export(args)
+
+
+COMMAND = ExportCommand()

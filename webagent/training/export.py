@@ -29,24 +29,23 @@ from pydantic import ValidationError
 
 from ..actions import Answer
 from ..batch.results import read_results
-from ..batch.tasks import reference_matches
 from ..errors import InputError
 from ..files import make_dir, private_folder, write_atomic
 from ..images import Frame, Screenshot
 from ..model.client import Message
-from ..records import ModelCall, RunResult, Step
+from ..records import ROLES, ModelCall, RunResult, Step
 from ..roles.localizer import LOCALIZER_PROFILES, localizer_messages
 from ..roles.policy import speaker_for
 from ..roles.prompting import PROMPTS, PromptOptions, answered
 from ..roles.validator import continuation_messages, validator_messages
 from ..runs.trajectory import read_trajectory
+from ..tasks import reference_matches
 
 __all__ = ["ExportOptions", "ExportStats", "RunRef", "export_sft", "find_runs"]
 
 log = structlog.get_logger("webagent.training")
 
 Per = Literal["call", "step"]
-ROLES = ("policy", "localizer", "validator")
 
 
 @dataclass(frozen=True, slots=True)

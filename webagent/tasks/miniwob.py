@@ -32,11 +32,11 @@ import structlog
 
 from ..errors import BrowserError, ConfigError, InputError
 from ..loop import PageDriver, TaskCheck
-from .tasks import BenchmarkTask, TaskSet, shown
+from .benchmarks import BenchmarkTask, TaskSet, shown
 
 __all__ = ["EPISODE_MAX_TIME_MS", "MiniWoBServer", "MiniWoBTask", "MiniWoBTasks", "miniwob_server"]
 
-log = structlog.get_logger("webagent.env")
+log = structlog.get_logger("webagent.tasks")
 
 #: The page's own time limit (ms): BrowserGym's, long enough never to end an episode by itself.
 EPISODE_MAX_TIME_MS = 1_000_000

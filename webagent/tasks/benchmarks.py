@@ -46,7 +46,7 @@ __all__ = [
     "tasksets",
 ]
 
-log = structlog.get_logger("webagent.env")
+log = structlog.get_logger("webagent.tasks")
 
 #: Packages add task sets here: ``[project.entry-points."webagent.tasksets"] shop = "pkg.mod:ShopTasks"``.
 ENTRY_POINT_GROUP = "webagent.tasksets"

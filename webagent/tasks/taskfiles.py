@@ -1,21 +1,11 @@
-"""Tasks as data, and task files.
+"""Task files and reference answers.
 
-A task (``TaskSpec``) is its id, where it starts, its goal, where its reward comes from (the
-validator; reference answers; or a benchmark page that judges itself) and how its runs are run
-(``TaskOptions``: an expectation the validator must also confirm, loop limits, a trace). The batch
-runner, the Ray actors and ``webagent test`` run nothing else (``webagent.batch.TaskRunner``).
-
-Task files: our JSONL (``{"id","url","goal"}``, with any of the options), benchmark tasks that
-reward themselves (``{"id", "task": "miniwob/click-button", "seed": 3}``: ``webagent.env.tasks``)
-and WebVoyager's (``{"web_name","id","ques","web"}``), plus reference answers (WebVoyager
-``reference_answer.json`` style, or a plain ``{id: answer}`` map).
-
-A task file is data, not configuration, unless the operator says otherwise (``--trust-tasks``,
-``load_tasks(trusted=True)``; docs/security.md, "Who is trusted where"): a line of a file not
-trusted may not name a secret (``{{NAME}}`` anywhere), read the operator's files, send through the
-operator's proxy or credentials, or weaken the browser (``UNTRUSTED_BROWSER_KEYS``), and its start
-is an ``http(s)`` URL that lets the run reach no other local address (``runtime.access.data_start``).
-A task built in code speaks for the operator (``TaskSpec.trusted``).
+Task files: our JSONL (``{"id","url","goal"}``, with any of the options and a ``browser`` block),
+benchmark tasks that reward themselves (``{"id", "task": "miniwob/click-button", "seed": 3}``:
+``webagent.tasks.benchmarks``) and WebVoyager's (``{"web_name","id","ques","web"}``), plus reference
+answers (WebVoyager ``reference_answer.json`` style, or a plain ``{id: answer}`` map). A file is read
+as data unless the operator vouches for it (``trusted``; ``webagent.tasks.spec``'s docstring), and
+each task's run directory is named from its id (``run_dir_name``), two ids never sharing one.
 """
 
 from __future__ import annotations
@@ -26,28 +16,19 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ValidationError
 
-from ..config import AgentConfig, AgentSettings, ContextSettings
+from ..config import ContextSettings
 from ..errors import InputError
 from ..files import MAX_NAME_BYTES, cut_utf8
-from ..inputs import MAX_GOAL_CHARS, check_text, load_json, not_utf8_at, read_text
-from ..safety import NavigationPolicy
-from ..stream import TraceMode
+from ..inputs import check_text, load_json, not_utf8_at, read_text
 from ..urls import normalize_url
+from .benchmarks import benchmark_task
+from .spec import OPTION_KEYS, TRUST_HINT, TaskOptions, TaskSpec, distrust
 
 __all__ = [
-    "OPTION_KEYS",
-    "RUN_LIMITS",
-    "UNTRUSTED_BROWSER_KEYS",
-    "RunLimits",
-    "TaskOptions",
-    "TaskSpec",
     "check_run_dirs",
-    "distrust",
-    "guarded",
     "load_references",
     "load_tasks",
     "reference_matches",
@@ -55,166 +36,6 @@ __all__ = [
 ]
 
 _HASHED = re.compile(r"-[0-9a-f]{8}$")
-_PLACEHOLDER = re.compile(r"\{\{\s*[A-Za-z_][A-Za-z0-9_]*\s*\}\}")
-#: The ``browser`` keys a task or suite file not trusted may not set, and why: they read the
-#: operator's files, carry the operator's secrets, route traffic through the operator's
-#: infrastructure, or weaken what the browser checks or allows.
-UNTRUSTED_BROWSER_KEYS = {
-    "storage_state": "it loads the operator's signed-in state",
-    "upload_dir": "it lets pages receive the operator's files",
-    "upload_files": "it lets pages receive the operator's files",
-    "proxy": "it routes traffic through a proxy of the operator's choosing",
-    "http_credentials": "it answers sites with the operator's credentials",
-    "ignore_https_errors": "it turns off the check of sites' certificates",
-    "permissions": "it grants every site permissions on the operator's machine",
-}
-#: What a refusal tells the operator.
-TRUST_HINT = "pass --trust-tasks if the file is yours"
-
-
-class RunLimits(BaseModel):
-    """The loop limits a task (or a suite check, or a suite's defaults) may set for its runs; None
-    keeps the config's ``[agent]`` setting."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    max_steps: int | None = Field(default=None, gt=0)
-    max_time_s: float | None = Field(default=None, gt=0)
-    max_attempts: int | None = Field(default=None, gt=0)
-    budget_calls: int | None = Field(default=None, ge=0)
-    budget_tokens: int | None = Field(default=None, ge=0)
-    budget_usd: float | None = Field(default=None, ge=0)
-
-    def limits(self) -> dict[str, int | float]:
-        """The limits set (the config's replaced by these)."""
-        return {k: v for k in RUN_LIMITS if (v := getattr(self, k)) is not None}
-
-    def settings(self, base: AgentSettings) -> AgentSettings:
-        """``base`` (the config's loop settings) with these limits applied."""
-        update = self.limits()
-        return base.model_copy(update=update) if update else base
-
-
-#: The keys of ``RunLimits``.
-RUN_LIMITS = tuple(RunLimits.model_fields)
-
-
-class TaskOptions(RunLimits):
-    """How a task's runs are run, beside the runner's own settings (attempts, watchdog)."""
-
-    expect: str | None = Field(
-        default=None, max_length=MAX_GOAL_CHARS, description="A statement the validator must also confirm"
-    )
-    trace: TraceMode = Field(default="off", description="Keep a Playwright trace: always, on-failure or off")
-
-
-#: The keys of a task-file line that set its options.
-OPTION_KEYS = tuple(TaskOptions.model_fields)
-
-
-class TaskSpec(BaseModel):
-    """One task: where it starts, its goal, where its reward comes from, how it is run.
-
-    The reward: a benchmark page's own verdict (``benchmark``, ``seed``), else the validator's, with
-    ``reference`` answers compared to the answer in the results line."""
-
-    model_config = ConfigDict(frozen=True)
-
-    id: str
-    url: str
-    goal: str
-    web_name: str | None = None
-    reference: list[str] = []
-    #: A benchmark task's name (``miniwob/click-button``): its page gives the goal and the success.
-    benchmark: str | None = None
-    seed: int | None = None
-    options: TaskOptions = TaskOptions()
-    #: The task's own browser session settings over the config's ``[browser]`` (a signed-in
-    #: ``storage_state``, a ``proxy``, a ``locale``, a ``device``, ...).
-    browser: ContextSettings | None = None
-    #: False: from a task or suite file the operator did not mark trusted. Its start may be an
-    #: ``http(s)`` URL only, and runs under ``runtime.access.data_start`` (a local start is that one
-    #: ``host:port``; secrets without hosts of their own typed only on ``allowed_domains``); it may
-    #: not name a secret or set ``UNTRUSTED_BROWSER_KEYS``.
-    trusted: bool = True
-
-    @model_validator(mode="after")
-    def _data(self) -> TaskSpec:
-        if not self.trusted:
-            refusal = distrust(self._as_data())
-            if refusal is not None:
-                raise ValueError(f"task {self.id!r}: {refusal}")
-        return self
-
-    def _as_data(self) -> dict[str, Any]:
-        browser = self.browser.model_dump(exclude_unset=True, mode="json") if self.browser is not None else None
-        url = self.url if self.benchmark is None else "https://benchmark.invalid/"  # webagent's own server
-        return {"url": url, "goal": self.goal, "expect": self.options.expect, "browser": browser}
-
-
-def distrust(data: dict[str, Any], hint: str = TRUST_HINT) -> str | None:
-    """Why a task or check of a file not trusted may not be run as it is written (``data``: its line or
-    mapping), or None: a ``{{NAME}}`` anywhere, a ``browser`` key of ``UNTRUSTED_BROWSER_KEYS``, a
-    start URL that is not ``http(s)``. One phrase naming the key and ``hint`` (the flag)."""
-    found = _placeholder_at(data, "")
-    if found is not None:
-        return f"{found}: a {{{{NAME}}}} secret placeholder is refused in a file that is not trusted; {hint}"
-    browser = data.get("browser")
-    if isinstance(browser, dict):
-        for key, why in UNTRUSTED_BROWSER_KEYS.items():
-            if browser.get(key) not in (None, False, [], ""):
-                return f"browser.{key}: refused in a file that is not trusted ({why}); {hint}"
-    url = next((data[k] for k in ("url", "web") if isinstance(data.get(k), str)), None)
-    if url is not None and "task" not in data:
-        scheme = urlsplit(normalize_url(url)).scheme if _normalizes(url) else ""
-        if scheme and scheme not in ("http", "https"):
-            return f"url: a {scheme}: start URL is refused in a file that is not trusted (http and https only); {hint}"
-    return None
-
-
-def _normalizes(url: str) -> bool:
-    try:
-        normalize_url(url)
-    except InputError:
-        return False  # the line's own error says what is wrong with it
-    return True
-
-
-def _placeholder_at(value: Any, where: str) -> str | None:
-    """The key (dotted) of the first string in ``value`` holding a ``{{NAME}}``; None if none does."""
-    if isinstance(value, str):
-        return (where or "the line") if _PLACEHOLDER.search(value) else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found = _placeholder_at(item, f"{where}.{key}" if where else str(key))
-            if found is not None:
-                return found
-    if isinstance(value, list):
-        for item in value:
-            found = _placeholder_at(item, where)
-            if found is not None:
-                return found
-    return None
-
-
-def guarded(task: TaskSpec, config: AgentConfig) -> bool:
-    """Whether ``task``'s sessions are guarded under ``config``: they want a hardened browser, which
-    the first one launched (``BrowserPool.start``) had better be. A start someone else chose always
-    is (no ``file:``, no other local address: ``attempts.TaskRunner.policy``); the operator's as
-    ``Runtime.navigation_policy`` rules it (a bad URL: no, its run says why)."""
-    if task.benchmark is not None or not task.trusted:
-        return True
-    browser = config.browser
-    try:
-        policy = NavigationPolicy.build(
-            allowed=browser.allowed_domains,
-            blocked=browser.blocked_domains,
-            private_network=browser.private_network,
-            start_url=task.url,
-        )
-    except ValueError:
-        return False
-    return policy.active
 
 
 def load_tasks(path: str | Path, *, trusted: bool = False, hint: str = TRUST_HINT) -> list[TaskSpec]:
@@ -275,8 +96,6 @@ def _browser(value: Any, where: str, base: Path) -> ContextSettings | None:
 
 
 def _parse_benchmark(data: dict[str, Any], where: str) -> TaskSpec:
-    from ..env.tasks import benchmark_task  # the task sets (MiniWoB++ and registered ones)
-
     name, seed = data["task"], data.get("seed")
     if not isinstance(name, str) or not name.strip():
         raise InputError(f"{where}: 'task' must name a benchmark task, e.g. \"miniwob/click-button\"")
@@ -305,6 +124,8 @@ def _parse_options(data: dict[str, Any], where: str) -> TaskOptions:
 def _parse_task(data: dict[str, Any], where: str) -> TaskSpec:
     options = _parse_options(data, where)
     task = _parse_line(data, where)
+    if task.benchmark is not None and options.expect is not None:  # TaskSpec.run_spec would refuse it
+        raise InputError(f"{where}: expect: a benchmark task is judged by its page, not the validator")
     return task.model_copy(update={"options": options}) if options != TaskOptions() else task
 
 

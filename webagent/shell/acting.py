@@ -1,0 +1,141 @@
+"""The actions of ``webagent session``: one action of webagent's action space each, on a ref or a
+point, carried out by the loop's own ``perform`` through the session's driver (secrets typed and
+masked by ``SecretPage``), and the receipt of what it did."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from ..actions import Action
+from ..browser.deadline import within
+from ..loop import perform
+from ..records import Point
+from .protocol import EXIT_BAD, EXIT_BLOCKED, EXIT_OK, EXIT_STALE, EXIT_UNCHANGED, Reply, ShellError
+from .receipts import Before, Receipt, changed_area, looks_like_challenge
+from .refs import RESOLVE_SCRIPT
+from .sessions import ShellSession
+
+__all__ = ["LATE_DOWNLOAD_S", "TARGET_SCRIPT", "VALUE_SCRIPT", "act", "locate"]
+
+#: How long a receipt waits for a download an action started late.
+LATE_DOWNLOAD_S = 1.5
+
+#: The control (or element) under a point: ``role "name"``.
+TARGET_SCRIPT = r"""([x, y]) => {
+  const el = document.elementFromPoint(x, y);
+  if (!el) return null;
+  const c = el.closest('a[href],button,input,select,textarea,summary,label,[role],[onclick]') || el;
+  const role = c.getAttribute('role') || ({A: 'link', BUTTON: 'button', SELECT: 'combobox', TEXTAREA: 'textbox',
+    SUMMARY: 'button', LABEL: 'label'}[c.tagName] || (c.tagName === 'INPUT' ? (c.type === 'password' ? 'password' :
+    ['button', 'submit', 'reset'].includes(c.type) ? 'button' : c.type === 'checkbox' || c.type === 'radio' ? c.type :
+    'textbox') : c.tagName.toLowerCase()));
+  const name = (c.getAttribute('aria-label') || (c.labels && c.labels[0] && c.labels[0].innerText) ||
+    (c.tagName === 'INPUT' ? (c.placeholder || c.name || c.value) : c.innerText) || c.title || '')
+    .replace(/\s+/g, ' ').trim().slice(0, 60);
+  return role + ' "' + name + '"';
+}"""
+
+#: The value of the field at a point (the focused one first), a password's as dots.
+VALUE_SCRIPT = r"""([x, y]) => {
+  let el = document.activeElement;
+  if (!el || !('value' in el)) el = document.elementFromPoint(x, y);
+  if (el && el.tagName === 'LABEL' && el.control) el = el.control;
+  if (!el || !('value' in el)) return null;
+  if (el.type === 'password') return el.value ? '•'.repeat(Math.min(el.value.length, 12)) : '';
+  if (el.tagName === 'SELECT') return el.selectedOptions[0]?.text ?? '';
+  return String(el.value).slice(0, 500);
+}"""
+
+
+async def locate(s: ShellSession, ref: str | None, point: list[Any] | None) -> Point | None:
+    """The viewport point of a ref (found again, scrolled into view; ShellError 4 when it is gone
+    or covered) or of ``x,y``; None without either."""
+    if ref is not None:
+        role, name, nth = s.refs.key(ref)
+        found = await s.driver.evaluate(RESOLVE_SCRIPT, [role, name, nth])
+        if not isinstance(found, dict) or not found.get("found"):
+            raise ShellError(EXIT_STALE, f'stale ref {ref}: {role} "{name}" is no longer on the page; read it again')
+        if found.get("covered"):
+            covered = s.secrets.redact(str(found["covered"]))
+            raise ShellError(EXIT_STALE, f'{ref} ({role} "{name}") is covered by {covered}')
+        xy = (float(found["x"]), float(found["y"]))
+        return Point(image=xy, viewport=xy)
+    if point is not None:
+        try:
+            x, y = float(point[0]), float(point[1])
+        except (TypeError, ValueError, IndexError):
+            raise ShellError(EXIT_BAD, f"{point!r} is not a point: give x,y in CSS pixels") from None
+        width, height = s.session.viewport
+        if not (0 <= x < width and 0 <= y < height):
+            raise ShellError(EXIT_BAD, f"point {x:g},{y:g} is outside the {width}x{height} viewport")
+        return Point(image=(x, y), viewport=(x, y))
+    return None
+
+
+async def _png(s: ShellSession) -> bytes:
+    return await within(s.session.page.screenshot(type="png"), s.session.config.command_timeout_s, "page.screenshot")
+
+
+async def _before(s: ShellSession) -> Before:
+    s.driver.drain_events()  # what happened before this action is not its doing
+    return Before(
+        url=s.driver.url,
+        title=await s.driver.title(),
+        tabs=len(await s.driver.tabs()),
+        downloads=len(s.session.downloads),
+        png=await _png(s),
+    )
+
+
+async def _late_downloads(s: ShellSession, before: Before) -> None:
+    """A download an action started after the page settled (a link's ``download``): waited for a moment,
+    when nothing else shows, so that the receipt tells it."""
+    for _ in range(round(LATE_DOWNLOAD_S / 0.1)):
+        if len(s.session.downloads) != before.downloads:
+            return
+        await asyncio.sleep(0.1)
+
+
+async def act(
+    s: ShellSession,
+    action: Action,
+    point: Point | None,
+    *,
+    target: Point | None = None,
+    typed: bool = False,
+) -> Reply:
+    """Carry out ``action`` at ``point`` and tell what it did (exit 3 when nothing changed)."""
+    s.check_alive()
+    under = None
+    if point is not None:
+        found = await s.driver.evaluate(TARGET_SCRIPT, list(point.viewport))
+        under = s.secrets.redact(found) if isinstance(found, str) else None
+    before = await _before(s)
+    uploads = s.agent.runtime.sessions.uploads(s.pilot.browser)
+    outcome = await perform(s.driver, action, point, uploads, target)
+    s.follow()
+    receipt = Receipt(action=action.action, target=under, point=point.viewport if point else None, outcome=outcome)
+    receipt.events = s.driver.drain_events()
+    url, title = s.driver.url, await s.driver.title()
+    receipt.url = url if url != before.url else None
+    receipt.title = title if title != before.title else None
+    tabs = await s.driver.tabs()
+    receipt.tabs = max(1, len(tabs))  # one tab is listed as none
+    receipt.tab_opened = len(tabs) > before.tabs
+    receipt.changed, receipt.box = changed_area(before.png, await _png(s))
+    if not (receipt.changed or receipt.url or receipt.tab_opened):
+        await _late_downloads(s, before)  # a click that only downloads shows nothing else
+        receipt.events += s.driver.drain_events()
+    receipt.downloads = list(s.session.downloads[before.downloads :])
+    if typed and point is not None:
+        value = await s.driver.evaluate(VALUE_SCRIPT, list(point.viewport))
+        receipt.value = s.secrets.redact(value) if isinstance(value, str) else None
+    receipt.unchanged = not (
+        receipt.changed or receipt.url or receipt.title or receipt.tab_opened or receipt.events or receipt.downloads
+    )
+    text = await s.driver.page_text() if receipt.url or receipt.title else ""
+    receipt.challenge = looks_like_challenge(title, text)
+    await s.save_profile()
+    code = EXIT_BLOCKED if receipt.challenge else EXIT_UNCHANGED if receipt.unchanged else EXIT_OK
+    return Reply(code=code, text=s.secrets.redact(receipt.line()), data=receipt.model_dump(mode="json"))

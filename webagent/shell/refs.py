@@ -1,0 +1,203 @@
+"""Refs (``@e12``): the page's controls numbered in document order, read by one script, and a ref
+found again before it is used.
+
+A ref names a control by its role, its name and which of the controls with both it is; before an
+action the script finds that control again, scrolls it into view, and says whether something else
+covers its centre. A control that is gone is a stale ref (exit 4), as is a covered one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+
+from .protocol import EXIT_BAD, ShellError
+
+__all__ = ["READ_SCRIPT", "RESOLVE_SCRIPT", "Control", "RefTable", "parse_ref"]
+
+_REF = re.compile(r"^@?e([1-9][0-9]{0,5})$")
+
+# The controls, in document order: what a click, typing or a scroll can use.
+_CONTROLS = r"""
+const SEL = 'a[href],button,input:not([type=hidden]),select,textarea,summary,[role=button],[role=link],' +
+  '[role=menuitem],[role=tab],[role=checkbox],[role=radio],[role=option],[role=switch],[role=textbox],' +
+  '[role=combobox],[onclick],[contenteditable=true]';
+const visible = (el) => {
+  const r = el.getBoundingClientRect();
+  if (r.width < 1 || r.height < 1) return false;
+  if (el.checkVisibility && !el.checkVisibility({checkOpacity: true, checkVisibilityCSS: true})) return false;
+  return true;
+};
+const clean = (s) => (s || '').replace(/\s+/g, ' ').trim().slice(0, 80);
+const roleOf = (el) => {
+  const explicit = el.getAttribute('role');
+  if (explicit) return explicit;
+  const tag = el.tagName.toLowerCase();
+  if (tag === 'a') return 'link';
+  if (tag === 'button' || tag === 'summary') return 'button';
+  if (tag === 'select') return 'combobox';
+  if (tag === 'textarea') return 'textbox';
+  if (tag === 'input') {
+    const t = (el.getAttribute('type') || 'text').toLowerCase();
+    if (['button', 'submit', 'reset', 'image'].includes(t)) return 'button';
+    if (t === 'checkbox' || t === 'radio') return t;
+    if (t === 'file') return 'file';
+    if (t === 'password') return 'password';
+    return 'textbox';
+  }
+  if (el.isContentEditable) return 'textbox';
+  return 'clickable';
+};
+const nameOf = (el) => {
+  const label = el.getAttribute('aria-label');
+  if (label) return clean(label);
+  const by = el.getAttribute('aria-labelledby');
+  if (by) return clean(by.split(/\s+/).map((id) => document.getElementById(id)?.innerText || '').join(' '));
+  if (el.labels && el.labels.length) return clean(el.labels[0].innerText);
+  const tag = el.tagName.toLowerCase();
+  if (tag === 'input' && ['button', 'submit', 'reset'].includes((el.type || '').toLowerCase())) return clean(el.value);
+  if (tag === 'input' || tag === 'textarea') return clean(el.getAttribute('placeholder') || el.getAttribute('name') || el.title);
+  if (tag === 'select') return clean(el.getAttribute('name') || el.title);
+  return clean(el.innerText || el.getAttribute('title') || el.getAttribute('alt') ||
+    el.querySelector('img[alt]')?.getAttribute('alt'));
+};
+const valueOf = (el) => {
+  const tag = el.tagName.toLowerCase();
+  if (tag === 'select') return clean(el.selectedOptions[0]?.text);
+  if (tag === 'textarea') return el.value.slice(0, 200);
+  if (tag === 'input') {
+    const t = (el.type || '').toLowerCase();
+    if (t === 'password') return el.value ? '••••' : '';
+    if (t === 'checkbox' || t === 'radio') return el.checked ? 'checked' : 'unchecked';
+    if (['button', 'submit', 'reset', 'image', 'file'].includes(t)) return null;
+    return el.value.slice(0, 200);
+  }
+  return null;
+};
+const controls = () => {
+  const found = [];
+  const seen = new Set();
+  for (const el of document.querySelectorAll(SEL)) {
+    if (!visible(el)) continue;
+    if (el.closest('a[href],button') !== el && el.parentElement?.closest('a[href],button')) continue;
+    seen.add(el);
+    found.push(el);
+  }
+  return found;
+};
+const describe = (el) => {
+  const r = el.getBoundingClientRect();
+  return {role: roleOf(el), name: nameOf(el), value: valueOf(el),
+          x: Math.round(r.left + r.width / 2), y: Math.round(r.top + r.height / 2),
+          w: Math.round(r.width), h: Math.round(r.height)};
+};
+"""
+
+#: ``{controls: [...], text: "..."}``: the controls, and the page as text with ``\u0001N\u0001`` where control N is.
+READ_SCRIPT = (
+    "(withText) => {"
+    + _CONTROLS
+    + r"""
+  const list = controls();
+  const index = new Map(list.map((el, i) => [el, i]));
+  let text = '';
+  if (withText) {
+    const out = [];
+    const BLOCK = /^(ADDRESS|ARTICLE|ASIDE|BLOCKQUOTE|DIV|DL|DT|DD|FIELDSET|FIGURE|FOOTER|FORM|H[1-6]|HEADER|HR|LI|MAIN|NAV|OL|P|PRE|SECTION|TABLE|TR|UL|BR|DETAILS|SUMMARY|LABEL)$/;
+    const walk = (node) => {
+      if (node.nodeType === 3) { out.push(node.textContent.replace(/\s+/g, ' ')); return; }
+      if (node.nodeType !== 1) return;
+      const el = node;
+      if (['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE', 'HEAD'].includes(el.tagName)) return;
+      if (index.has(el)) { out.push(' \u0001' + index.get(el) + '\u0001 '); return; }
+      if (el.checkVisibility && !el.checkVisibility({checkOpacity: true, checkVisibilityCSS: true})) return;
+      const block = BLOCK.test(el.tagName);
+      if (block) out.push('\n');
+      if (el.tagName === 'TD' || el.tagName === 'TH') out.push(' | ');
+      for (const child of el.childNodes) walk(child);
+      if (block) out.push('\n');
+    };
+    if (document.body) walk(document.body);
+    text = out.join('');
+  }
+  return {controls: list.map(describe), text};
+}"""
+)
+
+#: Control (role, name, nth) found again: ``{found, x, y, covered}``, scrolled into view first.
+RESOLVE_SCRIPT = (
+    "([role, name, nth]) => {"
+    + _CONTROLS
+    + r"""
+  const same = controls().filter((el) => roleOf(el) === role && nameOf(el) === name);
+  const el = same[nth];
+  if (!el) return {found: false};
+  const r0 = el.getBoundingClientRect();
+  if (r0.top < 0 || r0.left < 0 || r0.bottom > innerHeight || r0.right > innerWidth) {
+    el.scrollIntoView({block: 'center', inline: 'center', behavior: 'instant'});
+  }
+  const d = describe(el);
+  const top = document.elementFromPoint(d.x, d.y);
+  let covered = null;
+  if (top && top !== el && !el.contains(top) && !top.contains(el) &&
+      !(el.labels && [...el.labels].some((l) => l.contains(top)))) {
+    covered = roleOf(top) + ' "' + clean(top.innerText || top.getAttribute('aria-label') || top.tagName) + '"';
+  }
+  return {found: true, x: d.x, y: d.y, covered};
+}"""
+)
+
+
+class Control(BaseModel):
+    """One control as the read script gives it (viewport CSS pixels)."""
+
+    role: str
+    name: str
+    value: str | None = None
+    x: float
+    y: float
+    w: float
+    h: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Key:
+    role: str
+    name: str
+    nth: int
+
+
+class RefTable:
+    """The refs of a session's last read: ``eN`` → the control's role, name and rank among its likes."""
+
+    def __init__(self) -> None:
+        self._keys: dict[int, _Key] = {}
+
+    def renumber(self, controls: list[Control]) -> None:
+        """Refs 1..N for the controls of a new read (the old ones no longer hold)."""
+        counts: dict[tuple[str, str], int] = {}
+        self._keys = {}
+        for i, control in enumerate(controls, start=1):
+            nth = counts.get((control.role, control.name), 0)
+            counts[(control.role, control.name)] = nth + 1
+            self._keys[i] = _Key(control.role, control.name, nth)
+
+    def key(self, ref: str) -> tuple[str, str, int]:
+        """The control ``ref`` names (ShellError 2 for a malformed ref or one the last read did not print)."""
+        number = parse_ref(ref)
+        key = self._keys.get(number)
+        if key is None:
+            raise ShellError(
+                EXIT_BAD,
+                f"unknown ref @e{number}: read the page again (snap, text or find) and use a ref it prints",
+            )
+        return key.role, key.name, key.nth
+
+
+def parse_ref(ref: str) -> int:
+    match = _REF.match(ref.strip())
+    if match is None:
+        raise ShellError(EXIT_BAD, f"{ref[:40]!r} is not a ref: refs look like @e12 (from snap, text or find)")
+    return int(match.group(1))
