@@ -15,7 +15,7 @@ from ..records import Usage
 from .results import TaskResult, cost_of
 from .stats import BatchStats
 
-__all__ = ["percentile", "print_summary", "summarize"]
+__all__ = ["hosts_summary", "percentile", "print_summary", "summarize"]
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -134,6 +134,9 @@ def summarize(
             },
         },
     }
+    hosts = hosts_summary(stats)
+    if hosts:  # a fleet of browser hosts: each one's sessions, crashes and step latency
+        summary["run"]["browser_hosts"] = hosts
     benchmarks: dict[str, dict[str, Any]] = {}
     for result in results:
         if result.benchmark is not None:
@@ -164,6 +167,24 @@ def summarize(
             server = {**server, "uncached_prompt_tokens_per_step": round(uncached / stats.steps)}
         summary["server"] = server
     return summary
+
+
+def hosts_summary(stats: BatchStats) -> dict[str, dict[str, Any]]:
+    """Per browser host of a fleet: the sessions opened on it, the times it was lost under sessions
+    (``crashes``) and the sessions lost with it, whether it is quarantined, its steps' p50 latency."""
+    rows: dict[str, dict[str, Any]] = {}
+    for name in sorted({*stats.host_counts, *stats.host_step_s}):
+        counts = stats.host_counts.get(name)
+        steps = stats.host_step_s.get(name, [])
+        rows[name] = {
+            "sessions": counts.sessions if counts is not None else None,
+            "crashes": counts.crashes if counts is not None else None,
+            "lost_sessions": counts.lost_sessions if counts is not None else None,
+            "quarantined": counts.quarantined if counts is not None else None,
+            "steps": len(steps),
+            "step_latency_p50_s": _r(percentile(steps, 0.5)),
+        }
+    return rows
 
 
 def print_summary(summary: dict[str, Any], console: Console | None = None) -> None:
@@ -240,6 +261,13 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
             f"{_show(lat['p50'], 's')} / {_show(lat['p90'], 's')} "
             f"(model {_show(lat['model_p50'])}/{_show(lat['model_p90'], 's')}, "
             f"browser {_show(lat['browser_p50'])}/{_show(lat['browser_p90'], 's')})",
+        )
+    for name, host in run.get("browser_hosts", {}).items():
+        add_row(
+            f"browser host {name}",
+            f"{_show(host['sessions'])} sessions, {_show(host['crashes'])} crashes"
+            + (" (quarantined)" if host["quarantined"] else "")
+            + f", step p50 {_show(host['step_latency_p50_s'], 's')}",
         )
     server = summary.get("server")
     if server:

@@ -93,6 +93,9 @@ class _Slot:
 class BrowserPool:
     """Hands out browser sessions; launches, recycles and replaces browsers as needed."""
 
+    #: Launches of a replacement browser before its error is raised (the fleet pool tries another host).
+    launch_tries = LAUNCH_TRIES
+
     def __init__(self, config: BrowserConfig, *, browser: Browser | None = None) -> None:
         self.config = config
         self._playwright: Playwright | None = None
@@ -149,10 +152,10 @@ class BrowserPool:
     async def _launch_browser(self, hardened: bool) -> _Slot:
         if self._playwright is None:
             self._playwright = await async_playwright().start()
-        tries = LAUNCH_TRIES if self.launched else 1
+        tries = self.launch_tries if self.launched else 1
         for attempt in range(1, tries + 1):
             try:
-                browser = await open_browser(self._playwright, self.config, hardened=hardened)
+                browser = await self._open(self._playwright, hardened)
                 if not browser.is_connected():
                     with contextlib.suppress(Exception):
                         await within(browser.close(), self.config.open_timeout_s, "browser.close")
@@ -167,6 +170,10 @@ class BrowserPool:
             self.launched += 1
             return slot
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _open(self, playwright: Playwright, hardened: bool) -> Browser:
+        """A new browser: launched here, or connected to the configured remote one."""
+        return await open_browser(playwright, self.config, hardened=hardened)
 
     def _watch(self, slot: _Slot) -> _Slot:
         slot.browser.on("disconnected", lambda _: self._on_disconnected(slot))
