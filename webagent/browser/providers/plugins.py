@@ -42,7 +42,7 @@ def load_plugin(name: str, options: Mapping[str, str | int | float | bool]) -> B
         ) from None
     if not isinstance(provider, BrowserProvider):
         raise ConfigError(
-            f"browser.plugin {name!r} ({found[name].value}) made a {type(provider).__name__}, not a "
+            f"browser.plugin {name!r} ({found[name].value}) made a value of type {type(provider).__name__}, not a "
             "webagent.browser.providers.BrowserProvider"
         )
     if provider.name == BrowserProvider.name:
