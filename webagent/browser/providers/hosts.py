@@ -22,13 +22,13 @@ class HostsProvider(BrowserProvider):
         for i, host in enumerate(hosts):
             headers: dict[str, str] = {}
             if host.token_secret is not None:
-                value, found = secrets.substitute("{{" + host.token_secret + "}}")
-                if not found:
+                if host.token_secret not in secrets.names:
                     raise ConfigError(
                         f"browser.hosts[{i}].token_secret names {host.token_secret}, which is not a secret: "
                         f"give it in [secrets] {host.token_secret} = ..., WEBAGENT_SECRET_{host.token_secret} "
                         "or --secret"
                     )
+                value, _ = secrets.substitute("{{" + host.token_secret + "}}")
                 headers[host.token_header] = host.token_prefix + value
             self._leases.append(Lease(host.label, host.url, host.sessions, host.protocol, headers))
         self._lent: set[int] = set()
