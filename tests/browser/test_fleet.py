@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from webagent.browser.guard import NavigationGuard
+from webagent.browser.hardening import missing_flags
+from webagent.browser.pool import BrowserPool
 from webagent.browser.providers import FleetPool, make_pool
 from webagent.browser.session import BrowserSession
 from webagent.config import BrowserConfig
@@ -152,3 +154,34 @@ def test_a_plugin_not_installed_is_a_one_line_config_error(plugin: None) -> None
         ConfigError, match=r"made a value of type object, not a webagent\.browser\.providers\.BrowserProvider"
     ):
         make_pool(BrowserConfig(provider="plugin", plugin="not-a-provider"), Secrets())
+
+
+@pytest.mark.parametrize("hardened", [False, True])
+async def test_a_single_cdp_endpoint_under_a_guard_must_show_the_hardening(hardened: bool) -> None:
+    """Not only the fleet's hosts: ``cdp_endpoint`` too (today's one remote browser)."""
+    chromiums = LoopbackChromiums({"hardened": hardened})
+    try:
+        await chromiums.start("one")
+        config = BrowserConfig(cdp_endpoint=f"http://127.0.0.1:{chromiums.ports['one']}")
+        pool = BrowserPool(config)
+        try:
+            await pool.start()  # unguarded sessions: no promise needed
+            if hardened:
+                await pool.start(hardened=True)
+            else:
+                with pytest.raises(ConfigError) as info:
+                    await pool.start(hardened=True)
+                assert "cannot promise the navigation guard: its Chromium was started without" in str(info.value)
+                assert "\n" not in str(info.value)
+        finally:
+            await pool.aclose()
+    finally:
+        await chromiums.aclose(timeout_s=10)
+
+
+def test_the_hardening_is_read_from_merged_list_flags() -> None:
+    required = ["--disable-shared-workers", "--disable-blink-features=FedCm", "--x=a,b"]
+    line = ["/usr/lib/chromium/chromium", "--disable-blink-features=Foo,FedCm", "--x=b", "--x=a"]
+    assert missing_flags(required, line) == ["--disable-shared-workers"]
+    assert missing_flags(required, [*line, "--disable-shared-workers"]) == []
+    assert missing_flags(["--x=a,c"], line) == ["--x=a,c"]

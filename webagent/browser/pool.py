@@ -39,10 +39,11 @@ import structlog
 from playwright.async_api import Browser, Playwright, async_playwright
 
 from ..config import BrowserConfig
-from ..errors import BrowserError, BrowserStuckError
+from ..errors import BrowserError, BrowserStuckError, ConfigError
 from .deadline import on_wait_over, session_browser, within
 from .devtools import devtools_for
 from .guard import NavigationGuard
+from .hardening import hardening_refusal
 from .launcher import killed_frozen, open_browser
 from .session import BrowserSession
 
@@ -172,8 +173,19 @@ class BrowserPool:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _open(self, playwright: Playwright, hardened: bool) -> Browser:
-        """A new browser: launched here, or connected to the configured remote one."""
-        return await open_browser(playwright, self.config, hardened=hardened)
+        """A new browser: launched here, or connected to the configured remote one, which, for
+        guarded sessions, must show the guard's hardening (else a ConfigError: the run refuses)."""
+        browser = await open_browser(playwright, self.config, hardened=hardened)
+        if hardened and self.config.remote:
+            refusal = await hardening_refusal(browser, self.config)
+            if refusal is not None:
+                with contextlib.suppress(Exception):
+                    await within(browser.close(), self.config.open_timeout_s, "browser.close")
+                raise ConfigError(
+                    f"the remote browser at {self.config.remote} cannot promise the navigation guard: {refusal}; "
+                    "or run without a navigation guard on it (docs/security.md)"
+                )
+        return browser
 
     def _watch(self, slot: _Slot) -> _Slot:
         slot.browser.on("disconnected", lambda _: self._on_disconnected(slot))

@@ -23,10 +23,11 @@ from ...config import BrowserConfig
 from ...errors import BrowserError, BrowserTimeoutError, ConfigError
 from ..deadline import within
 from ..guard import NavigationGuard
+from ..hardening import hardening_refusal
 from ..pool import BrowserPool
 from ..session import BrowserSession
 from .base import BrowserProvider, Lease, bounded
-from .connect import connect_lease, hardening_refusal
+from .connect import connect_lease
 
 __all__ = ["FleetPool", "HostFigures", "session_host"]
 
@@ -147,7 +148,7 @@ class FleetPool(BrowserPool):
         self._start_prober()
         browser = await connect_lease(playwright, self.config, host.lease, hardened=hardened)
         if hardened:
-            refusal = await hardening_refusal(browser, self.config, host.lease)
+            refusal = await hardening_refusal(browser, self.config)
             if refusal is not None:
                 host.unguardable = refusal
                 self._close_soon(browser)
