@@ -1,7 +1,8 @@
 """A browser provider plugin for the tests (registered by ``install_plugin`` under the entry-point
 group ``webagent.browser_providers`` of a tiny distribution on ``sys.path``): it starts local
 Chromium processes with a remote-debugging port on 127.0.0.1 and lends each as a CDP host. Its
-``fault`` option makes it raise or hang, as a broken third-party provider would."""
+``fault`` option makes it raise or hang, as a broken third-party provider would, or lend a dead
+endpoint (``dead``: host-0 is a port nothing listens on)."""
 
 from __future__ import annotations
 
@@ -54,6 +55,9 @@ class LoopbackChromiums(BrowserProvider):
         if not free:
             return None
         name = free[0]
+        if self.fault == "dead" and name == "host-0":  # a lease of a port nothing listens on
+            self.lent.add(name)
+            return Lease(name, f"http://127.0.0.1:{self.ports.setdefault(name, free_port())}", self.sessions)
         await self.start(name, timeout_s=timeout_s)
         self.lent.add(name)
         return Lease(name, f"http://127.0.0.1:{self.ports[name]}", self.sessions, handle=name)
@@ -90,7 +94,9 @@ class LoopbackChromiums(BrowserProvider):
 
     def kill(self, name: str) -> int:
         """SIGKILL host ``name``'s Chromium (its process group: its helpers too); its PID."""
-        proc = self.processes[name]
+        proc = self.processes.get(name)
+        if proc is None:
+            return 0
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()

@@ -185,3 +185,13 @@ def test_the_hardening_is_read_from_merged_list_flags() -> None:
     assert missing_flags(required, line) == ["--disable-shared-workers"]
     assert missing_flags(required, [*line, "--disable-shared-workers"]) == []
     assert missing_flags(["--x=a,c"], line) == ["--x=a,c"]
+
+
+async def test_a_dead_endpoint_lent_is_quarantined_and_the_sessions_go_elsewhere(plugin: None) -> None:
+    async with AsyncExitStack() as stack:
+        pool = await fleet(fleet_config(fault="dead"), stack)
+        await pool.start()
+        assert pool.host_figures()["host-0"].quarantined
+        await open_sessions(pool, 3, stack)
+        figures = pool.host_figures()
+        assert figures["host-0"].sessions == 0 and figures["host-1"].sessions == 3
