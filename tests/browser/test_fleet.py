@@ -141,6 +141,7 @@ async def test_a_provider_that_raises_or_hangs_is_a_clear_error(plugin: None, fa
         with pytest.raises(BrowserError) as info:
             await asyncio.wait_for(pool.start(), 30)
         assert f"browser provider loopback: {said}" in str(info.value) and "\n" not in str(info.value)
+        assert info.value.infrastructure  # mid-batch, a task's re-run, never its verdict
 
 
 def test_a_plugin_not_installed_is_a_one_line_config_error(plugin: None) -> None:

@@ -17,10 +17,17 @@ import aiohttp
 
 from ...errors import BrowserError
 
-__all__ = ["BrowserProvider", "Lease", "Protocol", "bounded", "reachable"]
+__all__ = ["BrowserProvider", "Lease", "Protocol", "ProviderError", "bounded", "reachable"]
 
 Protocol = Literal["cdp", "playwright"]
 T = TypeVar("T")
+
+
+class ProviderError(BrowserError):
+    """A browser provider failed or did not answer in time: the infrastructure's failure (a batch
+    re-runs the session's task), never the task's."""
+
+    infrastructure = True
 
 
 @dataclass(frozen=True, eq=False)
@@ -73,17 +80,17 @@ class BrowserProvider(abc.ABC):
 
 async def bounded(what: Awaitable[T], provider: BrowserProvider, call: str, timeout_s: float) -> T:
     """``what`` (a call into ``provider``) within ``timeout_s``; its failure or a hang as a
-    ``BrowserError`` naming the provider and the call (an infrastructure failure)."""
+    ``ProviderError`` naming the provider and the call (an infrastructure failure)."""
     try:
         async with asyncio.timeout(timeout_s):
             return await what
     except TimeoutError:
-        raise BrowserError(f"browser provider {provider.name}: {call} gave no answer within {timeout_s:g} s") from None
+        raise ProviderError(f"browser provider {provider.name}: {call} gave no answer within {timeout_s:g} s") from None
     except BrowserError:
         raise
     except Exception as exc:  # a third party's code: any failure is its own, told in one line
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise BrowserError(f"browser provider {provider.name}: {call} failed: {type(exc).__name__}: {first}") from None
+        raise ProviderError(f"browser provider {provider.name}: {call} failed: {type(exc).__name__}: {first}") from None
 
 
 async def reachable(lease: Lease, *, timeout_s: float) -> bool:

@@ -26,7 +26,7 @@ from ..guard import NavigationGuard
 from ..hardening import hardening_refusal
 from ..pool import BrowserPool
 from ..session import BrowserSession
-from .base import BrowserProvider, Lease, bounded
+from .base import BrowserProvider, Lease, ProviderError, bounded
 from .connect import connect_lease
 
 __all__ = ["FleetPool", "HostFigures", "session_host"]
@@ -129,7 +129,9 @@ class FleetPool(BrowserPool):
                             slot = await self._launch(hardened=hardened)
                         except BrowserError as exc:
                             self._refuse(host, str(exc), hardened)
-                            continue
+                            if loop.time() < deadline:  # another host (a provider lending dead ones: bounded)
+                                continue
+                            raise BrowserTimeoutError(f"{self._no_room(hardened)}; last: {exc}") from None
                 if slot is not None:
                     slot.active += 1
                     slot.served += 1
@@ -183,7 +185,7 @@ class FleetPool(BrowserPool):
         if lease is None:
             return None
         if any(h.lease is lease for h in self._hosts):
-            raise BrowserError(f"browser provider {self.provider.name} lent {lease.name} twice")
+            raise ProviderError(f"browser provider {self.provider.name} lent {lease.name} twice")
         host = _Host(lease)
         self._hosts.append(host)
         log.info("browser_host_leased", host=lease.name, sessions=lease.sessions)
