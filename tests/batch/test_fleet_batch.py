@@ -16,6 +16,7 @@ import pytest
 from webagent.batch import BatchRunner, read_results
 from webagent.batch.cli import BatchProgress
 from webagent.batch.summary import summarize
+from webagent.browser.providers import FleetPool
 from webagent.cli.main import main
 from webagent.config import AgentConfig, BrowserConfig
 from webagent.testing.server import FakeModelServer
@@ -67,7 +68,8 @@ async def test_a_host_killed_mid_batch_its_sessions_rerun_on_the_other(
                 "a step on host-0",
             )
             assert runner.agent is not None
-            provider = runner.agent.browsers.provider  # type: ignore[attr-defined]
+            assert isinstance(runner.agent.browsers, FleetPool)
+            provider = runner.agent.browsers.provider
             assert isinstance(provider, LoopbackChromiums)
             killed.append(provider.kill("host-0"))
 

@@ -11,8 +11,11 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
+from aiohttp import web
 
+from webagent.browser.devtools import free_port
 from webagent.browser.guard import NavigationGuard
 from webagent.browser.hardening import missing_flags
 from webagent.browser.pool import BrowserPool
@@ -196,3 +199,62 @@ async def test_a_dead_endpoint_lent_is_quarantined_and_the_sessions_go_elsewhere
         await open_sessions(pool, 3, stack)
         figures = pool.host_figures()
         assert figures["host-0"].sessions == 0 and figures["host-1"].sessions == 3
+
+
+async def test_the_hosts_provider_sends_each_host_its_token_from_a_secret() -> None:
+    """``[[browser.hosts]]`` end to end: a host behind a door that answers its CDP discovery only to
+    the token read from the secret named by ``token_secret``; the other host takes no token."""
+    token = "fleet-token-7d1f9a"
+    seen: list[str] = []
+    chromiums = LoopbackChromiums({})
+    await chromiums.start("a")
+    await chromiums.start("b")
+
+    async def version(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Authorization", ""))
+        if request.headers.get("Authorization") != f"Bearer {token}":
+            return web.Response(status=401, text="no token")
+        async with (
+            aiohttp.ClientSession() as client,
+            client.get(f"http://127.0.0.1:{chromiums.ports['a']}/json/version") as reply,
+        ):
+            return web.json_response(await reply.json())
+
+    app = web.Application()
+    app.router.add_get("/json/version", version)
+    app.router.add_get("/json/version/", version)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    door = free_port()
+    await web.TCPSite(runner, "127.0.0.1", door).start()
+    hosts = [
+        {"url": f"http://127.0.0.1:{door}", "sessions": 2, "name": "door", "token_secret": "FLEET_TOKEN"},
+        {"url": f"http://127.0.0.1:{chromiums.ports['b']}", "sessions": 2},
+    ]
+    config = BrowserConfig.model_validate({"provider": "hosts", "hosts": hosts})
+    try:
+        async with AsyncExitStack() as stack:
+            pool = make_pool(config, Secrets({"FLEET_TOKEN": token}))
+            assert isinstance(pool, FleetPool)
+            stack.push_async_callback(pool.aclose)
+            await pool.start()
+            await open_sessions(pool, 4, stack)
+            figures = pool.host_figures()
+            assert {name: f.sessions for name, f in figures.items()} == {
+                "door": 2,
+                f"127.0.0.1:{chromiums.ports['b']}": 2,
+            }
+            assert not any(f.quarantined for f in figures.values())
+            assert seen and set(seen) == {f"Bearer {token}"}
+        with pytest.raises(BrowserError, match="no browser host has room"):  # without the token: refused
+            async with AsyncExitStack() as stack:
+                alone = BrowserConfig.model_validate(
+                    {"provider": "hosts", "hosts": [{**hosts[0], "token_secret": None}]}
+                )
+                pool = make_pool(alone, Secrets())
+                stack.push_async_callback(pool.aclose)
+                await pool.start()
+        assert "" in seen
+    finally:
+        await runner.cleanup()
+        await chromiums.aclose(timeout_s=10)
