@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import contextvars
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -59,7 +59,6 @@ class _Host:
     quarantined: bool = False
     #: Why it cannot carry guarded sessions (its hardening not shown), once asked.
     unguardable: str | None = None
-    browsers: list[Browser] = field(default_factory=list)
 
 
 class FleetPool(BrowserPool):
@@ -155,7 +154,6 @@ class FleetPool(BrowserPool):
                 host.unguardable = refusal
                 self._close_soon(browser)
                 raise _Unguardable(f"browser host {host.lease.name} cannot promise the navigation guard: {refusal}")
-        host.browsers.append(browser)
         self._host_of[browser] = host
         log.info("browser_host_connected", host=host.lease.name, hardened=hardened)
         return browser
@@ -168,6 +166,7 @@ class FleetPool(BrowserPool):
             host.crashes += 1
             host.lost += slot.active
             self._quarantine(host, "its browser connection was lost")
+        self._host_of.pop(slot.browser, None)  # a connection gone is never handed out again
 
     async def _release(self, slot: Any) -> None:
         await super()._release(slot)
