@@ -140,6 +140,24 @@ async def test_sixty_tasks_on_three_hosts_one_killed_every_task_one_line(
     assert all(not hosts[h]["quarantined"] and hosts[h]["crashes"] == 0 for h in ("host-0", "host-2"))
 
 
+@real_browser
+async def test_worker_processes_report_their_hosts_counts(plugin: None, site: SiteServer, tmp_path: Path) -> None:
+    """With ``--workers`` each process has its own pool over the hosts: the summary adds their counts up."""
+    ids = [f"w-{i}" for i in range(6)]
+    base = local_lines(site)["catalog-price"]
+    tasks = task_file(tmp_path / "t.jsonl", [{**base, "id": i} for i in ids])
+    out = tmp_path / "batch"
+    async with FakeModelServer(load_task_script("local")) as server:
+        config = on_fleet(make_config(server))
+        stats = await asyncio.wait_for(BatchRunner(config, tasks, out, concurrency=4, workers=2).run(), 180)
+    rows = read_results(out)
+    assert sorted(r.id for r in rows) == ids and all(r.success for r in rows)
+    hosts = summarize(rows, stats, config, attempts=1)["run"]["browser_hosts"]
+    assert set(hosts) == {"host-0", "host-1"}
+    assert sum(h["sessions"] for h in hosts.values()) == len(ids)  # every worker's sessions, counted once
+    assert sum(h["steps"] for h in hosts.values()) == stats.steps
+
+
 def fleet_toml(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "fleet.toml"
     path.write_text(text)
