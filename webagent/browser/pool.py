@@ -47,7 +47,7 @@ from .hardening import hardening_refusal
 from .launcher import killed_frozen, open_browser
 from .session import BrowserSession
 
-__all__ = ["LAUNCH_TRIES", "OPENS_AT_ONCE", "SESSION_TRIES", "BrowserPool"]
+__all__ = ["LAUNCH_TRIES", "OPENS_AT_ONCE", "SESSION_TRIES", "BrowserPool", "PooledBrowser"]
 
 log = structlog.get_logger("webagent.browser")
 
@@ -89,6 +89,10 @@ class _Slot:
             async with asyncio.timeout(wait_s):
                 await self.gone.wait()
         return not self.browser.is_connected() or self.gone.is_set()
+
+
+#: One browser of a pool with its sessions (what a pool's subclass, the fleet's, places sessions on).
+PooledBrowser = _Slot
 
 
 class BrowserPool:

@@ -24,7 +24,7 @@ from ...errors import BrowserError, BrowserTimeoutError, ConfigError
 from ..deadline import within
 from ..guard import NavigationGuard
 from ..hardening import hardening_refusal
-from ..pool import BrowserPool
+from ..pool import BrowserPool, PooledBrowser
 from ..session import BrowserSession
 from .base import BrowserProvider, Lease, ProviderError, bounded
 from .connect import connect_lease
@@ -98,7 +98,7 @@ class FleetPool(BrowserPool):
 
     # -- the base pool's hooks --------------------------------------------------------------------
 
-    def _free(self, hardened: bool) -> Any:
+    def _free(self, hardened: bool) -> PooledBrowser | None:
         host = self._placement(hardened)
         if host is None:
             return None
@@ -112,7 +112,7 @@ class FleetPool(BrowserPool):
                 return slot
         return None
 
-    async def _acquire(self, *, hardened: bool = False) -> Any:
+    async def _acquire(self, *, hardened: bool = False) -> PooledBrowser:
         """A connection with room for one more session, on the least loaded healthy host; waits for
         room (a session ending, a host back) until ``open_timeout_s``."""
         async with self._lock:
@@ -158,7 +158,7 @@ class FleetPool(BrowserPool):
         log.info("browser_host_connected", host=host.lease.name, hardened=hardened)
         return browser
 
-    def _on_disconnected(self, slot: Any) -> None:
+    def _on_disconnected(self, slot: PooledBrowser) -> None:
         on_purpose = slot.dead
         super()._on_disconnected(slot)
         host = self._host_of.get(slot.browser)
@@ -168,7 +168,7 @@ class FleetPool(BrowserPool):
             self._quarantine(host, "its browser connection was lost")
         self._host_of.pop(slot.browser, None)  # a connection gone is never handed out again
 
-    async def _release(self, slot: Any) -> None:
+    async def _release(self, slot: PooledBrowser) -> None:
         await super()._release(slot)
         self._room.set()
 
