@@ -31,7 +31,7 @@ from .ray import RayCluster
 from .results import read_results
 from .runner import DEFAULT_STALL_TIMEOUT_S, BatchPhase, BatchRunner, BatchStats
 from .servermetrics import sample, server_report
-from .summary import BatchSummary, print_summary, summarize
+from .summary import BatchSummary, hosts_summary, print_summary, summarize
 
 __all__ = [
     "COMMAND",
@@ -89,6 +89,7 @@ class BatchProgress:
             + (f", {s.stalled} stalled" if s.stalled else "")
             + (f", {s.setup_crashes} re-run after a crash in set-up" if s.setup_crashes else "")
             + (f", {s.infra_reruns} re-run after an infrastructure failure" if s.infra_reruns else "")
+            + hosts_line(s)
         )
 
     def __enter__(self) -> BatchProgress:
@@ -139,6 +140,19 @@ class BatchProgress:
             self.live.update(Text(line))
         else:
             print(line, file=sys.stderr, flush=True)
+
+
+def hosts_line(s: BatchStats) -> str:
+    """Each browser host of a fleet: its sessions, crashes, p50 step latency (and a quarantine)."""
+    parts = []
+    for name, row in hosts_summary(s).items():
+        p50 = row.step_latency_p50_s
+        parts.append(
+            f"{name} {row.sessions if row.sessions is not None else '-'} sessions/"
+            f"{row.crashes if row.crashes is not None else '-'} crashes/"
+            f"p50 {'-' if p50 is None else f'{p50:.2f}s'}" + (" quarantined" if row.quarantined else "")
+        )
+    return "; hosts: " + ", ".join(parts) if parts else ""
 
 
 def admitted(s: BatchStats) -> str:

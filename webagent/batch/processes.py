@@ -24,7 +24,7 @@ import os
 import sys
 import time
 from collections import deque
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from typing import Any
 import structlog
 from pydantic import ValidationError
 
+from ..browser.providers import HostFigures
 from ..config import AgentConfig
 from ..errors import BrowserError
 from ..tasks import TaskSpec
@@ -140,6 +141,8 @@ class WorkerPool:
         self.verbosity = verbosity
         self.pool: list[_Worker] = []
         self.deaths = 0
+        #: Each worker's (living or dead) last word on a fleet's hosts: name -> HostFigures as a list.
+        self._hosts: dict[int, dict[str, list[Any]]] = {}
         self._setup = {
             "config": config_payload(config),
             "output": str(output.resolve()),
@@ -309,6 +312,8 @@ class WorkerPool:
                         yield result
                     elif "state" in message:
                         worker.state = message["state"]
+                        self._hosts[worker.proc.pid] = message["state"].get("hosts", {})
+                        stats.host_counts = _merged_hosts(self._hosts.values())
                     elif "started" in message:  # a replacement's browser is up, or cannot launch
                         worker.ready = message["started"] is None
                         if not worker.ready:
@@ -358,3 +363,24 @@ class WorkerPool:
             except OSError as exc:  # no process to be had (memory, limits): the others go on
                 log.warning("batch_worker_not_replaced", error=str(exc))
         return ended
+
+
+def _merged_hosts(workers: Iterable[dict[str, list[Any]]]) -> dict[str, HostFigures]:
+    """The hosts' counts of every worker's pool, added up (quarantined: by any of them)."""
+    merged: dict[str, HostFigures] = {}
+    for hosts in workers:
+        for name, values in hosts.items():
+            f = HostFigures(*values)
+            m = merged.get(name)
+            merged[name] = (
+                f
+                if m is None
+                else HostFigures(
+                    m.sessions + f.sessions,
+                    m.crashes + f.crashes,
+                    m.lost_sessions + f.lost_sessions,
+                    m.quarantines + f.quarantines,
+                    m.quarantined or f.quarantined,
+                )
+            )
+    return merged

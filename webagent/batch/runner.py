@@ -33,6 +33,7 @@ import structlog
 from ..agent import Agent
 from ..browser.deadline import browser_load
 from ..browser.load import BrowserLoad
+from ..browser.providers import FleetPool
 from ..budget import Budget
 from ..config import AgentConfig
 from ..errors import ConfigError
@@ -230,11 +231,18 @@ class BatchRunner:
         result = self._redaction.redact_model(result)
         self.results.append(result)  # a task that finished is kept, even while stopping
         self.stats.count_line(result)
+        self._count_hosts()
         self.on_update(self.stats)
 
     def _stepped(self, task: TaskSpec, step: Step) -> None:
         self.stats.count_step(StepFigures.of(step))
+        self._count_hosts()
         self.on_update(self.stats)
+
+    def _count_hosts(self) -> None:
+        """The browser hosts' own counts (sessions, crashes), from a fleet pool of this process."""
+        if self.agent is not None and isinstance(self.agent.browsers, FleetPool):
+            self.stats.host_counts = self.agent.browsers.host_figures()
 
     async def _run_here(self, pending: list[TaskSpec]) -> None:
         queue: asyncio.Queue[TaskSpec] = asyncio.Queue()
@@ -269,6 +277,7 @@ class BatchRunner:
             self._show()
             for run in list(runner.left_behind):  # closing the browsers below ends what they wait for
                 run.cancel()
+            self._count_hosts()
             await agent.aclose()
 
     async def _run_on_ray(self, cluster: RayCluster, pending: list[TaskSpec]) -> None:

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
+from ..browser.providers import HostFigures, session_host
 from ..records import Step
 from ..stream import SETUP_FAILED
 from .results import TaskResult
@@ -48,18 +49,20 @@ class AdmissionState:
 
 @dataclass(frozen=True, slots=True)
 class StepFigures:
-    """What the counters take from one step: its model tokens and times."""
+    """What the counters take from one step: its model tokens and times, and the browser host its
+    session is on (``""`` without a fleet of hosts; read in the run's own task)."""
 
     tokens: int
     total_s: float
     model_s: float
     browser_s: float
+    host: str = ""
 
     @classmethod
     def of(cls, step: Step) -> StepFigures:
         t = step.timings
         tokens = sum(c.usage.prompt_tokens + c.usage.completion_tokens for c in step.calls)
-        return cls(tokens, t.total_s, t.model_s, t.observe_s + t.act_s)
+        return cls(tokens, t.total_s, t.model_s, t.observe_s + t.act_s, session_host.get())
 
 
 class BatchStats:
@@ -98,6 +101,9 @@ class BatchStats:
         self.step_total_s: list[float] = []
         self.step_model_s: list[float] = []
         self.step_browser_s: list[float] = []
+        #: Step times by browser host (a fleet's), and the hosts' own counts (its pool's, when read).
+        self.host_step_s: dict[str, list[float]] = {}
+        self.host_counts: dict[str, HostFigures] = {}
 
     @property
     def elapsed_s(self) -> float:
@@ -110,6 +116,8 @@ class BatchStats:
         self.step_total_s.append(step.total_s)
         self.step_model_s.append(step.model_s)
         self.step_browser_s.append(step.browser_s)
+        if step.host:
+            self.host_step_s.setdefault(step.host, []).append(step.total_s)
 
     def count_line(self, result: TaskResult) -> None:
         """A task's line was written: it finished, and what its attempts needed on the way."""

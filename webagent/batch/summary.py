@@ -18,6 +18,7 @@ from .summaryfile import (
     AdmissionFigures,
     BatchSummary,
     BenchmarkFigures,
+    HostFigures,
     ReferenceFigures,
     RunFigures,
     ServerFigures,
@@ -25,7 +26,7 @@ from .summaryfile import (
     TokenFigures,
 )
 
-__all__ = ["BatchSummary", "percentile", "print_summary", "summarize"]
+__all__ = ["BatchSummary", "hosts_summary", "percentile", "print_summary", "summarize"]
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -100,6 +101,9 @@ def summarize(
             browser_p90=_r(percentile(stats.step_browser_s, 0.9)),
         ),
     )
+    hosts = hosts_summary(stats)
+    if hosts:  # a fleet of browser hosts: each one's sessions, crashes and step latency
+        run.browser_hosts = hosts
     summary = BatchSummary(
         tasks=stats.total,
         finished=n,
@@ -180,6 +184,24 @@ def summarize(
     return summary
 
 
+def hosts_summary(stats: BatchStats) -> dict[str, HostFigures]:
+    """Per browser host of a fleet: the sessions opened on it, the times it was lost under sessions
+    (``crashes``) and the sessions lost with it, whether it is quarantined, its steps' p50 latency."""
+    rows: dict[str, HostFigures] = {}
+    for name in sorted({*stats.host_counts, *stats.host_step_s}):
+        counts = stats.host_counts.get(name)
+        steps = stats.host_step_s.get(name, [])
+        rows[name] = HostFigures(
+            sessions=counts.sessions if counts is not None else None,
+            crashes=counts.crashes if counts is not None else None,
+            lost_sessions=counts.lost_sessions if counts is not None else None,
+            quarantined=counts.quarantined if counts is not None else None,
+            steps=len(steps),
+            step_latency_p50_s=_r(percentile(steps, 0.5)),
+        )
+    return rows
+
+
 def print_summary(summary: BatchSummary, console: Console | None = None) -> None:
     console = console or Console(stderr=True, highlight=False)
     table = Table(title="webagent batch", show_header=False, title_justify="left")
@@ -245,6 +267,13 @@ def print_summary(summary: BatchSummary, console: Console | None = None) -> None
             f"{_show(lat.p50, 's')} / {_show(lat.p90, 's')} "
             f"(model {_show(lat.model_p50)}/{_show(lat.model_p90, 's')}, "
             f"browser {_show(lat.browser_p50)}/{_show(lat.browser_p90, 's')})",
+        )
+    for name, host in run.browser_hosts.items():
+        add_row(
+            f"browser host {name}",
+            f"{_show(host.sessions)} sessions, {_show(host.crashes)} crashes"
+            + (" (quarantined)" if host.quarantined else "")
+            + f", step p50 {_show(host.step_latency_p50_s, 's')}",
         )
     server = summary.server
     if server:

@@ -75,6 +75,18 @@ class RunFigures(_Section):
     browser_commands: dict[str, int] = Field(
         default={}, description="With admission control: bounded browser commands answered, extended, expired"
     )
+    browser_hosts: dict[str, HostFigures] = Field(default={}, description="Per browser host, with a fleet of hosts")
+
+
+class HostFigures(_Section):
+    """A browser host of a fleet: its sessions, the times it was lost under sessions, its steps."""
+
+    sessions: int | None = Field(description="Sessions opened on it; null when only its steps are known")
+    crashes: int | None = Field(description="Times it was lost under sessions")
+    lost_sessions: int | None = Field(description="Sessions lost with it (each re-run elsewhere)")
+    quarantined: bool | None = Field(description="Whether it was quarantined at the end")
+    steps: int
+    step_latency_p50_s: float | None
 
 
 class BenchmarkFigures(_Section):

@@ -12,7 +12,8 @@ The wire is JSON lines. Parent to worker, on stdin: first the set-up (``config``
 Worker to parent, on the stdout it had at start (``sys.stdout`` is pointed at stderr, so nothing
 else can write there): ``{"started": ERROR|null}`` once its browser is up (or cannot launch),
 ``{"step": [FIGURES]}`` as each step ends, ``{"result": LINE}`` as each task ends, and every
-``TICK_S`` ``{"state": ...}`` (its admission, its browsers' commands, sessions open). The end of
+``TICK_S`` ``{"state": ...}`` (its admission, its browsers' commands, sessions open, a fleet's
+hosts' counts; with a fleet also right before each line). The end of
 stdin (the parent closed it, stopped or died) stops the worker: tasks in flight are abandoned (they
 run again on resume, as in a local batch), the browsers closed, the process gone. SIGINT and SIGTERM
 are ignored: the parent decides (a terminal's Ctrl-C, or a service manager's SIGTERM, reaches every
@@ -36,6 +37,7 @@ from pydantic import BaseModel, SecretStr
 from ..agent import Agent
 from ..browser.deadline import browser_load
 from ..browser.load import BrowserLoad
+from ..browser.providers import FleetPool
 from ..config import AgentConfig
 from ..errors import WebAgentError
 from ..records import Step
@@ -143,6 +145,8 @@ class Worker:
     async def _run(self, task: TaskSpec) -> None:
         async with self.admission.place():  # a new session only while this worker's browsers keep up
             result: TaskResult = await self.runner.run(task)
+        if isinstance(self.agent.browsers, FleetPool):  # the hosts' counts as of this line
+            self._write({"state": self.state()})
         self._write({"result": result.model_dump(mode="json")})
 
     def state(self) -> dict[str, Any]:
@@ -152,6 +156,9 @@ class Worker:
             "running": self.admission.running,
             "commands": {"answered": load.answered, "extended": load.extended, "expired": load.expired},
             "open": self.agent.browsers.open_sessions,
+            "hosts": {name: dataclasses.astuple(f) for name, f in self.agent.browsers.host_figures().items()}
+            if isinstance(self.agent.browsers, FleetPool)
+            else {},
         }
 
     async def tick(self) -> None:

@@ -39,14 +39,15 @@ import structlog
 from playwright.async_api import Browser, Playwright, async_playwright
 
 from ..config import BrowserConfig
-from ..errors import BrowserError, BrowserStuckError
+from ..errors import BrowserError, BrowserStuckError, ConfigError
 from .deadline import on_wait_over, session_browser, within
 from .devtools import devtools_for
 from .guard import NavigationGuard
+from .hardening import hardening_refusal
 from .launcher import killed_frozen, open_browser
 from .session import BrowserSession
 
-__all__ = ["LAUNCH_TRIES", "OPENS_AT_ONCE", "SESSION_TRIES", "BrowserPool"]
+__all__ = ["LAUNCH_TRIES", "OPENS_AT_ONCE", "SESSION_TRIES", "BrowserPool", "PooledBrowser"]
 
 log = structlog.get_logger("webagent.browser")
 
@@ -90,8 +91,15 @@ class _Slot:
         return not self.browser.is_connected() or self.gone.is_set()
 
 
+#: One browser of a pool with its sessions (what a pool's subclass, the fleet's, places sessions on).
+PooledBrowser = _Slot
+
+
 class BrowserPool:
     """Hands out browser sessions; launches, recycles and replaces browsers as needed."""
+
+    #: Launches of a replacement browser before its error is raised (the fleet pool tries another host).
+    launch_tries = LAUNCH_TRIES
 
     def __init__(self, config: BrowserConfig, *, browser: Browser | None = None) -> None:
         self.config = config
@@ -149,10 +157,10 @@ class BrowserPool:
     async def _launch_browser(self, hardened: bool) -> _Slot:
         if self._playwright is None:
             self._playwright = await async_playwright().start()
-        tries = LAUNCH_TRIES if self.launched else 1
+        tries = self.launch_tries if self.launched else 1
         for attempt in range(1, tries + 1):
             try:
-                browser = await open_browser(self._playwright, self.config, hardened=hardened)
+                browser = await self._open(self._playwright, hardened)
                 if not browser.is_connected():
                     with contextlib.suppress(Exception):
                         await within(browser.close(), self.config.open_timeout_s, "browser.close")
@@ -167,6 +175,21 @@ class BrowserPool:
             self.launched += 1
             return slot
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _open(self, playwright: Playwright, hardened: bool) -> Browser:
+        """A new browser: launched here, or connected to the configured remote one, which, for
+        guarded sessions, must show the guard's hardening (else a ConfigError: the run refuses)."""
+        browser = await open_browser(playwright, self.config, hardened=hardened)
+        if hardened and self.config.remote:
+            refusal = await hardening_refusal(browser, self.config)
+            if refusal is not None:
+                with contextlib.suppress(Exception):
+                    await within(browser.close(), self.config.open_timeout_s, "browser.close")
+                raise ConfigError(
+                    f"the remote browser at {self.config.remote} cannot promise the navigation guard: {refusal}; "
+                    "or run without a navigation guard on it (docs/security.md)"
+                )
+        return browser
 
     def _watch(self, slot: _Slot) -> _Slot:
         slot.browser.on("disconnected", lambda _: self._on_disconnected(slot))

@@ -7,6 +7,7 @@ variables < overrides (CLI flags or keyword arguments). Unknown keys are errors 
 from ._agent import AgentSettings
 from ._browser import BrowserConfig, Viewport
 from ._context import ContextSettings, Geolocation, HTTPCredentials, ProxySettings
+from ._fleet import BrowserHost
 from ._load import ROLES as ROLES
 from ._load import SECRET_ENV_PREFIX as SECRET_ENV_PREFIX
 from ._load import SECTIONS as SECTIONS
@@ -20,6 +21,7 @@ __all__ = [
     "AgentConfig",
     "AgentSettings",
     "BrowserConfig",
+    "BrowserHost",
     "ContextSettings",
     "Geolocation",
     "HTTPCredentials",

@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 from ..safety import parse_rule
 from ._base import Section
 from ._context import ContextSettings
+from ._fleet import BrowserHost, ProviderKind
 
 __all__ = ["BrowserConfig", "Viewport"]
 
@@ -121,6 +122,45 @@ class BrowserConfig(ContextSettings):
         if not v.startswith(("ws://", "wss://", "http://", "https://")):
             raise ValueError(f"must be a ws://, wss://, http:// or https:// URL, got {v!r}")
         return v
+
+    provider: ProviderKind = Field(
+        default="local",
+        description="Who hands out browsers: local (launched here, or ws_endpoint/cdp_endpoint), hosts (the "
+        "[[browser.hosts]] list), plugin (the provider installed under the name in plugin)",
+    )
+    hosts: list[BrowserHost] = Field(
+        default_factory=list, description="The browser hosts of provider hosts ([[browser.hosts]] url, sessions)"
+    )
+    plugin: str | None = Field(
+        default=None, description="The browser provider plugin's name (entry point group webagent.browser_providers)"
+    )
+    plugin_options: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="Options handed to the provider plugin"
+    )
+    probe_interval_s: float = Field(
+        default=5.0, gt=0, description="Seconds between health probes of each leased browser host"
+    )
+    probe_timeout_s: float = Field(
+        default=3.0, gt=0, description="A host that does not answer a probe within this is quarantined"
+    )
+
+    @model_validator(mode="after")
+    def _provider(self) -> BrowserConfig:
+        if self.provider != "local" and self.remote:
+            raise ValueError(f"provider {self.provider} hands out browsers itself: remove ws_endpoint/cdp_endpoint")
+        if self.provider == "hosts" and not self.hosts:
+            raise ValueError('provider "hosts" needs at least one [[browser.hosts]] entry with a url')
+        if self.hosts and self.provider != "hosts":
+            raise ValueError('[[browser.hosts]] is given: set provider = "hosts" to use them')
+        if self.provider == "plugin" and not self.plugin:
+            raise ValueError('provider "plugin" needs plugin = "<name of the installed provider>"')
+        if self.plugin and self.provider != "plugin":
+            raise ValueError('plugin is given: set provider = "plugin" to use it')
+        labels = [h.label for h in self.hosts]
+        twice = next((label for label in labels if labels.count(label) > 1), None)
+        if twice is not None:
+            raise ValueError(f"two browser hosts are named {twice}: give each a name of its own")
+        return self
 
     @property
     def open_timeout_s(self) -> float:

@@ -22,6 +22,7 @@ from ..browser.crashes import browser_failure
 from ..browser.deadline import within
 from ..browser.guard import NavigationGuard
 from ..browser.pool import BrowserPool
+from ..browser.providers import make_pool
 from ..browser.secretpage import SecretPage
 from ..browser.session import BrowserSession
 from ..budget import Budget, BudgetLimits
@@ -66,7 +67,7 @@ class Runtime:
             # Secrets are typed into pages, a signed-in state's cookies sit in the browser: no
             # DevTools port that other local users could reach, unless asked for (browser/devtools.py).
             browser_config = browser_config.model_copy(update={"direct_cdp": False})
-        self.browsers = BrowserPool(browser_config, browser=browser)
+        self.browsers: BrowserPool = make_pool(browser_config, config.secret_set(), browser=browser)
         self.sessions = SessionSettings(browser_config, config.secret_set(), self.browsers)
         self.sessions.check_reach()  # a secret of some hosts in a header sent everywhere: refused up front
         #: The config's secrets, and what its [browser] settings hold that is never written down.

@@ -70,7 +70,7 @@ def add_session_arguments(
     )
 
     def add(name: str, text: str) -> argparse.ArgumentParser:
-        return commands.add_parser(name, help=text, description=text, parents=[common])  # type: ignore[no-any-return]
+        return commands.add_parser(name, help=text, description=text, parents=[common])
 
     start = commands.add_parser(
         "start",
