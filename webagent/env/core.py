@@ -42,35 +42,31 @@ from typing import Any
 
 import structlog
 
-from ..actions import Answer
 from ..agent import Agent
 from ..browser.session import BrowserSession
 from ..budget import Budget
 from ..config import AgentConfig
 from ..downloads import FOLDER_NAME, DownloadFolder
 from ..errors import BrowserError, ConfigError, InputError, LocalizationError, NavigationError
-from ..loop import Episode, Placed
+from ..loop import Placed
 from ..model.parsing import ReplyParseError
 from ..record import Recorder, run_recorder
-from ..records import DownloadedFile, RunResult, Step, ToolCall
+from ..records import DownloadedFile, RunResult, ToolCall
 from ..roles.contract import Decision
 from ..runtime import RunSpec
-from ..tasks import BenchmarkTask, TaskSpec, reference_matches
+from ..tasks import BenchmarkTask, TaskSpec
 from .clock import PageClock
 from .inputs import Action, TaskInput, TaskSource, places_of, read_policy
 from .lease import SessionLease, lease_keeper
-from .rewards import RewardMode, required_roles
-from .running import Observation, Running, SessionBox
+from .rewards import RewardMode, outcome, reference_match, required_roles
+from .running import Observation, Running, SessionBox, StepResult
 from .start import episode_start
 
 __all__ = ["Observation", "RewardMode", "StepResult", "TaskSource", "WebEnv", "required_roles", "shared_agent"]
 
 log = structlog.get_logger("webagent.env")
 
-StepResult = tuple[Observation, float, bool, bool, dict[str, Any]]
 
-#: Stop reasons that mean the environment could not run the episode to a verdict.
-FAILURES = ("error", "budget")
 #: How many times a reset sets its episode up again after the browser failed under the set-up (a
 #: renderer that crashed, a context closed, a command past its deadline), each on a fresh context.
 SETUP_RERUNS = 2
@@ -333,7 +329,7 @@ class WebEnv:
             "outcome": step.outcome,
             "error": step.error,
             "verdict": step.verdict,
-            "reference_match": self._reference_match(step),
+            "reference_match": reference_match(self.task, step),
             "task": dict(episode.task_state.info) if episode.task_state is not None else None,
             "downloads": self._downloads_kept(run),
         }
@@ -347,23 +343,8 @@ class WebEnv:
                     "error", f"the browser failed while observing the page: {exc}", infrastructure=exc.infrastructure
                 )
         await self._end()
-        return self._ended_with(obs, result, info, episode)
-
-    def _ended_with(self, obs: Observation, result: RunResult, info: dict[str, Any], episode: Episode) -> StepResult:
         info["result"] = self.result or result
-        task = episode.task_state
-        terminated = result.success or result.stop_reason == "answered" or (task is not None and task.done)
-        if not terminated:
-            info["truncated_by"] = result.stop_reason
-            info["failure"] = result.message if result.stop_reason in FAILURES else None
-            if info["failure"]:
-                log.warning("episode_failed", reason=result.stop_reason, failure=result.message)
-            return obs, 0.0, False, True, info
-        if task is not None:
-            return obs, task.reward, True, False, info
-        # An accepted answer wins, at the final step too (its stop reason is then max_steps or max_time).
-        won = result.success and (info["reference_match"] or self.reward_mode != "both")
-        return obs, 1.0 if won else 0.0, True, False, info
+        return outcome(obs, result, info, episode.task_state, self.reward_mode)
 
     def _lost(self, reason: str) -> StepResult:
         """A step on an episode whose session was closed under it (idle, dropped)."""
@@ -391,14 +372,6 @@ class WebEnv:
     def _has_localizer(self) -> bool:
         localizer = self.agent.config.localizer
         return bool(localizer.endpoints() and localizer.model)
-
-    def _reference_match(self, step: Step) -> bool | None:
-        task = self.task
-        if not isinstance(task, TaskSpec) or not task.reference or not isinstance(step.action, Answer):
-            return None
-        if step.verdict is None:
-            return None
-        return reference_matches(step.action.content, list(task.reference))
 
     async def _observe(self) -> Observation:
         run = self._run

@@ -4,14 +4,23 @@ the task's own page (a benchmark task: ``webagent.tasks.benchmarks``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
+import structlog
+
+from ..actions import Answer
 from ..images import Screenshot
-from ..loop import Judge
-from ..records import ModelCall, Verdict
+from ..loop import Judge, TaskCheck
+from ..records import ModelCall, RunResult, Step, Verdict
 from ..tasks import BenchmarkTask, TaskSpec, reference_matches
+from .running import Observation, StepResult
 
-__all__ = ["RewardMode", "judge_for", "required_roles"]
+__all__ = ["FAILURES", "RewardMode", "judge_for", "outcome", "reference_match", "required_roles"]
+
+log = structlog.get_logger("webagent.env")
+
+#: Stop reasons that mean the environment could not run the episode to a verdict.
+FAILURES = ("error", "budget")
 
 RewardMode = Literal["validator", "reference", "both", "task"]
 """validator: the validator model's verdict; reference: the answer contains a reference answer;
@@ -45,3 +54,30 @@ def _reference_judge(references: Sequence[str]) -> Judge:
         return Verdict(success=False, feedback="The answer is not the expected one."), None
 
     return judge
+
+
+def reference_match(task: TaskSpec | BenchmarkTask | None, step: Step) -> bool | None:
+    """Whether a judged answer holds one of the task's reference answers (None: no answer, no references)."""
+    if not isinstance(task, TaskSpec) or not task.reference or not isinstance(step.action, Answer):
+        return None
+    if step.verdict is None:
+        return None
+    return reference_matches(step.action.content, list(task.reference))
+
+
+def outcome(
+    obs: Observation, result: RunResult, info: dict[str, Any], task: TaskCheck | None, reward: RewardMode
+) -> StepResult:
+    """The last step's five-tuple: terminated with its reward, or truncated with why (``info``)."""
+    terminated = result.success or result.stop_reason == "answered" or (task is not None and task.done)
+    if not terminated:
+        info["truncated_by"] = result.stop_reason
+        info["failure"] = result.message if result.stop_reason in FAILURES else None
+        if info["failure"]:
+            log.warning("episode_failed", reason=result.stop_reason, failure=result.message)
+        return obs, 0.0, False, True, info
+    if task is not None:
+        return obs, task.reward, True, False, info
+    # An accepted answer wins, at the final step too (its stop reason is then max_steps or max_time).
+    won = result.success and (info["reference_match"] or reward != "both")
+    return obs, 1.0 if won else 0.0, True, False, info

@@ -15,7 +15,7 @@ from ..records import Step
 from .clock import PageClock
 from .lease import SessionLease
 
-__all__ = ["Observation", "Running", "SessionBox"]
+__all__ = ["Observation", "Running", "SessionBox", "StepResult"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +33,10 @@ class Observation:
     """The policy request's messages, screenshots as data URLs: with the append context (the default) the
     conversation of the current epoch (system, then a user turn per step with its screenshot and the reply
     given to it, this step's turn last); with the window context system + one user message."""
+
+
+#: What a step returns: gymnasium's five-tuple (observation, reward, terminated, truncated, info).
+StepResult = tuple[Observation, float, bool, bool, dict[str, Any]]
 
 
 class SessionBox:
