@@ -13,12 +13,15 @@ webagent's pytest plugin adds). Sync pytest-playwright tests (the plugin's) run 
 from __future__ import annotations
 
 import json
+import logging
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from playwright.async_api import Browser, async_playwright
 
 from webagent.browser.launcher import launch_browser
@@ -48,6 +51,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         name = item.nodeid.split("[", 1)[0]
         if name in slow or name.split("::", 1)[0] in slow:
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(autouse=True)
+def _process_logging_restored() -> Iterator[None]:
+    """What ``webagent.cli.main`` sets for the whole process when a test calls it in-process
+    (structlog's config bound to that test's captured stderr, the root logger's handlers, the
+    excepthook) is undone after the test: later tests must not log into a closed capture file."""
+    saved, handlers, hook = structlog.get_config(), list(logging.getLogger().handlers), sys.excepthook
+    yield
+    structlog.configure(**saved)
+    logging.getLogger().handlers[:] = handlers
+    sys.excepthook = hook
 
 
 @pytest.fixture(scope="session")
