@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 import structlog
 
@@ -59,7 +59,7 @@ class RunStream:
         #: The run's browser session once open; its ``page`` is the tab the run drives (at the end:
         #: the one it ended on, which a new tab or a closed one may have changed).
         self.session: BrowserSession | None = None
-        self._gen: AsyncIterator[RunEvent] | None = None
+        self._gen: AsyncGenerator[RunEvent, None] | None = None
         #: What the run leaves (made when it starts: its spans begin then).
         self.recorder: Recorder | None = None
         #: ``time.monotonic()`` of the last sign of progress: the run started, a step finished, a
@@ -119,7 +119,7 @@ class RunStream:
 
     async def aclose(self) -> None:
         if self._gen is not None:
-            await self._gen.aclose()  # type: ignore[attr-defined]
+            await self._gen.aclose()
 
     async def __aenter__(self) -> RunStream:
         return self
@@ -127,7 +127,7 @@ class RunStream:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def _run(self) -> AsyncIterator[RunEvent]:
+    async def _run(self) -> AsyncGenerator[RunEvent, None]:
         self._progressed()
         # In this run's task: a browser wait that ends is progress. Unset at the end, so that the
         # caller's context does not keep the hook (and this stream) alive after the run.
@@ -137,11 +137,11 @@ class RunStream:
             async for step in run:
                 yield step
         finally:
-            await run.aclose()  # type: ignore[attr-defined]
+            await run.aclose()
             with contextlib.suppress(ValueError):  # closed from another context: nothing to unset here
                 on_wait_over.reset(token)
 
-    async def _run_episode(self) -> AsyncIterator[RunEvent]:
+    async def _run_episode(self) -> AsyncGenerator[RunEvent, None]:
         spec = self.spec
         own_page = spec.page is None and spec.context is None
         guarded = (spec.policy or self.runtime.navigation_policy(spec.url)).active
@@ -169,7 +169,7 @@ class RunStream:
                     async for step in steps:
                         yield step
                 finally:  # closed early: the result and files before the session closes
-                    await steps.aclose()  # type: ignore[attr-defined]
+                    await steps.aclose()
         except BrowserError as exc:
             if self.stepping or self.result is not None or not exc.infrastructure:
                 raise  # the start page that does not open (NavigationError), a browser that cannot launch
@@ -178,7 +178,9 @@ class RunStream:
             await recorder.finish(None)  # ended before any result (cancelled, raised): the files closed, the span ended
             await recorder.closed()  # the context is closed: what the browser writes then (a HAR)
 
-    async def _steps(self, episode: Episode, session: BrowserSession, recorder: Recorder) -> AsyncIterator[RunEvent]:
+    async def _steps(
+        self, episode: Episode, session: BrowserSession, recorder: Recorder
+    ) -> AsyncGenerator[RunEvent, None]:
         await recorder.start(session)
         steps = episode.steps()
         try:
@@ -192,7 +194,7 @@ class RunStream:
                 self._progressed()
                 yield step
         finally:
-            await steps.aclose()  # type: ignore[attr-defined]
+            await steps.aclose()
             self.error = episode.error
             self._progressed()  # the episode has ended: what follows is bounded clean-up
             if episode.result is not None or self.stepping:  # else: the set-up's failure, recorded by its handler

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 
 import structlog
 
@@ -145,7 +145,7 @@ class Episode(StepWork):
 
     # -- driving ---------------------------------------------------------------------------------
 
-    async def steps(self) -> AsyncIterator[Step]:
+    async def steps(self) -> AsyncGenerator[Step, None]:
         """Run the task with the policy model. The start URL is opened first (NavigationError if it
         cannot be), unless the episode starts from the page as it is. The run ends at ``max_time_s`` wherever it is (stop reason ``max_time``), a step
         in progress included."""
