@@ -73,7 +73,8 @@ def main() -> int:
     thread = LoopThread("bench-model")
     server = FakeModelServer({"tasks": []})
     thread.start(server.__aenter__)
-    flags = ["--localizer-profile", "holo1.5", "--model", PROFILE_MODELS["holo1.5"], "--api-key", "offline"]
+    profile = next(iter(PROFILE_MODELS))
+    flags = ["--localizer-profile", profile, "--model", PROFILE_MODELS[profile], "--api-key", "offline"]
     for role in ("policy", "localizer", "validator"):
         flags += [f"--{role}-base-url", f"{server.url}/{role}/v1"]
     flags += ["--private-network", "allow"]
