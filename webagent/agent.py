@@ -18,6 +18,9 @@ from .browser.pool import BrowserPool
 from .budget import Budget
 from .config import AgentConfig, AgentSettings, ContextSettings
 from .errors import InputError
+from .guard.navigation import NavigationPolicy
+from .guard.secrets import Secrets
+from .guard.urls import normalize_url
 from .inputs import check_text
 from .loop import HumanHandler, Roles, TaskHook
 from .model.client import ModelClient
@@ -26,10 +29,7 @@ from .pilot import Pilot
 from .records import ModelCall, Role, RunResult
 from .replay import ReplayCache
 from .runtime import RunSpec, Runtime, TraceMode
-from .safety import NavigationPolicy
-from .secrets import Secrets
 from .stream import RunStream
-from .urls import normalize_url
 
 __all__ = ["Agent", "RunOptions"]
 

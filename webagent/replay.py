@@ -54,10 +54,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .actions import Action, Answer, AskUser, Goto, UploadFile, WriteElement, points_of
 from .errors import InputError, WebAgentError
-from .files import write_atomic
+from .files.disk import write_atomic
+from .guard.urls import normalize_url
 from .images import Screenshot
 from .records import Acted, Fingerprint, Point, Step, Verdict
-from .urls import normalize_url
 
 __all__ = [
     "CachedAnswer",
@@ -79,7 +79,7 @@ IMAGE_TOLERANCE_BITS = 6
 #: Answers kept per check or extraction key (one per page state it was asked on, the newest last).
 MAX_ANSWERS_PER_KEY = 8
 _HASH_W, _HASH_H = 17, 16
-#: ``{{NAME}}`` in a text typed: a secret (``webagent.secrets``).
+#: ``{{NAME}}`` in a text typed: a secret (``webagent.guard.secrets``).
 _PLACEHOLDER = re.compile(r"\{\{\s*[A-Za-z_][A-Za-z0-9_]*\s*\}\}")
 
 

@@ -18,8 +18,8 @@ import structlog
 
 from .browser.deadline import on_wait_over
 from .browser.session import BrowserSession
-from .downloads import FOLDER_NAME, DownloadFolder
 from .errors import BrowserError, WebAgentError
+from .files.downloads import FOLDER_NAME, DownloadFolder
 from .loop import Episode
 from .record import TRACE_TIMEOUT_S, Recorder, run_recorder
 from .records import Phase, PhaseName, RunResult, Step
@@ -44,7 +44,7 @@ class RunStream:
         self.runtime = runtime
         #: What the run redacts: the config's secrets and what its browser settings hold (a state's cookies).
         self.secrets = runtime.sessions.secrets(spec.browser)
-        #: Whether what it writes is its owner's only (0700 / 0600: ``webagent.files``), its run
+        #: Whether what it writes is its owner's only (0700 / 0600: ``webagent.files.disk``), its run
         #: directory and its downloads folder: it types secrets, holds a signed-in state or a password,
         #: or saves one.
         self.private = runtime.sessions.private(spec.browser) or spec.save_state is not None

@@ -46,10 +46,10 @@ from ..agent import Agent
 from ..budget import Budget
 from ..config import ROLES
 from ..errors import BrowserCrashError, BrowserError, NavigationError, WebAgentError
+from ..guard.navigation import NavigationPolicy
 from ..records import RunResult, Step, Usage
 from ..replay import ReplayCache
 from ..runtime.access import data_start, task_set_policy
-from ..safety import NavigationPolicy
 from ..stream import RunStream
 from ..tasks import TaskSpec, benchmark_task, reference_matches, run_dir_name
 from .results import AttemptRecord, Rerun, RerunReason, TaskResult, cost_of

@@ -39,8 +39,8 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 
 from ..errors import BrowserTimeoutError
+from ..guard.secrets import well_formed
 from ..images import Frame, Screenshot
-from ..secrets import well_formed
 from .crashes import browser_failure
 from .deadline import CommandTimeout, within
 from .devtools import CDPChannel, DevToolsSession

@@ -20,7 +20,7 @@ from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from ..actions import normalize_key
 from ..errors import ActionError, BrowserCrashError, NavigationError
-from ..uploads import Upload
+from ..files.uploads import Upload
 from .capture import ScreenCapture
 from .deadline import CommandTimeout, within
 from .devtools import DevToolsSession

@@ -37,7 +37,7 @@ from typing import Any
 from playwright.async_api import BrowserContext, Request, Route, WebSocketRoute
 from playwright.async_api import Error as PlaywrightError
 
-from ..safety import NavigationPolicy
+from ..guard.navigation import NavigationPolicy
 from .devtools import CDPChannel, DevTools, devtools_for
 from .interception import TargetInterception
 from .netrules import proxy_net

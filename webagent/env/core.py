@@ -46,8 +46,8 @@ from ..agent import Agent
 from ..browser.session import BrowserSession
 from ..budget import Budget
 from ..config import AgentConfig
-from ..downloads import FOLDER_NAME, DownloadFolder
 from ..errors import BrowserError, ConfigError, InputError, LocalizationError, NavigationError
+from ..files.downloads import FOLDER_NAME, DownloadFolder
 from ..loop import Placed
 from ..model.parsing import ReplyParseError
 from ..record import Recorder, run_recorder
@@ -175,7 +175,7 @@ class WebEnv:
         spec, seed = start.task, start.seed
         self.task, self.result = spec, None
         sessions = self.agent.runtime.sessions
-        private = sessions.private(start.run.browser)  # its outputs its owner's only (webagent.files)
+        private = sessions.private(start.run.browser)  # its outputs its owner's only (webagent.files.disk)
         #: What the episode redacts: the config's secrets and what the task's session settings hold.
         self._secrets = sessions.secrets(start.run.browser)
         self._forget_downloads()

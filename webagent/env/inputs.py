@@ -20,18 +20,18 @@ from pydantic import ValidationError
 
 from ..actions import PolicyReply, Scroll, points_of
 from ..errors import ConfigError, InputError, LocalizationError
+from ..guard.navigation import NavigationPolicy
+from ..guard.urls import normalize_url
 from ..images import Frame
 from ..loop import Placed
 from ..model.client import Reply
 from ..records import Point, ToolCall
 from ..roles.contract import Contract, Decision
 from ..runtime.access import client_start, data_start, task_set_policy
-from ..safety import NavigationPolicy
 from ..tasks import BenchmarkTask, TaskSpec, benchmark_task, distrust
 from ..tasks.benchmarks import shown
 from ..tasks.spec import OPTION_KEYS
 from ..tasks.taskfiles import browser_settings, task_options
-from ..urls import normalize_url
 
 if TYPE_CHECKING:
     from ..runtime import Runtime

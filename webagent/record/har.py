@@ -21,9 +21,9 @@ from typing import Any
 
 import structlog
 
-from ..files import write_atomic
+from ..files.disk import write_atomic
+from ..guard.secrets import Secrets
 from ..runtime import RunSpec
-from ..secrets import Secrets
 from .sink import RunSink
 
 __all__ = ["HAR_NAME", "REDACTED", "HarSink", "redact_har"]

@@ -21,10 +21,10 @@ from playwright.async_api import BrowserContext, Page
 
 from ..budget import Budget
 from ..config import AgentSettings, ContextSettings
-from ..downloads import DownloadFolder
+from ..files.downloads import DownloadFolder
+from ..guard.navigation import NavigationPolicy
 from ..loop import HumanHandler, Judge, TaskHook
 from ..replay import ReplayCache, StepReplay
-from ..safety import NavigationPolicy
 
 __all__ = ["RunSpec", "TraceMode"]
 

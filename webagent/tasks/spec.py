@@ -28,11 +28,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..config import AgentConfig, AgentSettings, ContextSettings
 from ..errors import InputError
+from ..guard.navigation import NavigationPolicy
+from ..guard.urls import normalize_url
 from ..inputs import MAX_GOAL_CHARS
 from ..loop import Judge
 from ..runtime.spec import RunSpec, TraceMode
-from ..safety import NavigationPolicy
-from ..urls import normalize_url
 from .benchmarks import BenchmarkTask, benchmark_task
 
 __all__ = [

@@ -21,9 +21,9 @@ from pydantic import ValidationError
 
 from ..config import ContextSettings
 from ..errors import InputError
-from ..files import MAX_NAME_BYTES, cut_utf8
+from ..files.disk import MAX_NAME_BYTES, cut_utf8
+from ..guard.urls import normalize_url
 from ..inputs import check_text, load_json, not_utf8_at, read_text
-from ..urls import normalize_url
 from .benchmarks import benchmark_task
 from .spec import OPTION_KEYS, TRUST_HINT, TaskOptions, TaskSpec, distrust
 
