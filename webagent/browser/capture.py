@@ -43,7 +43,7 @@ from ..guard.secrets import well_formed
 from ..images import Frame, Screenshot
 from .crashes import browser_failure
 from .deadline import CommandTimeout, within
-from .devtools import CDPChannel, DevToolsSession
+from .devsession import CDPChannel, DevToolsSession
 from .faults import PageFaults
 from .scripts import TWO_FRAMES, VIEW_AFTER_FRAME, VIEW_NOW
 from .state import PageState, first_line

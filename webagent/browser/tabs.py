@@ -24,7 +24,7 @@ from ..errors import ActionError
 from ..guard.secrets import well_formed
 from ..records import Tab
 from .deadline import within
-from .devtools import DevToolsSession
+from .devsession import DevToolsSession
 from .state import PageState
 
 __all__ = ["TabFollower"]
