@@ -7,6 +7,7 @@ the navigation guard): each call builds a ``RunSpec`` and hands it down.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TypedDict, Unpack
@@ -232,7 +233,8 @@ class Agent:
         hosts = spec.secret_hosts
         if hosts is None:
             hosts = self.runtime.secret_hosts(url if spec.policy is None else None)
-        spec = spec.replace(
+        spec = dataclasses.replace(
+            spec,
             url=url,
             settings=spec.settings or self.config.agent,
             secret_hosts=hosts,

@@ -11,6 +11,7 @@ first, a ``Phase`` as each stage begins (launching the browser, opening the star
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 
@@ -49,7 +50,9 @@ class RunStream:
         #: or saves one.
         self.private = runtime.sessions.private(spec.browser) or spec.save_state is not None
         if spec.downloads is None and spec.output_dir is not None:  # made at the first download
-            spec = spec.replace(downloads=DownloadFolder(spec.output_dir / FOLDER_NAME, private=self.private))
+            spec = dataclasses.replace(
+                spec, downloads=DownloadFolder(spec.output_dir / FOLDER_NAME, private=self.private)
+            )
         self.spec = spec
         self.url = spec.url
         self.goal = spec.goal
@@ -155,7 +158,7 @@ class RunStream:
             )
         recorder = self.recorder = run_recorder(self.runtime, spec, replay=replay, on_progress=self._progressed)
         opened = self.runtime.open_episode(
-            recorder.prepare(spec.replace(replay=replay)),
+            recorder.prepare(dataclasses.replace(spec, replay=replay)),
             on_session=self._opened,
             on_progress=self._progressed,
             on_queue=self._queued,

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
@@ -182,8 +183,8 @@ class WebEnv:
         where = Path(output_dir) / FOLDER_NAME if output_dir is not None else None
         folder = DownloadFolder(where, private=private) if where is not None else None
         self._downloads = self.agent.runtime.download_folder(folder)
-        run = start.run.replace(
-            downloads=self._downloads, output_dir=Path(output_dir) if output_dir is not None else None
+        run = dataclasses.replace(
+            start.run, downloads=self._downloads, output_dir=Path(output_dir) if output_dir is not None else None
         )
         rerun = 0
         while True:

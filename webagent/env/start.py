@@ -13,6 +13,7 @@ whoever hands it over, as in a batch.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -72,7 +73,7 @@ async def episode_start(
     if isinstance(given, TaskSpec) and not given.trusted and source == "operator":
         source = "file"  # a line of a file its operator did not vouch for: as a batch runs it (data_start)
     url, policy = await start_policy(runtime, resolved, source)
-    return EpisodeStart(resolved, run.replace(url=url, policy=policy, shared_budgets=tuple(budgets)), seed)
+    return EpisodeStart(resolved, dataclasses.replace(run, url=url, policy=policy, shared_budgets=tuple(budgets)), seed)
 
 
 def _spec_of(given: TaskInput, resolved: TaskSpec | BenchmarkTask) -> TaskSpec:

@@ -10,6 +10,7 @@ tools name secrets only by their names.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import re
@@ -180,7 +181,9 @@ class WebTools:
         task = TaskSpec(id="run_task", url=url, goal=goal, options=options, browser=settings)
         ask = elicitation_asker(ctx) if ctx is not None else None
         output = self.output_dir / _run_name(self.agent.secrets.redact(goal)) if self.output_dir is not None else None
-        spec = task.run_spec(self.agent.config.agent).replace(policy=policy, ask_user=ask, output_dir=output)
+        spec = dataclasses.replace(
+            task.run_spec(self.agent.config.agent), policy=policy, ask_user=ask, output_dir=output
+        )
         stream = self.agent.start(spec)
         async for _ in stream:
             pass

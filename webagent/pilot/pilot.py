@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
@@ -110,7 +111,8 @@ class Pilot:
             self._acts[goal] += 1
             start = await self._start_url()
             task = TaskSpec(id="act", url=start, goal=goal, options=TaskOptions(max_steps=max_steps))
-            spec = task.run_spec(self.runtime.config.agent).replace(
+            spec = dataclasses.replace(
+                task.run_spec(self.runtime.config.agent),
                 page=self.page,
                 navigate=False,
                 policy=self.policy,

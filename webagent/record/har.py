@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
 import shutil
 import tempfile
@@ -49,7 +50,7 @@ class HarSink(RunSink):
         self.path: Path | None = None
 
     def prepare(self, spec: RunSpec) -> RunSpec:
-        return spec.replace(har_path=self.raw)
+        return dataclasses.replace(spec, har_path=self.raw)
 
     async def closed(self) -> None:
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
@@ -138,7 +139,7 @@ class Runtime:
         ``[agent]``) and its budgets (default: those settings' per-run limits, then its shared ones)."""
         settings = spec.settings or self.config.agent
         budgets = spec.budgets if spec.budgets is not None else self.run_budgets(settings, spec.shared_budgets)
-        return spec.replace(settings=settings, budgets=budgets)
+        return dataclasses.replace(spec, settings=settings, budgets=budgets)
 
     # -- the guard -------------------------------------------------------------------------------
 
