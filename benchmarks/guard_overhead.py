@@ -28,8 +28,8 @@ from webagent.browser.launcher import launch_browser
 from webagent.browser.session import BrowserSession
 from webagent.config import BrowserConfig
 from webagent.errors import ActionError
+from webagent.guard.navigation import NavigationPolicy, parse_rules
 from webagent.images import frame_for
-from webagent.safety import NavigationPolicy, parse_rules
 from webagent.testing.sites import SiteServer
 
 

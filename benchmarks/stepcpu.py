@@ -120,7 +120,7 @@ PHASES: list[tuple[str, tuple[str, ...]]] = [
             "webagent/runs/",
             "webagent/record/",
             "webagent/records.py",
-            "webagent/files.py",
+            "webagent/files/",
             "webagent/stream.py",
         ),
     ),

@@ -40,7 +40,9 @@ def imports_of(name: str, path: Path) -> list[tuple[str, list[str]]]:
             names = [alias.name for alias in node.names]
             submodules = [f"{target}.{n}" for n in names if f"{target}.{n}" in MODULES]
             found += [(m, []) for m in submodules]  # ``from . import x``: the module x
-            found.append((target, [n for n in names if f"{target}.{n}" not in MODULES]))
+            taken = [n for n in names if f"{target}.{n}" not in MODULES]
+            if taken or not submodules:  # ``from .. import actions`` imports the module only
+                found.append((target, taken))
     return [(m, names) for m, names in found if m in MODULES and m != name]
 
 

@@ -21,8 +21,8 @@ from pydantic import (
 )
 from pydantic.json_schema import SkipJsonSchema
 
+from .guard.secrets import shorten
 from .keys import normalize_key
-from .secrets import shorten
 
 __all__ = [
     "ACTION_TYPES",

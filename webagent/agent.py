@@ -7,6 +7,7 @@ the navigation guard): each call builds a ``RunSpec`` and hands it down.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TypedDict, Unpack
@@ -18,6 +19,9 @@ from .browser.pool import BrowserPool
 from .budget import Budget
 from .config import AgentConfig, AgentSettings, ContextSettings
 from .errors import InputError
+from .guard.navigation import NavigationPolicy
+from .guard.secrets import Secrets
+from .guard.urls import normalize_url
 from .inputs import check_text
 from .loop import HumanHandler, Roles, TaskHook
 from .model.client import ModelClient
@@ -26,10 +30,7 @@ from .pilot import Pilot
 from .records import ModelCall, Role, RunResult
 from .replay import ReplayCache
 from .runtime import RunSpec, Runtime, TraceMode
-from .safety import NavigationPolicy
-from .secrets import Secrets
 from .stream import RunStream
-from .urls import normalize_url
 
 __all__ = ["Agent", "RunOptions"]
 
@@ -232,7 +233,8 @@ class Agent:
         hosts = spec.secret_hosts
         if hosts is None:
             hosts = self.runtime.secret_hosts(url if spec.policy is None else None)
-        spec = spec.replace(
+        spec = dataclasses.replace(
+            spec,
             url=url,
             settings=spec.settings or self.config.agent,
             secret_hosts=hosts,

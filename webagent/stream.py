@@ -11,6 +11,7 @@ first, a ``Phase`` as each stage begins (launching the browser, opening the star
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 
@@ -18,8 +19,8 @@ import structlog
 
 from .browser.deadline import on_wait_over
 from .browser.session import BrowserSession
-from .downloads import FOLDER_NAME, DownloadFolder
 from .errors import BrowserError, WebAgentError
+from .files.downloads import FOLDER_NAME, DownloadFolder
 from .loop import Episode
 from .record import TRACE_TIMEOUT_S, Recorder, run_recorder
 from .records import Phase, PhaseName, RunResult, Step
@@ -44,12 +45,14 @@ class RunStream:
         self.runtime = runtime
         #: What the run redacts: the config's secrets and what its browser settings hold (a state's cookies).
         self.secrets = runtime.sessions.secrets(spec.browser)
-        #: Whether what it writes is its owner's only (0700 / 0600: ``webagent.files``), its run
+        #: Whether what it writes is its owner's only (0700 / 0600: ``webagent.files.disk``), its run
         #: directory and its downloads folder: it types secrets, holds a signed-in state or a password,
         #: or saves one.
         self.private = runtime.sessions.private(spec.browser) or spec.save_state is not None
         if spec.downloads is None and spec.output_dir is not None:  # made at the first download
-            spec = spec.replace(downloads=DownloadFolder(spec.output_dir / FOLDER_NAME, private=self.private))
+            spec = dataclasses.replace(
+                spec, downloads=DownloadFolder(spec.output_dir / FOLDER_NAME, private=self.private)
+            )
         self.spec = spec
         self.url = spec.url
         self.goal = spec.goal
@@ -155,7 +158,7 @@ class RunStream:
             )
         recorder = self.recorder = run_recorder(self.runtime, spec, replay=replay, on_progress=self._progressed)
         opened = self.runtime.open_episode(
-            recorder.prepare(spec.replace(replay=replay)),
+            recorder.prepare(dataclasses.replace(spec, replay=replay)),
             on_session=self._opened,
             on_progress=self._progressed,
             on_queue=self._queued,

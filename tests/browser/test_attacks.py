@@ -28,9 +28,9 @@ from webagent.browser.pool import BrowserPool
 from webagent.browser.secretpage import SecretPage
 from webagent.browser.session import BrowserSession
 from webagent.config import BrowserConfig
+from webagent.guard.navigation import NavigationPolicy
+from webagent.guard.secrets import Secrets
 from webagent.runtime import access as runtime_access
-from webagent.safety import NavigationPolicy
-from webagent.secrets import Secrets
 from webagent.testing.attacksites import (
     ALLOWED_HOST,
     FRAME_HOST,

@@ -26,8 +26,8 @@ from webagent.browser.guard import NavigationGuard
 from webagent.browser.session import BrowserSession
 from webagent.config import PROFILES, BrowserConfig
 from webagent.errors import ActionError, BrowserTimeoutError
+from webagent.guard.navigation import NavigationPolicy, parse_rules
 from webagent.images import frame_for
-from webagent.safety import NavigationPolicy, parse_rules
 from webagent.testing.sites import SiteServer
 
 pytestmark = pytest.mark.browser

@@ -20,7 +20,8 @@ from playwright.async_api import Error as PlaywrightError
 from webagent.agent import Agent
 from webagent.browser import devtools, launcher
 from webagent.browser.deadline import BoundedCDPSession, CommandTimeout
-from webagent.browser.devtools import DevTools, DevToolsError, DevToolsSession, devtools_for, free_port
+from webagent.browser.devsession import DevToolsError, DevToolsSession
+from webagent.browser.devtools import DevTools, devtools_for, free_port
 from webagent.browser.launcher import launch_browser
 from webagent.browser.session import BrowserSession
 from webagent.config import PROFILES, AgentConfig, BrowserConfig

@@ -21,9 +21,9 @@ from playwright.async_api import Browser, Download
 from webagent.browser.guard import NavigationGuard
 from webagent.browser.session import BrowserSession
 from webagent.config import BrowserConfig
-from webagent.downloads import MAX_NAME_BYTES, DownloadFolder
+from webagent.files.downloads import MAX_NAME_BYTES, DownloadFolder
+from webagent.guard.navigation import NavigationPolicy
 from webagent.images import frame_for
-from webagent.safety import NavigationPolicy
 from webagent.testing.downloadsite import FILE_BYTE, FLOOD_BYTES, LINK, file_path
 from webagent.testing.hands import EXPORT, EXPORT_CSV
 from webagent.testing.sites import SiteServer

@@ -23,8 +23,8 @@ from webagent.browser.providers import FleetPool, make_pool
 from webagent.browser.session import BrowserSession
 from webagent.config import BrowserConfig
 from webagent.errors import BrowserError, ConfigError
-from webagent.safety import NavigationPolicy
-from webagent.secrets import Secrets
+from webagent.guard.navigation import NavigationPolicy
+from webagent.guard.secrets import Secrets
 
 from ..batch.test_runner import wait_for
 from .fleetplugin import LoopbackChromiums, install_plugin

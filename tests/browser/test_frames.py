@@ -18,11 +18,11 @@ from webagent.browser.secretpage import SecretPage
 from webagent.browser.session import BrowserSession
 from webagent.config import PROFILES, BrowserConfig
 from webagent.errors import ActionError
+from webagent.files.uploads import AllowedFiles, Upload
+from webagent.guard.secrets import Secrets
 from webagent.images import frame_for
-from webagent.secrets import Secrets
 from webagent.testing.teampages import FRAME_COLUMNS, FRAME_ROWS
 from webagent.testing.teamsite import TeamSite
-from webagent.uploads import AllowedFiles, Upload
 
 pytestmark = pytest.mark.browser
 

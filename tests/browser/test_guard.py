@@ -23,8 +23,8 @@ from webagent.browser.launcher import launch_browser
 from webagent.browser.session import BrowserSession
 from webagent.config import BrowserConfig
 from webagent.errors import ActionError, NavigationError
+from webagent.guard.navigation import NavigationPolicy
 from webagent.images import ResizeRule, frame_for
-from webagent.safety import NavigationPolicy
 from webagent.testing.safetysites import SAFETY_ELEMENTS
 from webagent.testing.sites import SiteServer
 

@@ -19,13 +19,13 @@ from hypothesis import strategies as st
 from playwright.async_api import Browser, Page
 from playwright.async_api import Error as PlaywrightError
 
-from tests.test_hosts import IPV4, NAMES, _spellings
+from tests.guard.test_hosts import IPV4, NAMES, _spellings
 from webagent.browser.guard import NavigationGuard
 from webagent.browser.session import BrowserSession
 from webagent.config import BrowserConfig
 from webagent.errors import WebAgentError
-from webagent.hosts import canonical_host, url_host
-from webagent.safety import NavigationPolicy
+from webagent.guard.hosts import canonical_host, url_host
+from webagent.guard.navigation import NavigationPolicy
 from webagent.testing.sites import SiteServer
 
 pytestmark = pytest.mark.browser

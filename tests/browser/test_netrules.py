@@ -16,7 +16,7 @@ from webagent.browser.netrules import (
     resolver_rules,
     websocket_conditions,
 )
-from webagent.safety import NavigationPolicy, is_private_host, parse_rules
+from webagent.guard.navigation import NavigationPolicy, is_private_host, parse_rules
 
 SSRF = NavigationPolicy.build(start_url="https://shop.example/")
 

@@ -15,7 +15,7 @@ from webagent.browser.secretpage import SecretPage
 from webagent.browser.session import BrowserSession
 from webagent.config import BrowserConfig
 from webagent.errors import ActionError
-from webagent.secrets import Secrets
+from webagent.guard.secrets import Secrets
 from webagent.testing.sites import SiteServer
 
 from ..procs import cmdline, descendants

@@ -25,7 +25,7 @@ from webagent.browser.devtools import free_port
 from webagent.browser.launcher import CHROMIUM_ARGS, connect_browser
 from webagent.browser.session import BrowserSession
 from webagent.config import BrowserConfig, load_config
-from webagent.downloads import DownloadFolder
+from webagent.files.downloads import DownloadFolder
 from webagent.testing.downloadsite import FILE_BYTE, LINK, file_path
 from webagent.testing.sites import SiteServer
 

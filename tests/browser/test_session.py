@@ -25,8 +25,8 @@ from webagent.browser.devtools import free_port
 from webagent.browser.session import BrowserSession
 from webagent.config import PROFILES, BrowserConfig
 from webagent.errors import ActionError, NavigationError
+from webagent.guard.secrets import Secrets
 from webagent.images import ResizeRule, frame_for
-from webagent.secrets import Secrets
 
 pytestmark = pytest.mark.browser
 

@@ -18,10 +18,10 @@ from playwright.async_api import Browser
 from webagent.actions import UploadFile
 from webagent.browser.session import BrowserSession
 from webagent.config import BrowserConfig
+from webagent.files.uploads import AllowedFiles, Upload
 from webagent.loop.page import PageDriver, perform
 from webagent.records import Point
 from webagent.testing.teamsite import TeamSite
-from webagent.uploads import AllowedFiles, Upload
 
 pytestmark = pytest.mark.browser
 

@@ -61,7 +61,21 @@ async def test_every_route_answers_bad_input_with_a_4xx(tmp_path: Path) -> None:
             ({"task": ["miniwob/click-test"]}, "not list"),
             ({"task": {"task": 7}}, "names a benchmark task"),
             ({"task": {"url": "https://example.com"}}, "needs goal"),
-            ({"task": {"url": "https://example.com", "goal": "g", "browser": {}}}, "unknown: browser"),
+            ({"task": {"url": "https://example.com", "goal": "g", "bowser": {}}}, "unknown: bowser"),
+            (
+                {"task": {"url": "https://example.com", "goal": "g", "browser": {"nope": 1}}},
+                "browser.nope: unknown key",
+            ),
+            (
+                {"task": {"url": "https://e.com", "goal": "g", "browser": {"proxy": {"server": "http://p:1"}}}},
+                "browser.proxy: refused",
+            ),
+            ({"task": {"url": "https://example.com", "goal": "Type {{PASSWORD}}"}}, "goal: a {{NAME}} secret"),
+            (
+                {"task": {"url": "https://example.com", "goal": "g", "max_steps": 0}},
+                "max_steps: Input should be greater than 0",
+            ),
+            ({"task": {"task": "miniwob/click-test", "expect": "x"}}, "judged by its page"),
             ({"task": "miniwob/click-test", "foo": 1, "bar": 2}, "unknown: bar, foo"),
             ({"task": {"task": "miniwob/click-test", "seed": "3"}}, "a seed is an integer"),
             ({"task": {"task": "miniwob/click-test", "seed": True}}, "a seed is an integer"),

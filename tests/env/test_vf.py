@@ -70,21 +70,24 @@ async def test_vf_eval_runs_the_environment_and_scores_it_by_its_reward(
             "localizer.profile": "holo1.5",
             "browser.viewport": {"width": VIEWPORT[0], "height": VIEWPORT[1]},
         }
-        tasks = [{"task": "miniwob/click-test", "seed": SEED}, {"task": "miniwob/no-such-task"}]
+        # The third: a task's option the environment cannot honour is refused, never dropped.
+        traced = {"id": "traced", "task": "miniwob/click-test", "seed": SEED, "trace": "always"}
+        tasks = [{"task": "miniwob/click-test", "seed": SEED}, {"task": "miniwob/no-such-task"}, traced]
         args = {"tasks": tasks, "config": config, "max_turns": 5}
         out = tmp_path / "vf"
         done = await asyncio_run(
             [
                 str(vf_venv / "bin" / "vf-eval"), "webagent", "-a", json.dumps(args),
                 "-m", model, "-b", f"{server.url}/policy/v1", "-k", "OFFLINE_KEY",
-                "-n", "2", "-r", "1", "-c", "2", "-s", "-o", str(out), "-d", "--disable-env-server",
+                "-n", "3", "-r", "1", "-c", "2", "-s", "-o", str(out), "-d", "--disable-env-server",
             ]
         )  # fmt: skip
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         assert server.request_counts["localizer"] == 1 and server.request_counts["policy"] == 1
     (results,) = list(out.rglob("results.jsonl"))
     rows = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
-    by_task = {json.loads(r["info"]["webagent_task"])["task"]: r for r in rows}
+    specs = [json.loads(r["info"]["webagent_task"]) for r in rows]
+    by_task = {spec.get("id", spec["task"]): r for spec, r in zip(specs, rows, strict=True)}
     solved, broken = by_task["miniwob/click-test"], by_task["miniwob/no-such-task"]
     assert solved["reward"] == 1.0 and not solved.get("error"), solved
     # Multimodal turns: the first prompt is the observation, its screenshot an image part.
@@ -93,6 +96,8 @@ async def test_vf_eval_runs_the_environment_and_scores_it_by_its_reward(
     # The task the environment could not start: an errored rollout (verifiers' InfraError), no reward.
     assert broken.get("error") and "InfraError" in json.dumps(broken["error"]), broken
     assert broken["reward"] == 0.0 and broken["metrics"]["webagent_failed"] == 1.0
+    refused = by_task["traced"]
+    assert "trace cannot be honoured" in json.dumps(refused["error"]) and refused["reward"] == 0.0, refused
 
 
 async def asyncio_run(command: list[str]) -> subprocess.CompletedProcess[str]:

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from webagent import Agent
+from webagent.files.uploads import AllowedFiles, Upload
 from webagent.loop import Episode, HumanRequest
-from webagent.uploads import AllowedFiles, Upload
 
 from ..conftest import ServerFactory, make_config
 from .fakepage import FakePage

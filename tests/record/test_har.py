@@ -16,8 +16,8 @@ from pydantic import SecretStr
 
 from webagent import Agent, InputError
 from webagent.config import AgentConfig
+from webagent.guard.secrets import Secrets
 from webagent.record import REDACTED, redact_har
-from webagent.secrets import Secrets
 from webagent.testing.offline import load_local_tasks, offline_config
 from webagent.testing.sites import SiteServer
 

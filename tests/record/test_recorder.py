@@ -4,9 +4,9 @@ a sink of its own, added without an edit of any driver."""
 
 from __future__ import annotations
 
+from webagent.guard.secrets import Secrets
 from webagent.record import Recorder, RunSink
 from webagent.records import RunResult, Step
-from webagent.secrets import Secrets
 
 PASSWORD = "hunter2-very-secret"
 

@@ -59,7 +59,7 @@ def _webagent(server: FakeModelServer, *args: str, secrets: bool = True) -> subp
 
 
 def _private(folder: Path) -> bool:
-    """Every folder under ``folder`` (itself too) 0700, every file 0600 (``webagent.files``)."""
+    """Every folder under ``folder`` (itself too) 0700, every file 0600 (``webagent.files.disk``)."""
     paths = [folder, *folder.rglob("*")]
     return all(stat.S_IMODE(p.stat().st_mode) == (0o700 if p.is_dir() else 0o600) for p in paths)
 

@@ -2,7 +2,8 @@
 
 A ``TaskSpec`` with ``max_steps: 2``, an ``expect``, a saved sign-in (``storage_state``) and a
 ``locale`` runs through ``webagent batch``, ``webagent test``, ``WebEnv.reset`` and its gymnasium
-adapter, and the MCP server's ``run_task``, in real Chromium against the offline models and a local
+adapter (given as a ``TaskSpec`` or as a task file's line), the OpenEnv server (a client's task dict,
+its saved sign-in refused), and the MCP server's ``run_task``, in real Chromium against the offline models and a local
 page that shows the cookie and ``navigator.language``. Each run sees the cookie and the locale, stops
 at its second step (the config allows five) and has its answer judged with the expectation.
 """
@@ -22,10 +23,12 @@ from playwright.async_api import Browser
 from webagent import Agent
 from webagent.env import WebEnv
 from webagent.env.gym import AsyncWebGymEnv
+from webagent.env.openenv import WebAction, WebagentClient
 from webagent.mcp_server import WebagentMCP
 from webagent.testing.server import FakeModelServer
 
 from ..conftest import ServerFactory, make_config
+from ..env.server import serve
 from ..mcp_server.conftest import mcp_env, role_flags
 from .floor import (
     CONFIG_MAX_STEPS,
@@ -49,16 +52,18 @@ ANSWER = {"action": {"action": "answer", "content": "signed in, in French"}}
 SCROLL = {"action": {"action": "scroll", "direction": "down"}}
 
 
+@pytest.mark.parametrize("shape", ["TaskSpec", "dict"])
 async def test_webenv_reset_runs_the_task_it_is_given(
-    browser: Browser, model_server: ServerFactory, tmp_path: Path
+    shape: str, browser: Browser, model_server: ServerFactory, tmp_path: Path
 ) -> None:
     state = write_state(tmp_path / "state.json")
     with floor_site() as site:
         async with model_server(script()) as server:
             agent = Agent(make_config(server, max_steps=CONFIG_MAX_STEPS), browser=browser)
             env = WebEnv(agent=agent)
+            task = floor_task(site, state) if shape == "TaskSpec" else task_line(site, state)  # a task file's line
             try:
-                obs, _ = await env.reset(floor_task(site, state))
+                obs, _ = await env.reset(task)
                 assert SEEN in obs.url and not obs.final  # the page saw the cookie and the locale
                 assert env.session is not None
                 page = env.session.page
@@ -123,6 +128,36 @@ async def test_the_mcp_server_runs_the_task_it_is_given(
     assert data is not None and data["success"] and data["steps"] == MAX_STEPS, data
     assert SEEN in data["final_url"]
     assert site.starts() == [(True, LOCALE)]
+
+
+async def test_the_openenv_server_runs_a_client_s_task_with_its_options(
+    model_server: ServerFactory, tmp_path: Path
+) -> None:
+    """Through openenv-core's own client: a client's task dict carries its options and session
+    settings (a locale), and may not name what only the operator may (a saved sign-in)."""
+    with floor_site() as site:
+        async with model_server(script()) as server:
+            allow = f"127.0.0.1:{site.url.rsplit(':', 1)[1]}"  # the operator opens the floor page to clients
+            flags = ["--reward", "validator", "--max-steps", str(CONFIG_MAX_STEPS), "--allow-domain", allow]
+            async with (
+                serve(tmp_path, *flags, *role_flags(server.url)) as served,
+                WebagentClient(base_url=served.url) as client,
+            ):
+                line = task_line(site, write_state(tmp_path / "state.json"))
+                with pytest.raises(
+                    RuntimeError, match=r"browser\.storage_state: refused from a client.*operator's own tasks may"
+                ):
+                    await client.reset(task=line)
+                with pytest.raises(RuntimeError, match=r"trace cannot be honoured here"):
+                    await client.reset(task={**line, "browser": {"locale": LOCALE}, "trace": "always"})
+                result = await client.reset(task={**line, "browser": {"locale": LOCALE}})
+                assert f"lang={LOCALE}" in result.observation.url and not result.observation.final
+                result = await client.step(WebAction(action=SCROLL["action"]))
+                assert result.observation.final and result.observation.step == MAX_STEPS  # the task's limit
+                result = await client.step(WebAction(action=ANSWER["action"]))
+                assert result.done  # judged with the expectation; not signed in, so not accepted
+            assert expect_judged(server)
+    assert site.starts() == [(False, LOCALE)]
 
 
 def _webagent(server: FakeModelServer, *args: str) -> subprocess.CompletedProcess[str]:

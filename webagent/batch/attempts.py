@@ -33,6 +33,7 @@ the task's line when that attempt is the one that counts: a resumed batch runs s
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -46,10 +47,10 @@ from ..agent import Agent
 from ..budget import Budget
 from ..config import ROLES
 from ..errors import BrowserCrashError, BrowserError, NavigationError, WebAgentError
+from ..guard.navigation import NavigationPolicy
 from ..records import RunResult, Step, Usage
 from ..replay import ReplayCache
 from ..runtime.access import data_start, task_set_policy
-from ..safety import NavigationPolicy
 from ..stream import RunStream
 from ..tasks import TaskSpec, benchmark_task, reference_matches, run_dir_name
 from .results import AttemptRecord, Rerun, RerunReason, TaskResult, cost_of
@@ -172,8 +173,9 @@ class TaskRunner:
         trace the task asks for."""
         page = benchmark_task(task.benchmark, task.seed) if task.benchmark is not None else None
         spec = task.run_spec(self.agent.config.agent, page=page)
-        spec = spec.replace(policy=self.policy(task, page.url if page is not None else None))
-        spec = spec.replace(
+        spec = dataclasses.replace(spec, policy=self.policy(task, page.url if page is not None else None))
+        spec = dataclasses.replace(
+            spec,
             output_dir=directory,
             cache=self.cache,
             cache_key=task.id if self.cache is not None else "",

@@ -22,7 +22,7 @@ from rich.text import Text
 
 from ..config import AgentConfig
 from ..errors import InputError
-from ..files import write_atomic
+from ..files.disk import write_atomic
 from ..inputs import terminal_json, terminal_text
 from ..runtime import checked_sessions
 from ..tasks import load_references, load_tasks

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 
 from ..config import ROLES, AgentConfig
 from ..errors import InputError
-from ..files import make_dir, open_append, write_atomic_parts
+from ..files.disk import make_dir, open_append, write_atomic_parts
 from ..records import DownloadedFile, Usage
 from ..tasks import TaskSpec
 
@@ -143,7 +143,7 @@ class TaskResult(BaseModel):
 
 class ResultsFile:
     """Append-only results.jsonl with atomic lines; ``private``: its owner's only, with the folder
-    made for it (a batch whose runs hold a secret: ``webagent.files``)."""
+    made for it (a batch whose runs hold a secret: ``webagent.files.disk``)."""
 
     def __init__(self, path: Path, *, private: bool = False) -> None:
         self.path = path

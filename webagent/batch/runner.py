@@ -130,7 +130,7 @@ class BatchRunner:
                 "actors; drop the suite budget or run without --ray"
             )
         check_run_dirs(task.id for task in tasks)  # no run overwrites another's files
-        #: Whether the batch's outputs are its owner's only (its runs hold a secret: ``webagent.files``).
+        #: Whether the batch's outputs are its owner's only (its runs hold a secret: ``webagent.files.disk``).
         self.private = private_outputs(config, (task.browser for task in tasks))
         self.config = config
         self._redaction = config.secret_set()

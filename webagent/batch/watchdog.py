@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from ..files import make_dir, write_atomic
+from ..files.disk import make_dir, write_atomic
 from ..records import RunResult
 
 __all__ = [

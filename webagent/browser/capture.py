@@ -39,11 +39,11 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 
 from ..errors import BrowserTimeoutError
+from ..guard.secrets import well_formed
 from ..images import Frame, Screenshot
-from ..secrets import well_formed
 from .crashes import browser_failure
 from .deadline import CommandTimeout, within
-from .devtools import CDPChannel, DevToolsSession
+from .devsession import CDPChannel, DevToolsSession
 from .faults import PageFaults
 from .scripts import TWO_FRAMES, VIEW_AFTER_FRAME, VIEW_NOW
 from .state import PageState, first_line

@@ -31,10 +31,10 @@ from playwright.async_api import Error as PlaywrightError
 
 from ..config import ContextSettings, Viewport
 from ..errors import ConfigError
-from ..files import write_atomic
-from ..hosts import url_host
+from ..files.disk import write_atomic
+from ..guard.hosts import url_host
+from ..guard.secrets import Secrets
 from ..inputs import check_nesting, read_text
-from ..secrets import Secrets
 from .crashes import browser_failure
 from .deadline import within
 

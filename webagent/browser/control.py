@@ -20,10 +20,10 @@ from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from ..actions import normalize_key
 from ..errors import ActionError, BrowserCrashError, NavigationError
-from ..uploads import Upload
+from ..files.uploads import Upload
 from .capture import ScreenCapture
 from .deadline import CommandTimeout, within
-from .devtools import DevToolsSession
+from .devsession import DevToolsSession
 from .faults import PageFaults
 from .frames import locate
 from .scripts import FILE_INPUT_OF, FIND_SELECT, GIVE_FILE, MASK_FOCUSED, SELECT_OF, WAIT_FOR_LOAD

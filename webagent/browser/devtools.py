@@ -33,7 +33,7 @@ import json
 import socket
 import weakref
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import aiohttp
 import structlog
@@ -41,13 +41,11 @@ from playwright.async_api import Browser, BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
 
 from .deadline import DEFAULT_COMMAND_TIMEOUT_S, CommandTimeout, browser_load, on_wait_over, within
+from .devsession import CLOSED, DevToolsError, DevToolsSession, retrieve
 from .load import BrowserLoad
 
 __all__ = [
-    "CDPChannel",
     "DevTools",
-    "DevToolsError",
-    "DevToolsSession",
     "connect_devtools",
     "devtools_for",
     "free_port",
@@ -58,23 +56,7 @@ log = structlog.get_logger("webagent.browser")
 CONNECT_TIMEOUT_S = 10.0
 CLOSE_TIMEOUT_S = 2.0  # for the closing handshake, after close() has failed every command waiting
 MAX_MESSAGE = 256 * 1024 * 1024  # a full-page screenshot can be tens of MB (Playwright's own limit)
-_CLOSED = "Target page, context or browser has been closed"  # what PageState.target_closed looks for
 _CLOSING: set[asyncio.Task[None]] = set()
-
-
-class CDPChannel(Protocol):
-    """What the session uses of a CDP session: Playwright's ``CDPSession`` or a ``DevToolsSession``."""
-
-    async def send(self, method: str, params: dict[str, Any] | None = None, *, timeout_s: float | None = None) -> Any:
-        """The command's reply; CommandTimeout past ``timeout_s`` (default: the channel's deadline)."""
-
-    def on(self, event: str, f: Callable[..., Any]) -> None: ...
-    async def detach(self) -> None: ...
-
-
-class DevToolsError(PlaywrightError):
-    """A command failed (a protocol error, a closed target or connection); a Playwright ``Error``,
-    so callers handle it as they handle Playwright's."""
 
 
 def free_port() -> int:
@@ -82,75 +64,6 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
     return port
-
-
-class DevToolsSession:
-    """One page's flattened CDP session on a ``DevTools`` connection."""
-
-    def __init__(self, devtools: DevTools, session_id: str) -> None:
-        self._devtools = devtools
-        self.session_id = session_id
-        self._handlers: dict[str, list[Callable[[Any], Any]]] = {}
-        self.closed = False  # no more commands: the target went away, it was detached, or the connection
-        self.gone = False  # the target itself went away (the page closed)
-        self.crashed = False  # its renderer died: commands would never be answered
-
-    def request(
-        self,
-        method: str,
-        params: dict[str, Any] | None = None,
-        *,
-        timeout_s: float | None = None,
-    ) -> asyncio.Future[Any]:
-        """Send a command; its reply (the ``result`` object) is the future's, or CommandTimeout
-        after ``timeout_s`` (default: the connection's). It goes out right after the current loop
-        turn, with the other commands of that turn (``DevTools.request``)."""
-        if self.closed or self.crashed:
-            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            future.set_exception(DevToolsError(f"{method}: {'Target crashed' if self.crashed else _CLOSED}"))
-            return future
-        return self._devtools.request(method, params, self.session_id, timeout_s=timeout_s)
-
-    async def send(self, method: str, params: dict[str, Any] | None = None, *, timeout_s: float | None = None) -> Any:
-        return await self.request(method, params, timeout_s=timeout_s)
-
-    def on(self, event: str, f: Callable[..., Any]) -> None:
-        self._handlers.setdefault(event, []).append(f)
-
-    async def click(self, x: float, y: float) -> None:
-        """A left click as Playwright's ``mouse.click`` sends it (move, press, release), the three
-        events sent together; done when the page has handled the release. Playwright's own idea
-        of the mouse position is not updated: code that relies on it moves the mouse first."""
-        base = {"x": x, "y": y, "modifiers": 0}
-        move = {"type": "mouseMoved", "button": "none", "buttons": 0, **base}
-        press = {"button": "left", "clickCount": 1, **base}
-        for params in (move, {"type": "mousePressed", "buttons": 1, **press}):
-            # Their failures (a closed page) are the release's too: read here, not left unretrieved.
-            self.request("Input.dispatchMouseEvent", params).add_done_callback(_retrieve)
-        await self.request("Input.dispatchMouseEvent", {"type": "mouseReleased", "buttons": 0, **press})
-
-    async def detach(self) -> None:
-        if not self.closed:
-            self._close(_CLOSED)
-            with contextlib.suppress(PlaywrightError):  # DevToolsError, CommandTimeout
-                await self._devtools.request("Target.detachFromTarget", {"sessionId": self.session_id})
-
-    def _dispatch(self, method: str, params: Any) -> None:
-        if method == "Inspector.targetCrashed":
-            self.crashed = True
-            self._devtools.fail_session(self.session_id, "Target crashed")
-        elif method == "Inspector.targetReloadedAfterCrash":
-            self.crashed = False
-        for handler in self._handlers.get(method, ()):
-            try:
-                handler(params)
-            except Exception:  # a handler's bug must not stop the connection's reader
-                log.exception("devtools_handler_failed", cdp_event=method)
-
-    def _close(self, reason: str) -> None:
-        self.closed = True
-        self._devtools.fail_session(self.session_id, reason)
-        self._devtools.sessions.pop(self.session_id, None)
 
 
 class DevTools:
@@ -223,7 +136,7 @@ class DevTools:
         first load. Should that fail (its deadline ran during the load), ``attach`` asks once more."""
         if page not in self._targets:
             task = asyncio.ensure_future(self.target_info(context, page))
-            task.add_done_callback(_retrieve)
+            task.add_done_callback(retrieve)
             self._targets[page] = task
 
     def forget_target(self, page: Page) -> None:
@@ -295,7 +208,7 @@ class DevTools:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         if self.closed:
-            future.set_exception(DevToolsError(f"{method}: {_CLOSED}"))
+            future.set_exception(DevToolsError(f"{method}: {CLOSED}"))
             return future
         self._next_id += 1
         key = self._next_id
@@ -358,7 +271,7 @@ class DevTools:
         self._out.clear()
         pending, self._pending = self._pending, {}
         for entry in pending.values():
-            entry.fail(DevToolsError(f"{entry.method}: {_CLOSED}"))
+            entry.fail(DevToolsError(f"{entry.method}: {CLOSED}"))
         for session in list(self.sessions.values()):
             session.closed = True
         self.sessions.clear()
@@ -390,7 +303,7 @@ class DevTools:
                 error = message.get("error")
                 if error is not None:
                     # -32001: "Session with given id not found" (its target closed in the meantime)
-                    reason = _CLOSED if error.get("code") == -32001 else error.get("message", error)
+                    reason = CLOSED if error.get("code") == -32001 else error.get("message", error)
                     entry.fail(DevToolsError(f"{entry.method}: {reason}"))
                 else:
                     entry.timer.cancel()
@@ -401,7 +314,7 @@ class DevTools:
         session_id = message.get("sessionId")
         session = self.sessions.get(session_id or "")
         if session is not None:
-            session._dispatch(method, params)
+            session.dispatch(method, params)
         elif session_id is None:
             for handler in self._root_handlers.get(method, ()):
                 try:
@@ -412,7 +325,7 @@ class DevTools:
             gone = self.sessions.get(params.get("sessionId", ""))
             if gone is not None:
                 gone.gone = True
-                gone._close(_CLOSED)
+                gone.end(CLOSED)
 
 
 class _Pending:
@@ -443,11 +356,6 @@ class _Pending:
         self.timer.cancel()
         if not self.future.done():
             self.future.set_exception(exc)
-
-
-def _retrieve(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled():
-        future.exception()
 
 
 async def _get_json(http: aiohttp.ClientSession, host: str, port: int, path: str) -> Any:

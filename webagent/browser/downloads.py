@@ -2,7 +2,7 @@
 
 Playwright owns the downloads (a context that keeps them is made with ``accept_downloads``):
 Chromium writes each into Playwright's own private temporary folder, and the session copies the
-finished file into the run's ``DownloadFolder`` (``webagent.downloads``: the name made safe, unique,
+finished file into the run's ``DownloadFolder`` (``webagent.files.downloads``: the name made safe, unique,
 never outside the folder) and deletes Playwright's copy. The policy's next observation says
 ``Downloaded: NAME (N bytes)``; the run's result lists each file (``DownloadedFile``).
 
@@ -45,9 +45,9 @@ import structlog
 from playwright.async_api import Download, Page
 from playwright.async_api import Error as PlaywrightError
 
-from ..downloads import DownloadFolder, TooLarge, safe_name
+from ..files.downloads import DownloadFolder, TooLarge, safe_name
+from ..guard.secrets import shorten
 from ..records import DownloadedFile
-from ..secrets import shorten
 from .deadline import within
 from .state import PageState, first_line
 

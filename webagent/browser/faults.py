@@ -37,7 +37,7 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from ..errors import BrowserCrashError, BrowserError
-from ..secrets import shorten
+from ..guard.secrets import shorten
 from .crashes import browser_failure
 from .deadline import within
 from .state import PageState, first_line

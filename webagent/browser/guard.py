@@ -37,8 +37,9 @@ from typing import Any
 from playwright.async_api import BrowserContext, Request, Route, WebSocketRoute
 from playwright.async_api import Error as PlaywrightError
 
-from ..safety import NavigationPolicy
-from .devtools import CDPChannel, DevTools, devtools_for
+from ..guard.navigation import NavigationPolicy
+from .devsession import CDPChannel
+from .devtools import DevTools, devtools_for
 from .interception import TargetInterception
 from .netrules import proxy_net
 from .refusals import PolicyJudge

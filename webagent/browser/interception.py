@@ -21,7 +21,7 @@ from typing import Any
 
 from playwright.async_api import Error as PlaywrightError
 
-from .devtools import CDPChannel, DevToolsSession
+from .devsession import CDPChannel, DevToolsSession
 from .netrules import websocket_conditions
 from .refusals import PolicyJudge
 

@@ -21,7 +21,7 @@ from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from ..config import BrowserConfig
 from ..errors import BrowserError, BrowserTimeoutError
-from ..safety import parse_rules
+from ..guard.navigation import parse_rules
 from .deadline import within
 from .devtools import connect_devtools, free_port
 from .netrules import resolver_rules

@@ -34,7 +34,7 @@ import socket
 import string
 from typing import Any
 
-from ..safety import HostRule, NavigationPolicy
+from ..guard.navigation import HostRule, NavigationPolicy
 
 __all__ = [
     "LOCAL_NAME_PATTERNS",

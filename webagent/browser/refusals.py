@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from ..safety import NavigationPolicy
-from ..secrets import shorten
+from ..guard.navigation import NavigationPolicy
+from ..guard.secrets import shorten
 
 __all__ = ["PolicyJudge"]
 

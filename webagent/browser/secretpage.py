@@ -17,10 +17,10 @@ from collections.abc import Awaitable, Sequence
 from typing import Literal, TypeVar
 
 from ..errors import ActionError, WebAgentError
+from ..files.uploads import Upload
+from ..guard.secrets import Secrets
 from ..images import Frame, Screenshot
 from ..records import Tab
-from ..secrets import Secrets
-from ..uploads import Upload
 from .session import BrowserSession
 
 __all__ = ["SecretPage"]

@@ -33,12 +33,12 @@ from playwright.async_api import Browser, BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
 
 from ..config import BrowserConfig
-from ..downloads import DownloadFolder
 from ..errors import BrowserCrashError, BrowserError, BrowserStuckError
+from ..files.downloads import DownloadFolder
+from ..files.uploads import Upload
+from ..guard.secrets import well_formed
 from ..images import Frame, Screenshot
 from ..records import DownloadedFile, Tab
-from ..secrets import well_formed
-from ..uploads import Upload
 from .capture import ScreenCapture
 from .control import PageControl
 from .crashes import browser_failure
@@ -300,7 +300,7 @@ class BrowserSession:
         await self._control.wait(seconds)
 
     async def upload_file(self, x: float, y: float, file: Upload) -> str:
-        """Give ``file`` (the bytes of an allowed file: ``webagent.uploads``) to the file input or
+        """Give ``file`` (the bytes of an allowed file: ``webagent.files.uploads``) to the file input or
         chooser at (x, y)."""
         return await self._control.upload_file(x, y, file)
 

@@ -29,7 +29,8 @@ from ..config import BrowserConfig
 from ..errors import BrowserTimeoutError
 from .crashes import browser_failure, dead_target, first_line, unless_crashed
 from .deadline import BoundedCDPSession, CommandTimeout, within
-from .devtools import CDPChannel, DevToolsSession, devtools_for
+from .devsession import CDPChannel, DevToolsSession
+from .devtools import devtools_for
 from .guard import NavigationGuard
 from .launcher import kill_frozen
 from .scripts import HIDE_CARET, SHOW_CARET

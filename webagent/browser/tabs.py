@@ -21,10 +21,10 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 
 from ..errors import ActionError
+from ..guard.secrets import well_formed
 from ..records import Tab
-from ..secrets import well_formed
 from .deadline import within
-from .devtools import DevToolsSession
+from .devsession import DevToolsSession
 from .state import PageState
 
 __all__ = ["TabFollower"]

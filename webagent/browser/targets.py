@@ -26,7 +26,8 @@ from typing import Any
 import structlog
 from playwright.async_api import Error as PlaywrightError
 
-from .devtools import DevTools, DevToolsSession
+from .devsession import DevToolsSession
+from .devtools import DevTools
 from .interception import DOCUMENTS, PARENTS, TargetInterception, send_quietly, spawn
 from .refusals import PolicyJudge
 

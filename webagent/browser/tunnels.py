@@ -20,7 +20,7 @@ import structlog
 from playwright.async_api import Error as PlaywrightError
 
 from .deadline import CommandTimeout
-from .devtools import CDPChannel
+from .devsession import CDPChannel
 from .interception import PARENTS, TargetInterception, spawn
 from .refusals import PolicyJudge
 

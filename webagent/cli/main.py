@@ -22,8 +22,8 @@ import structlog
 from structlog.typing import ExcInfo
 
 from ..errors import BrowserError, ConfigError, InputError, NavigationError, WebAgentError
+from ..guard.secrets import redact_log_event
 from ..inputs import terminal_text
-from ..secrets import redact_log_event
 from .commands import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from .parser import build_parser, cli_option, config_from_args, registered
 from .run import default_output

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import assert_never
 
 from ..config import AgentConfig
+from ..guard.secrets import Secrets
 from ..inputs import check_text, terminal_json, terminal_text
 from ..records import Phase, RunResult, Step
-from ..secrets import Secrets
 from ..suite.cli import ANY_ORIGIN_HELP, CACHE_HELP
 from .commands import EXIT_FAILED, EXIT_OK, ConfigOptions, LoadConfig
 

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ..safety import parse_rule
+from ..guard.navigation import parse_rule
 from ._base import Section
 from ._context import ContextSettings
 from ._fleet import BrowserHost, ProviderKind

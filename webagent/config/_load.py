@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigError, OptionName
+from ..guard.navigation import parse_rule
+from ..guard.secrets import Secrets, check_secret
 from ..inputs import MAX_CONFIG_BYTES, MAX_NESTING, check_nesting, read_text
 from ..records import ROLES
-from ..safety import parse_rule
-from ..secrets import Secrets, check_secret
 from ._agent import AgentSettings
 from ._base import Section
 from ._browser import BrowserConfig

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,8 +47,8 @@ from ..agent import Agent
 from ..browser.session import BrowserSession
 from ..budget import Budget
 from ..config import AgentConfig
-from ..downloads import FOLDER_NAME, DownloadFolder
 from ..errors import BrowserError, ConfigError, InputError, LocalizationError, NavigationError
+from ..files.downloads import FOLDER_NAME, DownloadFolder
 from ..loop import Placed
 from ..model.parsing import ReplyParseError
 from ..record import Recorder, run_recorder
@@ -175,15 +176,15 @@ class WebEnv:
         spec, seed = start.task, start.seed
         self.task, self.result = spec, None
         sessions = self.agent.runtime.sessions
-        private = sessions.private(start.run.browser)  # its outputs its owner's only (webagent.files)
+        private = sessions.private(start.run.browser)  # its outputs its owner's only (webagent.files.disk)
         #: What the episode redacts: the config's secrets and what the task's session settings hold.
         self._secrets = sessions.secrets(start.run.browser)
         self._forget_downloads()
         where = Path(output_dir) / FOLDER_NAME if output_dir is not None else None
         folder = DownloadFolder(where, private=private) if where is not None else None
         self._downloads = self.agent.runtime.download_folder(folder)
-        run = start.run.replace(
-            downloads=self._downloads, output_dir=Path(output_dir) if output_dir is not None else None
+        run = dataclasses.replace(
+            start.run, downloads=self._downloads, output_dir=Path(output_dir) if output_dir is not None else None
         )
         rerun = 0
         while True:

@@ -1,6 +1,7 @@
 """What a caller hands the environment: tasks and actions, turned into what the loop runs.
 
-A task is a ``TaskSpec`` or a dict (``{"url", "goal", "reference"?}``), a benchmark task name
+A task is a ``TaskSpec`` or a dict (``{"url", "goal", "reference"?}``, or ``{"task", "seed"?}``, each
+with a task-file line's options and ``browser`` block: ``task_of``), a benchmark task name
 (``"miniwob/click-button"``, with a seed) or a ``BenchmarkTask``. An action is the policy's reply
 (its text, its JSON as a dict in any family's shape, a native tool call, or a ``PolicyReply``), or a
 dict of one action; a grounded reply's point places its click; ``point`` places an
@@ -19,16 +20,18 @@ from pydantic import ValidationError
 
 from ..actions import PolicyReply, Scroll, points_of
 from ..errors import ConfigError, InputError, LocalizationError
+from ..guard.navigation import NavigationPolicy
+from ..guard.urls import normalize_url
 from ..images import Frame
 from ..loop import Placed
 from ..model.client import Reply
 from ..records import Point, ToolCall
 from ..roles.contract import Contract, Decision
 from ..runtime.access import client_start, data_start, task_set_policy
-from ..safety import NavigationPolicy
-from ..tasks import BenchmarkTask, TaskSpec, benchmark_task
+from ..tasks import BenchmarkTask, TaskSpec, benchmark_task, distrust
 from ..tasks.benchmarks import shown
-from ..urls import normalize_url
+from ..tasks.spec import OPTION_KEYS
+from ..tasks.taskfiles import browser_settings, task_options
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -45,6 +48,7 @@ __all__ = [
     "point_at",
     "read_policy",
     "start_policy",
+    "task_of",
 ]
 
 Action = PolicyReply | Mapping[str, Any] | str
@@ -58,19 +62,26 @@ or a task file the operator did not mark trusted (``webagent.env.core``'s docstr
 SERVER_NAME = "the environment server"
 
 
+#: What a task given as a mapping may hold beside its start: the options of a task-file line (its
+#: ``expect``, limits, budgets, trace) and its ``browser`` session settings, as ``TaskSpec`` has them.
+OPTIONS = frozenset({*OPTION_KEYS, "browser"})
 #: The keys of a task given as a mapping: a web task's, a benchmark task's.
-WEB_KEYS = frozenset({"id", "url", "goal", "reference"})
-BENCHMARK_KEYS = frozenset({"id", "task", "seed"})
+WEB_KEYS = frozenset({"id", "url", "goal", "reference"}) | OPTIONS
+BENCHMARK_KEYS = frozenset({"id", "task", "seed"}) | OPTIONS
 MAX_URL = 8192
 MAX_ID = 200
+#: What a refusal of a client's task tells it.
+CLIENT_HINT = "only the operator's own tasks may"
 
 
-def as_task(task: TaskInput, seed: int | None = None) -> TaskSpec | BenchmarkTask:
+def as_task(task: TaskInput, seed: int | None = None, source: TaskSource = "operator") -> TaskSpec | BenchmarkTask:
     """The task to run: a benchmark task (by name, a mapping with ``task`` and ``seed``, or a task
     file's benchmark line) or a web task. InputError (one line) for anything else."""
     check_seed(seed)
     if isinstance(task, BenchmarkTask):
         return task
+    if isinstance(task, Mapping):
+        task = task_of(task, seed, source)
     if isinstance(task, TaskSpec):  # a task file's line: a benchmark one names its task
         return (
             task
@@ -79,33 +90,55 @@ def as_task(task: TaskInput, seed: int | None = None) -> TaskSpec | BenchmarkTas
         )
     if isinstance(task, str):
         return benchmark_task(task, seed)
-    if not isinstance(task, Mapping):
-        raise InputError(f"a task is a benchmark task's name or an object, not {type(task).__name__}")
+    raise InputError(f"a task is a benchmark task's name or an object, not {type(task).__name__}")
+
+
+def task_of(task: Mapping[str, Any], seed: int | None, source: TaskSource) -> TaskSpec:
+    """A task given as a mapping, as the ``TaskSpec`` it spells: a web task ``{"url", "goal",
+    "reference"?}`` or a benchmark task ``{"task", "seed"?}``, either with the options of a task-file
+    line (``expect``, ``max_steps``, budgets, ...) and a ``browser`` block. A client's (``source``)
+    may not set what a file not trusted may not (``tasks.distrust``: a signed-in ``storage_state``, a
+    proxy, a secret's ``{{NAME}}``, ...). InputError (one line) naming what is wrong."""
     data = dict(task)
     keys = BENCHMARK_KEYS if "task" in data else WEB_KEYS
     unknown = sorted(str(k) for k in data if k not in keys)
     if unknown:
         raise InputError(f"a task takes {', '.join(sorted(keys))}; unknown: {shown(', '.join(unknown))}")
+    if source != "operator":  # its start URL is checked as a client's (``start_policy``), with its own words
+        refusal = distrust({k: v for k, v in data.items() if k != "url"}, CLIENT_HINT, who="from a client")
+        if refusal is not None:
+            raise InputError(f"a task's {refusal}")
+    options = task_options(data, "a task")
+    browser = browser_settings(data.get("browser"), "a task")
     if "task" in data:  # {"task": "miniwob/click-button", "seed": 3}
         given = data.get("seed", seed)
         check_seed(given)
         if not isinstance(data["task"], str):
             raise InputError("a task's 'task' names a benchmark task, e.g. \"miniwob/click-button\"")
-        return benchmark_task(data["task"], given)
-    if len(str(data.get("url", ""))) > MAX_URL or len(str(data.get("id", ""))) > MAX_ID:
-        raise InputError(f"a task's url has at most {MAX_URL} characters and its id at most {MAX_ID}")
-    missing = [k for k in ("url", "goal") if k not in data]
-    if missing:
-        raise InputError(
-            f"a task needs {' and '.join(missing)} ({{'url', 'goal', 'reference'?}}), or 'task' naming a benchmark task"
-        )
-    try:
-        data.setdefault("id", "task")
+        found = benchmark_task(data["task"], given)
+        fields: dict[str, Any] = {"id": data.get("id", found.id), "url": found.id, "goal": found.goal}
+        fields |= {"benchmark": data["task"], "seed": found.seed}
+    else:
+        if len(str(data.get("url", ""))) > MAX_URL or len(str(data.get("id", ""))) > MAX_ID:
+            raise InputError(f"a task's url has at most {MAX_URL} characters and its id at most {MAX_ID}")
+        missing = [k for k in ("url", "goal") if k not in data]
+        if missing:
+            raise InputError(
+                f"a task needs {' and '.join(missing)} ({{'url', 'goal', 'reference'?}}), or 'task' naming a benchmark task"
+            )
         refs = data.get("reference", [])
-        data["reference"] = [refs] if isinstance(refs, str) else list(refs)
-        return TaskSpec.model_validate(data)
-    except (ValidationError, TypeError) as exc:
-        where = ".".join(str(p) for p in exc.errors()[0]["loc"]) if isinstance(exc, ValidationError) else "reference"
+        try:
+            refs = [refs] if isinstance(refs, str) else list(refs)
+        except TypeError:
+            raise InputError("a task's reference is not valid: a string or a list of them") from None
+        fields = {"id": data.get("id", "task"), "url": data["url"], "goal": data["goal"], "reference": refs}
+    try:
+        return TaskSpec.model_validate({**fields, "options": options, "browser": browser})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "value_error":  # the task as a whole (a benchmark task's expect)
+            raise InputError(str(err["msg"]).removeprefix("Value error, ")) from None
         raise InputError(f"a task's {where} is not valid: url and goal are strings, reference a list of them") from None
 
 

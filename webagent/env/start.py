@@ -1,7 +1,8 @@
 """How ``WebEnv.reset`` turns what it is given into the run of an episode.
 
 The task is resolved (``inputs.as_task``: a ``TaskSpec``, a mapping, a benchmark task's name or a
-``BenchmarkTask``), checked against the environment's reward, and made a ``RunSpec`` the way every
+``BenchmarkTask``; a mapping is the ``TaskSpec`` it spells, options and ``browser`` block included,
+``inputs.task_of``), checked against the environment's reward, and made a ``RunSpec`` the way every
 entry point makes one, ``TaskSpec.run_spec``: the task's ``expect``, its limits and budgets, its
 ``browser`` session settings (a signed-in ``storage_state``, a proxy, a locale, ...) are the
 episode's, as they are a batch run's. What an episode cannot honour (a Playwright trace) is refused
@@ -12,7 +13,8 @@ whoever hands it over, as in a batch.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -21,7 +23,7 @@ from ..errors import InputError
 from ..inputs import check_text
 from ..runtime import RunSpec
 from ..tasks import BenchmarkTask, TaskSpec
-from .inputs import TaskInput, TaskSource, as_task, start_policy
+from .inputs import TaskInput, TaskSource, as_task, start_policy, task_of
 from .rewards import RewardMode, judge_for
 
 if TYPE_CHECKING:
@@ -53,7 +55,8 @@ async def episode_start(
 ) -> EpisodeStart:
     """The start of an episode of ``task`` (InputError or NavigationError for one refused):
     ``budgets`` are shared with other environments, after the task's own."""
-    resolved = as_task(task, seed)
+    given = task_of(task, seed, source) if isinstance(task, Mapping) else task  # its options and browser kept
+    resolved = as_task(given, seed)
     if isinstance(resolved, BenchmarkTask):
         seed = resolved.seed
     if not resolved.goal.strip():
@@ -64,13 +67,13 @@ async def episode_start(
     if isinstance(resolved, TaskSpec) and reward in ("reference", "both") and not resolved.reference:
         raise InputError(f"reward {reward!r} needs reference answers in the task ('reference')")
     page = resolved if isinstance(resolved, BenchmarkTask) else None
-    run = _spec_of(task, resolved).run_spec(
+    run = _spec_of(given, resolved).run_spec(
         runtime.config.agent, judge=judge_for(resolved, reward), page=page, cannot=CANNOT
     )
-    if isinstance(task, TaskSpec) and not task.trusted and source == "operator":
+    if isinstance(given, TaskSpec) and not given.trusted and source == "operator":
         source = "file"  # a line of a file its operator did not vouch for: as a batch runs it (data_start)
     url, policy = await start_policy(runtime, resolved, source)
-    return EpisodeStart(resolved, run.replace(url=url, policy=policy, shared_budgets=tuple(budgets)), seed)
+    return EpisodeStart(resolved, dataclasses.replace(run, url=url, policy=policy, shared_budgets=tuple(budgets)), seed)
 
 
 def _spec_of(given: TaskInput, resolved: TaskSpec | BenchmarkTask) -> TaskSpec:

@@ -99,7 +99,7 @@ class WebagentVfEnv(vf.MultiTurnEnv):
     async def setup_state(self, state: Any) -> Any:
         info = state.get("info") or {}
         spec = json.loads(info["webagent_task"]) if "webagent_task" in info else {}
-        task = spec.get("task", spec)
+        task = spec  # a task as WebEnv.reset takes one: its options and browser block kept
         env = WebEnv(agent=self.agent(), reward=self.reward_mode, idle_timeout_s=self.idle_timeout_s)
         self._envs[state["trajectory_id"]] = env
         state[REWARD], state[FAILURE], state[RESULT] = 0.0, None, None

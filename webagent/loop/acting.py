@@ -21,10 +21,10 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from ..actions import Action, Answer, AskUser, DragElement, ElementAction, Scroll, describe_action
 from ..errors import LocalizationError
+from ..files.uploads import AllowedFiles
 from ..images import Screenshot
 from ..records import Acted, Point, Step
 from ..roles.localizer import Localizer
-from ..uploads import AllowedFiles
 from .meter import Meter
 from .page import PageDriver, Placed, perform
 

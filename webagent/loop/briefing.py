@@ -13,11 +13,11 @@ from collections.abc import Sequence
 
 from ..actions import Action
 from ..config import AgentSettings
+from ..guard.secrets import shorten
 from ..images import Screenshot
 from ..model.client import Message
 from ..records import PolicyState, PromptContext, Step, Tab, ToolCall
 from ..roles.policy import Policy
-from ..secrets import shorten
 from .progress import ProgressTracker
 
 __all__ = ["NOTE_MAX_CHARS", "Briefing"]

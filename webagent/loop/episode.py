@@ -25,11 +25,11 @@ from ..errors import (
     ConfigError,
     ModelError,
 )
+from ..files.uploads import AllowedFiles
 from ..images import Screenshot
 from ..model.client import Message
 from ..records import DownloadedFile, PolicyState, RunResult, Step, StopReason
 from ..replay import StepReplay
-from ..uploads import AllowedFiles
 from .acting import Hands
 from .briefing import Briefing
 from .clock import RunClock

@@ -30,13 +30,13 @@ from ..actions import (
     WriteElement,
 )
 from ..errors import ActionError
+from ..files.uploads import AllowedFiles, Upload
+from ..guard.urls import normalize_url
 from ..images import Frame, Screenshot
 from ..records import Point, Tab
 from ..roles.localizer import Localizer
 from ..roles.policy import Policy
 from ..roles.validator import Validator
-from ..uploads import AllowedFiles, Upload
-from ..urls import normalize_url
 
 __all__ = ["PageDriver", "Placed", "Roles", "perform"]
 

@@ -10,6 +10,7 @@ tools name secrets only by their names.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import re
@@ -18,7 +19,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
 
-import jsonschema
 import structlog
 from mcp.server.mcpserver import Context, Image
 from mcp.server.mcpserver.exceptions import ToolError
@@ -27,7 +27,6 @@ from pydantic import BaseModel, Field, ValidationError
 from ..agent import Agent
 from ..config import ContextSettings
 from ..errors import InputError, WebAgentError
-from ..model.parsing import ReplyParseError, extract_json
 from ..records import DownloadedFile, RunResult
 from ..roles.extractor import ExtractionSchema
 from ..runtime.access import client_start
@@ -182,7 +181,9 @@ class WebTools:
         task = TaskSpec(id="run_task", url=url, goal=goal, options=options, browser=settings)
         ask = elicitation_asker(ctx) if ctx is not None else None
         output = self.output_dir / _run_name(self.agent.secrets.redact(goal)) if self.output_dir is not None else None
-        spec = task.run_spec(self.agent.config.agent).replace(policy=policy, ask_user=ask, output_dir=output)
+        spec = dataclasses.replace(
+            task.run_spec(self.agent.config.agent), policy=policy, ask_user=ask, output_dir=output
+        )
         stream = self.agent.start(spec)
         async for _ in stream:
             pass
@@ -269,7 +270,7 @@ class WebTools:
         ] = None,
     ) -> Extracted:
         """Read WHAT off the session's page as it is now: JSON valid against JSON_SCHEMA, or text."""
-        schema = _schema(json_schema) if json_schema is not None else None
+        schema = ExtractionSchema.of_json_schema(json_schema, what="json_schema") if json_schema is not None else None
         async with self.sessions.use(session_id) as kept:
             if schema is None:
                 text = await kept.pilot.extract(what, schema=_Text)
@@ -313,26 +314,6 @@ def _outcome(result: RunResult) -> TaskOutcome:
         run_dir=result.output_dir,
         downloads=result.downloads,
     )
-
-
-def _schema(schema: dict[str, Any]) -> ExtractionSchema:
-    """An extraction schema from a caller's JSON schema, replies validated by ``jsonschema``."""
-    try:
-        validator_class = jsonschema.validators.validator_for(schema)
-        validator_class.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        raise InputError(f"json_schema is not a valid JSON schema: {exc.message}") from None
-    validator = validator_class(schema)
-
-    def parse(text: str) -> Any:
-        value = extract_json(text)
-        error = jsonschema.exceptions.best_match(validator.iter_errors(value))
-        if error is not None:
-            where = "/".join(str(p) for p in error.absolute_path) or "the reply"
-            raise ReplyParseError(f"the reply does not match the schema ({where}: {error.message})")
-        return value
-
-    return ExtractionSchema(schema, parse, name=str(schema.get("title") or "the JSON schema given"))
 
 
 def _run_name(goal: str) -> str:

@@ -31,8 +31,8 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from ..config import RoleConfig
 from ..errors import ModelError, ModelReplyError, ModelUnavailableError
+from ..guard.secrets import Secrets
 from ..records import ModelCall, Role, RoleUsage, TokenRecord
-from ..secrets import Secrets
 from .endpoints import ENDPOINT_COOLDOWN_S, Endpoint, EndpointPool
 from .parsing import ReplyParseError
 from .replies import (

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ..secrets import well_formed
+from ..guard.secrets import well_formed
 
 __all__ = ["ReplyParseError", "extract_json", "loads_well_formed", "parse_reply", "well_formed_json"]
 

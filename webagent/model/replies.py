@@ -17,8 +17,8 @@ import httpx2
 import openai
 from tenacity import RetryCallState
 
+from ..guard.secrets import shorten, well_formed
 from ..records import TokenRecord, ToolCall
-from ..secrets import shorten, well_formed
 from .parsing import well_formed_json
 
 __all__ = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
@@ -19,6 +20,8 @@ from ..browser.deadline import within
 from ..budget import Budget
 from ..config import ROLES, ContextSettings
 from ..errors import InputError, ModelError, NavigationError
+from ..guard.navigation import NavigationPolicy
+from ..guard.urls import normalize_url
 from ..inputs import check_text
 from ..loop import HumanHandler, Meter
 from ..model.parsing import ReplyParseError
@@ -29,10 +32,8 @@ from ..roles.checker import Checker, CheckReply
 from ..roles.extractor import ExtractionSchema, Extractor
 from ..roles.policy import PolicyImages
 from ..runtime import RunSpec, Runtime
-from ..safety import NavigationPolicy
 from ..stream import RunStream
 from ..tasks import TaskOptions, TaskSpec
-from ..urls import normalize_url
 from .look import Look, look_at, record_look
 
 __all__ = ["Pilot"]
@@ -70,7 +71,7 @@ class Pilot:
         self.browser = browser
         #: What the pilot redacts: the config's secrets and what the page's session settings hold.
         self.secrets = runtime.sessions.secrets(browser)
-        #: Whether its run directories are its owner's only (it holds a secret: ``webagent.files``).
+        #: Whether its run directories are its owner's only (it holds a secret: ``webagent.files.disk``).
         self.private = runtime.sessions.private(browser)
         self.page = page
         self.policy = policy
@@ -110,7 +111,8 @@ class Pilot:
             self._acts[goal] += 1
             start = await self._start_url()
             task = TaskSpec(id="act", url=start, goal=goal, options=TaskOptions(max_steps=max_steps))
-            spec = task.run_spec(self.runtime.config.agent).replace(
+            spec = dataclasses.replace(
+                task.run_spec(self.runtime.config.agent),
                 page=self.page,
                 navigate=False,
                 policy=self.policy,

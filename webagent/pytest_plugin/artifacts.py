@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from ..files import cut_utf8
+from ..files.disk import cut_utf8
 from ..records import Fingerprint
 from ..replay import ReplayCache, StepReplay, origin_of
 from .options import REPORTS, CacheMode, RunsMode

@@ -37,7 +37,7 @@ from ..browser.launcher import find_chromium
 from ..budget import Budget, BudgetLimits
 from ..config import AgentConfig
 from ..errors import WebAgentError
-from ..files import write_atomic
+from ..files.disk import write_atomic
 from ..records import ROLES, ModelCall
 from .artifacts import RunFolder, cache_path, display_path, node_name, open_cache
 from .options import PluginSettings, fail_with

@@ -17,10 +17,10 @@ from playwright.sync_api import Page as SyncPage
 from pydantic import BaseModel
 
 from ..errors import WebAgentError
+from ..guard.secrets import shorten
 from ..inputs import terminal_text
 from ..pilot import Pilot
 from ..records import CheckResult, RunResult
-from ..secrets import shorten
 from .artifacts import RunFolder
 from .bridge import run as run_on_page_loop
 

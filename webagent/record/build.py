@@ -34,7 +34,7 @@ def run_recorder(
     """The recorder of a run of ``spec`` on ``runtime`` (its spans begin now). ``replay``: the
     recording the run was given from ``spec.cache``, updated when the run succeeds."""
     secrets = runtime.sessions.secrets(spec.browser)
-    # Its owner's only (0700 / 0600: webagent.files) when the run types secrets, holds a signed-in
+    # Its owner's only (0700 / 0600: webagent.files.disk) when the run types secrets, holds a signed-in
     # state or a password, or saves one.
     private = runtime.sessions.private(spec.browser) or spec.save_state is not None
     own_context = spec.page is None and spec.context is None

@@ -13,7 +13,7 @@ __all__ = ["FilesSink"]
 
 
 class FilesSink(RunSink):
-    """Writes the run directory ``directory`` (``private``: its owner's only, ``webagent.files``)."""
+    """Writes the run directory ``directory`` (``private``: its owner's only, ``webagent.files.disk``)."""
 
     def __init__(self, directory: Path, *, private: bool = False) -> None:
         self.files = RunFiles(directory, private=private)

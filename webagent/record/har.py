@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
 import shutil
 import tempfile
@@ -21,9 +22,9 @@ from typing import Any
 
 import structlog
 
-from ..files import write_atomic
+from ..files.disk import write_atomic
+from ..guard.secrets import Secrets
 from ..runtime import RunSpec
-from ..secrets import Secrets
 from .sink import RunSink
 
 __all__ = ["HAR_NAME", "REDACTED", "HarSink", "redact_har"]
@@ -49,7 +50,7 @@ class HarSink(RunSink):
         self.path: Path | None = None
 
     def prepare(self, spec: RunSpec) -> RunSpec:
-        return spec.replace(har_path=self.raw)
+        return dataclasses.replace(spec, har_path=self.raw)
 
     async def closed(self) -> None:
         try:

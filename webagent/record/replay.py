@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
+from ..guard.secrets import Secrets
 from ..records import RunResult
 from ..replay import ReplayCache, StepReplay
-from ..secrets import Secrets
 from .sink import RunSink
 
 __all__ = ["ReplaySink"]

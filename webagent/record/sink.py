@@ -16,9 +16,9 @@ import structlog
 
 from ..browser.session import BrowserSession
 from ..errors import WebAgentError
+from ..guard.secrets import Secrets
 from ..records import RunResult, Step
 from ..runtime import RunSpec
-from ..secrets import Secrets
 
 __all__ = ["Recorder", "RunSink"]
 
@@ -61,7 +61,7 @@ class Recorder:
         on_progress: Callable[[], None] = lambda: None,
     ) -> None:
         """``secrets``: what is redacted from every record; ``private``: whether what the sinks
-        write is their owner's only (``webagent.files``); ``on_progress``: called after each sink's
+        write is their owner's only (``webagent.files.disk``); ``on_progress``: called after each sink's
         bounded clean-up at the end (a batch watchdog's sign of life)."""
         self.secrets = secrets
         self.private = private

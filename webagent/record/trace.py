@@ -14,7 +14,7 @@ import structlog
 
 from ..browser.deadline import within
 from ..browser.session import BrowserSession
-from ..files import make_dir, secure_file
+from ..files.disk import make_dir, secure_file
 from ..records import RunResult
 from .sink import RunSink
 

@@ -14,12 +14,13 @@ from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any, TypeVar
 
+import jsonschema
 from pydantic import BaseModel
 
-from ..errors import ExtractionError, ModelReplyError
+from ..errors import ExtractionError, InputError, ModelReplyError
 from ..images import Screenshot
 from ..model.client import Message, ModelClient
-from ..model.parsing import parse_reply
+from ..model.parsing import ReplyParseError, extract_json, parse_reply
 from ..model.schema import json_schema_format, strict_json_schema
 from ..prompts import render
 from ..records import ModelCall
@@ -43,6 +44,27 @@ class ExtractionSchema:
     def of_model(cls, model: type[M]) -> ExtractionSchema:
         """The schema of a Pydantic model; replies validate to an instance of it."""
         return cls(model.model_json_schema(), lambda text: parse_reply(text, model), name=model.__name__)
+
+    @classmethod
+    def of_json_schema(cls, schema: dict[str, Any], *, what: str = "the schema") -> ExtractionSchema:
+        """A caller's JSON schema; replies validate against it (``jsonschema``). InputError naming
+        ``what`` when it is not a valid JSON schema."""
+        try:
+            validator_class = jsonschema.validators.validator_for(schema)
+            validator_class.check_schema(schema)
+        except jsonschema.SchemaError as exc:
+            raise InputError(f"{what} is not a valid JSON schema: {exc.message}") from None
+        validator = validator_class(schema)
+
+        def parse(text: str) -> Any:
+            value = extract_json(text)
+            error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+            if error is not None:
+                where = "/".join(str(p) for p in error.absolute_path) or "the reply"
+                raise ReplyParseError(f"the reply does not match the schema ({where}: {error.message})")
+            return value
+
+        return cls(schema, parse, name=str(schema.get("title") or "the JSON schema given"))
 
     @property
     def text(self) -> str:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..files import write_atomic_parts
+from ..files.disk import write_atomic_parts
 from ..records import ROLES
 
 __all__ = ["CSP", "CSS", "escape", "load_run", "render_report", "render_report_html", "step_html"]
@@ -422,7 +422,7 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]]
 
 def render_report(run_dir: Path, *, private: bool = False) -> Path:
     """Write ``run_dir/report.html`` atomically and return its path (``private``: 0600, as it is
-    anyway in a private run directory: ``webagent.files``)."""
+    anyway in a private run directory: ``webagent.files.disk``)."""
     run_dir = Path(run_dir)
     parts = _report_parts(*load_run(run_dir))
     encoded = (p.encode() if isinstance(p, str) else p for p in parts)

@@ -2,7 +2,7 @@
 
 A run that holds a secret (``private``: it types secrets, or holds a signed-in state or a password)
 gets a directory only its owner can open (0700, with the parents it needs) and files only its
-owner can read (0600): its screenshots are of signed-in pages (``webagent.files``)."""
+owner can read (0600): its screenshots are of signed-in pages (``webagent.files.disk``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import structlog
 
-from ..files import make_dir, open_append, write_atomic
+from ..files.disk import make_dir, open_append, write_atomic
 from ..records import RunResult, Step
 
 __all__ = ["RunFiles", "TrajectoryWriter", "read_trajectory"]

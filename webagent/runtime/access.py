@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from ..errors import InputError, NavigationError
-from ..hosts import url_host
-from ..safety import NavigationPolicy, is_local_url
-from ..urls import normalize_url
+from ..guard.hosts import url_host
+from ..guard.navigation import NavigationPolicy, is_local_url
+from ..guard.urls import normalize_url
 
 if TYPE_CHECKING:
     from .core import Runtime

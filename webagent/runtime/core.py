@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
@@ -27,8 +28,10 @@ from ..browser.secretpage import SecretPage
 from ..browser.session import BrowserSession
 from ..budget import Budget, BudgetLimits
 from ..config import ROLES, AgentConfig, AgentSettings, ContextSettings
-from ..downloads import DownloadFolder
-from ..hosts import is_private_host, url_host
+from ..files.downloads import DownloadFolder
+from ..guard.hosts import is_private_host, url_host
+from ..guard.navigation import NavigationPolicy
+from ..guard.secrets import Secrets
 from ..loop import Episode, HumanHandler, PageDriver, Roles
 from ..model.client import ModelClient
 from ..model.endpoints import EndpointPool
@@ -36,8 +39,6 @@ from ..records import ModelCall, Role
 from ..roles.localizer import Localizer
 from ..roles.policy import Policy, PolicyImages
 from ..roles.validator import Validator
-from ..safety import NavigationPolicy
-from ..secrets import Secrets
 from ..telemetry import runs as telemetry
 from .sessions import SessionSettings
 from .spec import RunSpec
@@ -138,7 +139,7 @@ class Runtime:
         ``[agent]``) and its budgets (default: those settings' per-run limits, then its shared ones)."""
         settings = spec.settings or self.config.agent
         budgets = spec.budgets if spec.budgets is not None else self.run_budgets(settings, spec.shared_budgets)
-        return spec.replace(settings=settings, budgets=budgets)
+        return dataclasses.replace(spec, settings=settings, budgets=budgets)
 
     # -- the guard -------------------------------------------------------------------------------
 
@@ -183,7 +184,7 @@ class Runtime:
     # -- sessions and runs -----------------------------------------------------------------------
 
     def download_folder(self, folder: DownloadFolder | None = None) -> DownloadFolder:
-        """``folder``, or a private temporary one (``webagent.downloads``), removed when the runtime
+        """``folder``, or a private temporary one (``webagent.files.downloads``), removed when the runtime
         closes unless its holder removes it sooner (``DownloadFolder.remove``)."""
         if folder is not None:
             return folder

@@ -21,8 +21,8 @@ from ..browser.context import context_options, load_storage_state, secret_reach,
 from ..browser.pool import BrowserPool
 from ..config import AgentConfig, BrowserConfig, ContextSettings
 from ..errors import ActionError, ConfigError
-from ..secrets import Secrets
-from ..uploads import AllowedFiles
+from ..files.uploads import AllowedFiles
+from ..guard.secrets import Secrets
 
 __all__ = ["SessionSettings", "checked_sessions", "private_outputs"]
 
@@ -129,7 +129,7 @@ class SessionSettings:
 
 def private_outputs(config: AgentConfig, changes: Iterable[ContextSettings | None] = ()) -> bool:
     """Whether runs with this config (and these session settings: a batch's tasks, a suite's checks)
-    write their outputs private, folders 0700 and files 0600 (``webagent.files``): when they type
+    write their outputs private, folders 0700 and files 0600 (``webagent.files.disk``): when they type
     secrets, or hold a signed-in state or a password. Their screenshots are of signed-in pages then,
     and other local users must not read them. Without any, outputs keep the umask's permissions: a
     CI job reads what a container running as another user wrote (docker/README.md)."""

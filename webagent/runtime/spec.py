@@ -11,7 +11,6 @@ the MCP server's tools.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +20,10 @@ from playwright.async_api import BrowserContext, Page
 
 from ..budget import Budget
 from ..config import AgentSettings, ContextSettings
-from ..downloads import DownloadFolder
+from ..files.downloads import DownloadFolder
+from ..guard.navigation import NavigationPolicy
 from ..loop import HumanHandler, Judge, TaskHook
 from ..replay import ReplayCache, StepReplay
-from ..safety import NavigationPolicy
 
 __all__ = ["RunSpec", "TraceMode"]
 
@@ -85,7 +84,3 @@ class RunSpec:
     har: bool | None = None
     #: Where the run's own context records its HAR (set by the recorder's HAR sink, ``webagent.record``).
     har_path: Path | None = None
-
-    def replace(self, **changes: object) -> RunSpec:
-        """A copy with ``changes``."""
-        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

@@ -36,7 +36,7 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..hosts import canonical_host, ip_of
+from ..guard.hosts import canonical_host, ip_of
 
 __all__ = ["CLIENT_KEY", "HTTPGate", "client_of"]
 

@@ -12,24 +12,8 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from ..actions import (
-    Action,
-    ClickElement,
-    CloseTab,
-    DoubleClickElement,
-    DragElement,
-    GoBack,
-    Goto,
-    HoverElement,
-    PressKey,
-    Refresh,
-    RightClickElement,
-    Scroll,
-    SelectOption,
-    SwitchTab,
-    UploadFile,
-    WriteElement,
-)
+from .. import actions as acts
+from ..actions import Action
 from ..errors import BrowserCrashError
 from .acting import act, locate
 from .delegation import delegate_act, delegate_check, delegate_extract
@@ -76,10 +60,10 @@ class Commands:
             "snap": self.snap,
             "find": self.find,
             "downloads": self.downloads,
-            "click": self.pointer(lambda e: ClickElement(element=e)),
-            "hover": self.pointer(lambda e: HoverElement(element=e)),
-            "double-click": self.pointer(lambda e: DoubleClickElement(element=e)),
-            "right-click": self.pointer(lambda e: RightClickElement(element=e)),
+            "click": self.pointer(lambda e: acts.ClickElement(element=e)),
+            "hover": self.pointer(lambda e: acts.HoverElement(element=e)),
+            "double-click": self.pointer(lambda e: acts.DoubleClickElement(element=e)),
+            "right-click": self.pointer(lambda e: acts.RightClickElement(element=e)),
             "drag": self.drag,
             "type": self.type,
             "secret": self.secret,
@@ -88,8 +72,8 @@ class Commands:
             "scroll": self.scroll,
             "upload": self.upload,
             "goto": self.goto,
-            "back": lambda s, a: act(s, GoBack(), None),
-            "refresh": lambda s, a: act(s, Refresh(), None),
+            "back": lambda s, a: act(s, acts.GoBack(), None),
+            "refresh": lambda s, a: act(s, acts.Refresh(), None),
             "tab": self.tab,
             "wait": self.wait,
             "do": self.do,
@@ -264,7 +248,9 @@ class Commands:
     async def drag(self, s: ShellSession, args: dict[str, Any]) -> Reply:
         point = await self._point(s, args)
         target = await self._point(s, args, "to_ref", "to_at")
-        action = DragElement(element=_str(args, "ref") or _at(args), target=_str(args, "to_ref") or "the point given")
+        action = acts.DragElement(
+            element=_str(args, "ref") or _at(args), target=_str(args, "to_ref") or "the point given"
+        )
         return await act(s, action, point, target=target)
 
     async def type(self, s: ShellSession, args: dict[str, Any]) -> Reply:
@@ -274,7 +260,7 @@ class Commands:
         if s.secrets.placeholders(text):
             raise ShellError(EXIT_BAD, "type does not take {{NAME}}: type a secret with 'secret REF NAME'")
         point = await self._point(s, args)
-        action = WriteElement(
+        action = acts.WriteElement(
             element=_str(args, "ref") or _at(args), content=text, press_enter=bool(args.get("submit"))
         )
         return await act(s, action, point, typed=True)
@@ -287,7 +273,7 @@ class Commands:
                 f"session {s.name!r} has no secret {name!r}: set WEBAGENT_SECRET_{name} (or [secrets]) before start",
             )
         point = await self._point(s, args)
-        action = WriteElement(
+        action = acts.WriteElement(
             element=_str(args, "ref") or _at(args), content=f"{{{{{name}}}}}", press_enter=bool(args.get("submit"))
         )
         return await act(s, action, point, typed=True)
@@ -295,11 +281,14 @@ class Commands:
     async def select(self, s: ShellSession, args: dict[str, Any]) -> Reply:
         point = await self._point(s, args)
         return await act(
-            s, SelectOption(element=_str(args, "ref") or _at(args), option=_need(args, "option")), point, typed=True
+            s,
+            acts.SelectOption(element=_str(args, "ref") or _at(args), option=_need(args, "option")),
+            point,
+            typed=True,
         )
 
     async def key(self, s: ShellSession, args: dict[str, Any]) -> Reply:
-        return await act(s, PressKey(key=_need(args, "key")), None)
+        return await act(s, acts.PressKey(key=_need(args, "key")), None)
 
     async def scroll(self, s: ShellSession, args: dict[str, Any]) -> Reply:
         direction = _need(args, "direction")
@@ -307,14 +296,14 @@ class Commands:
             raise ShellError(EXIT_BAD, f"scroll direction {direction[:20]!r}: up, down, left or right")
         point = await locate(s, _str(args, "ref"), _xy(args.get("at")))
         element = _str(args, "ref") or (_at(args) if point else None)
-        return await act(s, Scroll.model_validate({"direction": direction, "element": element}), point)
+        return await act(s, acts.Scroll.model_validate({"direction": direction, "element": element}), point)
 
     async def upload(self, s: ShellSession, args: dict[str, Any]) -> Reply:
         point = await self._point(s, args)
-        return await act(s, UploadFile(element=_str(args, "ref") or _at(args), file=_need(args, "file")), point)
+        return await act(s, acts.UploadFile(element=_str(args, "ref") or _at(args), file=_need(args, "file")), point)
 
     async def goto(self, s: ShellSession, args: dict[str, Any]) -> Reply:
-        return await act(s, Goto(url=_need(args, "url")), None)
+        return await act(s, acts.Goto(url=_need(args, "url")), None)
 
     async def tab(self, s: ShellSession, args: dict[str, Any]) -> Reply:
         which, close = _str(args, "which", "list") or "list", bool(args.get("close"))
@@ -324,7 +313,7 @@ class Commands:
             return Reply(text=text, data={"tabs": [t.model_dump(mode="json") for t in tabs]})
         if not which.isdigit():
             raise ShellError(EXIT_BAD, f"tab {which[:20]!r}: give 'list', an index, or 'close INDEX'")
-        action: Action = CloseTab(index=int(which)) if close else SwitchTab(index=int(which))
+        action: Action = acts.CloseTab(index=int(which)) if close else acts.SwitchTab(index=int(which))
         return await act(s, action, None)
 
     async def wait(self, s: ShellSession, args: dict[str, Any]) -> Reply:
@@ -357,7 +346,9 @@ class Commands:
             raise ShellError(EXIT_BAD, f"{action.action} is not a browser action: use act, check or extract")
         point = await locate(s, _str(args, "ref"), _xy(args.get("at")))
         target = await locate(s, _str(args, "to_ref"), _xy(args.get("to_at")))
-        return await act(s, action, point, target=target, typed=isinstance(action, WriteElement | SelectOption))
+        return await act(
+            s, action, point, target=target, typed=isinstance(action, acts.WriteElement | acts.SelectOption)
+        )
 
 
 def _xy(value: Any) -> list[Any] | None:

@@ -37,7 +37,7 @@ from ..errors import (
     NavigationError,
     WebAgentError,
 )
-from ..secrets import redact_log_event
+from ..guard.secrets import redact_log_event
 from .client import reply_timeout
 from .commands import Commands
 from .paths import lock_path, runtime_dir, socket_path

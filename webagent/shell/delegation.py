@@ -7,15 +7,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import jsonschema
 from pydantic import BaseModel, Field
 
-from ..model.parsing import ReplyParseError, extract_json
 from ..roles.extractor import ExtractionSchema
 from .protocol import EXIT_BAD, EXIT_FAILED, EXIT_NO_BROWSER, EXIT_OK, Reply, ShellError
 from .sessions import ShellSession
 
-__all__ = ["delegate_act", "delegate_check", "delegate_extract", "json_schema"]
+__all__ = ["delegate_act", "delegate_check", "delegate_extract"]
 
 
 class _Text(BaseModel):
@@ -84,25 +82,5 @@ async def delegate_extract(s: ShellSession, args: dict[str, Any]) -> Reply:
     else:
         if not isinstance(raw, dict):
             raise ShellError(EXIT_BAD, "the schema must be a JSON object")
-        value = await s.pilot.extract_json(question, json_schema(raw))
+        value = await s.pilot.extract_json(question, ExtractionSchema.of_json_schema(raw))
     return Reply(text=s.secrets.redact(json.dumps(value, ensure_ascii=False)), data={"value": value})
-
-
-def json_schema(schema: dict[str, Any]) -> ExtractionSchema:
-    """An extraction schema from a caller's JSON schema (ShellError 2 when it is not one), replies validated."""
-    try:
-        validator_class = jsonschema.validators.validator_for(schema)
-        validator_class.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        raise ShellError(EXIT_BAD, f"the schema is not a valid JSON schema: {exc.message}") from None
-    validator = validator_class(schema)
-
-    def parse(text: str) -> Any:
-        value = extract_json(text)
-        error = jsonschema.exceptions.best_match(validator.iter_errors(value))
-        if error is not None:
-            where = "/".join(str(p) for p in error.absolute_path) or "the reply"
-            raise ReplyParseError(f"the reply does not match the schema ({where}: {error.message})")
-        return value
-
-    return ExtractionSchema(schema, parse, name=str(schema.get("title") or "the JSON schema given"))

@@ -28,12 +28,12 @@ from ..browser.context import save_storage_state
 from ..browser.secretpage import SecretPage
 from ..browser.session import BrowserSession
 from ..config import AgentConfig, ContextSettings
-from ..downloads import DownloadFolder
 from ..errors import BrowserError, WebAgentError
+from ..files.downloads import DownloadFolder
+from ..guard.secrets import Secrets
+from ..guard.urls import normalize_url
 from ..loop import PageDriver
 from ..pilot import Pilot
-from ..secrets import Secrets
-from ..urls import normalize_url
 from .protocol import EXIT_BAD, EXIT_NO_BROWSER, ShellError
 from .refs import RefTable
 

@@ -16,11 +16,11 @@ from ..batch.cli import BatchProgress, add_ray_options, ray_cluster
 from ..budget import BudgetLimits
 from ..config import ROLES, AgentConfig
 from ..errors import InputError
-from ..files import MAX_NAME_BYTES, cut_utf8
+from ..files.disk import MAX_NAME_BYTES, cut_utf8
+from ..guard.secrets import Secrets
 from ..inputs import terminal_json, terminal_text
 from ..replay import ReplayCache
 from ..runtime import checked_sessions
-from ..secrets import Secrets
 from .model import CheckOutcome, Suite, load_suite
 from .runner import prepare_output, run_suite
 

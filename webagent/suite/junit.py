@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..files import write_atomic
+from ..files.disk import write_atomic
 
 if TYPE_CHECKING:
     from .model import CheckOutcome, Suite

@@ -46,9 +46,9 @@ from ..batch.results import TaskResult
 from ..budget import BudgetLimits
 from ..config import ContextSettings
 from ..errors import InputError
+from ..guard.urls import normalize_url
 from ..inputs import MAX_GOAL_CHARS, load_json, load_yaml, read_text
 from ..tasks import RUN_LIMITS, RunLimits, TaskOptions, TaskSpec, TraceMode, distrust
-from ..urls import normalize_url
 
 __all__ = ["CHECK_LIMITS", "SECRET_VARIABLE", "SUITE_PREFIX", "Check", "CheckOutcome", "Suite", "load_suite"]
 

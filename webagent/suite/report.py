@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..files import write_atomic
+from ..files.disk import write_atomic
 from ..runs.report import CSP, CSS, escape, load_run, step_html
 
 if TYPE_CHECKING:

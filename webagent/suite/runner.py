@@ -22,7 +22,7 @@ from ..batch.runner import BatchRunner, BatchStats
 from ..budget import Budget
 from ..config import ROLES, AgentConfig
 from ..errors import InputError
-from ..files import write_atomic
+from ..files.disk import write_atomic
 from ..replay import ReplayCache
 from ..tasks import TraceMode
 from .junit import write_junit
@@ -144,7 +144,7 @@ async def run_suite(
     shown = _shown(suite, config)  # what the outputs show of the checks: the variables' values redacted
     items = outcomes(shown, output)
     summary = totals(shown, items, config, interrupted=runner.stopping)
-    private = runner.private  # its checks hold a secret: its outputs are its owner's only (webagent.files)
+    private = runner.private  # its checks hold a secret: its outputs are its owner's only (webagent.files.disk)
     write_atomic(output / "suite.json", (json.dumps(summary, indent=2) + "\n").encode(), private=private)
     for target in {output / "junit.xml", *([junit] if junit else [])}:
         write_junit(target, shown, items, output, private=private)

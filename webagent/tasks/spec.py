@@ -28,11 +28,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..config import AgentConfig, AgentSettings, ContextSettings
 from ..errors import InputError
+from ..guard.navigation import NavigationPolicy
+from ..guard.urls import normalize_url
 from ..inputs import MAX_GOAL_CHARS
 from ..loop import Judge
 from ..runtime.spec import RunSpec, TraceMode
-from ..safety import NavigationPolicy
-from ..urls import normalize_url
 from .benchmarks import BenchmarkTask, benchmark_task
 
 __all__ = [
@@ -198,23 +198,24 @@ class TaskSpec(BaseModel):
         return bool(getattr(self.options, key) != TaskOptions.model_fields[key].default)
 
 
-def distrust(data: dict[str, Any], hint: str = TRUST_HINT) -> str | None:
+def distrust(data: dict[str, Any], hint: str = TRUST_HINT, who: str = "in a file that is not trusted") -> str | None:
     """Why a task or check of a file not trusted may not be run as it is written (``data``: its line or
     mapping), or None: a ``{{NAME}}`` anywhere, a ``browser`` key of ``UNTRUSTED_BROWSER_KEYS``, a
-    start URL that is not ``http(s)``. One phrase naming the key and ``hint`` (the flag)."""
+    start URL that is not ``http(s)``. One phrase naming the key, ``who`` it is refused from and
+    ``hint`` (the flag)."""
     found = _placeholder_at(data, "")
     if found is not None:
-        return f"{found}: a {{{{NAME}}}} secret placeholder is refused in a file that is not trusted; {hint}"
+        return f"{found}: a {{{{NAME}}}} secret placeholder is refused {who}; {hint}"
     browser = data.get("browser")
     if isinstance(browser, dict):
         for key, why in UNTRUSTED_BROWSER_KEYS.items():
             if browser.get(key) not in (None, False, [], ""):
-                return f"browser.{key}: refused in a file that is not trusted ({why}); {hint}"
+                return f"browser.{key}: refused {who} ({why}); {hint}"
     url = next((data[k] for k in ("url", "web") if isinstance(data.get(k), str)), None)
     if url is not None and "task" not in data:
         scheme = urlsplit(normalize_url(url)).scheme if _normalizes(url) else ""
         if scheme and scheme not in ("http", "https"):
-            return f"url: a {scheme}: start URL is refused in a file that is not trusted (http and https only); {hint}"
+            return f"url: a {scheme}: start URL is refused {who} (http and https only); {hint}"
     return None
 
 

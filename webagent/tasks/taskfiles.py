@@ -21,18 +21,20 @@ from pydantic import ValidationError
 
 from ..config import ContextSettings
 from ..errors import InputError
-from ..files import MAX_NAME_BYTES, cut_utf8
+from ..files.disk import MAX_NAME_BYTES, cut_utf8
+from ..guard.urls import normalize_url
 from ..inputs import check_text, load_json, not_utf8_at, read_text
-from ..urls import normalize_url
 from .benchmarks import benchmark_task
 from .spec import OPTION_KEYS, TRUST_HINT, TaskOptions, TaskSpec, distrust
 
 __all__ = [
+    "browser_settings",
     "check_run_dirs",
     "load_references",
     "load_tasks",
     "reference_matches",
     "run_dir_name",
+    "task_options",
 ]
 
 _HASHED = re.compile(r"-[0-9a-f]{8}$")
@@ -65,7 +67,7 @@ def load_tasks(path: str | Path, *, trusted: bool = False, hint: str = TRUST_HIN
                 raise InputError(f"{where}: {refusal}")
         task = _parse_task(data, where)
         if "browser" in data:
-            task = task.model_copy(update={"browser": _browser(data["browser"], where, path.parent)})
+            task = task.model_copy(update={"browser": browser_settings(data["browser"], where, path.parent)})
         if not trusted:
             task = task.model_copy(update={"trusted": False})
         if task.id in seen:
@@ -78,14 +80,16 @@ def load_tasks(path: str | Path, *, trusted: bool = False, hint: str = TRUST_HIN
     return tasks
 
 
-def _browser(value: Any, where: str, base: Path) -> ContextSettings | None:
-    """A task's ``browser`` settings, relative paths taken from the task file's folder."""
+def browser_settings(value: Any, where: str, base: Path | None = None) -> ContextSettings | None:
+    """A task's ``browser`` settings (InputError naming ``where`` and the key), relative paths taken
+    from ``base`` (a task file's folder; None: as given)."""
     if value is None:
         return None
     if not isinstance(value, dict):
         raise InputError(f"{where}: 'browser' must be an object of [browser] session settings")
     try:
-        return ContextSettings.model_validate(value).relative_to(base)
+        settings = ContextSettings.model_validate(value)
+        return settings.relative_to(base) if base is not None else settings
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
@@ -111,7 +115,8 @@ def _parse_benchmark(data: dict[str, Any], where: str) -> TaskSpec:
     return TaskSpec(id=str(task_id), url=name, goal=found.goal, benchmark=name, seed=seed)
 
 
-def _parse_options(data: dict[str, Any], where: str) -> TaskOptions:
+def task_options(data: dict[str, Any], where: str) -> TaskOptions:
+    """A task's options, from the ``OPTION_KEYS`` of its line or mapping (InputError naming ``where`` and the key)."""
     try:
         options = TaskOptions.model_validate({k: data[k] for k in OPTION_KEYS if k in data})
     except ValidationError as exc:
@@ -122,7 +127,7 @@ def _parse_options(data: dict[str, Any], where: str) -> TaskOptions:
 
 
 def _parse_task(data: dict[str, Any], where: str) -> TaskSpec:
-    options = _parse_options(data, where)
+    options = task_options(data, where)
     task = _parse_line(data, where)
     if task.benchmark is not None and options.expect is not None:  # TaskSpec.run_spec would refuse it
         raise InputError(f"{where}: expect: a benchmark task is judged by its page, not the validator")

@@ -12,7 +12,6 @@ import json
 import math
 import signal
 import sys
-import threading
 import time
 from collections import deque
 from collections.abc import Hashable, Iterable, Mapping, Sequence
@@ -49,6 +48,7 @@ from webagent.testing.prefixcache import (
     request_tokens,
 )
 from webagent.testing.script import FAULT_KINDS, Script, load_script
+from webagent.testing.threaded import LoopThread
 from webagent.testing.tokens import add_tokens, wants_tokens
 
 __all__ = ["MAX_BODY", "READY_PREFIX", "FakeModelServer", "RecordedRequest", "main"]
@@ -96,8 +96,7 @@ class FakeModelServer:
         self._faults = FaultDraw(self.script)
         self._runner: web.AppRunner | None = None
         self._busy: set[asyncio.Task[Any]] = set()  # the requests being answered, cancelled by stop()
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread = LoopThread("fake-model-server")
         self.reset()
 
     # ---- lifecycle
@@ -168,37 +167,12 @@ class FakeModelServer:
         await self.stop()
 
     def start_in_thread(self) -> None:
-        """Serve from a private event loop in a daemon thread."""
-        loop = asyncio.new_event_loop()
-        ready = threading.Event()
-        failure: list[BaseException] = []
-
-        def run() -> None:
-            asyncio.set_event_loop(loop)
-            try:
-                loop.run_until_complete(self.start())
-            except BaseException as exc:  # reported to the caller below
-                failure.append(exc)
-            ready.set()
-            if not failure:
-                loop.run_forever()
-            loop.close()
-
-        thread = threading.Thread(target=run, name="fake-model-server", daemon=True)
-        thread.start()
-        ready.wait()
-        if failure:
-            raise failure[0]
-        self._thread, self._loop = thread, loop
+        """Serve from a private event loop in a daemon thread (``threaded.LoopThread``)."""
+        self._thread.start(self.start)
 
     def stop_thread(self) -> None:
         """Stop a server started with :meth:`start_in_thread`."""
-        if self._loop is None or self._thread is None:
-            return
-        asyncio.run_coroutine_threadsafe(self.stop(), self._loop).result(timeout=10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
-        self._thread = self._loop = None
+        self._thread.stop(self.stop)
 
     # ---- HTTP
 

@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from ..actions import Answer
 from ..batch.results import read_results
 from ..errors import InputError
-from ..files import make_dir, private_folder, write_atomic
+from ..files.disk import make_dir, private_folder, write_atomic
 from ..images import Frame, Screenshot
 from ..model.client import Message
 from ..records import ROLES, ModelCall, RunResult, Step
@@ -354,7 +354,7 @@ def _dedup_key(record: dict[str, Any]) -> str:
 
 def export_sft(runs: Sequence[RunRef], output: str | Path, options: ExportOptions | None = None) -> ExportStats:
     """Write ``OUTPUT/data.jsonl`` and ``OUTPUT/images/`` from ``runs``; returns what was written.
-    When a run directory is private (a run that held a secret: ``webagent.files``), so is the export:
+    When a run directory is private (a run that held a secret: ``webagent.files.disk``), so is the export:
     its screenshots are those of the run."""
     options = options or ExportOptions()
     output = Path(output)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from playwright.async_api import Browser
 
 from ...config import BrowserConfig
-from ...secrets import Secrets
+from ...guard.secrets import Secrets
 from ..pool import BrowserPool
 from .base import BrowserProvider
 from .hosts import HostsProvider

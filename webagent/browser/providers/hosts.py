@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...config import BrowserHost
 from ...errors import ConfigError
-from ...secrets import Secrets
+from ...guard.secrets import Secrets
 from .base import BrowserProvider, Lease
 
 __all__ = ["HostsProvider"]

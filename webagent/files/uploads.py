@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ActionError
+from ..errors import ActionError
 
 __all__ = ["MAX_LISTED", "MAX_UPLOAD_BYTES", "AllowedFiles", "Upload"]
 

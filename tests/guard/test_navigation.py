@@ -6,7 +6,7 @@ import pytest
 
 from webagent.config import load_config
 from webagent.errors import ConfigError
-from webagent.safety import HostRule, NavigationPolicy, is_local_url, is_private_host, parse_rule, url_host
+from webagent.guard.navigation import HostRule, NavigationPolicy, is_local_url, is_private_host, parse_rule, url_host
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-import webagent.uploads as uploads
+import webagent.files.uploads as uploads
 from webagent.errors import ActionError
-from webagent.uploads import AllowedFiles, Upload
+from webagent.files.uploads import AllowedFiles, Upload
 
 
 def test_an_allowed_file_is_its_bytes_and_type(tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.strategies import PROPERTIES
-from webagent.hosts import canonical_host, is_private_host, url_host
-from webagent.safety import NavigationPolicy
+from webagent.guard.hosts import canonical_host, is_private_host, url_host
+from webagent.guard.navigation import NavigationPolicy
 
 IPV4 = st.integers(0, 2**32 - 1).map(ipaddress.IPv4Address)
 

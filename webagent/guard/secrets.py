@@ -27,9 +27,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, SecretStr
 
-from .errors import ActionError
+from ..errors import ActionError
 from .hosts import url_host
-from .safety import HostRule, parse_rule
+from .navigation import HostRule, parse_rule
 
 __all__ = [
     "MIN_SECRET_CHARS",

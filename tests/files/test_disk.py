@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from webagent.files import cut_utf8, make_dir, open_append, private_folder, write_atomic, write_atomic_parts
+from webagent.files.disk import cut_utf8, make_dir, open_append, private_folder, write_atomic, write_atomic_parts
 
 
 def test_write_atomic_mode_and_content(tmp_path: Path) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
-from .errors import InputError, WebAgentError
-from .inputs import not_utf8_at
+from ..errors import InputError, WebAgentError
+from ..inputs import not_utf8_at
 
 __all__ = ["normalize_url"]
 

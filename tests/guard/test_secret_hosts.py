@@ -12,8 +12,8 @@ from pydantic import SecretStr
 from webagent.cli import build_parser, config_from_args
 from webagent.config import AgentConfig, ContextSettings, load_config
 from webagent.errors import ConfigError
+from webagent.guard.secrets import Secrets
 from webagent.runtime import Runtime, checked_sessions
-from webagent.secrets import Secrets
 
 VALUE = "s3cr3t-Pa55!#x"
 

@@ -23,7 +23,7 @@ import tempfile
 import unicodedata
 from pathlib import Path
 
-from .files import cut_utf8, file_mode, make_dir
+from .disk import cut_utf8, file_mode, make_dir
 
 __all__ = ["FOLDER_NAME", "MAX_NAME_BYTES", "DownloadFolder", "TooLarge", "safe_name"]
 
@@ -90,7 +90,7 @@ class DownloadFolder:
     """The folder one run (or session) keeps its downloads in: ``path``, made when the first file
     is kept; without one, a private temporary folder (``temporary``), removed by ``remove``.
     ``private``: the folder 0700 and its files 0600 (a run that holds a secret; a temporary folder
-    always), the rule of every output (``webagent.files``)."""
+    always), the rule of every output (``webagent.files.disk``)."""
 
     def __init__(self, path: str | Path | None = None, *, private: bool = False) -> None:
         self._given = Path(path) if path is not None else None

@@ -31,18 +31,8 @@ from webagent.actions import (
 from webagent.errors import InputError
 from webagent.images import Frame, Screenshot
 from webagent.records import Acted, Fingerprint, Point, Step, Verdict
-from webagent.replay import (
-    IMAGE_TOLERANCE_BITS,
-    CachedStep,
-    ReplayCache,
-    StepReplay,
-    image_hash,
-    origin_of,
-    relative_url,
-    same_view,
-    sensitive,
-    text_hash,
-)
+from webagent.replay import CachedStep, ReplayCache, StepReplay, image_hash, origin_of, sensitive, text_hash
+from webagent.replay.views import IMAGE_TOLERANCE_BITS, relative_url, same_view
 
 
 def shot(draw: list[tuple[int, int, int, int]], size: tuple[int, int] = (640, 400)) -> Screenshot:

@@ -1,218 +1,33 @@
-"""The replay cache: re-run recorded steps without any model call while the page still matches.
-
-A recording is, per check (or run), the list of steps that worked: what the agent saw (a
-``Fingerprint``: URL, title, a hash of the visible text and form values, a perceptual hash of the
-screenshot), the action, the resolved click point and, for the final answer, the validator's
-verdict then (kept for the record, never replayed). A run with a cache replays recorded steps in
-order while each new observation matches the recorded one; at the first mismatch it hands over to
-the models for the rest of the run (re-planning) and, when the run then succeeds, its steps
-replace the recording (self-healing).
-
-**A cache is code-equivalent**: what it holds is replayed as the agent's own actions, so it is
-untrusted until reviewed, like a suite. What it may make a run do is bounded:
-
-* a replayed final answer is judged again by the validator (one call): a cache never claims the
-  validator's acceptance (``CachedStep.verdict`` is not replayed);
-* a recording is bound to the origin it was made from (its start URL's scheme, host and port): a
-  look-alike page on another origin replays nothing, unless the operator opts in (``[agent]
-  replay_any_origin``, ``--cache-any-origin``: the same suite against staging and production);
-* a step that leaves the start origin (a ``goto`` elsewhere, a step recorded on a page of another
-  origin), types a secret (``{{NAME}}``), uploads a file or asks a person is never replayed: the
-  policy is asked from there (``sensitive``); so is a turn of several actions if any of them
-  would be, or if it carries more than the run lets one turn take (``max_actions_per_turn``);
-* a cache file not owned by the user (or root), or writable by group or others, is refused with
-  one line; it is written 0600.
-
-Checks and extractions on a page (``Pilot.check``, ``Pilot.extract``) are one model call each:
-their answers are kept per key (the statement, or what was extracted and the schema's digest) with
-the fingerprint of the page they were given on, and an observation that matches one is answered
-from the cache (``answer_for``). Only an answer that held or validated is kept.
-
-The file is stable, human-diffable JSON (sorted keys, two-space indent, one check per key) meant to
-be committed next to a suite. It is rewritten atomically and only when a recording changed; several
-processes may share it (a suite on Ray's actors): each write merges the writer's own changes into
-the file as it is then, under an exclusive lock of its directory.
-"""
+"""The cache file and a run's replay of it: ``ReplayCache`` (the recordings and answers of a file,
+read only when its owner's, written atomically under a lock, merged with other writers') and
+``StepReplay`` (one run's matching of recorded steps in order, and the steps it records)."""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
-import io
 import json
 import os
-import re
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .actions import Action, Answer, AskUser, Goto, UploadFile, WriteElement, points_of
-from .errors import InputError, WebAgentError
-from .files import write_atomic
-from .images import Screenshot
-from .records import Acted, Fingerprint, Point, Step, Verdict
-from .urls import normalize_url
+from ..actions import Answer
+from ..errors import InputError
+from ..files.disk import write_atomic
+from ..records import Acted, Fingerprint, Step
+from .views import CachedAnswer, CachedStep, origin_of, same_view, sensitive
 
-__all__ = [
-    "CachedAnswer",
-    "CachedStep",
-    "ReplayCache",
-    "StepReplay",
-    "fingerprint",
-    "image_hash",
-    "origin_of",
-    "sensitive",
-    "text_hash",
-]
+__all__ = ["MAX_ANSWERS_PER_KEY", "ReplayCache", "StepReplay"]
 
 log = structlog.get_logger("webagent.replay")
 
-#: Differing bits (of 256) two screenshots' dHashes may have and still count as the same view:
-#: absorbs a blinking caret or JPEG noise, not a moved button or a changed line of text.
-IMAGE_TOLERANCE_BITS = 6
 #: Answers kept per check or extraction key (one per page state it was asked on, the newest last).
 MAX_ANSWERS_PER_KEY = 8
-_HASH_W, _HASH_H = 17, 16
-#: ``{{NAME}}`` in a text typed: a secret (``webagent.secrets``).
-_PLACEHOLDER = re.compile(r"\{\{\s*[A-Za-z_][A-Za-z0-9_]*\s*\}\}")
-
-
-def text_hash(text: str) -> str:
-    """Hash of page text with whitespace normalised (16 hex digits)."""
-    return hashlib.sha256(" ".join(text.split()).encode()).hexdigest()[:16]
-
-
-def image_hash(shot: Screenshot) -> str:
-    """256-bit difference hash of a screenshot: grayscale 17x16, one bit per horizontal gradient."""
-    from PIL import Image
-
-    with Image.open(io.BytesIO(shot.data())) as img:
-        small = img.convert("L").resize((_HASH_W, _HASH_H), Image.Resampling.BILINEAR)
-        px = small.tobytes()
-    bits = 0
-    for row in range(_HASH_H):
-        base = row * _HASH_W
-        for col in range(_HASH_W - 1):
-            bits = (bits << 1) | (px[base + col] > px[base + col + 1])
-    return f"{bits:064x}"
-
-
-def fingerprint(url: str, title: str, page_text: str, shot: Screenshot, *, start_url: str = "") -> Fingerprint:
-    """The fingerprint of an observation; a URL on the start URL's origin is kept as its path."""
-    return Fingerprint(
-        url=relative_url(url, start_url),
-        title=title,
-        text=text_hash(page_text),
-        image=image_hash(shot),
-        size=(shot.frame.image_width, shot.frame.image_height),
-    )
-
-
-def relative_url(url: str, start_url: str) -> str:
-    """``url`` without scheme and host when it shares ``start_url``'s origin (so ports may change)."""
-    a, b = urlsplit(url), urlsplit(start_url)
-    if a.scheme in ("http", "https") and (a.scheme, a.netloc) == (b.scheme, b.netloc):
-        return urlunsplit(("", "", a.path or "/", a.query, a.fragment))
-    return url
-
-
-def origin_of(url: str) -> str:
-    """``scheme://host:port`` of an http(s) URL (the port written out), else the URL itself: what a
-    recording is bound to."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return url
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        return url
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    return f"{parts.scheme}://{host}:{port}"
-
-
-def sensitive(step: CachedStep, origin: str, *, max_actions: int = 1) -> str | None:
-    """Why a recorded step is the policy's to decide, never the cache's (None: it may be replayed):
-    it was taken on a page of another origin than the run's start, one of its actions (a turn may
-    carry several) opens one, types a secret, uploads a file or asks a person, or it carries more
-    actions than the run lets one turn take (``max_actions``, ``[agent] max_actions_per_turn``)."""
-    if "://" in step.fingerprint.url:  # a page off the start origin (same-origin URLs are kept as paths)
-        return "it was recorded on a page of another origin"
-    actions = step.actions
-    if len(actions) > max_actions:
-        return f"it carries {len(actions)} actions, more than the {max_actions} a turn this run allows"
-    for action in actions:
-        why = _sensitive_action(action, origin)
-        if why is not None:
-            return why
-    return None
-
-
-def _sensitive_action(action: Action, origin: str) -> str | None:
-    if isinstance(action, Goto):
-        try:
-            target = normalize_url(action.url)
-        except WebAgentError:
-            return "it opens a URL that is not valid"
-        if origin_of(target) != origin:
-            return "it leaves the start origin"
-    if isinstance(action, WriteElement) and _PLACEHOLDER.search(action.content):
-        return "it types a secret"
-    if isinstance(action, UploadFile):
-        return "it uploads a file"
-    if isinstance(action, AskUser):
-        return "it asks a person"
-    return None
-
-
-def same_view(a: Fingerprint, b: Fingerprint) -> bool:
-    """Whether two observations are the same page state."""
-    if (a.url, a.title, a.text, a.size) != (b.url, b.title, b.text, b.size):  # another viewport: other points
-        return False
-    try:
-        return (int(a.image, 16) ^ int(b.image, 16)).bit_count() <= IMAGE_TOLERANCE_BITS
-    except ValueError:
-        return False
-
-
-class CachedStep(BaseModel):
-    """One recorded step."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    fingerprint: Fingerprint
-    action: Action
-    point: Point | None = None
-    target_point: Point | None = None
-    more: list[Acted] = Field(default_factory=list, description="The step's further actions (several a turn)")
-    note: str = ""
-    verdict: Verdict | None = None
-
-    @property
-    def actions(self) -> list[Action]:
-        """The step's actions in order: ``action``, then those of ``more``."""
-        return [self.action, *(a.action for a in self.more)]
-
-    @property
-    def calls(self) -> int:
-        """Model calls its replay saves: the policy's and, with a localizer, one per point (a
-        replayed answer is judged again by the validator)."""
-        return 1 + sum(points_of(a) for a in self.actions)
-
-
-class CachedAnswer(BaseModel):
-    """The answer to a check or an extraction on one page state."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    fingerprint: Fingerprint
-    value: Any = Field(description="The answer as JSON: a check's verdict, an extraction's validated value")
-    origin: str | None = Field(default=None, description="The origin of the page it was given on (scheme://host:port)")
 
 
 class _Recording(BaseModel):

@@ -1,4 +1,4 @@
-"""Where downloads are kept and what they are called there (``webagent.downloads``)."""
+"""Where downloads are kept and what they are called there (``webagent.files.downloads``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from webagent.downloads import MAX_NAME_BYTES, DownloadFolder, TooLarge, safe_name
+from webagent.files.downloads import MAX_NAME_BYTES, DownloadFolder, TooLarge, safe_name
 
 
 @pytest.mark.parametrize(

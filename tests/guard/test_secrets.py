@@ -13,9 +13,9 @@ from webagent.actions import Answer, WriteElement, describe_action
 from webagent.cli import build_parser, config_from_args
 from webagent.config import load_config
 from webagent.errors import ActionError, ConfigError
+from webagent.guard.secrets import Secrets, redact_log_event, shorten, well_formed
 from webagent.model.replies import short
 from webagent.records import RunResult, Step
-from webagent.secrets import Secrets, redact_log_event, shorten, well_formed
 
 VALUE = "s3cr3t-Pa55!#x"
 

@@ -7,9 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from webagent.errors import ActionError, InputError, WebAgentError
-from webagent.urls import normalize_url
+from webagent.guard.urls import normalize_url
 
-from .strategies import PROPERTIES
+from ..strategies import PROPERTIES
 
 
 @pytest.mark.parametrize(
