@@ -114,7 +114,7 @@ def test_a_node_removed_mid_batch_its_task_runs_again_and_every_run_reaches_the_
         config = on_hosts(make_config(server), hosts)
         cluster_ = RayCluster(address=cluster.address, actors=3)
         runner = BatchRunner(config, tasks, out, concurrency=1, on_update=on_update, ray=cluster_)
-        stats = asyncio.run(runner.run())
+        stats = asyncio.run(asyncio.wait_for(runner.run(), 240))  # a batch that waits on a lost node fails, not hangs
     finally:
         server.stop_thread()
 
