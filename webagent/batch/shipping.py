@@ -39,14 +39,19 @@ def node_output() -> Path:
 
 def pack(output: Path, task_id: str, limit: int = MAX_SHIPPED_BYTES) -> bytes | None:
     """The task's ``runs/<task>/`` under ``output`` as a gzipped tar, removed here once packed; None
-    when there is none, or when it packs to more than ``limit`` bytes (then it is kept here)."""
+    when there is none, or when it cannot be read or packs to more than ``limit`` bytes (then it is
+    kept here, and a warning names the folder)."""
     name = run_dir_name(task_id)
     folder = output / "runs" / name
     if not folder.is_dir():
         return None
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=1) as tar:  # screenshots are compressed already
-        tar.add(folder, arcname=f"runs/{name}")
+    try:
+        with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=1) as tar:  # screenshots are compressed already
+            tar.add(folder, arcname=f"runs/{name}")
+    except OSError as exc:  # a file that cannot be read here: the line still goes back
+        log.warning("run_files_left_on_node", task=task_id, folder=str(folder), error=str(exc))
+        return None
     if buffer.tell() > limit:
         log.warning("run_files_left_on_node", task=task_id, folder=str(folder), bytes=buffer.tell(), limit=limit)
         return None
