@@ -41,7 +41,7 @@ from .results import TaskResult
 from .stats import AdmissionState, BatchStats, StepFigures
 from .worker import LINE_LIMIT, config_payload, payload
 
-__all__ = ["CLOSE_S", "SILENT_S", "START_S", "WORKER_RETRIES", "WorkerPool", "auto_workers"]
+__all__ = ["CLOSE_S", "SILENT_S", "START_S", "WORKER_RETRIES", "WorkerPool", "auto_workers", "merged_hosts"]
 
 log = structlog.get_logger("webagent.batch")
 
@@ -313,7 +313,7 @@ class WorkerPool:
                     elif "state" in message:
                         worker.state = message["state"]
                         self._hosts[worker.proc.pid] = message["state"].get("hosts", {})
-                        stats.host_counts = _merged_hosts(self._hosts.values())
+                        stats.host_counts = merged_hosts(self._hosts.values())
                     elif "started" in message:  # a replacement's browser is up, or cannot launch
                         worker.ready = message["started"] is None
                         if not worker.ready:
@@ -365,7 +365,7 @@ class WorkerPool:
         return ended
 
 
-def _merged_hosts(workers: Iterable[dict[str, list[Any]]]) -> dict[str, HostFigures]:
+def merged_hosts(workers: Iterable[dict[str, list[Any]]]) -> dict[str, HostFigures]:
     """The hosts' counts of every worker's pool, added up (quarantined: by any of them)."""
     merged: dict[str, HostFigures] = {}
     for hosts in workers:

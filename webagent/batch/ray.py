@@ -8,8 +8,11 @@ up to ``concurrency`` tasks at once as coroutines, each through the one task run
 writer of ``DIR/results.jsonl``, with the same atomic lines, so a killed driver resumes like a local
 batch: finished ids are skipped, abandoned run directories are started clean. A task whose actor
 died (its process or node was lost) is given to another actor, up to ``ACTOR_RETRIES`` times; the
-dead actor is replaced. Run directories (and a replay cache) are written by the actors: on a
-multi-node cluster, DIR must be on a file system that every node shares.
+dead actor is replaced, and given tasks once it has started (a lost node's replacement may find no
+room: the others go on). Run directories are written by the actors; on a cluster of several nodes
+(``RayCluster.ship_runs``) each actor writes under a folder of its own node and sends each task's
+run directory back with its line (``shipping.py``), so DIR needs no shared disk. The hosts' counts
+of each actor's fleet of browser hosts come back with each line and are added up per host.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import shutil
 import socket
 from collections import deque
 from collections.abc import AsyncGenerator
@@ -31,13 +35,16 @@ import structlog
 from ..agent import Agent
 from ..browser.deadline import browser_load
 from ..browser.load import BrowserLoad
+from ..browser.providers import FleetPool
 from ..config import AgentConfig
 from ..errors import BrowserError, ConfigError, WebAgentError
 from ..records import Step
 from ..replay import ReplayCache
 from ..tasks import TaskSpec
 from .attempts import TaskLimits, TaskRunner
+from .processes import merged_hosts
 from .results import TaskResult
+from .shipping import node_output, pack, unpack
 from .stats import BatchStats, StepFigures
 from .worker import config_payload, payload
 
@@ -59,14 +66,26 @@ class RayCluster:
     address: str | None = None
     actors: int = 2
     init_options: dict[str, Any] = field(default_factory=dict)
+    #: Send each task's run directory from its actor to the driver (no shared disk needed); None:
+    #: when the cluster has more than one node.
+    ship_runs: bool | None = None
 
 
 class TaskActor:
     """Runs tasks in one Ray worker process (made a Ray actor by ``RayPool``)."""
 
-    def __init__(self, config: dict[str, Any], output: str, limits: dict[str, Any], cache: str | None = None) -> None:
+    def __init__(
+        self,
+        config: dict[str, Any],
+        output: str,
+        limits: dict[str, Any],
+        cache: str | None = None,
+        ship: bool = False,
+    ) -> None:
+        """``ship``: runs go to a folder of this node, each task's sent back packed with its line."""
         self.config = AgentConfig.model_validate(config)
-        self.output = Path(output)
+        self.ship = ship
+        self.output = node_output() if ship else Path(output)
         self.limits = TaskLimits(**limits)
         self.cache = ReplayCache(cache) if cache is not None else None
         #: What this actor's browsers' answers say about its machine (its deadlines read it).
@@ -78,8 +97,9 @@ class TaskActor:
     def _stepped(self, task: TaskSpec, step: Step) -> None:
         self.steps.setdefault(task.id, []).append(StepFigures.of(step))
 
-    async def run(self, task: dict[str, Any]) -> str:
-        """Run one task; its TaskResult and the figures of its steps, as JSON."""
+    async def run(self, task: dict[str, Any]) -> tuple[str, bytes | None]:
+        """Run one task; its TaskResult, the figures of its steps and the counts of this actor's
+        browser hosts, as JSON; with its run directory packed (``ship``)."""
         if self.agent is None:
             self.agent = Agent(self.config)
         if self.runner is None or self.runner.agent is not self.agent:
@@ -92,7 +112,14 @@ class TaskActor:
         finally:
             browser_load.reset(token)
             steps = self.steps.pop(spec.id, [])
-        return json.dumps({"result": result.model_dump(mode="json"), "steps": [dataclasses.astuple(s) for s in steps]})
+        hosts = self.agent.browsers.host_figures() if isinstance(self.agent.browsers, FleetPool) else {}
+        line = {
+            "result": result.model_dump(mode="json"),
+            "steps": [dataclasses.astuple(s) for s in steps],
+            "hosts": {name: dataclasses.astuple(f) for name, f in hosts.items()},
+        }
+        files = await asyncio.to_thread(pack, self.output, spec.id) if self.ship else None
+        return json.dumps(line), files
 
     async def pid(self) -> int:
         return os.getpid()
@@ -108,10 +135,16 @@ class TaskActor:
             return str(exc)
         return None
 
+    async def node(self) -> str:
+        """The Ray node this actor runs on, and the folder its runs are written to."""
+        return f"{import_ray().get_runtime_context().get_node_id()} {self.output}"
+
     async def aclose(self) -> None:
         if self.agent is not None:
             await self.agent.aclose()
             self.agent = None
+        if self.ship:  # what was left here: an abandoned run's, or one too large to send
+            await asyncio.to_thread(shutil.rmtree, self.output, True)
 
 
 def import_ray() -> Any:
@@ -126,6 +159,9 @@ def import_ray() -> Any:
 class _Slot:
     handle: Any
     in_flight: int = 0
+    #: Started (its browser launched): given tasks. A replacement starts in the background.
+    ready: bool = True
+    starting: asyncio.Future[Any] | None = None
 
 
 async def _get(ref: Any) -> Any:
@@ -158,6 +194,10 @@ class RayPool:
         self.cache = cache
         self.actors: list[_Slot] = []
         self.actor_deaths = 0
+        #: Run directories sent back by the actors (``RayCluster.ship_runs``, or several nodes).
+        self.ship = False
+        #: Each actor's (living or dead) last word on its fleet's hosts: name -> HostFigures as a list.
+        self._hosts: dict[int, dict[str, list[Any]]] = {}
         self._ray: Any = None
         self._remote: Any = None
         self._started_ray = False
@@ -177,6 +217,8 @@ class RayPool:
                     "start a cluster (ray start --head) or pass its address to --ray"
                 ) from None
         try:
+            ship = self.cluster.ship_runs
+            self.ship = ship if ship is not None else sum(bool(n.get("Alive")) for n in ray.nodes()) > 1
             self.actors = [self._new_actor() for _ in range(self.cluster.actors)]
             started = await asyncio.gather(*(_get(slot.handle.start.remote(self.hardened)) for slot in self.actors))
             errors = [e for e in started if e]
@@ -193,6 +235,8 @@ class RayPool:
             closing = asyncio.gather(*(_get(slot.handle.aclose.remote()) for slot in self.actors))
             await asyncio.wait_for(closing, CLOSE_S)
         for slot in self.actors:
+            if slot.starting is not None:
+                slot.starting.cancel()
             with contextlib.suppress(Exception):
                 ray.kill(slot.handle)
         self.actors = []
@@ -209,8 +253,25 @@ class RayPool:
             str(self.output.resolve()),
             dataclasses.asdict(self.limits),
             str(self.cache.resolve()) if self.cache is not None else None,
+            self.ship,
         )
         return _Slot(handle)
+
+    def _replace(self, slot: _Slot) -> None:
+        """A new actor in a dead one's place, given tasks once its browser has launched: on a cluster
+        that lost a node there may be no room for it, and the others go on meanwhile."""
+        new = _Slot(self._new_actor().handle, ready=False)
+        new.starting = asyncio.ensure_future(_get(new.handle.start.remote(self.hardened)))
+
+        def started(future: asyncio.Future[Any]) -> None:
+            if not future.cancelled() and future.exception() is None and not future.result():
+                new.ready = True
+            else:  # it could not launch a browser, or died before: the batch goes on without it
+                log.warning("ray_actor_not_replaced", error=str(future.exception() or future.result() or "cancelled"))
+            new.starting = None
+
+        new.starting.add_done_callback(started)
+        self.actors[self.actors.index(slot)] = new
 
     async def results(
         self, pending: deque[TaskSpec], stats: BatchStats
@@ -223,19 +284,28 @@ class RayPool:
         try:
             while pending or in_flight:
                 while pending:
-                    slot = min(self.actors, key=lambda s: s.in_flight)
-                    if slot.in_flight >= self.concurrency:
+                    ready = [s for s in self.actors if s.ready]
+                    slot = min(ready, key=lambda s: s.in_flight) if ready else None
+                    if slot is None or slot.in_flight >= self.concurrency:
                         break
                     task = pending.popleft()
                     ref = slot.handle.run.remote(payload(task))
                     in_flight[asyncio.wrap_future(ref.future())] = (task, slot)
                     slot.in_flight += 1
                 stats.in_flight = len(in_flight)
-                done, _ = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+                waiting = [s.starting for s in self.actors if s.starting is not None]
+                if not in_flight and not waiting:  # every actor lost, none to come
+                    for task in pending:
+                        yield TaskResult.failed(task, "internal error: no Ray actor is left to run it"), []
+                    pending.clear()
+                    break
+                done, _ = await asyncio.wait([*in_flight, *waiting], return_when=asyncio.FIRST_COMPLETED)
                 for future in done:
+                    if future not in in_flight:  # an actor started (or failed to): hand out again
+                        continue
                     task, slot = in_flight.pop(future)
                     slot.in_flight -= 1
-                    outcome = self._collect(future, task, slot, deaths)
+                    outcome = self._collect(future, task, slot, deaths, stats)
                     if outcome is None:
                         stats.retried += 1
                         pending.appendleft(task)
@@ -247,19 +317,27 @@ class RayPool:
                 future.cancel()
 
     def _collect(
-        self, future: asyncio.Future[Any], task: TaskSpec, slot: _Slot, deaths: dict[str, int]
+        self, future: asyncio.Future[Any], task: TaskSpec, slot: _Slot, deaths: dict[str, int], stats: BatchStats
     ) -> tuple[TaskResult, list[StepFigures]] | None:
-        """A finished task's line and step figures; None when its actor died and it is to run again."""
+        """A finished task's line and step figures (its run directory put in place when sent, its
+        actor's host counts added up); None when its actor died and it is to run again."""
         ray = self._ray
         try:
-            data = json.loads(future.result())
-            return TaskResult.model_validate(data["result"]), [StepFigures(*s) for s in data["steps"]]
+            text, files = future.result()
+            data = json.loads(text)
+            result = TaskResult.model_validate(data["result"])
+            if data["hosts"]:
+                self._hosts[id(slot)] = data["hosts"]
+                stats.host_counts = merged_hosts(self._hosts.values())
+            if files is not None:
+                unpack(files, self.output, task.id)
+            return result, [StepFigures(*s) for s in data["steps"]]
         except ray.exceptions.RayActorError as exc:
             deaths[task.id] = deaths.get(task.id, 0) + 1
             if slot in self.actors:
                 self.actor_deaths += 1
                 log.warning("ray_actor_died", task=task.id, error=str(exc).splitlines()[0] if str(exc) else "")
-                self.actors[self.actors.index(slot)] = self._new_actor()
+                self._replace(slot)
             if deaths[task.id] > ACTOR_RETRIES:
                 message = f"internal error: the Ray actor running it died {deaths[task.id]} times"
                 return TaskResult.failed(task, message), []
@@ -267,6 +345,8 @@ class RayPool:
         except ray.exceptions.RayError as exc:
             message = f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0]}"
             return TaskResult.failed(task, message), []
+        except WebAgentError as exc:  # its run files could not be put in place (ShippingError)
+            return TaskResult.failed(task, f"internal error: {exc}"), []
 
 
 def check_reachable(address: str | None, timeout_s: float = CONNECT_S) -> None:
