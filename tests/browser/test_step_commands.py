@@ -15,7 +15,7 @@ from playwright.async_api import Browser
 from webagent.browser.devtools import DevTools, DevToolsSession
 from webagent.browser.session import BrowserSession
 from webagent.config import PROFILES, BrowserConfig
-from webagent.images import frame_for
+from webagent.images import Frame, frame_for
 
 PAGE = (
     "data:text/html,<title>0</title><body style='margin:0;height:3000px'>"
@@ -91,3 +91,19 @@ async def test_after_a_navigation_or_going_back_the_screenshot_reads_the_view_fi
     await session.go_back()
     await session.screenshot(FRAME)
     assert sent == {"Page.getNavigationHistory": 1, "Runtime.evaluate": 1, "Page.captureScreenshot": 1}
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("shot", [FRAME, frame_for(1280, 800, None)], ids=["resized", "native"])
+async def test_the_first_observation_hides_the_caret_in_its_own_view_read(
+    browser: Browser, sent: Counter[str], shot: Frame
+) -> None:
+    session = await BrowserSession.create(browser, BrowserConfig())
+    try:
+        await session.goto(PAGE, start=True)
+        await session.screenshot(shot)
+        # the current document's caret hidden in the screenshot's view read, not a Runtime.evaluate of its own
+        assert sent["Runtime.evaluate"] == 1 and sent["Page.captureScreenshot"] == 1, sent
+        assert await session._state.page.evaluate("!!document[Symbol.for('webagent.caret')]")
+    finally:
+        await session.close()
