@@ -8,7 +8,15 @@ For each N it runs, on the same local page (a counter button: every click costs 
    process, not counted) answering after a fixed latency per call; each task is S steps (S-1 clicks + an
    answer checked by the validator), timed the same way.
 
-It prints steps/s of both and their ratio, the ideal steps/s given the model latency, CPU per step,
+The floor is the whole-batch one by default (``--floor whole``, ``wholefloor.py``): a fresh
+context per task, the agent's model latency per step, timed from the launch to the last close with
+the same process-tree CPU instrument as the agent; ``--floor steady`` is the steady-state loop
+above (its middle 80 % of steps), ``--floor steady,whole`` runs both. Against the whole-batch
+floor it prints steps/s, CPU per step, DevTools commands (``Runtime.evaluate`` and all) per step of
+both sides, and per N the agent's tasks per hour, success rate, model tokens per task and cost per
+task at ``--price-per-mtok``.
+
+Against the steady-state floor it prints steps/s of both and their ratio, the ideal steps/s given the model latency, CPU per step,
 memory per session (PSS of Chromium + this Python process, divided by N), harness overhead per step
 (step wall time minus model wait), tasks lost, and the policy prompt tokens at step 3 and step 30.
 
@@ -16,7 +24,7 @@ With ``--grounding localizer,policy`` (and a ``--policy-family`` that places its
 runs once per grounding mode at each N, and the wall time per click step (median over the runs'
 click steps) of each is printed, with the grounded step's against the three-role step's.
 
-    python benchmarks/throughput.py --sessions 1,10,50,100,200 --steps 10 --latency 1.0
+    python benchmarks/throughput.py --sessions 50,100,200,500 --steps 10 --latency 1.0 --floor steady,whole
     python benchmarks/throughput.py --sessions 10,100 --steps 10 --latency 1.0 --token-steps 0 \
         --policy-family holo3.1 --grounding localizer,policy
 """
@@ -45,6 +53,9 @@ from webagent.families import DEFAULT_PROFILE, FAMILIES
 from webagent.images import frame_for
 from webagent.tasks import load_tasks
 from webagent.testing.offline import offline_config
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from wholefloor import count_cdp, whole_figures, whole_floor
 
 BUTTON = (640, 400)
 TICK = os.sysconf("SC_CLK_TCK")
@@ -413,8 +424,10 @@ async def agent(
 
         runner = BatchRunner(config, load_tasks(tasks_file, trusted=True), out, concurrency=n, on_update=on_update)
         server_cpu = cpu_s(server.proc.pid)
-        with Meter(exclude | {server.proc.pid}) as meter:
+        with Meter(exclude | {server.proc.pid}) as meter, count_cdp() as cdp:
+            start = time.monotonic()  # the whole batch: launch, contexts, steps, closes
             stats = await runner.run()
+            end = time.monotonic()
         server_cpu = cpu_s(server.proc.pid) - server_cpu
     finally:
         server.stop()
@@ -422,7 +435,12 @@ async def agent(
     overhead = [t - m for t, m in zip(stats.step_total_s, stats.step_model_s, strict=True)]
     model = statistics.mean(stats.step_model_s) if stats.step_model_s else 0.0
     rate, cpu, split = steady(ends, meter)
+    succeeded = sum(r.success for r in results)
+    whole = {"start": start, "end": end, "steps": stats.steps, "tasks": n, "succeeded": succeeded}
     return {
+        "whole": whole_figures(whole, meter),
+        "cdp": cdp.per_step(stats.steps),
+        "tokens_per_task": stats.tokens / max(n, 1),
         "split": {
             **split,
             "model server (not counted)": round(server_cpu / max(stats.steps, 1) * 1000, 1),
@@ -434,7 +452,7 @@ async def agent(
         "overhead_ms_p50": statistics.median(overhead) * 1000 if overhead else 0.0,
         "model_s_per_step": model,
         "lost": n - sum(1 for r in results if r.stop_reason != "error"),  # no line, or an error line
-        "succeeded": sum(r.success for r in results),
+        "succeeded": succeeded,
         "click_step_s": click_step_seconds(out),
         "out": out,
     }
@@ -483,6 +501,19 @@ def main() -> None:
         help="rounds per N (floor, agent, floor with waits); the median round is tabled",
     )
     parser.add_argument(
+        "--floor",
+        default="whole",
+        help="comma-separated floors to run at each N: whole (the whole-batch floor: a fresh context per task, "
+        "the agent's model latency per step, launch to last close; what the ratios are taken against where it "
+        "runs) and steady (the middle 80%% of steps of a loop on contexts opened up front)",
+    )
+    parser.add_argument(
+        "--price-per-mtok",
+        type=float,
+        default=1.0,
+        help="model price in dollars per million tokens (prompt and completion alike), for the cost per task",
+    )
+    parser.add_argument(
         "--grounding",
         default="",
         help="comma-separated grounding modes to run the agent in at each N (localizer, policy); the first is "
@@ -496,8 +527,11 @@ def main() -> None:
     )
     args = parser.parse_args()
     POLICY_FAMILY[0] = args.policy_family
+    floors = set(args.floor.split(","))
+    if not floors or not floors <= {"steady", "whole"}:
+        parser.error(f"--floor: {args.floor!r}: expected steady, whole or steady,whole")
     sessions = [int(x) for x in args.sessions.split(",")]
-    rows: list[Any] = []
+    rows: list[dict[str, Any]] = []
     sites = subprocess.Popen([sys.executable, "-m", "webagent.testing.sites"], stdout=subprocess.PIPE, text=True)
     assert sites.stdout is not None
     url = sites.stdout.readline().strip().rsplit(" ", 1)[-1] + "/bench/"
@@ -513,7 +547,7 @@ def main() -> None:
 
 async def measure(
     args: argparse.Namespace, sessions: list[int], url: str, workdir: Path, exclude: set[int]
-) -> tuple[list[Any], dict[int, int]]:
+) -> tuple[list[dict[str, Any]], dict[int, int]]:
     rows = []
     for n in sessions:
         rounds = [await measure_round(args, n, url, workdir, exclude, r) for r in range(args.repeat)]
@@ -525,12 +559,21 @@ async def measure(
     return rows, tokens
 
 
+async def floor_whole(url: str, n: int, steps: int, pause: float, exclude: set[int]) -> dict[str, Any]:
+    """The whole-batch floor (``wholefloor.py``), measured like the agent's batch."""
+    with Meter(exclude) as meter, count_cdp() as cdp:
+        run = await whole_floor(url, n, steps, pause, meter)
+    return {**whole_figures(run, meter), "cdp": cdp.per_step(run["steps"]), "pss_mib": meter.peak_kib / 1024 / n}
+
+
 async def measure_round(
     args: argparse.Namespace, n: int, url: str, workdir: Path, exclude: set[int], round_: int
-) -> tuple[Any, ...]:
-    """One round at N sessions: the floor, the agent, then (with latency) the floor with waits."""
-    f = await floor(url, n, args.steps, exclude)
-    if args.floor_burn_ms:
+) -> dict[str, Any]:
+    """One round at N sessions: the steady-state floor (``--floor steady``), the agent, then the
+    whole-batch floor (``--floor whole``) and, with latency, the steady floor with the agent's waits."""
+    floors = set(args.floor.split(","))
+    f = await floor(url, n, args.steps, exclude) if "steady" in floors else None
+    if f is not None and args.floor_burn_ms:
         b = await floor(url, n, args.steps, exclude, burn_ms=args.floor_burn_ms)
         print(
             f"N={n:<4} floor + {args.floor_burn_ms:g} ms of Python per step {b['steps_per_s']:6.1f} steps/s "
@@ -553,10 +596,27 @@ async def measure_round(
             flush=True,
         )
     ideal = n / a["model_s_per_step"] if a["model_s_per_step"] > 0 else float("inf")
+    row: dict[str, Any] = {"n": n, "steady": f, "agent": a, "ideal": ideal, "waits": None, "whole": None}
+    if "whole" in floors:
+        # The same model latency per step as the agent waited (mean over its steps, queueing included).
+        wf = row["whole"] = await floor_whole(url, n, args.steps, a["model_s_per_step"], exclude)
+        aw = a["whole"]
+        print(
+            f"N={n:<4} whole batch: floor {wf['steps_per_s']:6.1f} steps/s  agent {aw['steps_per_s']:6.1f} steps/s  "
+            f"ratio {aw['steps_per_s'] / wf['steps_per_s']:.2f}  cpu/step floor {wf['cpu_per_step_ms']:.0f} ms "
+            f"agent {aw['cpu_per_step_ms']:.0f} ms (x{aw['cpu_per_step_ms'] / wf['cpu_per_step_ms']:.2f})  "
+            f"PSS/session floor {wf['pss_mib']:.0f} MiB agent {a['pss_mib']:.0f} MiB  "
+            f"success {aw['success_rate']:.0%}\n       DevTools commands: floor {wf['cdp']}  agent {a['cdp']}",
+            flush=True,
+        )
+    if f is None:
+        return row
     target = min(ideal, f["steps_per_s"])
     # Like for like: the same loop sleeping, per step, as long as the agent waited on its models
     # (the same browser work in the same rhythm, without the harness).
-    w = await floor(url, n, args.steps, exclude, pause=a["model_s_per_step"]) if args.latency > 0 else None
+    w = row["waits"] = (
+        await floor(url, n, args.steps, exclude, pause=a["model_s_per_step"]) if args.latency > 0 else None
+    )
     if w is not None:
         print(
             f"N={n:<4} floor with the agent's model waits {w['steps_per_s']:6.1f} steps/s "
@@ -564,7 +624,7 @@ async def measure_round(
             flush=True,
         )
     print(
-        f"N={n:<4} floor {f['steps_per_s']:6.1f} steps/s  agent {a['steps_per_s']:6.1f} steps/s  "
+        f"N={n:<4} steady: floor {f['steps_per_s']:6.1f} steps/s  agent {a['steps_per_s']:6.1f} steps/s  "
         f"ratio {a['steps_per_s'] / f['steps_per_s']:.2f}  ideal {ideal:6.1f}  "
         f"agent/min(ideal,floor) {a['steps_per_s'] / target:.2f}  "
         f"cpu/step floor {f['cpu_per_step_ms']:.0f} ms agent {a['cpu_per_step_ms']:.0f} ms "
@@ -574,42 +634,35 @@ async def measure_round(
         f"       CPU ms/step by process (middle 80% of steps): floor {f['split']}  agent {a['split']}",
         flush=True,
     )
-    return (n, f, a, ideal, target, w)
+    return row
 
 
-def median_round(rounds: list[tuple[Any, ...]]) -> tuple[Any, ...]:
+def ratio(row: dict[str, Any]) -> float:
+    """Agent/floor steps/s against the round's first floor: the whole-batch one where it ran."""
+    if row["whole"] is not None:
+        return float(row["agent"]["whole"]["steps_per_s"] / row["whole"]["steps_per_s"])
+    return float(row["agent"]["steps_per_s"] / row["steady"]["steps_per_s"])
+
+
+def median_round(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """The round whose agent/floor steps/s ratio is the median (tasks lost: the worst round's)."""
-    ordered = sorted(rounds, key=lambda r: r[2]["steps_per_s"] / r[1]["steps_per_s"])
-    n, f, a, ideal, target, w = ordered[len(ordered) // 2]
-    a = {**a, "lost": max(r[2]["lost"] for r in rounds)}
-    return (n, f, a, ideal, target, w)
+    ordered = sorted(rounds, key=ratio)
+    row = ordered[len(ordered) // 2]
+    return {**row, "agent": {**row["agent"], "lost": max(r["agent"]["lost"] for r in rounds)}}
 
 
-def report(args: argparse.Namespace, rows: list[Any], tokens: dict[int, int]) -> None:
+def report(args: argparse.Namespace, rows: list[dict[str, Any]], tokens: dict[int, int]) -> None:
     print()
     print(
         f"model latency {args.latency:g} s per call, {args.steps} steps per task, policy family "
         f"{args.policy_family or 'unset'}, grounding {args.grounding.split(',')[0] or 'the family default'} "
         f"(profile {DEFAULT_PROFILE}: 1260x784 JPEG when the localizer places clicks), "
-        f"median of {args.repeat} round(s) per N by agent/floor steps/s"
+        f"median of {args.repeat} round(s) per N by agent/floor steps/s, floors: {args.floor}"
     )
-    print()
-    waits = any(row[5] is not None for row in rows)
-    print(
-        "| N | floor steps/s | agent steps/s | agent/floor | ideal steps/s | agent/min(ideal,floor) "
-        + ("| floor with waits steps/s | agent/(floor with waits) " if waits else "")
-        + "| CPU/step floor | CPU/step agent | agent/floor CPU | PSS/session floor | PSS/session agent "
-        "| overhead/step p50 | tasks lost |"
-    )
-    print("|---" * (15 if waits else 13) + "|")
-    for n, f, a, ideal, target, w in rows:
-        waited = f"| {w['steps_per_s']:.1f} | {a['steps_per_s'] / w['steps_per_s']:.2f} " if w else ""
-        print(
-            f"| {n} | {f['steps_per_s']:.1f} | {a['steps_per_s']:.1f} | {a['steps_per_s'] / f['steps_per_s']:.2f} "
-            f"| {ideal:.1f} | {a['steps_per_s'] / target:.2f} {waited}| {f['cpu_per_step_ms']:.0f} ms "
-            f"| {a['cpu_per_step_ms']:.0f} ms | {a['cpu_per_step_ms'] / f['cpu_per_step_ms']:.2f} "
-            f"| {f['pss_mib']:.0f} MiB | {a['pss_mib']:.0f} MiB | {a['overhead_ms_p50']:.0f} ms | {a['lost']} |"
-        )
+    if any(row["whole"] for row in rows):
+        report_whole(args, [row for row in rows if row["whole"]])
+    if any(row["steady"] for row in rows):
+        report_steady([row for row in rows if row["steady"]])
     if tokens:
         last = max(tokens)
         image = {k: min(k, 3) * IMAGE_TOKENS for k in tokens}
@@ -618,6 +671,62 @@ def report(args: argparse.Namespace, rows: list[Any], tokens: dict[int, int]) ->
             f"policy prompt tokens: step 3 = {tokens[3]} ({tokens[3] - image[3]} text + {image[3]} image), "
             f"step {last} = {tokens[last]} ({tokens[last] - image[last]} text + {image[last]} image), "
             f"ratio {tokens[last] / tokens[3]:.3f}"
+        )
+
+
+def report_whole(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
+    """Against the whole-batch floor (launch to last close), and what a batch delivers per N."""
+    print()
+    print(
+        "| N | floor steps/s | agent steps/s | agent/floor | CPU/step floor | CPU/step agent | agent/floor CPU "
+        "| PSS/session floor | PSS/session agent | Runtime.evaluate/step floor | agent | CDP commands/step floor | agent |"
+    )
+    print("|---" * 13 + "|")
+    for row in rows:
+        wf, a = row["whole"], row["agent"]
+        aw = a["whole"]
+        print(
+            f"| {row['n']} | {wf['steps_per_s']:.1f} | {aw['steps_per_s']:.1f} "
+            f"| {aw['steps_per_s'] / wf['steps_per_s']:.2f} | {wf['cpu_per_step_ms']:.0f} ms "
+            f"| {aw['cpu_per_step_ms']:.0f} ms | {aw['cpu_per_step_ms'] / wf['cpu_per_step_ms']:.2f} "
+            f"| {wf['pss_mib']:.0f} MiB | {a['pss_mib']:.0f} MiB | {wf['cdp']['Runtime.evaluate/step']} | {a['cdp']['Runtime.evaluate/step']} "
+            f"| {wf['cdp']['CDP commands/step']} | {a['cdp']['CDP commands/step']} |"
+        )
+    print()
+    print(f"per N, the agent's batch (launch to last close; cost at ${args.price_per_mtok:g} per million tokens):")
+    print()
+    print("| N | tasks/hour | steps/s | success rate | model tokens/task | cost/task | tasks lost |")
+    print("|---" * 7 + "|")
+    for row in rows:
+        a = row["agent"]
+        aw = a["whole"]
+        cost = a["tokens_per_task"] * args.price_per_mtok / 1e6
+        print(
+            f"| {row['n']} | {aw['tasks_per_hour']:.0f} | {aw['steps_per_s']:.1f} | {aw['success_rate']:.0%} "
+            f"| {a['tokens_per_task']:.0f} | ${cost:.4f} | {a['lost']} |"
+        )
+
+
+def report_steady(rows: list[dict[str, Any]]) -> None:
+    """Against the steady-state floor (the middle 80 % of steps)."""
+    print()
+    waits = any(row["waits"] is not None for row in rows)
+    print(
+        "| N | floor steps/s | agent steps/s | agent/floor | ideal steps/s | agent/min(ideal,floor) "
+        + ("| floor with waits steps/s | agent/(floor with waits) " if waits else "")
+        + "| CPU/step floor | CPU/step agent | agent/floor CPU | PSS/session floor | PSS/session agent "
+        "| overhead/step p50 | tasks lost |"
+    )
+    print("|---" * (15 if waits else 13) + "|")
+    for row in rows:
+        n, f, a, ideal, w = row["n"], row["steady"], row["agent"], row["ideal"], row["waits"]
+        target = min(ideal, f["steps_per_s"])
+        waited = f"| {w['steps_per_s']:.1f} | {a['steps_per_s'] / w['steps_per_s']:.2f} " if w else ""
+        print(
+            f"| {n} | {f['steps_per_s']:.1f} | {a['steps_per_s']:.1f} | {a['steps_per_s'] / f['steps_per_s']:.2f} "
+            f"| {ideal:.1f} | {a['steps_per_s'] / target:.2f} {waited}| {f['cpu_per_step_ms']:.0f} ms "
+            f"| {a['cpu_per_step_ms']:.0f} ms | {a['cpu_per_step_ms'] / f['cpu_per_step_ms']:.2f} "
+            f"| {f['pss_mib']:.0f} MiB | {a['pss_mib']:.0f} MiB | {a['overhead_ms_p50']:.0f} ms | {a['lost']} |"
         )
 
 

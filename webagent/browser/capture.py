@@ -45,7 +45,7 @@ from .crashes import browser_failure
 from .deadline import CommandTimeout, within
 from .devsession import CDPChannel, DevToolsSession
 from .faults import PageFaults
-from .scripts import TWO_FRAMES, VIEW_AFTER_FRAME, VIEW_NOW
+from .scripts import HIDE_CARET, TWO_FRAMES, VIEW_AFTER_FRAME, VIEW_NOW
 from .state import PageState, first_line
 
 __all__ = ["MAX_PAGE_REOPENS", "Prefetch", "ScreenCapture"]
@@ -172,10 +172,14 @@ class ScreenCapture:
         if cdp is None:  # no DevTools session yet: none is set up under the caller's deadline
             x, y, title, href, *probed = await state.page.evaluate(script)
         else:
+            caret = state.caret_pending  # hidden in the same round trip (HIDE_CARET: idempotent, never throws)
+            expression = f"({HIDE_CARET}, {script})" if caret else script
             reply = await cdp.send(
-                "Runtime.evaluate", {"expression": script, "returnByValue": True, "awaitPromise": True}
+                "Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True}
             )
             x, y, title, href, *probed = reply["result"]["value"]  # an exception in the page: no "value" (KeyError)
+            if caret and cdp is state.cdp:
+                state.caret_pending = False
         if probed and isinstance(probed[0], dict):
             self.probed = probed[0]
         self._title = well_formed(str(title))  # a page's title may hold a lone surrogate
@@ -261,7 +265,10 @@ class ScreenCapture:
         cdp = await self._state.cdp_session()
         for _ in range(1 + CAPTURE_RESENDS):
             scroll: Scroll | None = None
-            if not frame.is_identity:
+            if frame.is_identity:
+                if self._state.caret_pending:  # no view read to hide it in: one of its own
+                    await self._read_view()
+            else:
                 # Right after settle() the offsets are known; otherwise they are read now.
                 scroll, self._settled_scroll = self._settled_scroll, None
                 scroll = scroll or await self._read_view()
@@ -380,8 +387,10 @@ class ScreenCapture:
         raised no page event and asked for no other page so far)."""
         state = self._state
         frame, cdp = self._shot_frame, state.cdp
-        if frame is None or cdp is None or not state.owns_context:
-            return None  # on a caller's page: the caller may change it between steps, behind our back
+        if frame is None or cdp is None or not state.owns_context or state.caret_pending:
+            # on a caller's page: the caller may change it between steps, behind our back; a caret
+            # still to hide: settle's read, sent after the capture, hides it
+            return None
         if state.page.is_closed():
             return None
         scroll = None if frame.is_identity else self._shot_scroll

@@ -138,6 +138,9 @@ class PageState:
         self.viewport = (int(size["width"]), int(size["height"]))
         self.guard: NavigationGuard | None = None
         self.cdp: CDPChannel | None = None  # the session's own CDP session on self.page (see cdp_session)
+        #: The caret is still to be hidden in the document the CDP session was attached to: the next
+        #: view read (``Capture._view``) does it in its own Runtime.evaluate, before any screenshot.
+        self.caret_pending = False
         # Its CDP sessions on the tabs it moved off (their guard interception stays), ended by
         # detach_cdp, or when it comes back to the tab and opens a new one there.
         self._left: list[tuple[Page, CDPChannel]] = []
@@ -389,16 +392,15 @@ class PageState:
         # Choosers are intercepted here rather than through Playwright's "filechooser" event, which
         # the driver reports a round trip later: a chooser then reaches the very next observation.
         # Its failure (an old browser) costs only that report, as Playwright ignores it too.
-        # The caret is hidden in each new document of the tab (while this CDP session is attached)
-        # and in the current one; a failure costs only screenshots that may differ by the caret.
+        # The caret is hidden in each new document of the tab (while this CDP session is attached),
+        # and in the current one by the next view read (caret_pending: no Runtime.evaluate of its
+        # own); a failure costs only screenshots that may differ by the caret.
         caret = (
-            [
-                cdp.send("Page.addScriptToEvaluateOnNewDocument", {"source": HIDE_CARET}),
-                cdp.send("Runtime.evaluate", {"expression": HIDE_CARET}),
-            ]
+            [cdp.send("Page.addScriptToEvaluateOnNewDocument", {"source": HIDE_CARET})]
             if self.config.hide_caret
             else []
         )
+        self.caret_pending = self.config.hide_caret
         intercept: Any
         tree: Any
         intercept, tree, *hidden = await asyncio.gather(

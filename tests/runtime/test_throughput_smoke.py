@@ -1,0 +1,56 @@
+"""``benchmarks/throughput.py`` at a tiny N, both floors: it runs to the end, every task passes, and
+the whole-batch floor's DevTools counts are the ones its loop sends (no timing is checked)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "throughput.py"
+
+
+def table(out: str, header: str) -> list[dict[str, str]]:
+    """The rows of the markdown table whose header line starts with ``header``."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    names = [c.strip() for c in lines[start].strip("|").split("|")]
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append(dict(zip(names, (c.strip() for c in line.strip("|").split("|")), strict=True)))
+    return rows
+
+
+def test_the_benchmark_runs_both_floors_and_publishes_its_figures() -> None:
+    args = ["--sessions", "2", "--steps", "3", "--latency", "0.1", "--token-steps", "0", "--floor", "steady,whole"]
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARK), *args, "--price-per-mtok", "2"], capture_output=True, timeout=600, text=True
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    print(proc.stdout)  # the figures, with -s
+    (whole,) = table(proc.stdout, "| N | floor steps/s | agent steps/s | agent/floor | CPU/step floor | CPU/step agent")
+    assert whole["N"] == "2"
+    # a floor task: attach, its one page read, 3 screenshots, 2 clicks of 3 events, detach: 12 for 3
+    # steps; and one command of the browser's launch: 25 for 6 steps
+    assert whole["Runtime.evaluate/step floor"] == "0.33" and whole["CDP commands/step floor"] == "4.17"
+    assert float(whole["agent"]) >= 1.0  # the agent's page reads: at least settle's one a step
+    (batch,) = table(proc.stdout, "| N | tasks/hour")
+    assert batch["success rate"] == "100%" and batch["tasks lost"] == "0"
+    tokens = int(batch["model tokens/task"])
+    assert tokens > 0 and batch["cost/task"] == f"${tokens * 2 / 1e6:.4f}"
+    (steady,) = table(proc.stdout, "| N | floor steps/s | agent steps/s | agent/floor | ideal steps/s")
+    assert steady["tasks lost"] == "0"
+
+
+def test_an_unknown_floor_is_a_one_line_error() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARK), "--floor", "whole,fast"], capture_output=True, timeout=60, text=True
+    )
+    assert proc.returncode == 2 and "--floor: 'whole,fast'" in proc.stderr
+    assert "Traceback" not in proc.stderr
