@@ -240,7 +240,7 @@ def _schema_file(name: str) -> dict[str, JsonValue]:
 
 
 def _print(reply: Reply, as_json: bool) -> int:
-    failed = reply.code not in (0, 1, 3) or "error" in reply.data
+    failed = reply.code not in (0, 1, 3, 5) or "error" in reply.data  # 3 and 5 are receipts
     if as_json:
         body: dict[str, Any] = {"code": reply.code, "ok": reply.code == EXIT_OK, **reply.data}
         if failed:

@@ -24,6 +24,15 @@ _CONTROLS = r"""
 const SEL = 'a[href],button,input:not([type=hidden]),select,textarea,summary,[role=button],[role=link],' +
   '[role=menuitem],[role=tab],[role=checkbox],[role=radio],[role=option],[role=switch],[role=textbox],' +
   '[role=combobox],[onclick],[contenteditable=true]';
+// A panel that scrolls on its own (overflow auto/scroll with more content than it shows): a scroll target.
+const scrolls = (el) => {
+  if (el === document.body || el === document.documentElement) return false;
+  const down = el.scrollHeight > el.clientHeight + 1, across = el.scrollWidth > el.clientWidth + 1;
+  if (!down && !across) return false;
+  const st = getComputedStyle(el);
+  const free = (o) => o === 'auto' || o === 'scroll' || o === 'overlay';
+  return (down && free(st.overflowY)) || (across && free(st.overflowX));
+};
 const visible = (el) => {
   const r = el.getBoundingClientRect();
   if (r.width < 1 || r.height < 1) return false;
@@ -48,7 +57,7 @@ const roleOf = (el) => {
     return 'textbox';
   }
   if (el.isContentEditable) return 'textbox';
-  return 'clickable';
+  return el.matches(SEL) ? 'clickable' : 'scrollable';
 };
 const nameOf = (el) => {
   const label = el.getAttribute('aria-label');
@@ -79,8 +88,8 @@ const valueOf = (el) => {
 const controls = () => {
   const found = [];
   const seen = new Set();
-  for (const el of document.querySelectorAll(SEL)) {
-    if (!visible(el)) continue;
+  for (const el of document.querySelectorAll('body *')) {
+    if (!(el.matches(SEL) || scrolls(el)) || !visible(el)) continue;
     if (el.closest('a[href],button') !== el && el.parentElement?.closest('a[href],button')) continue;
     seen.add(el);
     found.push(el);
@@ -111,7 +120,10 @@ READ_SCRIPT = (
       if (node.nodeType !== 1) return;
       const el = node;
       if (['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE', 'HEAD'].includes(el.tagName)) return;
-      if (index.has(el)) { out.push(' \u0001' + index.get(el) + '\u0001 '); return; }
+      if (index.has(el)) {
+        out.push(' \u0001' + index.get(el) + '\u0001 ');
+        if (roleOf(el) !== 'scrollable') return;  // a panel's ref, then its text
+      }
       if (el.checkVisibility && !el.checkVisibility({checkOpacity: true, checkVisibilityCSS: true})) return;
       const block = BLOCK.test(el.tagName);
       if (block) out.push('\n');
