@@ -5,35 +5,16 @@ scroll of a panel by its ref and of the page, and a bot challenge (exit 5)."""
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from webagent.testing.sites import SiteServer, sites_dir
+from webagent.testing.sites import SiteServer
 
-from .conftest import Shell
+from .conftest import Shell, seen
 
 pytestmark = pytest.mark.e2e
-
-PAGES = Path(__file__).with_name("pages")
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SiteServer]:
-    """The hands pages and this test's own pages (``pages/``, under ``/shell/``) on one local site."""
-    root = tmp_path_factory.mktemp("site")
-    shutil.copytree(sites_dir() / "hands", root / "hands")
-    shutil.copytree(PAGES, root / "shell")
-    with SiteServer(root) as served:
-        yield served
-
-
-def seen(site: SiteServer, page: str) -> list[dict[str, str]]:
-    """What ``page`` reported, in order."""
-    return [e for e in site.hand_events if e.get("page") == page]
 
 
 def start(shell: Shell, url: str, *flags: str) -> None:
