@@ -34,6 +34,8 @@ def test_upload_select_key_and_dialogs(shell: Shell, site: SiteServer, tmp_path:
     uploads.mkdir()
     (uploads / "notes.txt").write_text("three pears\n")
     start(shell, f"{site.url}/shell/form.html", "--upload-dir", str(uploads))
+    code, first = shell.json("snap", "--diff")  # no snap before: every control is new
+    assert code == 0 and [r["name"] for r in first["added"]][:2] == ["Attachment", "Fruit"], first
 
     code, receipt = shell.json("upload", ref(shell, "Attachment")["ref"], "notes.txt")
     assert code == 0 and receipt["action"] == "upload_file" and receipt["changed"] > 0, receipt
@@ -45,6 +47,12 @@ def test_upload_select_key_and_dialogs(shell: Shell, site: SiteServer, tmp_path:
     code, receipt = shell.json("select", ref(shell, "Fruit")["ref"], "Pear")
     assert code == 0 and receipt["value"] == "Pear" and "Pear" in receipt["outcome"], receipt
     assert seen(site, "select") == [{"page": "select", "value": "Pear"}]
+    # Only what changed since the last snap: the select's value.
+    code, changes = shell.json("snap", "--diff")
+    assert code == 0 and changes["added"] == [] and changes["removed"] == [], changes
+    assert [(c["name"], c["was"], c["value"]) for c in changes["changed"]] == [("Fruit", "Apple", "Pear")]
+    again = shell("session", "snap", "--diff")
+    assert again.returncode == 0 and again.stdout.startswith("no change since the last snap"), again
 
     code, receipt = shell.json("key", "Escape")
     assert code == 0 and receipt["action"] == "press_key" and receipt["changed"] > 0, receipt

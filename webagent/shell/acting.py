@@ -25,12 +25,17 @@ LATE_DOWNLOAD_S = 1.5
 TARGET_SCRIPT = r"""([x, y]) => {
   const el = document.elementFromPoint(x, y);
   if (!el) return null;
+  const labelText = (label) => {  // its own words, not a select's options inside it
+    const copy = label.cloneNode(true);
+    for (const inner of copy.querySelectorAll('select,textarea,input,button')) inner.remove();
+    return copy.textContent;
+  };
   const c = el.closest('a[href],button,input,select,textarea,summary,label,[role],[onclick]') || el;
   const role = c.getAttribute('role') || ({A: 'link', BUTTON: 'button', SELECT: 'combobox', TEXTAREA: 'textbox',
     SUMMARY: 'button', LABEL: 'label'}[c.tagName] || (c.tagName === 'INPUT' ? (c.type === 'password' ? 'password' :
     ['button', 'submit', 'reset'].includes(c.type) ? 'button' : c.type === 'checkbox' || c.type === 'radio' ? c.type :
     'textbox') : c.tagName.toLowerCase()));
-  const name = (c.getAttribute('aria-label') || (c.labels && c.labels[0] && c.labels[0].innerText) ||
+  const name = (c.getAttribute('aria-label') || (c.labels && c.labels[0] && labelText(c.labels[0])) ||
     (c.tagName === 'INPUT' ? (c.placeholder || c.name || c.value) : c.innerText) || c.title || '')
     .replace(/\s+/g, ' ').trim().slice(0, 60);
   return role + ' "' + name + '"';

@@ -95,7 +95,12 @@ def add_session_arguments(
     text = add("text", "the page as text, controls inline with refs")
     text.add_argument("--from", dest="from_line", type=int, default=1, metavar="N", help="first line (default 1)")
     text.add_argument("--limit", type=int, default=200, metavar="N", help="lines at most (default 200)")
-    add("snap", "the controls only, one per line, with refs")
+    snap = add("snap", "the controls only, one per line, with refs")
+    snap.add_argument(
+        "--diff",
+        action="store_true",
+        help="only the controls added (+), removed (-) or changed (~) since the last snap",
+    )
     find = add("find", "controls whose role and name hold every word of QUERY: refs and centres")
     find.add_argument("query")
     for name in _POINTER:
@@ -177,6 +182,8 @@ def _args(args: argparse.Namespace) -> dict[str, JsonValue]:
             a["path"] = _absolute(args.path)
         case "text":
             a.update({"from": args.from_line, "limit": args.limit})
+        case "snap":
+            a["diff"] = args.diff
         case "find":
             a["query"] = args.query
         case "drag":

@@ -59,12 +59,18 @@ const roleOf = (el) => {
   if (el.isContentEditable) return 'textbox';
   return el.matches(SEL) ? 'clickable' : 'scrollable';
 };
+// A label's own words: not the options of a select inside it, nor a field's text.
+const labelText = (label) => {
+  const copy = label.cloneNode(true);
+  for (const inner of copy.querySelectorAll('select,textarea,input,button')) inner.remove();
+  return copy.textContent;
+};
 const nameOf = (el) => {
   const label = el.getAttribute('aria-label');
   if (label) return clean(label);
   const by = el.getAttribute('aria-labelledby');
   if (by) return clean(by.split(/\s+/).map((id) => document.getElementById(id)?.innerText || '').join(' '));
-  if (el.labels && el.labels.length) return clean(el.labels[0].innerText);
+  if (el.labels && el.labels.length) return clean(labelText(el.labels[0]));
   const tag = el.tagName.toLowerCase();
   if (tag === 'input' && ['button', 'submit', 'reset'].includes((el.type || '').toLowerCase())) return clean(el.value);
   if (tag === 'input' || tag === 'textarea') return clean(el.getAttribute('placeholder') || el.getAttribute('name') || el.title);

@@ -57,6 +57,8 @@ class ShellSession:
     profile: Profile | None = None
     refs: RefTable = field(default_factory=RefTable)
     shots: int = 0
+    #: The controls of the last ``snap`` (``snap --diff`` tells what changed since), None before one.
+    last_snap: list[dict[str, Any]] | None = None
     #: A command found its browser gone (exit 6): ``start`` on its name replaces it.
     gone: bool = False
 
