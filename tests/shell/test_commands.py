@@ -130,3 +130,29 @@ def test_a_bot_challenge_is_exit_5(shell: Shell, site: SiteServer) -> None:
     assert code == 5 and receipt["challenge"] is True and receipt["code"] == 5 and receipt["ok"] is False, receipt
     code, receipt = shell.json("goto", f"{site.url}/shell/start.html")
     assert code == 0 and receipt["challenge"] is False, receipt
+
+
+def test_refs_reach_into_a_same_origin_frame_and_an_open_shadow_root(shell: Shell, site: SiteServer) -> None:
+    start(shell, f"{site.url}/shell/frames.html")
+    code, snap = shell.json("snap")
+    names = [(c["role"], c["name"]) for c in snap["controls"]]
+    assert names == [
+        ("textbox", "Nickname"),
+        ("button", "Save nickname"),
+        ("textbox", "Coupon"),
+        ("button", "Apply coupon"),
+    ], snap
+    text = shell("session", "text").stdout
+    assert '[@e1 textbox "Nickname"]' in text and '[@e4 button "Apply coupon"]' in text, text
+
+    code, typed = shell.json("type", "@e1", "ada")
+    assert code == 0 and typed["value"] == "ada" and typed["target"] == 'textbox "Nickname"', typed
+    code, clicked = shell.json("click", ref(shell, "Save nickname")["ref"])
+    assert code == 0 and clicked["target"] == 'button "Save nickname"', clicked
+    assert seen(site, "frame") == [{"page": "frame", "nick": "ada"}]
+
+    code, typed = shell.json("type", ref(shell, "textbox Coupon")["ref"], "SPRING")
+    assert code == 0 and typed["value"] == "SPRING", typed
+    code, clicked = shell.json("click", ref(shell, "Apply coupon")["ref"])
+    assert code == 0 and clicked["target"] == 'button "Apply coupon"', clicked
+    assert seen(site, "shadow") == [{"page": "shadow", "coupon": "SPRING"}]

@@ -23,7 +23,23 @@ LATE_DOWNLOAD_S = 1.5
 
 #: The control (or element) under a point: ``role "name"``.
 TARGET_SCRIPT = r"""([x, y]) => {
-  const el = document.elementFromPoint(x, y);
+  const frameDoc = (el) => {
+    if (el.tagName !== 'IFRAME' && el.tagName !== 'FRAME') return null;
+    try { return el.contentDocument; } catch (e) { return null; }
+  };
+  // Into open shadow roots and same-origin frames.
+  let el = document.elementFromPoint(x, y);
+  for (let depth = 0; el && depth < 20; depth++) {
+    const inner = el.shadowRoot ? el.shadowRoot.elementFromPoint(x, y) : null;
+    if (inner && inner !== el) { el = inner; continue; }
+    const doc = frameDoc(el);
+    if (!doc) break;
+    const r = el.getBoundingClientRect();
+    x -= r.left + el.clientLeft; y -= r.top + el.clientTop;
+    const next = doc.elementFromPoint(x, y);
+    if (!next) break;
+    el = next;
+  }
   if (!el) return null;
   const labelText = (label) => {  // its own words, not a select's options inside it
     const copy = label.cloneNode(true);
@@ -44,6 +60,14 @@ TARGET_SCRIPT = r"""([x, y]) => {
 #: The value of the field at a point (the focused one first), a password's as dots.
 VALUE_SCRIPT = r"""([x, y]) => {
   let el = document.activeElement;
+  for (let depth = 0; el && depth < 20; depth++) {  // into open shadow roots and same-origin frames
+    let inner = el.shadowRoot ? el.shadowRoot.activeElement : null;
+    if (!inner && (el.tagName === 'IFRAME' || el.tagName === 'FRAME')) {
+      try { inner = el.contentDocument && el.contentDocument.activeElement; } catch (e) { inner = null; }
+    }
+    if (!inner || inner === el) break;
+    el = inner;
+  }
   if (!el || !('value' in el)) el = document.elementFromPoint(x, y);
   if (el && el.tagName === 'LABEL' && el.control) el = el.control;
   if (!el || !('value' in el)) return null;
