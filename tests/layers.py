@@ -94,6 +94,7 @@ IMPORTS: dict[str, tuple[str, ...]] = {
         "agent",
         "runs",
         "loop",
+        "browser",
         "core",
     ),
     "training": ("env", "batch", "tasks", "runs", "roles", "model", "core"),

@@ -20,6 +20,7 @@ import pytest
 
 from webagent.testing.offline import PROFILE_MODELS
 from webagent.testing.server import FakeModelServer
+from webagent.testing.sites import SiteServer, sites_dir
 from webagent.testing.threaded import LoopThread
 
 from .site import PASSWORD, shop
@@ -43,7 +44,19 @@ def shop_script() -> dict[str, Any]:
                     }
                 ],
                 "validator": {"accept": ["2"], "feedback": "Count the rows of the items table."},
-            }
+            },
+            {
+                "id": "profile-visit",
+                "match": "Visit the page",
+                "policy": [
+                    {
+                        "when": {"step": 1},
+                        "thought": "The page is open.",
+                        "action": {"action": "answer", "content": "visited"},
+                    }
+                ],
+                "validator": {"accept": ["visited"], "feedback": "Open the page."},
+            },
         ],
         "checks": [{"match": "signed in", "url": "/items", "title": "Items"}],
         "extracts": [
@@ -114,6 +127,22 @@ def model_url() -> Iterator[str]:
 def shop_url() -> Iterator[str]:
     with shop() as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SiteServer]:
+    """The hands pages and the shell tests' own pages (``pages/``, under ``/shell/``) on one local site,
+    each reporting what it saw to ``SiteServer.hand_events``."""
+    root = tmp_path_factory.mktemp("site")
+    shutil.copytree(sites_dir() / "hands", root / "hands")
+    shutil.copytree(Path(__file__).with_name("pages"), root / "shell")
+    with SiteServer(root) as served:
+        yield served
+
+
+def seen(site: SiteServer, page: str) -> list[dict[str, str]]:
+    """What ``page`` reported, in order."""
+    return [e for e in site.hand_events if e.get("page") == page]
 
 
 @pytest.fixture

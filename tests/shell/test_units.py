@@ -4,6 +4,7 @@ heuristic, the request model."""
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import pytest
 from PIL import Image
@@ -21,6 +22,7 @@ from webagent.shell.daemon import error_reply
 from webagent.shell.protocol import Request, ShellError
 from webagent.shell.receipts import changed_area, looks_like_challenge
 from webagent.shell.refs import Control, RefTable, parse_ref
+from webagent.shell.snapdiff import diff_rows
 
 
 @pytest.mark.parametrize(
@@ -84,3 +86,31 @@ def test_a_challenge_page_is_recognised() -> None:
 def test_a_request_with_unknown_fields_is_refused() -> None:
     with pytest.raises(ValidationError):
         Request.model_validate({"command": "snap", "evil": 1})
+
+
+def test_snap_diff_tells_added_removed_and_changed_controls_by_role_name_and_rank() -> None:
+    def row(ref: int, role: str, name: str, value: str | None = None) -> dict[str, Any]:
+        return {"ref": f"@e{ref}", "role": role, "name": name, "value": value, "x": 0, "y": 0}
+
+    before = [row(1, "textbox", "Name", ""), row(2, "button", "Edit"), row(3, "button", "Edit"), row(4, "link", "Help")]
+    after = [
+        row(1, "textbox", "Name", "Ada"),
+        row(2, "button", "Edit"),
+        row(3, "link", "Help"),
+        row(4, "button", "Save"),
+    ]
+    changes, text = diff_rows(before, after)
+    assert [r["ref"] for r in changes["added"]] == ["@e4"]
+    assert changes["removed"] == [{"role": "button", "name": "Edit", "value": None}]  # the second Edit
+    assert [(r["ref"], r["was"], r["value"]) for r in changes["changed"]] == [("@e1", "", "Ada")]
+    assert changes["same"] == 2
+    assert text.splitlines() == [
+        '+ @e4 button "Save"',
+        '- button "Edit"',
+        "~ @e1 textbox \"Name\" = 'Ada' (was '')",
+        "2 control(s) as before",
+    ]
+    first, _ = diff_rows(None, after)
+    assert len(first["added"]) == 4 and first["same"] == 0
+    none, text = diff_rows(after, after)
+    assert none["added"] == none["removed"] == none["changed"] == [] and text.startswith("no change")

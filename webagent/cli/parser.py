@@ -89,7 +89,6 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
         if role == "localizer":
             g.add_argument(
                 "--localizer-profile",
-                "--profile",
                 choices=list(PROFILES),
                 help=f"coordinate convention of the localizer model family (default {DEFAULT_PROFILE})",
             )

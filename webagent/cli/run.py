@@ -12,7 +12,9 @@ import time
 from pathlib import Path
 from typing import assert_never
 
+from ..browser.profile import Profile
 from ..config import AgentConfig
+from ..errors import InputError
 from ..guard.secrets import Secrets
 from ..inputs import check_text, terminal_json, terminal_text
 from ..records import Phase, RunResult, Step
@@ -108,6 +110,12 @@ class RunCommand:
         parser.add_argument(
             "--json", action="store_true", help="print the result (as in result.json) as one JSON object on stdout"
         )
+        parser.add_argument(
+            "--profile",
+            metavar="DIR",
+            help="a persistent profile folder (0700): the run starts with its signed-in state and saves the "
+            "state back when it succeeds; locked while in use (the localizer's is --localizer-profile)",
+        )
         parser.add_argument("--cache", metavar="FILE", help=f"replay cache: {CACHE_HELP}")
         parser.add_argument("--cache-any-origin", action="store_true", help=ANY_ORIGIN_HELP)
         config_options(parser)
@@ -116,7 +124,20 @@ class RunCommand:
         check_text(args.goal or "", "--goal")
         loaded = config()
         output = Path(args.output) if args.output else default_output(Secrets(loaded.secrets).redact(args.goal))
-        result = asyncio.run(run_task(loaded, args.url, args.goal, output, args.quiet, args.cache))
+        if not args.profile:
+            result = asyncio.run(run_task(loaded, args.url, args.goal, output, args.quiet, args.cache))
+            return exit_status(result, args.json)
+        if loaded.browser.storage_state is not None:
+            raise InputError("--profile and --storage-state are two ways to start signed in: give one")
+        profile = Profile(Path(args.profile))
+        profile.acquire()  # InputError (exit 2, one line) when it is in use or not private
+        try:
+            loaded.browser.storage_state = profile.saved()
+            result = asyncio.run(
+                run_task(loaded, args.url, args.goal, output, args.quiet, args.cache, save_state=profile.state)
+            )
+        finally:
+            profile.release()
         return exit_status(result, args.json)
 
 

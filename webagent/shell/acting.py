@@ -23,14 +23,35 @@ LATE_DOWNLOAD_S = 1.5
 
 #: The control (or element) under a point: ``role "name"``.
 TARGET_SCRIPT = r"""([x, y]) => {
-  const el = document.elementFromPoint(x, y);
+  const frameDoc = (el) => {
+    if (el.tagName !== 'IFRAME' && el.tagName !== 'FRAME') return null;
+    try { return el.contentDocument; } catch (e) { return null; }
+  };
+  // Into open shadow roots and same-origin frames.
+  let el = document.elementFromPoint(x, y);
+  for (let depth = 0; el && depth < 20; depth++) {
+    const inner = el.shadowRoot ? el.shadowRoot.elementFromPoint(x, y) : null;
+    if (inner && inner !== el) { el = inner; continue; }
+    const doc = frameDoc(el);
+    if (!doc) break;
+    const r = el.getBoundingClientRect();
+    x -= r.left + el.clientLeft; y -= r.top + el.clientTop;
+    const next = doc.elementFromPoint(x, y);
+    if (!next) break;
+    el = next;
+  }
   if (!el) return null;
+  const labelText = (label) => {  // its own words, not a select's options inside it
+    const copy = label.cloneNode(true);
+    for (const inner of copy.querySelectorAll('select,textarea,input,button')) inner.remove();
+    return copy.textContent;
+  };
   const c = el.closest('a[href],button,input,select,textarea,summary,label,[role],[onclick]') || el;
   const role = c.getAttribute('role') || ({A: 'link', BUTTON: 'button', SELECT: 'combobox', TEXTAREA: 'textbox',
     SUMMARY: 'button', LABEL: 'label'}[c.tagName] || (c.tagName === 'INPUT' ? (c.type === 'password' ? 'password' :
     ['button', 'submit', 'reset'].includes(c.type) ? 'button' : c.type === 'checkbox' || c.type === 'radio' ? c.type :
     'textbox') : c.tagName.toLowerCase()));
-  const name = (c.getAttribute('aria-label') || (c.labels && c.labels[0] && c.labels[0].innerText) ||
+  const name = (c.getAttribute('aria-label') || (c.labels && c.labels[0] && labelText(c.labels[0])) ||
     (c.tagName === 'INPUT' ? (c.placeholder || c.name || c.value) : c.innerText) || c.title || '')
     .replace(/\s+/g, ' ').trim().slice(0, 60);
   return role + ' "' + name + '"';
@@ -39,6 +60,14 @@ TARGET_SCRIPT = r"""([x, y]) => {
 #: The value of the field at a point (the focused one first), a password's as dots.
 VALUE_SCRIPT = r"""([x, y]) => {
   let el = document.activeElement;
+  for (let depth = 0; el && depth < 20; depth++) {  // into open shadow roots and same-origin frames
+    let inner = el.shadowRoot ? el.shadowRoot.activeElement : null;
+    if (!inner && (el.tagName === 'IFRAME' || el.tagName === 'FRAME')) {
+      try { inner = el.contentDocument && el.contentDocument.activeElement; } catch (e) { inner = null; }
+    }
+    if (!inner || inner === el) break;
+    el = inner;
+  }
   if (!el || !('value' in el)) el = document.elementFromPoint(x, y);
   if (el && el.tagName === 'LABEL' && el.control) el = el.control;
   if (!el || !('value' in el)) return null;

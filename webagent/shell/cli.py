@@ -95,7 +95,12 @@ def add_session_arguments(
     text = add("text", "the page as text, controls inline with refs")
     text.add_argument("--from", dest="from_line", type=int, default=1, metavar="N", help="first line (default 1)")
     text.add_argument("--limit", type=int, default=200, metavar="N", help="lines at most (default 200)")
-    add("snap", "the controls only, one per line, with refs")
+    snap = add("snap", "the controls only, one per line, with refs")
+    snap.add_argument(
+        "--diff",
+        action="store_true",
+        help="only the controls added (+), removed (-) or changed (~) since the last snap",
+    )
     find = add("find", "controls whose role and name hold every word of QUERY: refs and centres")
     find.add_argument("query")
     for name in _POINTER:
@@ -177,6 +182,8 @@ def _args(args: argparse.Namespace) -> dict[str, JsonValue]:
             a["path"] = _absolute(args.path)
         case "text":
             a.update({"from": args.from_line, "limit": args.limit})
+        case "snap":
+            a["diff"] = args.diff
         case "find":
             a["query"] = args.query
         case "drag":
@@ -240,7 +247,7 @@ def _schema_file(name: str) -> dict[str, JsonValue]:
 
 
 def _print(reply: Reply, as_json: bool) -> int:
-    failed = reply.code not in (0, 1, 3) or "error" in reply.data
+    failed = reply.code not in (0, 1, 3, 5) or "error" in reply.data  # 3 and 5 are receipts
     if as_json:
         body: dict[str, Any] = {"code": reply.code, "ok": reply.code == EXIT_OK, **reply.data}
         if failed:

@@ -20,6 +20,7 @@ from .delegation import delegate_act, delegate_check, delegate_extract
 from .protocol import EXIT_BAD, EXIT_NO_BROWSER, EXIT_OK, Reply, Request, ShellError
 from .refs import READ_SCRIPT, Control
 from .sessions import SessionStore, ShellSession
+from .snapdiff import diff_rows
 
 __all__ = ["Commands"]
 
@@ -213,6 +214,10 @@ class Commands:
             }
             for i, c in enumerate(controls, start=1)
         ]
+        before, s.last_snap = s.last_snap, rows
+        if args.get("diff"):
+            changes, text = diff_rows(before, rows)
+            return Reply(text=text, data={"url": s.driver.url, **changes})
         return Reply(text="\n".join(lines), data={"url": s.driver.url, "controls": rows})
 
     async def find(self, s: ShellSession, args: dict[str, Any]) -> Reply:

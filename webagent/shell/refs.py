@@ -24,6 +24,15 @@ _CONTROLS = r"""
 const SEL = 'a[href],button,input:not([type=hidden]),select,textarea,summary,[role=button],[role=link],' +
   '[role=menuitem],[role=tab],[role=checkbox],[role=radio],[role=option],[role=switch],[role=textbox],' +
   '[role=combobox],[onclick],[contenteditable=true]';
+// A panel that scrolls on its own (overflow auto/scroll with more content than it shows): a scroll target.
+const scrolls = (el) => {
+  if (el === document.body || el === document.documentElement) return false;
+  const down = el.scrollHeight > el.clientHeight + 1, across = el.scrollWidth > el.clientWidth + 1;
+  if (!down && !across) return false;
+  const st = getComputedStyle(el);
+  const free = (o) => o === 'auto' || o === 'scroll' || o === 'overlay';
+  return (down && free(st.overflowY)) || (across && free(st.overflowX));
+};
 const visible = (el) => {
   const r = el.getBoundingClientRect();
   if (r.width < 1 || r.height < 1) return false;
@@ -48,14 +57,21 @@ const roleOf = (el) => {
     return 'textbox';
   }
   if (el.isContentEditable) return 'textbox';
-  return 'clickable';
+  return el.matches(SEL) ? 'clickable' : 'scrollable';
+};
+// A label's own words: not the options of a select inside it, nor a field's text.
+const labelText = (label) => {
+  const copy = label.cloneNode(true);
+  for (const inner of copy.querySelectorAll('select,textarea,input,button')) inner.remove();
+  return copy.textContent;
 };
 const nameOf = (el) => {
   const label = el.getAttribute('aria-label');
   if (label) return clean(label);
   const by = el.getAttribute('aria-labelledby');
-  if (by) return clean(by.split(/\s+/).map((id) => document.getElementById(id)?.innerText || '').join(' '));
-  if (el.labels && el.labels.length) return clean(el.labels[0].innerText);
+  const home = el.getRootNode().getElementById ? el.getRootNode() : document;
+  if (by) return clean(by.split(/\s+/).map((id) => home.getElementById(id)?.innerText || '').join(' '));
+  if (el.labels && el.labels.length) return clean(labelText(el.labels[0]));
   const tag = el.tagName.toLowerCase();
   if (tag === 'input' && ['button', 'submit', 'reset'].includes((el.type || '').toLowerCase())) return clean(el.value);
   if (tag === 'input' || tag === 'textarea') return clean(el.getAttribute('placeholder') || el.getAttribute('name') || el.title);
@@ -76,11 +92,64 @@ const valueOf = (el) => {
   }
   return null;
 };
+// A same-origin frame's document (null for a cross-origin one).
+const frameDoc = (el) => {
+  if (el.tagName !== 'IFRAME' && el.tagName !== 'FRAME') return null;
+  try { return el.contentDocument; } catch (e) { return null; }
+};
+// Every element, in document order, with those of open shadow roots and same-origin frames.
+const everything = () => {
+  const out = [];
+  const visit = (root) => {
+    for (const el of root.querySelectorAll('*')) {
+      out.push(el);
+      if (el.shadowRoot) visit(el.shadowRoot);
+      const doc = frameDoc(el);
+      if (doc && doc.body) visit(doc.body);
+    }
+  };
+  if (document.body) visit(document.body);
+  return out;
+};
+// Where an element's frame is in the top viewport.
+const offsetOf = (el) => {
+  let dx = 0, dy = 0, win = el.ownerDocument.defaultView;
+  while (win && win !== window && win.frameElement) {
+    const f = win.frameElement, r = f.getBoundingClientRect();
+    dx += r.left + f.clientLeft; dy += r.top + f.clientTop;
+    win = win.parent;
+  }
+  return [dx, dy];
+};
+// The innermost element at a viewport point, through open shadow roots and same-origin frames.
+const deepAt = (x, y) => {
+  let top = document.elementFromPoint(x, y);
+  for (let depth = 0; top && depth < 20; depth++) {
+    if (top.shadowRoot) {
+      const inner = top.shadowRoot.elementFromPoint(x, y);
+      if (inner && inner !== top) { top = inner; continue; }
+    }
+    const doc = frameDoc(top);
+    if (doc) {
+      const r = top.getBoundingClientRect();
+      x -= r.left + top.clientLeft; y -= r.top + top.clientTop;
+      const inner = doc.elementFromPoint(x, y);
+      if (inner) { top = inner; continue; }
+    }
+    break;
+  }
+  return top;
+};
+// Whether node is inside el (across shadow roots).
+const inside = (el, node) => {
+  for (let n = node; n; n = n.parentNode || n.host) if (n === el) return true;
+  return false;
+};
 const controls = () => {
   const found = [];
   const seen = new Set();
-  for (const el of document.querySelectorAll(SEL)) {
-    if (!visible(el)) continue;
+  for (const el of everything()) {
+    if (!(el.matches(SEL) || scrolls(el)) || !visible(el)) continue;
     if (el.closest('a[href],button') !== el && el.parentElement?.closest('a[href],button')) continue;
     seen.add(el);
     found.push(el);
@@ -89,8 +158,9 @@ const controls = () => {
 };
 const describe = (el) => {
   const r = el.getBoundingClientRect();
+  const [dx, dy] = offsetOf(el);
   return {role: roleOf(el), name: nameOf(el), value: valueOf(el),
-          x: Math.round(r.left + r.width / 2), y: Math.round(r.top + r.height / 2),
+          x: Math.round(dx + r.left + r.width / 2), y: Math.round(dy + r.top + r.height / 2),
           w: Math.round(r.width), h: Math.round(r.height)};
 };
 """
@@ -111,12 +181,18 @@ READ_SCRIPT = (
       if (node.nodeType !== 1) return;
       const el = node;
       if (['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE', 'HEAD'].includes(el.tagName)) return;
-      if (index.has(el)) { out.push(' \u0001' + index.get(el) + '\u0001 '); return; }
+      if (index.has(el)) {
+        out.push(' \u0001' + index.get(el) + '\u0001 ');
+        if (roleOf(el) !== 'scrollable') return;  // a panel's ref, then its text
+      }
       if (el.checkVisibility && !el.checkVisibility({checkOpacity: true, checkVisibilityCSS: true})) return;
       const block = BLOCK.test(el.tagName);
       if (block) out.push('\n');
       if (el.tagName === 'TD' || el.tagName === 'TH') out.push(' | ');
       for (const child of el.childNodes) walk(child);
+      if (el.shadowRoot) for (const child of el.shadowRoot.childNodes) walk(child);
+      const doc = frameDoc(el);
+      if (doc && doc.body) walk(doc.body);
       if (block) out.push('\n');
     };
     if (document.body) walk(document.body);
@@ -135,14 +211,15 @@ RESOLVE_SCRIPT = (
   const el = same[nth];
   if (!el) return {found: false};
   const r0 = el.getBoundingClientRect();
-  if (r0.top < 0 || r0.left < 0 || r0.bottom > innerHeight || r0.right > innerWidth) {
+  const [ox, oy] = offsetOf(el);
+  if (r0.top + oy < 0 || r0.left + ox < 0 || r0.bottom + oy > innerHeight || r0.right + ox > innerWidth) {
     el.scrollIntoView({block: 'center', inline: 'center', behavior: 'instant'});
   }
   const d = describe(el);
-  const top = document.elementFromPoint(d.x, d.y);
+  const top = deepAt(d.x, d.y);
   let covered = null;
-  if (top && top !== el && !el.contains(top) && !top.contains(el) &&
-      !(el.labels && [...el.labels].some((l) => l.contains(top)))) {
+  if (top && top !== el && !inside(el, top) && !inside(top, el) &&
+      !(el.labels && [...el.labels].some((l) => inside(l, top)))) {
     covered = roleOf(top) + ' "' + clean(top.innerText || top.getAttribute('aria-label') || top.tagName) + '"';
   }
   return {found: true, x: d.x, y: d.y, covered};

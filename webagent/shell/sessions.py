@@ -10,13 +10,10 @@ shares one); the DevTools port webagent opens for its own per-step commands is t
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
-import os
 import secrets as tokens
 import shutil
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,10 +22,11 @@ import structlog
 
 from ..agent import Agent
 from ..browser.context import save_storage_state
+from ..browser.profile import Profile
 from ..browser.secretpage import SecretPage
 from ..browser.session import BrowserSession
 from ..config import AgentConfig, ContextSettings
-from ..errors import BrowserError, WebAgentError
+from ..errors import BrowserError, InputError, WebAgentError
 from ..files.downloads import DownloadFolder
 from ..guard.secrets import Secrets
 from ..guard.urls import normalize_url
@@ -37,43 +35,11 @@ from ..pilot import Pilot
 from .protocol import EXIT_BAD, EXIT_NO_BROWSER, ShellError
 from .refs import RefTable
 
-__all__ = ["Profile", "SessionStore", "ShellSession"]
+__all__ = ["SessionStore", "ShellSession"]
 
 log = structlog.get_logger("webagent.shell")
 
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
-
-
-class Profile:
-    """A persistent profile folder (0700), locked while a session or run uses it: its browser state
-    is ``state.json`` (0600), loaded when the session opens and saved after each command and at close."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path.expanduser().resolve()
-        self.state = self.path / "state.json"
-        self._fd: int | None = None
-
-    def acquire(self) -> None:
-        """Create (0700) and lock the folder; ShellError 2 when it is not private or is in use."""
-        self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = self.path.lstat()
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-            raise ShellError(EXIT_BAD, f"profile {self.path} must be a folder of yours that only you may enter (0700)")
-        fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise ShellError(EXIT_BAD, f"profile {self.path} is in use by another session or process") from None
-        self._fd = fd
-
-    def settings(self) -> ContextSettings | None:
-        return ContextSettings(storage_state=self.state) if self.state.is_file() else None
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # the lock goes with it
-            self._fd = None
 
 
 @dataclass
@@ -91,6 +57,8 @@ class ShellSession:
     profile: Profile | None = None
     refs: RefTable = field(default_factory=RefTable)
     shots: int = 0
+    #: The controls of the last ``snap`` (``snap --diff`` tells what changed since), None before one.
+    last_snap: list[dict[str, Any]] | None = None
     #: A command found its browser gone (exit 6): ``start`` on its name replaces it.
     gone: bool = False
 
@@ -162,7 +130,10 @@ class SessionStore:
             raise ShellError(EXIT_BAD, "--profile and --storage-state are two ways to start signed in: give one")
         kept = Profile(profile) if profile is not None else None
         if kept is not None:
-            kept.acquire()
+            try:
+                kept.acquire()
+            except InputError as exc:
+                raise ShellError(EXIT_BAD, str(exc)) from None
         stack = contextlib.AsyncExitStack()
         try:
             if kept is not None:
@@ -170,7 +141,8 @@ class SessionStore:
             agent = await self._agent(payload, stack)
             start = normalize_url(url) if url else "about:blank"
             policy = agent.runtime.navigation_policy(start)
-            browser = kept.settings() if kept is not None else None
+            saved = kept.saved() if kept is not None else None
+            browser = ContextSettings(storage_state=saved) if saved is not None else None
             if storage_state is not None:
                 browser = ContextSettings(storage_state=storage_state)
             folder = self.root / "sessions" / f"{name}-{tokens.token_hex(4)}"
