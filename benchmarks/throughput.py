@@ -48,14 +48,13 @@ from playwright.async_api import async_playwright
 
 from webagent.batch import BatchRunner, read_results
 from webagent.browser.launcher import launch_browser
-from webagent.config import PROFILES, BrowserConfig
+from webagent.config import BrowserConfig
 from webagent.families import DEFAULT_PROFILE, FAMILIES
-from webagent.images import frame_for
 from webagent.tasks import load_tasks
 from webagent.testing.offline import offline_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from wholefloor import count_cdp, whole_figures, whole_floor
+from wholefloor import capture_params, count_cdp, whole_figures, whole_floor
 
 BUTTON = (640, 400)
 TICK = os.sysconf("SC_CLK_TCK")
@@ -297,13 +296,7 @@ async def floor(
     """The bare loop; ``pause``: sleep that long per step, where the agent waits on its models;
     ``burn_ms``: spend that much CPU in this process per step (what Python work costs the rest)."""
     config = BrowserConfig(contexts_per_browser=max(n, 1), direct_cdp=False)  # a plain Playwright loop
-    frame = frame_for(1280, 800, PROFILES[DEFAULT_PROFILE])
-    params = {
-        "format": "jpeg",
-        "quality": config.jpeg_quality,
-        "optimizeForSpeed": True,
-        "clip": {"x": 0, "y": 0, "width": frame.css_width, "height": frame.css_height, "scale": frame.scale},
-    }
+    params = capture_params(config)
     ends: list[float] = []
     async with async_playwright() as pw:
 

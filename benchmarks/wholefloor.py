@@ -52,6 +52,17 @@ class CDPCount(Counter[str]):
         }
 
 
+def capture_params(config: BrowserConfig) -> dict[str, Any]:
+    """The floor's screenshot: a JPEG at the model's size, as the agent's capture asks for it."""
+    frame = frame_for(1280, 800, PROFILES[DEFAULT_PROFILE])
+    return {
+        "format": "jpeg",
+        "quality": config.jpeg_quality,
+        "optimizeForSpeed": True,
+        "clip": {"x": 0, "y": 0, "width": frame.css_width, "height": frame.css_height, "scale": frame.scale},
+    }
+
+
 @contextmanager
 def count_cdp() -> Iterator[CDPCount]:
     """Count every command ``DevTools.request`` sends while inside (a counting hook on the class)."""
@@ -74,13 +85,7 @@ async def whole_floor(url: str, n: int, steps: int, pause: float, meter: Any) ->
     last, ``pause`` seconds of simulated model latency per step. ``meter``: an entered
     ``throughput.Meter`` (its samples are read after it exits: see ``whole_figures``)."""
     config = BrowserConfig(contexts_per_browser=max(n, 1))
-    frame = frame_for(1280, 800, PROFILES[DEFAULT_PROFILE])
-    params = {
-        "format": "jpeg",
-        "quality": config.jpeg_quality,
-        "optimizeForSpeed": True,
-        "clip": {"x": 0, "y": 0, "width": frame.css_width, "height": frame.css_height, "scale": frame.scale},
-    }
+    params = capture_params(config)
     done = [0]
     async with async_playwright() as pw:
         start = time.monotonic()
