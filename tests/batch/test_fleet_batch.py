@@ -108,7 +108,9 @@ async def test_sixty_tasks_on_three_hosts_one_killed_every_task_one_line(
     ids = [f"price-{i:02d}" for i in range(60)]
     tasks = task_file(tmp_path / "t.jsonl", [{**base, "id": i} for i in ids])
     out = tmp_path / "batch"
-    async with FakeModelServer(load_task_script("local")) as server:
+    # Each policy call takes a moment, so host-1's sessions are mid-task (not closing) when it dies.
+    script = {**load_task_script("local"), "latency_s": {"policy": 0.2}}
+    async with FakeModelServer(script) as server:
         config = on_fleet(make_config(server), hosts=3, sessions=8)
         runner = BatchRunner(config, tasks, out, concurrency=12)
 

@@ -93,6 +93,22 @@ async def test_the_wheel_over_a_panel_scrolls_it_and_says_when_it_is_at_its_end(
     assert await session.scroll_at(290, 300, "up") == "ok, scrolled the panel (div) up by 288 px"
 
 
+async def test_what_the_wheel_and_a_drag_changed_is_told_when_settles_read_comes_too_late(
+    session: BrowserSession, site: SiteServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a loaded host settle's short read of the page may time out: the action reads its probe itself."""
+    capture = session._capture
+
+    async def too_late(*, after_frame: bool, timeout_s: float) -> None:
+        capture.probed = {}  # what read_settled_view leaves when the page answers after its deadline
+
+    monkeypatch.setattr(capture, "read_settled_view", too_late)
+    await session.goto(f"{site.url}/hands/panel.html", start=True)
+    assert await session.scroll_at(290, 300, "down") == "ok, scrolled the panel (div) down by 288 px"
+    await session.goto(f"{site.url}/hands/slider.html")
+    assert await session.drag(360, 300, 840, 300) == "ok, dragged div: it moved by (+480, +0) px"
+
+
 async def test_the_structure_watch_counts_elements_added_or_removed(session: BrowserSession, site: SiteServer) -> None:
     await session.goto(f"{site.url}/hands/grid.html", start=True)
     await session.watch_structure()
@@ -171,3 +187,23 @@ async def test_a_same_document_navigation_shows_in_the_url_at_once(browser: Brow
         assert session.url.endswith("/hands/grid.html")
     finally:
         await session.close()
+
+
+async def test_the_wheels_report_comes_in_settles_read_when_the_pages_clock_is_paused(
+    session: BrowserSession, site: SiteServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A seeded environment pauses the page's clock (its requestAnimationFrame too): settle's read
+    waits for the browser's own frame, so the probe comes in that read, with no read of its own."""
+    await session.goto(f"{site.url}/hands/panel.html", start=True)
+    await session.page.clock.install(time=0)
+    await session.page.clock.pause_at(1000)
+    reads: list[str] = []
+    evaluate = session.page.evaluate
+
+    async def counted(expression: str, *args: Any) -> Any:
+        reads.append(expression)
+        return await evaluate(expression, *args)
+
+    monkeypatch.setattr(session.page, "evaluate", counted)
+    assert await session.scroll_at(290, 300, "down") == "ok, scrolled the panel (div) down by 288 px"
+    assert not [r for r in reads if "webagent.wheel\")" in r and "scrollLeft - s.left" in r], reads

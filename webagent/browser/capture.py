@@ -45,7 +45,7 @@ from .crashes import browser_failure
 from .deadline import CommandTimeout, within
 from .devsession import CDPChannel, DevToolsSession
 from .faults import PageFaults
-from .scripts import HIDE_CARET, TWO_FRAMES, VIEW_AFTER_FRAME, VIEW_NOW
+from .scripts import HIDE_CARET, REAL, TWO_FRAMES, VIEW_AFTER_FRAME, VIEW_NOW
 from .state import PageState, first_line
 
 __all__ = ["MAX_PAGE_REOPENS", "Prefetch", "ScreenCapture"]
@@ -428,4 +428,4 @@ def _with_probes(after_frame: bool, probes: Mapping[str, str]) -> str:
         for name, expression in probes.items()
     )
     values = f"{VIEW_NOW[:-1]}, {{{read}}}]"
-    return f"new Promise(r => requestAnimationFrame(() => r({values})))" if after_frame else values
+    return f"new Promise(r => {REAL}.requestAnimationFrame(() => r({values})))" if after_frame else values

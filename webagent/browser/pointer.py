@@ -23,6 +23,7 @@ from typing import Any, Literal
 from ..errors import ActionError, BrowserError
 from .capture import ScreenCapture
 from .control import PageControl
+from .scripts import REAL
 from .settle import Settler
 from .state import PageState
 
@@ -49,7 +50,9 @@ _LABEL = """(el) => {
   return el.tagName.toLowerCase() + (text ? ` "${text.slice(0, 40)}"` : "");
 }"""
 _STASH = """(key, value) => Object.defineProperty(window, Symbol.for(key), {value, configurable: true})"""
-_TAKE = """(key) => { const k = Symbol.for(key), v = window[k]; delete window[k]; return v; }"""
+# Read, not taken: a settle whose read came too late leaves the action to read it again (``_after``);
+# the next action's stash replaces it.
+_PEEK = """(key) => window[Symbol.for(key)]"""
 
 #: The element a drag presses on: its label, and its box kept for the probe after the drop.
 DRAG_BEFORE = f"""([x, y]) => {{
@@ -60,7 +63,7 @@ DRAG_BEFORE = f"""([x, y]) => {{
   return ({_LABEL})(el);
 }}"""
 DRAG_AFTER = f"""(() => {{
-  const s = ({_TAKE})("webagent.drag");
+  const s = ({_PEEK})("webagent.drag");
   if (!s) return null;
   if (!s.el.isConnected) return {{gone: true}};
   const r = s.el.getBoundingClientRect();
@@ -89,7 +92,7 @@ SCROLL_BEFORE = f"""([x, y, direction]) => {{
   return {{label: page ? null : ({_LABEL})(el), size}};
 }}"""
 SCROLL_AFTER = f"""(() => {{
-  const s = ({_TAKE})("webagent.wheel");
+  const s = ({_PEEK})("webagent.wheel");
   if (!s) return null;
   return {{dx: Math.round(s.box.scrollLeft - s.left), dy: Math.round(s.box.scrollTop - s.top),
            px: Math.round(scrollX - s.x), py: Math.round(scrollY - s.y)}};
@@ -186,7 +189,7 @@ class Pointer:
                 raise
             await guard(page.mouse.up())
             await self._settler.settle(next_frame=True)
-            after = self._capture.probed.get("drag")
+            after = await self._after("drag", DRAG_AFTER if label else None)
         finally:
             self._capture.probe("drag", None)
         what = str(label) if label else f"from ({x:.0f}, {y:.0f})"
@@ -213,12 +216,22 @@ class Pointer:
             await guard(page.mouse.move(x, y))
             await guard(page.mouse.wheel(dx, dy))
             await self._settler.settle(next_frame=True)
-            after = self._capture.probed.get("wheel")
+            after = await self._after("wheel", SCROLL_AFTER if "size" in found else None)
         finally:
             self._capture.probe("wheel", None)
         if found.get("frame"):
             return "ok, turned the wheel over a frame"
         return _scrolled(found.get("label"), direction, after)
+
+    async def _after(self, name: str, expression: str | None) -> Any:
+        """The probe's value from settle's round trip; read on its own when that read came too late
+        (a loaded page or host answers after settle's short wait): the report stays true under load."""
+        if expression is None or name in self._capture.probed:
+            return self._capture.probed.get(name)
+        with contextlib.suppress(ActionError):  # a page that cannot say costs only the report
+            after_frame = f"new Promise(r => {REAL}.requestAnimationFrame(() => r({expression})))"
+            return await self._control.guard(self._state.page.evaluate(after_frame))
+        return None
 
     # -- a list of actions -----------------------------------------------------------------------
     async def watch_structure(self) -> None:
