@@ -206,4 +206,4 @@ async def test_the_wheels_report_comes_in_settles_read_when_the_pages_clock_is_p
 
     monkeypatch.setattr(session.page, "evaluate", counted)
     assert await session.scroll_at(290, 300, "down") == "ok, scrolled the panel (div) down by 288 px"
-    assert not [r for r in reads if "webagent.wheel\")" in r and "scrollLeft - s.left" in r], reads
+    assert not [r for r in reads if 'webagent.wheel")' in r and "scrollLeft - s.left" in r], reads
