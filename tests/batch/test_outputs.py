@@ -213,3 +213,21 @@ def test_a_bad_output_is_one_line(
     assert "Traceback" not in done.stderr
     errors = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(errors) == 1, errors
+
+
+def test_a_single_run_to_s3_leaves_the_same_files_as_a_local_one(
+    s3: str, site: SiteServer, model: FakeModelServer, tmp_path: Path
+) -> None:
+    task = json.loads(task_file(site, tmp_path / "tasks.jsonl").read_text().splitlines()[0])
+    cmd = command(tmp_path / "tasks.jsonl", "", model)
+    flags = cmd[cmd.index("--api-key") :]
+    base = [sys.executable, "-m", "webagent", "run", "--url", task["url"], "--goal", task["goal"], *flags]
+    env = environment(s3)
+    local = tmp_path / "one"
+    done = run([*base, "--output", str(local)], env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    done = run([*base, "--output", f"s3://{BUCKET}/one"], env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    remote = keys(s3, "one")
+    assert set(remote) == local_files(local)
+    assert json.loads(remote["result.json"])["success"] is True

@@ -161,6 +161,11 @@ class BatchOutput:
         if self._fs is not None:
             await self._bounded(functools.partial(self.put, name))
 
+    async def publish_all(self) -> None:
+        """Upload the whole staging folder (one run's directory: ``webagent run --output URL``)."""
+        if self._fs is not None:
+            await self._bounded(functools.partial(self._fs.put, f"{self.local}/", self._root, recursive=True))
+
     def discard(self) -> None:
         """Remove the staging folder (everything in it is in the store)."""
         if self._fs is not None and self._failed is None:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import assert_never
 
+from ..batch.outputs import BatchOutput
 from ..config import AgentConfig
 from ..inputs import check_text, terminal_json, terminal_text
 from ..records import Phase, RunResult, Step
@@ -104,7 +105,11 @@ class RunCommand:
         )
         parser.add_argument("--url", required=True, help="start page")
         parser.add_argument("--goal", required=True, help="what to accomplish, in plain language")
-        parser.add_argument("--output", metavar="DIR", help="run directory to write (default: runs/<time>-<goal>)")
+        parser.add_argument(
+            "--output",
+            metavar="DIR",
+            help="run directory to write, or an fsspec URL: s3://bucket/prefix (default: runs/<time>-<goal>)",
+        )
         parser.add_argument(
             "--json", action="store_true", help="print the result (as in result.json) as one JSON object on stdout"
         )
@@ -115,8 +120,14 @@ class RunCommand:
     def run(self, args: argparse.Namespace, config: LoadConfig) -> int:
         check_text(args.goal or "", "--goal")
         loaded = config()
-        output = Path(args.output) if args.output else default_output(Secrets(loaded.secrets).redact(args.goal))
+        store = BatchOutput(args.output) if args.output else None  # a folder or an fsspec URL (s3://...)
+        if store is not None:
+            asyncio.run(store.open())  # a URL's store answers, its bucket is there: before the run
+        output = store.local if store else default_output(Secrets(loaded.secrets).redact(args.goal))
         result = asyncio.run(run_task(loaded, args.url, args.goal, output, args.quiet, args.cache))
+        if store is not None and store.remote:  # the run directory goes up whole, then its staging folder goes
+            asyncio.run(store.publish_all())
+            store.discard()
         return exit_status(result, args.json)
 
 
