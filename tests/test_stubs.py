@@ -21,6 +21,10 @@ def test_the_openenv_stubs_say_what_openenv_core_has() -> None:
     assert check(TYPINGS, "openenv") == []
 
 
+def test_the_fsspec_stubs_say_what_fsspec_has() -> None:
+    assert check(TYPINGS, "fsspec") == []
+
+
 def test_a_stub_that_drifts_from_the_library_is_found(tmp_path: Path) -> None:
     shutil.copytree(TYPINGS / "openenv", tmp_path / "openenv")
     interfaces = tmp_path / "openenv" / "core" / "env_server" / "interfaces.pyi"

@@ -176,14 +176,13 @@ def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:
     if stall_timeout_s < 0:
         raise InputError("--stall-timeout-s must be at least 0 (0 turns the watchdog off)")
     config.require_endpoints()
-    output = Path(args.output)
     ray = ray_cluster(args)
     workers = worker_count(getattr(args, "workers", "1"), args.concurrency, ray=ray is not None)
     progress = BatchProgress(quiet=args.quiet)
     runner = BatchRunner(
         config,
         tasks,
-        output,
+        args.output,  # a folder or an fsspec URL (s3://bucket/prefix: outputs.py)
         concurrency=args.concurrency,
         attempts=args.attempts,
         sample_all=args.sample_all,
@@ -206,7 +205,11 @@ def run_batch(args: argparse.Namespace, config: AgentConfig) -> int:
         return stats, server
 
     stats, server = asyncio.run(main())
-    return _finish(args, output, stats, server, config, interrupted=runner.stopping, private=runner.private)
+    code = _finish(args, runner.output, stats, server, config, interrupted=runner.stopping, private=runner.private)
+    if runner.store.remote:  # summary.json goes up beside results.jsonl; the staging folder goes
+        asyncio.run(runner.store.publish("summary.json"))
+        runner.store.discard()
+    return code
 
 
 def worker_count(value: str, concurrency: int, *, ray: bool) -> int:
@@ -304,7 +307,10 @@ class BatchCommand:
         )
         parser.add_argument("tasks", metavar="TASKS.jsonl", help="task file")
         parser.add_argument(
-            "--output", required=True, metavar="DIR", help="batch directory (created; reused to resume)"
+            "--output",
+            required=True,
+            metavar="DIR",
+            help="batch directory (created; reused to resume), or an fsspec URL: s3://bucket/prefix, gs://...",
         )
         parser.add_argument(
             "--concurrency",

@@ -41,9 +41,10 @@ from ..records import Step
 from ..replay import ReplayCache
 from ..runtime import private_outputs
 from ..stream import TRACE_TIMEOUT_S
-from ..tasks import TaskSpec, check_run_dirs, guarded
+from ..tasks import TaskSpec, check_run_dirs, guarded, run_dir_name
 from .admission import INITIAL, TICK_S, Admission
 from .attempts import CRASH_RERUNS, INFRA_RERUNS, SETUP_RERUNS, STALL_RERUNS, TaskLimits, TaskRunner
+from .outputs import BatchOutput
 from .processes import WorkerPool
 from .ray import RayCluster, RayPool
 from .results import ResultsFile, ResumePlan, TaskResult, resume_plan
@@ -135,7 +136,10 @@ class BatchRunner:
         self.config = config
         self._redaction = config.secret_set()
         self.tasks = tasks
-        self.output = Path(output)
+        #: Where the batch's files go: a local folder, or a URL staged in a local one (``outputs.py``).
+        self.store = BatchOutput(output)
+        #: The local folder the runs write to (the output itself, or a URL's staging folder).
+        self.output = self.store.local
         self.concurrency = concurrency
         self.attempts = attempts
         self.sample_all = sample_all
@@ -200,6 +204,14 @@ class BatchRunner:
             browser_load.reset(token)
 
     async def _run(self) -> BatchStats:
+        await self.store.open()  # a URL's results.jsonl read back first (a resume)
+        uploading = asyncio.create_task(self.store.uploader()) if self.store.remote else None
+        try:
+            return await self._resume()
+        finally:
+            await self.store.close(uploading)  # every line written is uploaded, or the batch says not
+
+    async def _resume(self) -> BatchStats:
         plan = resume_plan(self.results.finished(), self.tasks, retry_infra=self.retry_infra)
         self.results.forget(plan.infra_rerun)
         self.stats = resumed_stats(len(self.tasks), plan)
@@ -230,6 +242,7 @@ class BatchRunner:
         task's own url and goal may hold a suite variable's value (``AgentConfig.variables``)."""
         result = self._redaction.redact_model(result)
         self.results.append(result)  # a task that finished is kept, even while stopping
+        self.store.task_done(run_dir_name(result.id))  # its run folder, then results.jsonl, uploaded
         self.stats.count_line(result)
         self._count_hosts()
         self.on_update(self.stats)

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import assert_never
 
+from ..batch.outputs import BatchOutput
 from ..browser.profile import Profile
 from ..config import AgentConfig
 from ..errors import InputError
@@ -106,7 +107,11 @@ class RunCommand:
         )
         parser.add_argument("--url", required=True, help="start page")
         parser.add_argument("--goal", required=True, help="what to accomplish, in plain language")
-        parser.add_argument("--output", metavar="DIR", help="run directory to write (default: runs/<time>-<goal>)")
+        parser.add_argument(
+            "--output",
+            metavar="DIR",
+            help="run directory to write, or an fsspec URL: s3://bucket/prefix (default: runs/<time>-<goal>)",
+        )
         parser.add_argument(
             "--json", action="store_true", help="print the result (as in result.json) as one JSON object on stdout"
         )
@@ -123,21 +128,27 @@ class RunCommand:
     def run(self, args: argparse.Namespace, config: LoadConfig) -> int:
         check_text(args.goal or "", "--goal")
         loaded = config()
-        output = Path(args.output) if args.output else default_output(Secrets(loaded.secrets).redact(args.goal))
+        store = BatchOutput(args.output) if args.output else None  # a folder or an fsspec URL (s3://...)
+        if store is not None:
+            asyncio.run(store.open())  # a URL's store answers, its bucket is there: before the run
+        output = store.local if store else default_output(Secrets(loaded.secrets).redact(args.goal))
         if not args.profile:
             result = asyncio.run(run_task(loaded, args.url, args.goal, output, args.quiet, args.cache))
-            return exit_status(result, args.json)
-        if loaded.browser.storage_state is not None:
-            raise InputError("--profile and --storage-state are two ways to start signed in: give one")
-        profile = Profile(Path(args.profile))
-        profile.acquire()  # InputError (exit 2, one line) when it is in use or not private
-        try:
-            loaded.browser.storage_state = profile.saved()
-            result = asyncio.run(
-                run_task(loaded, args.url, args.goal, output, args.quiet, args.cache, save_state=profile.state)
-            )
-        finally:
-            profile.release()
+        else:
+            if loaded.browser.storage_state is not None:
+                raise InputError("--profile and --storage-state are two ways to start signed in: give one")
+            profile = Profile(Path(args.profile))
+            profile.acquire()  # InputError (exit 2, one line) when it is in use or not private
+            try:
+                loaded.browser.storage_state = profile.saved()
+                result = asyncio.run(
+                    run_task(loaded, args.url, args.goal, output, args.quiet, args.cache, save_state=profile.state)
+                )
+            finally:
+                profile.release()
+        if store is not None and store.remote:  # the run directory goes up whole, then its staging folder goes
+            asyncio.run(store.publish_all())
+            store.discard()
         return exit_status(result, args.json)
 
 

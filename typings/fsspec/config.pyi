@@ -1,0 +1,1 @@
+conf: dict[str, dict[str, object]]

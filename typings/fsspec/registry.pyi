@@ -1,0 +1,6 @@
+from fsspec.spec import AbstractFileSystem
+
+known_implementations: dict[str, dict[str, str]]
+
+def get_filesystem_class(protocol: str) -> type[AbstractFileSystem]: ...
+def available_protocols() -> list[str]: ...

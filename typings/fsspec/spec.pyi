@@ -1,0 +1,23 @@
+from typing import Any
+
+class AbstractFileSystem:
+    def __init__(self, *args: object, **storage_options: object) -> None: ...
+    @classmethod
+    def _strip_protocol(cls, path: str) -> str: ...
+    def info(self, path: str, **kwargs: object) -> dict[str, Any]: ...
+    def exists(self, path: str, **kwargs: object) -> bool: ...
+    def get_file(
+        self, rpath: str, lpath: str | None = None, callback: object = ..., outfile: object = None, **kwargs: object
+    ) -> None: ...
+    def put(
+        self,
+        lpath: str,
+        rpath: str,
+        recursive: bool = False,
+        callback: object = ...,
+        maxdepth: int | None = None,
+        **kwargs: object,
+    ) -> None: ...
+    def put_file(
+        self, lpath: str, rpath: str, callback: object = ..., mode: str = "overwrite", **kwargs: object
+    ) -> None: ...
