@@ -7,7 +7,10 @@ stateless forms, an environment per request) while it runs. A client is who the 
 (``webagent.serving.gate.client_of``): its token when the server holds several, else its peer
 address. Refused: a ``/ws`` session is accepted, and its first message answered openenv-core's own capacity
 error (``{"type": "error", "data": {"code": "CAPACITY_REACHED", ...}}``, which its clients raise),
-then closed; an HTTP request gets ``429`` with FastAPI's ``{"detail": "..."}``. A client that goes away
+then closed; an HTTP request gets ``429`` with FastAPI's ``{"detail": "..."}``. A session whose client
+has closed it still holds its context until the environment has closed it; a new one that only its end
+would make room for waits for that end (at most ``CLOSING_WAIT_S``) instead of being refused, so a
+client that closes a session and opens another at once is never told the server is full. A client that goes away
 without closing its session is no error of the server's (nothing of it reaches the log but a debug
 line). A request body over
 ``max_body`` bytes gets ``413`` (bodies are read ahead, so nothing behind sees a partial one); a
@@ -17,6 +20,7 @@ WebSocket message over it is refused by the server itself (``uvicorn``'s ``ws_ma
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections import Counter
 
@@ -35,6 +39,8 @@ log = structlog.get_logger("webagent.env")
 MAX_BODY = 8 << 20
 _HTTP_SESSIONS = frozenset({"/reset", "/step", "/mcp"})
 _FIRST_MESSAGE_S = 30.0  # how long a refused session waits for the message its error answers
+#: How long a new session waits for the sessions its clients closed to be given back (their contexts closed).
+CLOSING_WAIT_S = 15.0
 
 
 class SessionBounds:
@@ -46,6 +52,9 @@ class SessionBounds:
         self.per_client = per_client
         self.max_body = max_body
         self.open: Counter[str] = Counter()
+        #: Of ``open``: the sessions whose client has closed them, still closing their contexts.
+        self.closing: Counter[str] = Counter()
+        self._changed: asyncio.Event | None = None
 
     @property
     def sessions(self) -> int:
@@ -67,18 +76,53 @@ class SessionBounds:
             await self._app(scope, receive, send)
             return
         client = client_of(scope)
-        refusal = self._refusal(client)
+        refusal = await self._admit(client)
         if refusal is not None:
             log.warning("env_session_refused", client=client, reason=refusal)
             await self._refuse(scope, receive, send, refusal)
             return
         self.open[client] += 1
+        closed = False
+
+        async def watched() -> Message:
+            nonlocal closed
+            message = await receive()
+            if message["type"] == "websocket.disconnect" and not closed:
+                closed = True
+                self.closing[client] += 1
+            return message
+
         try:
-            await self._app(scope, receive, send)
+            await self._app(scope, watched if kind == "websocket" else receive, send)
         finally:
-            self.open[client] -= 1
-            if self.open[client] <= 0:
-                del self.open[client]
+            _take(self.open, client)
+            if closed:
+                _take(self.closing, client)
+            if self._changed is not None:
+                self._changed.set()
+
+    async def _admit(self, client: str) -> str | None:
+        """None when the session may open: at once, or once the closed sessions that make room for it
+        are given back (at most ``CLOSING_WAIT_S``); else why it is refused."""
+        deadline = asyncio.get_running_loop().time() + CLOSING_WAIT_S
+        while (refusal := self._refusal(client)) is not None and self._room_coming(client):
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                break
+            if self._changed is None:
+                self._changed = asyncio.Event()
+            changed = self._changed
+            changed.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(remaining):
+                    await changed.wait()
+        return refusal
+
+    def _room_coming(self, client: str) -> bool:
+        """Whether a session being closed would lift the bound that refuses ``client`` now."""
+        if self.open[client] >= self.per_client:
+            return self.closing[client] > 0
+        return sum(self.closing.values()) > 0
 
     async def _app(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -131,6 +175,12 @@ class SessionBounds:
             error = {"type": "error", "data": {"message": reason, "code": "CAPACITY_REACHED"}}
             await send({"type": "websocket.send", "text": json.dumps(error)})
             await send({"type": "websocket.close", "code": 1013})
+
+
+def _take(counts: Counter[str], client: str) -> None:
+    counts[client] -= 1
+    if counts[client] <= 0:
+        del counts[client]
 
 
 def _replay(messages: list[Message], receive: Receive) -> Receive:

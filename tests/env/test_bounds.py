@@ -1,0 +1,86 @@
+"""``SessionBounds`` at the ASGI level, with an environment app whose sessions take a while to close
+after their client has gone (as a browser context does): a session closed and another opened at once
+is admitted once the first is given back, never refused as over the bound."""
+
+from __future__ import annotations
+
+import asyncio
+
+from starlette.types import Message, Receive, Scope, Send
+
+from webagent.env.bounds import SessionBounds
+
+
+class SlowToClose:
+    """An app whose WebSocket sessions hold their context ``close_s`` after their client went away."""
+
+    def __init__(self, close_s: float) -> None:
+        self.close_s = close_s
+        self.admitted = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        assert scope["type"] == "websocket"
+        await receive()  # websocket.connect
+        await send({"type": "websocket.accept"})
+        self.admitted += 1
+        while (await receive())["type"] != "websocket.disconnect":
+            pass
+        await asyncio.sleep(self.close_s)  # the context closing
+
+
+class Connection:
+    """One WebSocket connection driven by hand: what the client sends, what the server sent it."""
+
+    def __init__(self, app: SessionBounds) -> None:
+        self.inbox: asyncio.Queue[Message] = asyncio.Queue()
+        self.sent: list[Message] = []
+        scope: Scope = {"type": "websocket", "path": "/ws", "client": ("127.0.0.1", 5000), "headers": []}
+        self.inbox.put_nowait({"type": "websocket.connect"})
+        self.task = asyncio.create_task(app(scope, self.inbox.get, self._send))
+
+    async def _send(self, message: Message) -> None:
+        self.sent.append(message)
+
+    def say(self, text: str) -> None:
+        self.inbox.put_nowait({"type": "websocket.receive", "text": text})
+
+    def close(self) -> None:
+        self.inbox.put_nowait({"type": "websocket.disconnect", "code": 1000})
+
+
+async def accepted(connection: Connection) -> None:
+    while not connection.sent:
+        await asyncio.sleep(0.01)
+    assert connection.sent[0]["type"] == "websocket.accept"
+
+
+async def test_a_session_closed_makes_room_for_the_next_once_given_back() -> None:
+    app = SlowToClose(close_s=0.3)
+    bounds = SessionBounds(app, total=1, per_client=1)
+    first = Connection(bounds)
+    await accepted(first)
+    first.close()
+    await asyncio.sleep(0)  # the disconnect reaches the app: the session is closing, not yet given back
+    second = Connection(bounds)
+    second.say("reset")
+    await asyncio.wait_for(accepted(second), 10)
+    await asyncio.wait_for(first.task, 10)
+    second.close()
+    await asyncio.wait_for(second.task, 10)
+    assert app.admitted == 2  # the second was let in, not answered with CAPACITY_REACHED
+    assert not any("CAPACITY_REACHED" in str(m.get("text")) for m in second.sent), second.sent
+    assert not bounds.open and not bounds.closing
+
+
+async def test_a_session_still_open_is_no_room_the_next_is_refused() -> None:
+    app = SlowToClose(close_s=0.0)
+    bounds = SessionBounds(app, total=1, per_client=1)
+    first = Connection(bounds)
+    await accepted(first)
+    second = Connection(bounds)
+    second.say("reset")
+    await asyncio.wait_for(second.task, 10)  # refused at once: nothing is closing
+    assert any("CAPACITY_REACHED" in str(m.get("text")) for m in second.sent), second.sent
+    assert app.admitted == 1
+    first.close()
+    await asyncio.wait_for(first.task, 10)
