@@ -34,12 +34,14 @@ class Connection:
     def __init__(self, app: SessionBounds) -> None:
         self.inbox: asyncio.Queue[Message] = asyncio.Queue()
         self.sent: list[Message] = []
+        self.answered = asyncio.Event()
         scope: Scope = {"type": "websocket", "path": "/ws", "client": ("127.0.0.1", 5000), "headers": []}
         self.inbox.put_nowait({"type": "websocket.connect"})
         self.task = asyncio.create_task(app(scope, self.inbox.get, self._send))
 
     async def _send(self, message: Message) -> None:
         self.sent.append(message)
+        self.answered.set()
 
     def say(self, text: str) -> None:
         self.inbox.put_nowait({"type": "websocket.receive", "text": text})
@@ -49,8 +51,7 @@ class Connection:
 
 
 async def accepted(connection: Connection) -> None:
-    while not connection.sent:
-        await asyncio.sleep(0.01)
+    await connection.answered.wait()
     assert connection.sent[0]["type"] == "websocket.accept"
 
 
