@@ -443,6 +443,36 @@ async def test_a_click_sends_its_three_events_together_in_order(connection: DevT
     alone.cancel()
 
 
+class Corks:
+    """The connection's socket, its corking recorded."""
+
+    def __init__(self, sock: Any) -> None:
+        self.sock = sock
+        self.calls: list[int] = []
+
+    def setsockopt(self, level: int, option: int, value: int) -> None:
+        self.calls.append(value)
+        self.sock.setsockopt(level, option, value)
+
+
+async def test_the_commands_of_a_turn_go_out_corked_a_lone_one_not(connection: DevTools, fake: FakeBrowser) -> None:
+    """Several frames of one loop turn leave in one segment (one wake-up of the browser)."""
+    assert connection._socket is not None  # a TCP socket, where TCP_CORK exists (Linux)
+    corks = Corks(connection._socket)
+    connection._socket = corks
+    session = with_session(connection)
+    clicking = asyncio.ensure_future(session.click(10, 20))
+    commands = [await fake.command() for _ in range(3)]
+    assert corks.calls == [1, 0]  # corked for the three, let go after them
+    for c in commands:
+        await fake.send({"id": c["id"], "result": {}, "sessionId": "S"})
+    await asyncio.wait_for(clicking, 5)
+    alone = session.request("Page.captureScreenshot")
+    assert (await fake.command())["method"] == "Page.captureScreenshot"
+    assert corks.calls == [1, 0]  # one frame: nothing to hold
+    alone.cancel()
+
+
 async def test_a_click_on_a_closing_page_fails_once(connection: DevTools, fake: FakeBrowser) -> None:
     session = with_session(connection)
     clicking = asyncio.ensure_future(session.click(10, 20))

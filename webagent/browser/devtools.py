@@ -22,7 +22,9 @@ The WebSocket itself is aiohttp's (``ClientSession.ws_connect``: handshake, fram
 pings, closing); this module keeps the CDP part: command ids, replies, deadlines, flattened
 sessions and their events. A reader task dispatches each message as it arrives (handlers
 registered with ``on`` must be plain functions); a writer task sends the commands of a loop turn
-right after it, one text frame each.
+right after it, one text frame each, corked (``TCP_CORK``) while there are several: the kernel sends
+them in one segment and wakes the browser once, not once a frame (at 100 sessions a turn holds about
+four; each wake-up of a busy browser costs this process its core for a while).
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ CONNECT_TIMEOUT_S = 10.0
 CLOSE_TIMEOUT_S = 2.0  # for the closing handshake, after close() has failed every command waiting
 MAX_MESSAGE = 256 * 1024 * 1024  # a full-page screenshot can be tens of MB (Playwright's own limit)
 _CLOSING: set[asyncio.Task[None]] = set()
+#: Whether a batch of several commands is corked (``DevTools._write``); a constant for the benchmark's A/B.
+CORK = hasattr(socket, "TCP_CORK")
 
 
 def free_port() -> int:
@@ -82,6 +86,8 @@ class DevTools:
         self._pending: dict[int, _Pending] = {}
         self._next_id = 0
         self._out: list[str] = []  # commands not written yet
+        #: The connection's socket, corked around a batch of several frames (None: not a TCP socket).
+        self._socket: Any = ws.get_extra_info("socket") if CORK else None
         self._writer: asyncio.Task[None] | None = None
         self._closer: asyncio.Task[None] | None = None
         self._reader = asyncio.get_running_loop().create_task(self._read())
@@ -231,11 +237,27 @@ class DevTools:
         try:
             while self._out and not self.closed:
                 batch, self._out = self._out, []
-                for text in batch:
-                    await self._ws.send_str(text)
+                corked = len(batch) > 1 and self._cork(True)
+                try:
+                    for text in batch:
+                        await self._ws.send_str(text)
+                finally:
+                    if corked:
+                        self._cork(False)
         except (aiohttp.ClientError, OSError, RuntimeError) as exc:  # the socket is closing or gone
             log.debug("devtools_write_failed", error=str(exc) or type(exc).__name__)
             self.close()
+
+    def _cork(self, on: bool) -> bool:
+        """Hold (or let go) the socket's partial frames; False where the socket does not allow it."""
+        if self._socket is None:
+            return False
+        try:
+            self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, int(on))
+        except OSError:  # closed meanwhile, or not TCP: sent frame by frame
+            self._socket = None
+            return False
+        return True
 
     def _expire(self, key: int, seconds: float) -> None:
         """A command's deadline passed: more time on a saturated machine where this browser still
