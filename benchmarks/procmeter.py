@@ -237,12 +237,12 @@ def monitor(root: int, exclude: set[int]) -> None:
         for (pid, tid), value in thread_last.items():
             if kinds.get(pid) not in THREADED:  # read while a new child still had its parent's command line
                 continue
-            key = f"{THREAD}{kinds[pid].removeprefix('chromium ')}/{thread_name[(pid, tid)]}"
-            split[key] = split.get(key, 0.0) + value - thread_start[(pid, tid)]
+            entry = f"{THREAD}{kinds[pid].removeprefix('chromium ')}/{thread_name[(pid, tid)]}"
+            split[entry] = split.get(entry, 0.0) + value - thread_start[(pid, tid)]
         for pid, kind in kinds.items():  # processes started so far (as a count / 1000: per step once split)
             if pid not in start and kind.startswith("chromium "):
-                key = f"{STARTED}{kind.removeprefix('chromium ')}"
-                split[key] = split.get(key, 0.0) + 0.001
+                entry = f"{STARTED}{kind.removeprefix('chromium ')}"
+                split[entry] = split.get(entry, 0.0) + 0.001
         records.append({"t": time.monotonic(), "cpu": cpu, "pss_kib": pss, "split": split})
         if ready:
             break
