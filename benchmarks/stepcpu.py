@@ -60,7 +60,9 @@ import soak  # noqa: E402
 from stepcpu_probes import PHASES, SHOTS, Messages, Profiler  # noqa: E402
 from throughput import STARTED, THREAD  # noqa: E402
 
+from webagent.browser.launcher import find_chromium  # noqa: E402
 from webagent.cli import configure_logging  # noqa: E402
+from webagent.config import BrowserConfig  # noqa: E402
 
 #: The blocks of a task's plan (soak's actions): a page load, a list and two scrolls, a new tab, a slow page.
 BLOCKS: dict[str, list[soak.Act]] = {
@@ -87,7 +89,15 @@ def plans_for(n: int, actions: int, seed: int) -> list[list[soak.Act]]:
 def soak_args(args: argparse.Namespace) -> argparse.Namespace:
     """What ``soak.agent`` reads of its command line."""
     return argparse.Namespace(
-        command_timeout=0.0, kill=None, guard=args.guard, browsers=1, no_admission=False, freeze=None
+        command_timeout=0.0,
+        kill=None,
+        guard=args.guard,
+        browsers=1,
+        no_admission=False,
+        freeze=None,
+        executable=args.executable,
+        workers="1",
+        seed=args.seed,
     )
 
 
@@ -119,7 +129,7 @@ async def side(
             watcher = asyncio.create_task(watch(messages))
             try:
                 if name == "floor":
-                    result = await soak.floor(plans, urls, args.latency, exclude, limits, workdir)
+                    result = await soak.floor(plans, urls, args.latency, exclude, limits, workdir, args.executable)
                 else:
                     result = await soak.agent(
                         plans, urls, args.latency, workdir, exclude, limits, children, soak_args(args)
@@ -264,8 +274,13 @@ def main() -> None:
     )
     parser.add_argument("--seed", type=int, default=0, help="draws the tasks' plans")
     parser.add_argument("--json", metavar="FILE", help="append each round's figures to FILE (JSON lines)")
+    parser.add_argument(
+        "--executable", metavar="PATH", help="the Chromium binary of both sides (default: the agent's own choice)"
+    )
     parser.add_argument("--keep", metavar="DIR", help="keep the runs and py-spy's raw stacks under DIR")
     args = parser.parse_args()
+    if args.guard == "allow" and not args.executable:  # both sides on the binary a guarded agent gets (soak.py)
+        args.executable = find_chromium(BrowserConfig(), hardened=True)
     configure_logging(0)
     children: list[subprocess.Popen[str]] = []
     site, origins = soak.start_site(children)

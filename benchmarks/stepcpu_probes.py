@@ -178,7 +178,7 @@ class Messages:
         counts = self.counts
         self._saved = [
             (DevTools, "request", DevTools.request),
-            (DevToolsSession, "_dispatch", DevToolsSession._dispatch),
+            (DevToolsSession, "dispatch", DevToolsSession.dispatch),
             (Connection, "send_message_to_server", Connection.send_message_to_server),
             (Connection, "dispatch", Connection.dispatch),
         ]
@@ -209,7 +209,7 @@ class Messages:
             receive(self, message)
 
         DevTools.request = counted_request  # type: ignore[method-assign]
-        DevToolsSession._dispatch = counted_dispatch  # type: ignore[method-assign]
+        DevToolsSession.dispatch = counted_dispatch  # type: ignore[method-assign]
         Connection.send_message_to_server = counted_send  # type: ignore[method-assign]
         Connection.dispatch = counted_receive  # type: ignore[method-assign]
         return self
