@@ -16,7 +16,9 @@ The two alternate, ``--rounds`` times (local first in even rounds, the fleet fir
 so both see the same load. Per run it prints the batch's steps/s over its whole wall time
 (``BatchRunner.run``: browser connections, contexts, steps, closes) and over the middle 80 % of
 its steps (steady state), the tasks that succeeded, and for the fleet the sessions each host got
-(``summary.json``'s ``run.browser_hosts``); then the medians and the ratio fleet/local.
+(``summary.json``'s ``run.browser_hosts``); then the medians, their ratio fleet/local, each
+round's ratio, each mode's spread (max - min over the rounds), and the machine's load before and
+after.
 
     python benchmarks/fleet_throughput.py --sessions 100 --rounds 3 --steps 10 --latency 1.0
 """
@@ -218,11 +220,17 @@ def report(args: argparse.Namespace, runs: list[dict[str, Any]], before: str, af
         k: max(r["steps_per_s"] for r in rs) - min(r["steps_per_s"] for r in rs)
         for k, rs in (("local", local), ("fleet", fleet))
     }
-    print("| N | local steps/s | fleet steps/s | fleet/local | steady fleet/local | local spread | fleet spread |")
-    print("|---|---|---|---|---|---|---|")
+    # each round's fleet/local (the two ran back to back, under nearly the same load)
+    paired = [f["steps_per_s"] / x["steps_per_s"] for f, x in zip(fleet, local, strict=True)]
+    print(
+        "| N | local steps/s | fleet steps/s | fleet/local | steady fleet/local | fleet/local by round "
+        "| local spread | fleet spread |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     print(
         f"| {args.sessions} | {med['local']:.2f} | {med['fleet']:.2f} | {med['fleet'] / med['local']:.3f} "
-        f"| {steady['fleet'] / steady['local']:.3f} | {spread['local']:.2f} | {spread['fleet']:.2f} |"
+        f"| {steady['fleet'] / steady['local']:.3f} | {' '.join(f'{p:.2f}' for p in paired)} "
+        f"| {spread['local']:.2f} | {spread['fleet']:.2f} |"
     )
 
 

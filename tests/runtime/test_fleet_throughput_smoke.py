@@ -33,6 +33,7 @@ def test_the_benchmark_runs_both_pools_and_prints_parseable_figures() -> None:
     assert ratio["N"] == "4"
     for name in ("local steps/s", "fleet steps/s", "fleet/local", "steady fleet/local"):
         float(ratio[name])
+    assert [float(x) for x in ratio["fleet/local by round"].split()]  # one a round
     assert "load " in proc.stdout  # the load the figures were taken under
 
 
