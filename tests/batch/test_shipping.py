@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from webagent.batch.shipping import ShippingError, node_output, pack, unpack
+from webagent.batch.shipping import ShippingError, node_output, pack, ships_runs, unpack
 from webagent.tasks import run_dir_name
 
 
@@ -89,3 +89,22 @@ def test_a_member_outside_the_tasks_folder_is_refused(tmp_path: Path, member: ta
 def test_bytes_that_are_not_a_tarball_are_one_error(tmp_path: Path) -> None:
     with pytest.raises(ShippingError, match="cannot be unpacked"):
         unpack(b"not a tarball", tmp_path, "t")
+
+
+@pytest.mark.parametrize(
+    ("ship_runs", "nodes", "client", "staged", "ships"),
+    [
+        (None, 1, False, False, False),  # one node, the driver on it: the actors write DIR themselves
+        (None, 3, False, False, True),  # several nodes: no shared disk assumed
+        (None, 1, True, False, True),  # a Ray client: the one node is not the driver's machine
+        (False, 3, False, False, False),  # a shared disk the caller vouches for
+        (True, 1, False, False, True),
+        (None, 1, False, True, False),  # a URL output on one node: the actors write the staging folder
+        (False, 3, False, True, True),  # a URL output: its staging folder is the driver's alone
+        (False, 1, True, True, True),
+    ],
+)
+def test_runs_are_shipped_wherever_the_actors_cannot_reach_the_drivers_folder(
+    ship_runs: bool | None, nodes: int, client: bool, staged: bool, ships: bool
+) -> None:
+    assert ships_runs(ship_runs, nodes, client=client, staged=staged) is ships

@@ -9,9 +9,11 @@ writer of ``DIR/results.jsonl``, with the same atomic lines, so a killed driver 
 batch: finished ids are skipped, abandoned run directories are started clean. A task whose actor
 died (its process or node was lost) is given to another actor, up to ``ACTOR_RETRIES`` times; the
 dead actor is replaced, and given tasks once it has started (a lost node's replacement may find no
-room: the others go on). Run directories are written by the actors; on a cluster of several nodes
-(``RayCluster.ship_runs``) each actor writes under a folder of its own node and sends each task's
-run directory back with its line (``shipping.py``), so DIR needs no shared disk. The hosts' counts
+room: the others go on). Run directories are written by the actors; on a cluster of several nodes,
+or from a Ray client (``RayCluster.ship_runs``, ``shipping.ships_runs``), each actor writes under a
+folder of its own node and sends each task's run directory back with its line (``shipping.py``),
+so DIR needs no shared disk. A URL output (``--output s3://...``) is DIR's staging folder on the
+driver's machine: its actors ship whenever they may run elsewhere, and the driver uploads. The hosts' counts
 of each actor's fleet of browser hosts come back with each line and are added up per host.
 """
 
@@ -44,7 +46,7 @@ from ..tasks import TaskSpec
 from .attempts import TaskLimits, TaskRunner
 from .processes import merged_hosts
 from .results import TaskResult
-from .shipping import node_output, pack, unpack
+from .shipping import node_output, pack, ships_runs, unpack
 from .stats import BatchStats, StepFigures
 from .worker import config_payload, payload
 
@@ -183,8 +185,10 @@ class RayPool:
         *,
         cache: Path | None = None,
         hardened: bool = False,
+        staged: bool = False,
     ) -> None:
-        """``hardened``: each actor's first browser is of the kind guarded sessions get."""
+        """``hardened``: each actor's first browser is of the kind guarded sessions get; ``staged``:
+        ``output`` is the staging folder of a URL output, on this machine only."""
         self.cluster = cluster
         self.hardened = hardened
         self.config = config
@@ -192,6 +196,7 @@ class RayPool:
         self.limits = limits
         self.concurrency = concurrency
         self.cache = cache
+        self.staged = staged
         self.actors: list[_Slot] = []
         self.actor_deaths = 0
         #: Run directories sent back by the actors (``RayCluster.ship_runs``, or several nodes).
@@ -217,8 +222,9 @@ class RayPool:
                     "start a cluster (ray start --head) or pass its address to --ray"
                 ) from None
         try:
-            ship = self.cluster.ship_runs
-            self.ship = ship if ship is not None else sum(bool(n.get("Alive")) for n in ray.nodes()) > 1
+            nodes = sum(bool(n.get("Alive")) for n in ray.nodes())
+            client = ray.util.client.ray.is_connected()
+            self.ship = ships_runs(self.cluster.ship_runs, nodes, client=client, staged=self.staged)
             self.actors = [self._new_actor() for _ in range(self.cluster.actors)]
             started = await asyncio.gather(*(_get(slot.handle.start.remote(self.hardened)) for slot in self.actors))
             errors = [e for e in started if e]

@@ -299,7 +299,14 @@ class BatchRunner:
         cache = self.cache.path if self.cache is not None else None
         hardened = guarded(pending[0], self.config)
         pool = self.pool = RayPool(
-            cluster, self.config, self.output, self.limits, self.concurrency, cache=cache, hardened=hardened
+            cluster,
+            self.config,
+            self.output,
+            self.limits,
+            self.concurrency,
+            cache=cache,
+            hardened=hardened,
+            staged=self.store.remote,
         )
         async with pool:  # Ray started (or joined), each actor's browser launched
             await self._elsewhere(self._drive(pool, deque(pending)))  # signals after ray.init, which sets its own

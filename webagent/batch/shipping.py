@@ -20,7 +20,7 @@ import structlog
 from ..errors import WebAgentError
 from ..tasks import run_dir_name
 
-__all__ = ["MAX_SHIPPED_BYTES", "ShippingError", "node_output", "pack", "unpack"]
+__all__ = ["MAX_SHIPPED_BYTES", "ShippingError", "node_output", "pack", "ships_runs", "unpack"]
 
 log = structlog.get_logger("webagent.batch")
 
@@ -30,6 +30,19 @@ MAX_SHIPPED_BYTES = 256 * 1024 * 1024
 
 class ShippingError(WebAgentError):
     """A shipped run directory that cannot be put in place (not a tar, or a member outside its folder)."""
+
+
+def ships_runs(ship_runs: bool | None, nodes: int, *, client: bool, staged: bool) -> bool:
+    """Whether the actors send each run directory back to the driver: ``ship_runs`` when given, else
+    when they may run off the driver's machine (``nodes`` alive: more than one; ``client``: the
+    driver is a Ray client, off the cluster). Where the output is a URL (``staged``: the runs'
+    folder is a staging folder of the driver's machine, which no other machine shares) they ship
+    whenever they may run elsewhere, whatever ``ship_runs`` says: what they wrote elsewhere would
+    never reach the store."""
+    elsewhere = nodes > 1 or client
+    if staged and elsewhere:
+        return True
+    return elsewhere if ship_runs is None else ship_runs
 
 
 def node_output() -> Path:
