@@ -116,10 +116,19 @@ class Batch:
         known = {pid for pid, _ in self.family}
         self.family += [(pid, args) for pid, args in family_of(self.proc.pid) if pid not in known]
 
-    def kill(self, pids: list[int]) -> None:
+    def kill(self, pids: list[int]) -> list[int]:
+        """SIGKILL each of ``pids`` still there (a spare renderer may have ended since it was listed):
+        the ones killed, never none."""
         self.remember()
+        killed = []
         for pid in pids:
-            os.kill(pid, signal.SIGKILL)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+            killed.append(pid)
+        assert killed, f"every process listed ended before it could be killed: {pids}"
+        return killed
 
     def wait(self, timeout: float = 60) -> int:
         try:
