@@ -17,6 +17,7 @@ from playwright.async_api import Browser
 from webagent.browser.profile import Profile
 from webagent.errors import InputError
 from webagent.mcp_server import WebagentMCP
+from webagent.mcp_server import sessions as mcp_sessions
 from webagent.testing.sites import SiteServer
 
 from ..conftest import ServerFactory
@@ -93,11 +94,12 @@ async def test_a_profile_another_process_holds_is_refused_in_one_line(
 
 
 async def test_a_session_whose_browser_is_lost_gives_its_profile_back(
-    browser: Browser, model_server: ServerFactory, site: SiteServer, tmp_path: Path
+    browser: Browser, model_server: ServerFactory, site: SiteServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     profiles, url = tmp_path / "profiles", f"{site.url}/catalog/"
+    monkeypatch.setattr(mcp_sessions, "LOST_CHECK_S", 0.1)  # the server's check, often (sessions are not idle)
     async with model_server(script()) as server:
-        app = WebagentMCP(local_config(server), browser=browser, profile_dir=profiles, session_idle_timeout_s=0.4)
+        app = WebagentMCP(local_config(server), browser=browser, profile_dir=profiles)
         try:
             async with Client(app.server) as client:
                 first = await _open(client, url, "work")
