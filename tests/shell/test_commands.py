@@ -165,6 +165,7 @@ def test_refs_reach_into_a_cross_origin_frame(shell: Shell, site: SiteServer) ->
     assert code == 0 and names == [
         ("button", "Top button"),
         *[("textbox", "Nickname"), ("button", "Save nickname")] * 2,
+        ("button", "Cover the page"),
     ]
     box = snap["controls"][1]  # in the frame's content box: x 140+6+30 = 176 on, y below the top button
     assert 176 < box["x"] < 176 + 520 and box["y"] > snap["controls"][0]["y"] + 60, snap
@@ -185,3 +186,10 @@ def test_refs_reach_into_a_cross_origin_frame(shell: Shell, site: SiteServer) ->
     code, clicked = shell.json("click", "@e5")
     assert code == 0 and clicked["changed"] > 0, clicked
     assert seen(site, "frame")[before:] == [{"page": "frame", "nick": "lin"}, {"page": "frame", "nick": "far"}]
+
+    # Something of the page over the frame: a covered target, not a click on the overlay.
+    assert shell("session", "click", "@e6").returncode == 0  # "Cover the page"
+    assert shell("session", "snap").returncode == 0
+    covered = shell("session", "click", "@e3")
+    assert covered.returncode == 4 and "covered by" in covered.stderr, covered
+    assert len(seen(site, "frame")[before:]) == 2

@@ -156,7 +156,19 @@ async def _inner(
 
 async def resolve(s: ShellSession, key: RefKey) -> dict[str, object] | None:
     """A control read in a frame of another origin, found again: ``{found, x, y, covered}`` (its
-    point in the page's viewport, scrolled into view: in its frame, then its frame in the page)."""
+    point in the page's viewport, scrolled into view: in its frame, then its frame in the page);
+    None when it is gone. A frame that does not answer is a BrowserError, its text redacted (the
+    frame is called directly, not through the session's ``SecretPage``)."""
+    try:
+        return await _resolve(s, key)
+    except BrowserError as exc:
+        clean = s.secrets.redact(str(exc))
+        if clean == str(exc):
+            raise
+        raise type(exc)(clean) from None
+
+
+async def _resolve(s: ShellSession, key: RefKey) -> dict[str, object] | None:
     read = await read_page(s, False)
     same = [i for i, c in enumerate(read.controls) if (c.role, c.name) == (key.role, key.name)]
     if key.nth >= len(same):
