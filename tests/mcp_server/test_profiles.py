@@ -50,8 +50,9 @@ async def test_a_profile_keeps_a_session_signed_in_across_restarts(
                 await client.call_tool("close_session", {"session_id": session})
         finally:
             await app.aclose()
-        state = profiles / "work.json"
+        state = profiles / "work" / "state.json"
         assert stat.S_IMODE(state.stat().st_mode) == 0o600
+        assert stat.S_IMODE(state.parent.stat().st_mode) == 0o700
         sid = next(c["value"] for c in json.loads(state.read_text())["cookies"] if c["name"] == "sid")
 
         before = len(team_site.requests)  # a new server: the profile still signs the session in

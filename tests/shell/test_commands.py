@@ -156,3 +156,40 @@ def test_refs_reach_into_a_same_origin_frame_and_an_open_shadow_root(shell: Shel
     code, clicked = shell.json("click", ref(shell, "Apply coupon")["ref"])
     assert code == 0 and clicked["target"] == 'button "Apply coupon"', clicked
     assert seen(site, "shadow") == [{"page": "shadow", "coupon": "SPRING"}]
+
+
+def test_refs_reach_into_a_cross_origin_frame(shell: Shell, site: SiteServer) -> None:
+    start(shell, f"{site.url}/shell/farframe.html")  # inner.html from localhost: another origin, another process
+    code, snap = shell.json("snap")
+    names = [(c["role"], c["name"]) for c in snap["controls"]]
+    assert code == 0 and names == [
+        ("button", "Top button"),
+        *[("textbox", "Nickname"), ("button", "Save nickname")] * 2,
+        ("button", "Cover the page"),
+    ]
+    box = snap["controls"][1]  # in the frame's content box: x 140+6+30 = 176 on, y below the top button
+    assert 176 < box["x"] < 176 + 520 and box["y"] > snap["controls"][0]["y"] + 60, snap
+    text = shell("session", "text").stdout
+    assert text.index("Top button") < text.index('[@e2 textbox "Nickname"]') < text.index("After the frame"), text
+
+    before = len(seen(site, "frame"))  # the site is the module's: inner.html may have reported already
+    code, typed = shell.json("type", "@e2", "lin")
+    assert code == 0, typed
+    code, clicked = shell.json("click", "@e3")
+    assert code == 0 and clicked["changed"] > 0, clicked
+    assert seen(site, "frame")[before:] == [{"page": "frame", "nick": "lin"}]  # the click landed on the button
+    assert "Saved lin" in shell("session", "text").stdout
+
+    # The second frame, below the fold: its refs scroll it into view, its page and itself.
+    code, typed = shell.json("type", "@e4", "far")
+    assert code == 0, typed
+    code, clicked = shell.json("click", "@e5")
+    assert code == 0 and clicked["changed"] > 0, clicked
+    assert seen(site, "frame")[before:] == [{"page": "frame", "nick": "lin"}, {"page": "frame", "nick": "far"}]
+
+    # Something of the page over the frame: a covered target, not a click on the overlay.
+    assert shell("session", "click", "@e6").returncode == 0  # "Cover the page"
+    assert shell("session", "snap").returncode == 0
+    covered = shell("session", "click", "@e3")
+    assert covered.returncode == 4 and "covered by" in covered.stderr, covered
+    assert len(seen(site, "frame")[before:]) == 2

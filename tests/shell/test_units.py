@@ -21,7 +21,7 @@ from webagent.errors import (
 from webagent.shell.daemon import error_reply
 from webagent.shell.protocol import Request, ShellError
 from webagent.shell.receipts import changed_area, looks_like_challenge
-from webagent.shell.refs import Control, RefTable, parse_ref
+from webagent.shell.refs import Control, RefKey, RefTable, parse_ref
 from webagent.shell.snapdiff import diff_rows
 
 
@@ -52,8 +52,11 @@ def control(role: str, name: str) -> Control:
 def test_refs_name_a_control_by_role_name_and_rank() -> None:
     table = RefTable()
     table.renumber([control("button", "Add"), control("link", "Help"), control("button", "Add")])
-    assert table.key("@e1") == ("button", "Add", 0)
-    assert table.key("e3") == ("button", "Add", 1)
+    assert table.key("@e1") == RefKey("button", "Add", 0, 0, False)
+    assert table.key("e3") == RefKey("button", "Add", 1, 1, False)
+    # One read in a frame of another origin: its rank in the page, and in that frame's own read.
+    table.renumber([control("button", "Add"), control("button", "Add")], [(False, 0), (True, 0)])
+    assert table.key("@e2") == RefKey("button", "Add", 1, 0, True)
     with pytest.raises(ShellError) as unknown:
         table.key("@e4")
     assert unknown.value.code == 2

@@ -15,7 +15,11 @@ from pathlib import Path
 
 from ..errors import InputError
 
-__all__ = ["Profile"]
+__all__ = ["Profile", "ProfileInUse"]
+
+
+class ProfileInUse(InputError):
+    """The profile is locked by another session or process."""
 
 
 class Profile:
@@ -45,7 +49,7 @@ class Profile:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise InputError(f"profile {self.path} is in use by another session or process") from None
+            raise ProfileInUse(f"profile {self.path} is in use by another session or process") from None
         self._fd = fd
 
     def saved(self) -> Path | None:

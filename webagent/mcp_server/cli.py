@@ -114,8 +114,9 @@ class McpCommand:
         parser.add_argument(
             "--profile-dir",
             metavar="DIR",
-            help="keep named profiles here: open_session(profile=NAME) loads NAME's signed-in state and saves it "
-            "back (0600) after each act and at close",
+            help="keep named profiles here, DIR/NAME/ each (0700, locked while a session uses it): "
+            "open_session(profile=NAME) loads NAME's signed-in state and saves it back (0600) after each act "
+            "and at close",
         )
         config_options(parser)
 

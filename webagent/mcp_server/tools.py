@@ -219,8 +219,8 @@ class WebTools:
             str | None,
             Field(
                 description="A named profile to keep the session signed in across sessions and restarts "
-                "(its browser state is loaded now and saved after each act and at close); needs a server "
-                "started with --profile-dir"
+                "(its browser state is loaded now and saved after each act and at close; one session at a "
+                "time uses it); needs a server started with --profile-dir"
             ),
         ] = None,
     ) -> SessionOpened:

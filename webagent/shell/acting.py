@@ -11,6 +11,7 @@ from ..actions import Action
 from ..browser.deadline import within
 from ..loop import perform
 from ..records import Point
+from .pageread import resolve
 from .protocol import EXIT_BAD, EXIT_BLOCKED, EXIT_OK, EXIT_STALE, EXIT_UNCHANGED, Reply, ShellError
 from .receipts import Before, Receipt, changed_area, looks_like_challenge
 from .refs import RESOLVE_SCRIPT
@@ -81,8 +82,12 @@ async def locate(s: ShellSession, ref: str | None, point: list[Any] | None) -> P
     """The viewport point of a ref (found again, scrolled into view; ShellError 4 when it is gone
     or covered) or of ``x,y``; None without either."""
     if ref is not None:
-        role, name, nth = s.refs.key(ref)
-        found = await s.driver.evaluate(RESOLVE_SCRIPT, [role, name, nth])
+        key = s.refs.key(ref)
+        role, name = key.role, key.name
+        if key.far:  # in a frame of another origin: found again through its frame
+            found: object = await resolve(s, key)
+        else:
+            found = await s.driver.evaluate(RESOLVE_SCRIPT, [role, name, key.local])
         if not isinstance(found, dict) or not found.get("found"):
             raise ShellError(EXIT_STALE, f'stale ref {ref}: {role} "{name}" is no longer on the page; read it again')
         if found.get("covered"):

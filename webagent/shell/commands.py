@@ -17,8 +17,9 @@ from ..actions import Action
 from ..errors import BrowserCrashError
 from .acting import act, locate
 from .delegation import delegate_act, delegate_check, delegate_extract
+from .pageread import read_page
 from .protocol import EXIT_BAD, EXIT_NO_BROWSER, EXIT_OK, Reply, Request, ShellError
-from .refs import READ_SCRIPT, Control
+from .refs import Control
 from .sessions import SessionStore, ShellSession
 from .snapdiff import diff_rows
 
@@ -151,12 +152,9 @@ class Commands:
 
     # -- looking --------------------------------------------------------------------------------
     async def _read(self, s: ShellSession, with_text: bool) -> tuple[list[Control], str]:
-        found = await s.driver.evaluate(READ_SCRIPT, with_text)
-        if not isinstance(found, dict):
-            raise ShellError(EXIT_BAD, "the page could not be read")
-        controls = [Control.model_validate(c) for c in found.get("controls", [])]
-        s.refs.renumber(controls)
-        return controls, str(found.get("text", ""))
+        read = await read_page(s, with_text)  # frames of other origins too
+        s.refs.renumber(read.controls, [(o.frame is not None, o.local) for o in read.owners])
+        return read.controls, read.text
 
     def _control_line(self, s: ShellSession, i: int, c: Control) -> str:
         value = f" = {c.value!r}" if c.value not in (None, "") else ""

@@ -9,13 +9,14 @@ covers its centre. A control that is gone is a stale ref (exit 4), as is a cover
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pydantic import BaseModel
 
 from .protocol import EXIT_BAD, ShellError
 
-__all__ = ["READ_SCRIPT", "RESOLVE_SCRIPT", "Control", "RefTable", "parse_ref"]
+__all__ = ["COVER_SCRIPT", "FAR_SCRIPT", "READ_SCRIPT", "RESOLVE_SCRIPT", "Control", "RefKey", "RefTable", "parse_ref"]
 
 _REF = re.compile(r"^@?e([1-9][0-9]{0,5})$")
 
@@ -145,16 +146,23 @@ const inside = (el, node) => {
   for (let n = node; n; n = n.parentNode || n.host) if (n === el) return true;
   return false;
 };
-const controls = () => {
+const controls = (all) => {
   const found = [];
   const seen = new Set();
-  for (const el of everything()) {
+  for (const el of all || everything()) {
     if (!(el.matches(SEL) || scrolls(el)) || !visible(el)) continue;
     if (el.closest('a[href],button') !== el && el.parentElement?.closest('a[href],button')) continue;
     seen.add(el);
     found.push(el);
   }
   return found;
+};
+// A frame element whose document this script cannot enter (another origin): read through its own frame.
+const isFar = (el) => (el.tagName === 'IFRAME' || el.tagName === 'FRAME') && !frameDoc(el) && visible(el);
+// Where its content box starts in this document's viewport.
+const cornerOf = (el) => {
+  const r = el.getBoundingClientRect(), s = getComputedStyle(el), [dx, dy] = offsetOf(el);
+  return [dx + r.left + el.clientLeft + parseFloat(s.paddingLeft), dy + r.top + el.clientTop + parseFloat(s.paddingTop)];
 };
 const describe = (el) => {
   const r = el.getBoundingClientRect();
@@ -165,13 +173,24 @@ const describe = (el) => {
 };
 """
 
-#: ``{controls: [...], text: "..."}``: the controls, and the page as text with ``\u0001N\u0001`` where control N is.
+#: ``{controls: [...], text: "...", far: [...]}``: the controls, the page as text with ``\u0001N\u0001``
+#: where control N is, and the frames of other origins (``\u0002K\u0002`` in the text) with ``at`` (how
+#: many controls come before each) and ``corner`` (its content box in this document's viewport).
 READ_SCRIPT = (
     "(withText) => {"
     + _CONTROLS
     + r"""
-  const list = controls();
+  const all = everything();
+  const list = controls(all);
   const index = new Map(list.map((el, i) => [el, i]));
+  const far = all.filter(isFar);
+  const farIndex = new Map(far.map((el, i) => [el, i]));
+  const at = [];
+  let before = 0;
+  for (const el of all) {
+    if (index.has(el)) before++;
+    if (farIndex.has(el)) at.push(before);
+  }
   let text = '';
   if (withText) {
     const out = [];
@@ -193,12 +212,28 @@ READ_SCRIPT = (
       if (el.shadowRoot) for (const child of el.shadowRoot.childNodes) walk(child);
       const doc = frameDoc(el);
       if (doc && doc.body) walk(doc.body);
+      if (farIndex.has(el)) out.push('\n\u0002' + farIndex.get(el) + '\u0002\n');
       if (block) out.push('\n');
     };
     if (document.body) walk(document.body);
     text = out.join('');
   }
-  return {controls: list.map(describe), text};
+  return {controls: list.map(describe), text, far: far.map((el, i) => ({at: at[i], corner: cornerOf(el)}))};
+}"""
+)
+
+#: The frame elements of other origins, in ``READ_SCRIPT``'s order (their ``K``).
+FAR_SCRIPT = "() => {" + _CONTROLS + "return everything().filter(isFar);\n}"
+
+#: ``(frameElement, [x, y]) => null`` when the frame element is what shows at (x, y) of its document,
+#: else what covers it (``role "name"``).
+COVER_SCRIPT = (
+    "(frame, [x, y]) => {"
+    + _CONTROLS
+    + r"""
+  const top = deepAt(x, y);
+  if (!top || top === frame) return null;
+  return roleOf(top) + ' "' + clean(top.innerText || top.getAttribute('aria-label') || top.tagName) + '"';
 }"""
 )
 
@@ -240,28 +275,36 @@ class Control(BaseModel):
 
 
 @dataclass(frozen=True, slots=True)
-class _Key:
+class RefKey:
+    """A ref's control: its role, name and rank among the page's controls with both (``nth``), its
+    rank among those of the read it came from (``local``: the page's own, or a frame of another
+    origin's, ``far``)."""
+
     role: str
     name: str
     nth: int
+    local: int = 0
+    far: bool = False
 
 
 class RefTable:
     """The refs of a session's last read: ``eN`` → the control's role, name and rank among its likes."""
 
     def __init__(self) -> None:
-        self._keys: dict[int, _Key] = {}
+        self._keys: dict[int, RefKey] = {}
 
-    def renumber(self, controls: list[Control]) -> None:
-        """Refs 1..N for the controls of a new read (the old ones no longer hold)."""
+    def renumber(self, controls: list[Control], owners: Sequence[tuple[bool, int]] | None = None) -> None:
+        """Refs 1..N for the controls of a new read (the old ones no longer hold); ``owners``: for
+        each, whether a frame of another origin holds it and its rank in that frame's read."""
         counts: dict[tuple[str, str], int] = {}
         self._keys = {}
         for i, control in enumerate(controls, start=1):
             nth = counts.get((control.role, control.name), 0)
             counts[(control.role, control.name)] = nth + 1
-            self._keys[i] = _Key(control.role, control.name, nth)
+            far, local = owners[i - 1] if owners is not None else (False, nth)
+            self._keys[i] = RefKey(control.role, control.name, nth, local, far)
 
-    def key(self, ref: str) -> tuple[str, str, int]:
+    def key(self, ref: str) -> RefKey:
         """The control ``ref`` names (ShellError 2 for a malformed ref or one the last read did not print)."""
         number = parse_ref(ref)
         key = self._keys.get(number)
@@ -270,7 +313,7 @@ class RefTable:
                 EXIT_BAD,
                 f"unknown ref @e{number}: read the page again (snap, text or find) and use a ref it prints",
             )
-        return key.role, key.name, key.nth
+        return key
 
 
 def parse_ref(ref: str) -> int:
