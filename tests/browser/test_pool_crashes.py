@@ -56,6 +56,7 @@ class FakeLauncher:
         self.fail_launches = 0
         self.unusable: set[int] = set()  # browsers on which a context cannot be opened
         self.late_disconnect_s: float | None = None  # ... because they die, reported this much later
+        self.hangs: set[int] = set()  # browsers on which opening never answers (killed under the call)
 
         class FakePlaywright:
             async def stop(self) -> None:
@@ -78,6 +79,9 @@ class FakeLauncher:
         return browser
 
     async def create(self, browser: FakeBrowser, config: BrowserConfig, **_: Any) -> FakeContextSession:
+        if browser.number in self.hangs:
+            asyncio.get_running_loop().call_later(0.05, browser.die)
+            await asyncio.Event().wait()  # no answer, ever (its deadline is a minute away)
         if browser.number in self.unusable or not browser.connected:
             if self.late_disconnect_s is not None:
                 asyncio.get_running_loop().call_later(self.late_disconnect_s, browser.die)
@@ -115,6 +119,25 @@ async def test_pool_waits_for_a_disconnect_reported_late(monkeypatch: pytest.Mon
     launcher.late_disconnect_s = 0.05
     async with pool.session() as session:
         assert session.browser.number == 2  # type: ignore[attr-defined]
+    assert pool.crashes == 1
+    await pool.aclose()
+
+
+async def test_an_open_pending_on_a_browser_that_dies_moves_on_at_its_disconnect(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A host killed while a session opens on it: the open is given up when the browser disconnects,
+    and the session opens on a replacement, without waiting out the call's own deadline."""
+    launcher = FakeLauncher(monkeypatch)
+    pool = BrowserPool(BrowserConfig())
+    await pool.start()
+    launcher.hangs.add(1)
+
+    async def open_one() -> int:
+        async with pool.session() as session:
+            return int(session.browser.number)  # type: ignore[attr-defined]
+
+    assert await asyncio.wait_for(open_one(), 10) == 2
     assert pool.crashes == 1
     await pool.aclose()
 

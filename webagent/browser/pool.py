@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +89,23 @@ class _Slot:
             async with asyncio.timeout(wait_s):
                 await self.gone.wait()
         return not self.browser.is_connected() or self.gone.is_set()
+
+    async def unless_gone(self, opening: Coroutine[Any, Any, BrowserSession]) -> BrowserSession:
+        """``opening``, given up (BrowserError) as soon as the browser disconnects: a call pending on
+        a browser killed under it (a lost host) may otherwise wait out its whole deadline."""
+        task = asyncio.ensure_future(opening)
+        gone = asyncio.ensure_future(self.gone.wait())
+        try:
+            await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+            if not task.done():
+                task.cancel()  # its own clean-up runs, on a browser that is gone: waited for briefly
+                await asyncio.wait([task], timeout=DISCONNECT_WAIT_S)
+        if not task.done() or task.cancelled():
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())  # its end, never reported
+            raise BrowserError("the browser went away while the session opened")
+        return task.result()
 
 
 #: One browser of a pool with its sessions (what a pool's subclass, the fleet's, places sessions on).
@@ -266,7 +283,9 @@ class BrowserPool:
                             on_queue(False)
                         if slot.retiring:
                             raise _Retired
-                        session = await BrowserSession.create(slot.browser, self.config, guard=guard, options=options)
+                        session = await slot.unless_gone(
+                            BrowserSession.create(slot.browser, self.config, guard=guard, options=options)
+                        )
                     break
                 except _Retired:
                     pass  # retired while this session waited its turn: another browser, not a try
