@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import math
 import os
 import signal
@@ -44,7 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repository's root
 
-from benchmarks.throughput import OfflineServer, bench_script
+from benchmarks.throughput import OfflineServer, bench_script, write_tasks
 from webagent.batch import BatchRunner, read_results
 from webagent.batch.summary import hosts_summary
 from webagent.browser.devtools import free_port
@@ -132,16 +131,7 @@ async def run_batch(url: str, n: int, steps: int, latency: float, workdir: Path,
     await asyncio.to_thread(workdir.mkdir, parents=True)
     server = OfflineServer(bench_script(steps, latency), workdir)
     try:
-        tasks_file = workdir / "tasks.jsonl"
-        tasks_file.write_text(
-            "".join(
-                json.dumps(
-                    {"id": f"s{i}", "url": url, "goal": f"Click the blue counter button, then answer done ({i})"}
-                )
-                + "\n"
-                for i in range(n)
-            )
-        )
+        tasks_file = write_tasks(workdir / "tasks.jsonl", url, n)
         base = offline_config(server.url, DEFAULT_PROFILE).browser
         with contextlib.ExitStack() as stack:
             hosts = stack.enter_context(chromium_hosts(base, HOSTS, workdir)) if mode == "fleet" else []

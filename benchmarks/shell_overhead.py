@@ -31,34 +31,9 @@ from webagent.testing.threaded import LoopThread
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from procmeter import process_tree, pss_kib  # noqa: E402
+
 from tests.shell.site import shop  # noqa: E402
-
-
-def pss_kib(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def tree(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, stack = [], [pid]
-    while stack:
-        p = stack.pop()
-        found.append(p)
-        stack += children.get(p, [])
-    return found
 
 
 def main() -> int:
@@ -92,7 +67,7 @@ def main() -> int:
         with shop() as url:
             cli("--session", "s0", "start", "--url", f"{url}/login", *flags)
             pid = int((directory / "daemon.lock").read_text())
-            one = sum(pss_kib(p) for p in tree(pid))
+            one = sum(pss_kib(p) for p in process_tree(pid, set()))
             python = statistics.median([cli("list") for _ in range(args.rounds)])
             rounds = []
             for _ in range(args.rounds):
@@ -109,7 +84,7 @@ def main() -> int:
             for i in range(1, args.sessions):
                 cli("--session", f"s{i}", "start", "--url", f"{url}/login", *flags)
             time.sleep(2)
-            processes = tree(pid)
+            processes = process_tree(pid, set())
             many = sum(pss_kib(p) for p in processes)
             cli("close", "--all")
     finally:

@@ -65,7 +65,15 @@ from procmeter import (
     steady,
     thread_cpu_s,
 )
-from throughput_agent import POLICY_FAMILY, OfflineServer, agent, bench_script, click_step_seconds, prompt_tokens
+from throughput_agent import (
+    POLICY_FAMILY,
+    OfflineServer,
+    agent,
+    bench_script,
+    click_step_seconds,
+    prompt_tokens,
+    write_tasks,
+)
 from throughput_report import IMAGE_TOKENS, median_round, ratio, report, report_steady, report_whole
 from wholefloor import BUTTON, capture_params, count_cdp, whole_figures, whole_floor
 
@@ -103,6 +111,7 @@ __all__ = [
     "report_whole",
     "steady",
     "thread_cpu_s",
+    "write_tasks",
 ]
 
 

@@ -27,7 +27,15 @@ from webagent.families import DEFAULT_PROFILE
 from webagent.tasks import load_tasks
 from webagent.testing.offline import offline_config
 
-__all__ = ["POLICY_FAMILY", "OfflineServer", "agent", "bench_script", "click_step_seconds", "prompt_tokens"]
+__all__ = [
+    "POLICY_FAMILY",
+    "OfflineServer",
+    "agent",
+    "bench_script",
+    "click_step_seconds",
+    "prompt_tokens",
+    "write_tasks",
+]
 
 #: The agent's [policy] family (--policy-family; None: the localizer profile's).
 POLICY_FAMILY: list[str | None] = [None]
@@ -89,21 +97,19 @@ class OfflineServer:
         self.proc.wait(10)
 
 
+def write_tasks(path: Path, url: str, n: int) -> Path:
+    """The benchmark's task file: ``n`` counter tasks on ``url``."""
+    goal = "Click the blue counter button, then answer done ({})"
+    path.write_text("".join(json.dumps({"id": f"s{i}", "url": url, "goal": goal.format(i)}) + "\n" for i in range(n)))
+    return path
+
+
 async def agent(
     url: str, n: int, steps: int, latency: float, workdir: Path, exclude: set[int], grounding: str | None = None
 ) -> dict[str, Any]:
     server = OfflineServer(bench_script(steps, latency), workdir)
     try:
-        tasks_file = workdir / f"tasks-{n}.jsonl"
-        tasks_file.write_text(
-            "".join(
-                json.dumps(
-                    {"id": f"s{i}", "url": url, "goal": f"Click the blue counter button, then answer done ({i})"}
-                )
-                + "\n"
-                for i in range(n)
-            )
-        )
+        tasks_file = write_tasks(workdir / f"tasks-{n}.jsonl", url, n)
         config = offline_config(server.url, DEFAULT_PROFILE, family=POLICY_FAMILY[0], max_steps=steps + 2)
         config.agent.grounding = grounding  # type: ignore[assignment]
         config.browser.contexts_per_browser = max(n, 1)
@@ -174,5 +180,5 @@ def prompt_tokens(out: Path) -> dict[int, int]:
         step = json.loads(line)
         for call in step["calls"]:
             if call["role"] == "policy":
-                tokens[step["index"]] = call["usage"]["prompt_tokens"]
+                tokens[step["index"]] = call["usage"]["prompt_tokens", "write_tasks"]
     return tokens
