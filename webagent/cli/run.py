@@ -128,6 +128,8 @@ class RunCommand:
     def run(self, args: argparse.Namespace, config: LoadConfig) -> int:
         check_text(args.goal or "", "--goal")
         loaded = config()
+        if args.profile and loaded.browser.storage_state is not None:  # refused before any store is reached
+            raise InputError("--profile and --storage-state are two ways to start signed in: give one")
         store = BatchOutput(args.output) if args.output else None  # a folder or an fsspec URL (s3://...)
         if store is not None:
             asyncio.run(store.open())  # a URL's store answers, its bucket is there: before the run
@@ -135,8 +137,6 @@ class RunCommand:
         if not args.profile:
             result = asyncio.run(run_task(loaded, args.url, args.goal, output, args.quiet, args.cache))
         else:
-            if loaded.browser.storage_state is not None:
-                raise InputError("--profile and --storage-state are two ways to start signed in: give one")
             profile = Profile(Path(args.profile))
             profile.acquire()  # InputError (exit 2, one line) when it is in use or not private
             try:
