@@ -4,6 +4,7 @@ scripts install what each needs: the demo the runtime only, the tests the test e
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import re
 import shlex
@@ -111,9 +112,10 @@ def _setup_spec(script: str) -> str:
     return match[1]
 
 
-def _requirement_set(spec: str) -> set[str]:
+def _requirement_set(spec: str, *, installed_only: bool = False) -> set[str]:
     """Every distribution ``pip install <spec>`` brings (by name): pyproject.toml's requirements for
-    the spec's extras, then theirs, from the metadata installed here (no resolver, no network)."""
+    the spec's extras, then theirs, from the metadata installed here (no resolver, no network).
+    ``installed_only`` passes over a requirement not installed here (verifiers, in a venv of its own)."""
     extras = Requirement("webagent" + spec.removeprefix(".")).extras
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     todo = [Requirement(r) for r in project["dependencies"]]
@@ -125,7 +127,13 @@ def _requirement_set(spec: str) -> set[str]:
         if name in seen:
             continue
         seen.add(name)
-        for text in importlib.metadata.requires(req.name) or []:
+        try:
+            requires = importlib.metadata.requires(req.name) or []
+        except importlib.metadata.PackageNotFoundError:
+            if not installed_only:
+                raise
+            continue
+        for text in requires:
             dep = Requirement(text)
             wanted = ["", *sorted(req.extras)]
             if dep.marker is None or any(dep.marker.evaluate({"extra": e}) for e in wanted):
@@ -151,3 +159,69 @@ def test_the_demo_installs_the_runtime_only_and_the_tests_add_their_extras() -> 
     blocks = re.findall(r"```(?:bash|sh)?\n(.*?)```", readme, flags=re.S)
     commands = {line.strip() for block in blocks for line in block.splitlines() if line.strip()}
     assert "./scripts/test.sh" in commands & ci_lines, "CI must run a command of the README's code blocks as written"
+
+
+# What a module of the package may need beyond the runtime, and the extra that brings it.
+_EXTRA_MODULES = {
+    "webagent.mcp_server": "mcp",
+    "webagent.serving": "mcp",  # the listeners' gate (starlette), for webagent mcp --http and env serve
+    "webagent.env": "rl",
+    "webagent.pytest_plugin": "pytest",
+}
+
+_IMPORT_ALL = """
+import importlib, importlib.abc, importlib.metadata, json, pkgutil, sys
+from packaging.utils import canonicalize_name
+allowed = set(json.loads(sys.argv[1]))
+blocked = {
+    top for top, dists in importlib.metadata.packages_distributions().items()
+    if top != "webagent" and not any(canonicalize_name(d) in allowed for d in dists)
+}
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in blocked:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, Block())
+import webagent
+failed = {}
+for info in pkgutil.walk_packages(webagent.__path__, "webagent.", onerror=lambda name: None):
+    if info.name == "webagent.__main__":
+        continue
+    try:
+        importlib.import_module(info.name)
+    except ModuleNotFoundError as exc:
+        failed[info.name] = ["missing", exc.name or ""]
+    except Exception as exc:
+        failed[info.name] = [type(exc).__name__, str(exc)]
+print(json.dumps(failed))
+"""
+
+
+def test_a_runtime_install_imports_every_module_outside_the_extras() -> None:
+    """With only what ``pip install webagent`` brings importable, every module imports (the CLI
+    first: the Docker image installs the runtime only), save those of an extra, which need only
+    what their extra brings or name it in a one-line error."""
+    runtime = sorted(_requirement_set("."))
+    proc = subprocess.run(
+        [sys.executable, "-c", _IMPORT_ALL, json.dumps(runtime)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    failed: dict[str, list[str]] = json.loads(proc.stdout)
+    assert "webagent.cli" not in failed, failed
+    for module, (kind, what) in failed.items():
+        extra = next((e for prefix, e in _EXTRA_MODULES.items() if module.startswith(prefix)), None)
+        assert extra is not None, f"{module} does not import with the runtime only: {kind} {what}"
+        if kind == "missing":
+            brought = _requirement_set(f".[{extra}]", installed_only=True)
+            dist = {
+                canonicalize_name(d)
+                for d in importlib.metadata.packages_distributions().get(what.partition(".")[0], [])
+            }
+            assert dist & brought, f"{module} needs {what}, which the {extra} extra does not bring"
+        else:
+            assert f"webagent[{extra}]" in what, f"{module}: {kind}: {what}"
