@@ -1,6 +1,10 @@
 """Receipts are true: a click on nothing exits 3 and says so, a click that opens a tab reports it, a
 stale or covered ref exits 4, and a secret's value is in no output, read or screenshot (its field
-is masked, unlike the same text typed in the open)."""
+is masked, unlike the same text typed in the open). What a receipt reads at the action's point (the
+control there, a field's value after typing or choosing, a checkbox's state after a click) reads
+the same whether the form is the page itself, in a frame of its origin, or in a frame of another
+origin (another renderer process: the page's scripts cannot enter it); the form reports each save
+to the site, so the test sees where the action landed."""
 
 from __future__ import annotations
 
@@ -12,7 +16,9 @@ from typing import Any
 import pytest
 from PIL import Image, ImageChops
 
-from .conftest import Shell
+from webagent.testing.sites import SiteServer
+
+from .conftest import Shell, seen
 from .site import PASSWORD
 
 pytestmark = pytest.mark.e2e
@@ -94,3 +100,64 @@ def test_a_secret_is_in_no_output_read_or_screenshot(shell: Shell, shop_url: str
     assert all(PASSWORD not in out for out in outputs)
     log = (shell.directory / "daemon.log").read_text()
     assert PASSWORD not in log
+
+
+PLACES = {"top": "account.html", "same": "accountframe.html?same", "far": "accountframe.html"}
+
+
+def refs(shell: Shell) -> dict[str, str]:
+    code, snap = shell.json("snap")
+    assert code == 0, snap
+    return {c["name"]: c["ref"] for c in snap["controls"]}
+
+
+@pytest.mark.parametrize("place", list(PLACES))
+def test_receipts_in_a_frame_name_the_control_and_its_value(shell: Shell, site: SiteServer, place: str) -> None:
+    hosts = ["--secret-host", "PASSWORD=127.0.0.1", "--secret-host", "PASSWORD=localhost"]  # the frame's too
+    done = shell("session", "start", "--url", f"{site.url}/shell/{PLACES[place]}", *shell.flags(), *hosts)
+    assert done.returncode == 0, done.stderr
+    ref = refs(shell)
+    assert {"Nickname", "Pin", "Fruit", "Newsletter", "Save"} <= set(ref), ref
+    outputs = []
+
+    code, typed = shell.json("type", ref["Nickname"], "lin")
+    assert code == 0 and typed["target"] == 'textbox "Nickname"' and typed["value"] == "lin", typed
+    plain = shell("session", "type", "--clear", ref["Nickname"], "ada")
+    assert plain.returncode == 0 and 'on textbox "Nickname"' in plain.stdout and "value 'ada'" in plain.stdout
+
+    # A secret into a plain field: its value is told redacted, in the frame as on the page.
+    secret = shell("session", "--json", "secret", ref["Nickname"], "PASSWORD")
+    outputs += [secret.stdout, secret.stderr]
+    assert secret.returncode == 0, secret.stderr
+    assert '"target": "textbox \\"Nickname\\""' in secret.stdout and '"value": "{{PASSWORD}}"' in secret.stdout
+    secret = shell("session", "secret", ref["Pin"], "PASSWORD")  # a password field's value: dots
+    outputs += [secret.stdout, secret.stderr]
+    assert secret.returncode == 0 and 'on password "Pin"' in secret.stdout and "value '••••" in secret.stdout
+
+    code, chosen = shell.json("select", ref["Fruit"], "Pear")
+    assert code == 0 and chosen["target"] == 'combobox "Fruit"' and chosen["value"] == "Pear", chosen
+    code, ticked = shell.json("click", ref["Newsletter"])
+    assert code == 0 and ticked["target"] == 'checkbox "Newsletter"' and ticked["value"] == "checked", ticked
+
+    before = len(seen(site, "account"))
+    code, clicked = shell.json("click", ref["Save"])
+    assert code == 0 and clicked["target"] == 'button "Save"' and clicked["changed"] > 0, clicked
+    saved = seen(site, "account")[before:]
+    assert [(e["where"], e["news"], e["nick"] == PASSWORD) for e in saved] == [
+        ("top" if place == "top" else "frame", "true", True)
+    ]
+    # By its point as well as by its ref.
+    code, found = shell.json("find", "Save")
+    assert code == 0, found
+    point = f"{found['matches'][0]['x']:.0f},{found['matches'][0]['y']:.0f}"
+    clicked_at = shell("session", "click", point)
+    outputs += [clicked_at.stdout, clicked_at.stderr]
+    assert clicked_at.returncode == 0 and clicked_at.stdout.startswith('click_element; on button "Save"; at'), (
+        clicked_at
+    )
+    assert len(seen(site, "account")[before:]) == 2
+    for args in (["text"], ["--json", "snap"]):  # the frame's reads of the secret's field too
+        read = shell("session", *args)
+        outputs += [read.stdout, read.stderr]
+        assert read.returncode == 0 and "{{PASSWORD}}" in read.stdout, read
+    assert all(PASSWORD not in out for out in outputs)

@@ -23,6 +23,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from ..errors import BrowserError
 from .deadline import CommandTimeout, within
+from .frames import DEEP_ELEMENT, FRAME_CORNER, MAX_FRAME_DEPTH
 from .state import first_line
 
 __all__ = ["FarFrame"]
@@ -108,6 +109,27 @@ class FarFrame:
             return None
         element = await self._element()
         return await self._call(element.evaluate(script, [x - corner[0], y - corner[1]]), "evaluate")
+
+    async def at(self, x: float, y: float) -> tuple[FarFrame, float, float]:
+        """The innermost frame at point (x, y) of this frame's viewport (into frames of any origin and
+        open shadow roots, as ``webagent.browser.frames.locate`` goes), and the point in its viewport."""
+        frame = self
+        for _ in range(MAX_FRAME_DEPTH):
+            handle = await frame._call(frame.frame.evaluate_handle(DEEP_ELEMENT, [x, y]), "evaluate_handle")
+            try:
+                element = handle.as_element()
+                if element is None:
+                    break
+                corner = await frame._call(element.evaluate(FRAME_CORNER), "evaluate")
+                inner = await frame._call(element.content_frame(), "content_frame") if corner is not None else None
+            finally:
+                with contextlib.suppress(PlaywrightError):
+                    await within(handle.dispose(), self.timeout_s, "frame.dispose")
+            if inner is None:  # not a frame element, or its frame not loaded: this frame holds the point
+                break
+            frame = FarFrame(inner, self.timeout_s, self.until)
+            x, y = x - float(corner[0]), y - float(corner[1])
+        return frame, x, y
 
     async def _element(self) -> ElementHandle:
         return await self._call(self.frame.frame_element(), "frame_element")

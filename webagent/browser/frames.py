@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from playwright.async_api import ElementHandle, Frame, Page
 
-__all__ = ["MAX_FRAME_DEPTH", "Located", "locate"]
+__all__ = ["DEEP_ELEMENT", "FRAME_CORNER", "MAX_FRAME_DEPTH", "Located", "locate"]
 
 #: Frames nested deeper than this are not followed (the element is the frame element there).
 MAX_FRAME_DEPTH = 8

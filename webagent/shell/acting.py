@@ -1,14 +1,28 @@
 """The actions of ``webagent session``: one action of webagent's action space each, on a ref or a
 point, carried out by the loop's own ``perform`` through the session's driver (secrets typed and
-masked by ``SecretPage``), and the receipt of what it did."""
+masked by ``SecretPage``), and the receipt of what it did.
+
+What a receipt reads of the page at the action's point (the control there, ``role "name"``; a
+field's value or a checkbox's state) is read in whichever frame holds the point. A page's script
+stops at a frame of another origin (its document is not the script's to read, and with site
+isolation it lives in another renderer process), so the point is followed first, frame by frame,
+through Playwright (``FarFrame.at``: frames of any origin, open shadow roots), and the script runs
+in the innermost frame there on the point in that frame's viewport. The page's own frame is read
+through the session's driver, as every other read of it is (a crashed page is told as one). A frame
+that does not answer in time, or is gone (the action navigated it away), leaves that part of the
+receipt out (logged), never the receipt; what is read is redacted as every receipt is."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
+import structlog
+
 from ..actions import Action
 from ..browser.deadline import within
+from ..browser.farframes import FarFrame
+from ..errors import BrowserError
 from ..loop import perform
 from ..records import Point
 from .pageread import resolve
@@ -17,29 +31,24 @@ from .receipts import Before, Receipt, changed_area, looks_like_challenge
 from .refs import RESOLVE_SCRIPT
 from .sessions import ShellSession
 
-__all__ = ["LATE_DOWNLOAD_S", "TARGET_SCRIPT", "VALUE_SCRIPT", "act", "locate"]
+__all__ = ["LATE_DOWNLOAD_S", "TARGET_SCRIPT", "VALUE_SCRIPT", "act", "locate", "read_at"]
+
+log = structlog.get_logger("webagent.shell")
 
 #: How long a receipt waits for a download an action started late.
 LATE_DOWNLOAD_S = 1.5
+#: The actions whose receipt tells the state of the checkbox, radio or switch they were on.
+_TOGGLING = ("click_element", "double_click_element")
 
-#: The control (or element) under a point: ``role "name"``.
+
+#: The control (or element) at a point of this document: ``role "name"`` (into open shadow roots;
+#: the frames at the point are followed before it runs).
 TARGET_SCRIPT = r"""([x, y]) => {
-  const frameDoc = (el) => {
-    if (el.tagName !== 'IFRAME' && el.tagName !== 'FRAME') return null;
-    try { return el.contentDocument; } catch (e) { return null; }
-  };
-  // Into open shadow roots and same-origin frames.
   let el = document.elementFromPoint(x, y);
-  for (let depth = 0; el && depth < 20; depth++) {
-    const inner = el.shadowRoot ? el.shadowRoot.elementFromPoint(x, y) : null;
-    if (inner && inner !== el) { el = inner; continue; }
-    const doc = frameDoc(el);
-    if (!doc) break;
-    const r = el.getBoundingClientRect();
-    x -= r.left + el.clientLeft; y -= r.top + el.clientTop;
-    const next = doc.elementFromPoint(x, y);
-    if (!next) break;
-    el = next;
+  for (let depth = 0; el && el.shadowRoot && depth < 20; depth++) {
+    const inner = el.shadowRoot.elementFromPoint(x, y);
+    if (!inner || inner === el) break;
+    el = inner;
   }
   if (!el) return null;
   const labelText = (label) => {  // its own words, not a select's options inside it
@@ -58,22 +67,40 @@ TARGET_SCRIPT = r"""([x, y]) => {
   return role + ' "' + name + '"';
 }"""
 
-#: The value of the field at a point (the focused one first), a password's as dots.
-VALUE_SCRIPT = r"""([x, y]) => {
-  let el = document.activeElement;
-  for (let depth = 0; el && depth < 20; depth++) {  // into open shadow roots and same-origin frames
-    let inner = el.shadowRoot ? el.shadowRoot.activeElement : null;
-    if (!inner && (el.tagName === 'IFRAME' || el.tagName === 'FRAME')) {
-      try { inner = el.contentDocument && el.contentDocument.activeElement; } catch (e) { inner = null; }
+#: ``[x, y, toggles]``: the value of the field at a point of this document (the one a label there
+#: names; else the focused one), a password's as dots, a checkbox's or radio's as ``checked`` or
+#: ``unchecked``; with ``toggles``, only a checkbox's, radio's or switch's state (null for anything else).
+VALUE_SCRIPT = r"""([x, y, toggles]) => {
+  const deep = (el, next) => {  // into open shadow roots
+    for (let depth = 0; el && depth < 20; depth++) {
+      const inner = el.shadowRoot ? next(el.shadowRoot) : null;
+      if (!inner || inner === el) break;
+      el = inner;
     }
-    if (!inner || inner === el) break;
-    el = inner;
-  }
-  if (!el || !('value' in el)) el = document.elementFromPoint(x, y);
-  if (el && el.tagName === 'LABEL' && el.control) el = el.control;
-  if (!el || !('value' in el)) return null;
+    return el;
+  };
+  const FIELDS = ['INPUT', 'SELECT', 'TEXTAREA'];
+  const fieldOf = (el) => {
+    if (!el) return null;
+    const label = el.closest('label');
+    if (label && label.control && !FIELDS.includes(el.tagName)) return label.control;
+    if (FIELDS.includes(el.tagName)) return el;
+    const ticked = el.closest('[role=checkbox],[role=radio],[role=switch],[role=menuitemcheckbox]');
+    if (ticked && ticked.hasAttribute('aria-checked')) return ticked;
+    if (!el.isContentEditable) return null;
+    while (el.parentElement && el.parentElement.isContentEditable) el = el.parentElement;
+    return el;
+  };
+  let el = fieldOf(deep(document.elementFromPoint(x, y), (root) => root.elementFromPoint(x, y)));
+  if (!el && !toggles) el = fieldOf(deep(document.activeElement, (root) => root.activeElement));
+  if (!el) return null;
+  const toggle = el.tagName === 'INPUT' && (el.type === 'checkbox' || el.type === 'radio');
+  if (toggle) return el.checked ? 'checked' : 'unchecked';
+  if (el.hasAttribute('aria-checked')) return el.getAttribute('aria-checked') === 'true' ? 'checked' : 'unchecked';
+  if (toggles) return null;
   if (el.type === 'password') return el.value ? '•'.repeat(Math.min(el.value.length, 12)) : '';
   if (el.tagName === 'SELECT') return el.selectedOptions[0]?.text ?? '';
+  if (el.isContentEditable) return el.innerText.slice(0, 500);
   return String(el.value).slice(0, 500);
 }"""
 
@@ -105,6 +132,24 @@ async def locate(s: ShellSession, ref: str | None, point: list[Any] | None) -> P
             raise ShellError(EXIT_BAD, f"point {x:g},{y:g} is outside the {width}x{height} viewport")
         return Point(image=(x, y), viewport=(x, y))
     return None
+
+
+async def read_at(s: ShellSession, script: str, x: float, y: float, *extra: object) -> object:
+    """``script`` run on ``[x', y', *extra]`` in the innermost frame at viewport point (x, y), where
+    (x', y') is the point in that frame's viewport; None when that frame does not answer."""
+    timeout_s = s.session.config.command_timeout_s
+    try:
+        frame, fx, fy = await FarFrame.main(s.session.page, timeout_s, total_s=2 * timeout_s).at(x, y)
+    except BrowserError as exc:  # the frames at the point not followed: the page's own read
+        log.info("shell_point_frames_not_followed", error=s.secrets.redact(str(exc)))
+        frame, fx, fy = None, x, y
+    if frame is None or frame.is_main:
+        return await s.driver.evaluate(script, [fx, fy, *extra])
+    try:
+        return await frame.evaluate(script, [fx, fy, *extra])
+    except BrowserError as exc:
+        log.info("shell_frame_not_read", error=s.secrets.redact(str(exc)))
+        return None
 
 
 async def _png(s: ShellSession) -> bytes:
@@ -143,7 +188,7 @@ async def act(
     s.check_alive()
     under = None
     if point is not None:
-        found = await s.driver.evaluate(TARGET_SCRIPT, list(point.viewport))
+        found = await read_at(s, TARGET_SCRIPT, *point.viewport)
         under = s.secrets.redact(found) if isinstance(found, str) else None
     before = await _before(s)
     uploads = s.agent.runtime.sessions.uploads(s.pilot.browser)
@@ -162,8 +207,8 @@ async def act(
         await _late_downloads(s, before)  # a click that only downloads shows nothing else
         receipt.events += s.driver.drain_events()
     receipt.downloads = list(s.session.downloads[before.downloads :])
-    if typed and point is not None:
-        value = await s.driver.evaluate(VALUE_SCRIPT, list(point.viewport))
+    if point is not None and (typed or action.action in _TOGGLING):  # a click tells a checkbox's state
+        value = await read_at(s, VALUE_SCRIPT, *point.viewport, not typed)
         receipt.value = s.secrets.redact(value) if isinstance(value, str) else None
     receipt.unchanged = not (
         receipt.changed or receipt.url or receipt.title or receipt.tab_opened or receipt.events or receipt.downloads

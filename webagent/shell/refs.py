@@ -112,12 +112,17 @@ const everything = () => {
   if (document.body) visit(document.body);
   return out;
 };
+// Where a frame element's content box (its document's viewport) starts inside its border box.
+const insetOf = (f) => {
+  const s = getComputedStyle(f);
+  return [f.clientLeft + parseFloat(s.paddingLeft), f.clientTop + parseFloat(s.paddingTop)];
+};
 // Where an element's frame is in the top viewport.
 const offsetOf = (el) => {
   let dx = 0, dy = 0, win = el.ownerDocument.defaultView;
   while (win && win !== window && win.frameElement) {
-    const f = win.frameElement, r = f.getBoundingClientRect();
-    dx += r.left + f.clientLeft; dy += r.top + f.clientTop;
+    const f = win.frameElement, r = f.getBoundingClientRect(), [ix, iy] = insetOf(f);
+    dx += r.left + ix; dy += r.top + iy;
     win = win.parent;
   }
   return [dx, dy];
@@ -132,8 +137,8 @@ const deepAt = (x, y) => {
     }
     const doc = frameDoc(top);
     if (doc) {
-      const r = top.getBoundingClientRect();
-      x -= r.left + top.clientLeft; y -= r.top + top.clientTop;
+      const r = top.getBoundingClientRect(), [ix, iy] = insetOf(top);
+      x -= r.left + ix; y -= r.top + iy;
       const inner = doc.elementFromPoint(x, y);
       if (inner) { top = inner; continue; }
     }
@@ -161,8 +166,8 @@ const controls = (all) => {
 const isFar = (el) => (el.tagName === 'IFRAME' || el.tagName === 'FRAME') && !frameDoc(el) && visible(el);
 // Where its content box starts in this document's viewport.
 const cornerOf = (el) => {
-  const r = el.getBoundingClientRect(), s = getComputedStyle(el), [dx, dy] = offsetOf(el);
-  return [dx + r.left + el.clientLeft + parseFloat(s.paddingLeft), dy + r.top + el.clientTop + parseFloat(s.paddingTop)];
+  const r = el.getBoundingClientRect(), [ix, iy] = insetOf(el), [dx, dy] = offsetOf(el);
+  return [dx + r.left + ix, dy + r.top + iy];
 };
 const describe = (el) => {
   const r = el.getBoundingClientRect();
