@@ -6,7 +6,9 @@ reads a page whole (the shell's refs) runs its script in each such frame through
 reaches a frame in another process too, and adds the frame's place in the page to the points read
 there. ``FarFrame`` is one such frame: its script's results, the frames of other origins inside it
 (the elements a script of the caller's names, in its order), and where its content box is in the
-page's viewport. Every call has the deadline it is given; a frame that does not answer, or is gone
+page's viewport. What reads the page at a point (the shell's receipts) finds the innermost frame
+there (``at``: frames of any origin, as ``frames.locate`` walks them) and runs its script in that
+frame on the point moved into its viewport. Every call has the deadline it is given; a frame that does not answer, or is gone
 (detached, navigated away), is a ``BrowserError`` naming it, for the caller to skip or report.
 """
 

@@ -25,7 +25,7 @@ from ..browser.farframes import FarFrame
 from ..errors import BrowserError
 from ..loop import perform
 from ..records import Point
-from .pageread import resolve
+from .pageread import FRAMES_BUDGET, resolve
 from .protocol import EXIT_BAD, EXIT_BLOCKED, EXIT_OK, EXIT_STALE, EXIT_UNCHANGED, Reply, ShellError
 from .receipts import Before, Receipt, changed_area, looks_like_challenge
 from .refs import RESOLVE_SCRIPT
@@ -139,7 +139,7 @@ async def read_at(s: ShellSession, script: str, x: float, y: float, *extra: obje
     (x', y') is the point in that frame's viewport; None when that frame does not answer."""
     timeout_s = s.session.config.command_timeout_s
     try:
-        frame, fx, fy = await FarFrame.main(s.session.page, timeout_s, total_s=2 * timeout_s).at(x, y)
+        frame, fx, fy = await FarFrame.main(s.session.page, timeout_s, total_s=FRAMES_BUDGET * timeout_s).at(x, y)
     except BrowserError as exc:  # the frames at the point not followed: the page's own read
         log.info("shell_point_frames_not_followed", error=s.secrets.redact(str(exc)))
         frame, fx, fy = None, x, y
