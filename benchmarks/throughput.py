@@ -14,7 +14,9 @@ the same process-tree CPU instrument as the agent; ``--floor steady`` is the ste
 above (its middle 80 % of steps), ``--floor steady,whole`` runs both. Against the whole-batch
 floor it prints steps/s, CPU per step, DevTools commands (``Runtime.evaluate`` and all) per step of
 both sides, and per N the agent's tasks per hour, success rate, model tokens per task and cost per
-task at ``--price-per-mtok``.
+task at ``--price-per-mtok``. Both sides are admitted alike (``wholefloor.py``: the batch's
+``Admission``, the pool's ``OPENS_AT_ONCE``). Each side's figures are printed as soon as it ends; a
+side that fails prints its one-line error, the others still run and print, and the exit code is 1.
 
 Against the steady-state floor it prints steps/s of both and their ratio, the ideal steps/s given the model latency, CPU per step,
 memory per session (PSS of Chromium + this Python process, divided by N), harness overhead per step
