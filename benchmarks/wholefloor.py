@@ -124,7 +124,11 @@ async def whole_floor(url: str, n: int, steps: int, pause: float, meter: Any) ->
                             timeout_s,
                             "new_context",
                         )
-                        page = await within(context.new_page(), timeout_s, "new_page")
+                        try:
+                            page = await within(context.new_page(), timeout_s, "new_page")
+                        except BaseException:  # as the agent's session does: its context closed too
+                            await within(context.close(), timeout_s, "context.close")
+                            raise
                     try:
                         await page.goto(url, timeout=config.navigation_timeout_s * 1000)
                         cdp = await devtools.attach(context, page)
