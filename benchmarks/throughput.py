@@ -14,7 +14,9 @@ the same process-tree CPU instrument as the agent; ``--floor steady`` is the ste
 above (its middle 80 % of steps), ``--floor steady,whole`` runs both. Against the whole-batch
 floor it prints steps/s, CPU per step, DevTools commands (``Runtime.evaluate`` and all) per step of
 both sides, and per N the agent's tasks per hour, success rate, model tokens per task and cost per
-task at ``--price-per-mtok``.
+task at ``--price-per-mtok``. Both sides are admitted alike (``wholefloor.py``: the batch's
+``Admission``, the pool's ``OPENS_AT_ONCE``). Each side's figures are printed as soon as it ends; a
+side that fails prints its one-line error, the others still run and print, and the exit code is 1.
 
 Against the steady-state floor it prints steps/s of both and their ratio, the ideal steps/s given the model latency, CPU per step,
 memory per session (PSS of Chromium + this Python process, divided by N), harness overhead per step
@@ -37,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -74,11 +77,20 @@ from throughput_agent import (
     prompt_tokens,
     write_tasks,
 )
-from throughput_report import IMAGE_TOKENS, median_round, ratio, report, report_steady, report_whole
+from throughput_report import (
+    IMAGE_TOKENS,
+    median_round,
+    print_whole_side,
+    ratio,
+    report,
+    report_steady,
+    report_whole,
+)
 from wholefloor import BUTTON, capture_params, count_cdp, whole_figures, whole_floor
 
 __all__ = [
     "BUTTON",
+    "FAILED",
     "IMAGE_TOKENS",
     "NOT_COUNTED",
     "POLICY_FAMILY",
@@ -109,10 +121,15 @@ __all__ = [
     "report",
     "report_steady",
     "report_whole",
+    "side",
     "steady",
     "thread_cpu_s",
     "write_tasks",
 ]
+
+
+#: The one-line errors of the sides that failed (the exit code is 1 where any did).
+FAILED: list[str] = []
 
 
 # -- the floor ------------------------------------------------------------------------------------
@@ -216,6 +233,9 @@ def main() -> None:
         sites.terminate()
         sites.wait(10)
     report(args, rows, tokens)
+    if FAILED:
+        print("\nfailed:\n" + "\n".join(FAILED), flush=True)
+        sys.exit(1)
 
 
 async def measure(
@@ -239,13 +259,27 @@ async def floor_whole(url: str, n: int, steps: int, pause: float, exclude: set[i
     return {**whole_figures(run, meter), "cdp": cdp.per_step(run["steps"]), "pss_mib": meter.peak_kib / 1024 / n}
 
 
+async def side(what: str, n: int, run: Awaitable[dict[str, Any]]) -> dict[str, Any] | None:
+    """One side's figures, or None where it failed: its one-line error printed (and kept for the
+    exit code), so that the other side still runs and prints its own."""
+    try:
+        return await run
+    except Exception as exc:  # any failure of a side: the benchmark goes on with the other
+        text = str(exc).strip()
+        line = f"N={n:<4} {what} FAILED: {type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+        print(line, flush=True)
+        FAILED.append(line)
+        return None
+
+
 async def measure_round(
     args: argparse.Namespace, n: int, url: str, workdir: Path, exclude: set[int], round_: int
 ) -> dict[str, Any]:
     """One round at N sessions: the steady-state floor (``--floor steady``), the agent, then the
-    whole-batch floor (``--floor whole``) and, with latency, the steady floor with the agent's waits."""
+    whole-batch floor (``--floor whole``) and, with latency, the steady floor with the agent's waits.
+    Each side's figures are printed as soon as it ends; a side that fails prints its error instead."""
     floors = set(args.floor.split(","))
-    f = await floor(url, n, args.steps, exclude) if "steady" in floors else None
+    f = await side("steady floor", n, floor(url, n, args.steps, exclude)) if "steady" in floors else None
     if f is not None and args.floor_burn_ms:
         b = await floor(url, n, args.steps, exclude, burn_ms=args.floor_burn_ms)
         print(
@@ -256,39 +290,46 @@ async def measure_round(
         )
     (workdir / f"round-{round_}").mkdir(exist_ok=True)
     groundings = [g for g in args.grounding.split(",") if g] or [None]
-    a = await agent(url, n, args.steps, args.latency, workdir / f"round-{round_}", exclude, groundings[0])
-    clicks = {groundings[0]: a["click_step_s"]}
-    for grounding in groundings[1:]:
-        other = await agent(url, n, args.steps, args.latency, workdir / f"round-{round_}", exclude, grounding)
-        clicks[grounding] = other["click_step_s"]
-    if len(clicks) > 1:
-        first = clicks[groundings[0]]
-        print(
-            f"N={n:<4} wall time per click step: "
-            + ", ".join(f"{g} {t:.3f} s ({t / first:.2f} of {groundings[0]})" for g, t in clicks.items()),
-            flush=True,
-        )
-    ideal = n / a["model_s_per_step"] if a["model_s_per_step"] > 0 else float("inf")
+    out = workdir / f"round-{round_}"
+    a = await side("agent", n, agent(url, n, args.steps, args.latency, out, exclude, groundings[0]))
+    if a is not None:
+        print_whole_side(n, "agent", a["whole"], a["pss_mib"], a["cdp"])
+        clicks = {groundings[0]: a["click_step_s"]}
+        for grounding in groundings[1:]:
+            other = await agent(url, n, args.steps, args.latency, out, exclude, grounding)
+            clicks[grounding] = other["click_step_s"]
+        if len(clicks) > 1:
+            first = clicks[groundings[0]]
+            print(
+                f"N={n:<4} wall time per click step: "
+                + ", ".join(f"{g} {t:.3f} s ({t / first:.2f} of {groundings[0]})" for g, t in clicks.items()),
+                flush=True,
+            )
+    # The floor's model wait per step: the agent's (mean over its steps, queueing included); where
+    # the agent failed, its two calls a click step (policy and localizer) at --latency.
+    pause = a["model_s_per_step"] if a is not None else 2 * args.latency
+    ideal = n / pause if pause > 0 else float("inf")
     row: dict[str, Any] = {"n": n, "steady": f, "agent": a, "ideal": ideal, "waits": None, "whole": None}
     if "whole" in floors:
-        # The same model latency per step as the agent waited (mean over its steps, queueing included).
-        wf = row["whole"] = await floor_whole(url, n, args.steps, a["model_s_per_step"], exclude)
-        aw = a["whole"]
-        print(
-            f"N={n:<4} whole batch: floor {wf['steps_per_s']:6.1f} steps/s  agent {aw['steps_per_s']:6.1f} steps/s  "
-            f"ratio {aw['steps_per_s'] / wf['steps_per_s']:.2f}  cpu/step floor {wf['cpu_per_step_ms']:.0f} ms "
-            f"agent {aw['cpu_per_step_ms']:.0f} ms (x{aw['cpu_per_step_ms'] / wf['cpu_per_step_ms']:.2f})  "
-            f"PSS/session floor {wf['pss_mib']:.0f} MiB agent {a['pss_mib']:.0f} MiB  "
-            f"success {aw['success_rate']:.0%}\n       DevTools commands: floor {wf['cdp']}  agent {a['cdp']}",
-            flush=True,
-        )
-    if f is None:
+        wf = row["whole"] = await side("whole-batch floor", n, floor_whole(url, n, args.steps, pause, exclude))
+        if wf is not None:
+            print_whole_side(n, "whole-batch floor", wf, wf["pss_mib"], wf["cdp"])
+        if wf is not None and a is not None:
+            aw = a["whole"]
+            print(
+                f"N={n:<4} whole batch: agent/floor steps/s {aw['steps_per_s'] / wf['steps_per_s']:.2f}  "
+                f"cpu/step x{aw['cpu_per_step_ms'] / wf['cpu_per_step_ms']:.2f}",
+                flush=True,
+            )
+    if f is None or a is None:
         return row
     target = min(ideal, f["steps_per_s"])
     # Like for like: the same loop sleeping, per step, as long as the agent waited on its models
     # (the same browser work in the same rhythm, without the harness).
     w = row["waits"] = (
-        await floor(url, n, args.steps, exclude, pause=a["model_s_per_step"]) if args.latency > 0 else None
+        await side("steady floor with waits", n, floor(url, n, args.steps, exclude, pause=pause))
+        if args.latency > 0
+        else None
     )
     if w is not None:
         print(

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from procmeter import Meter, cpu_s, steady
-from wholefloor import BUTTON, count_cdp, whole_figures
+from wholefloor import BUTTON, count_cdp, deadlines, whole_figures
 
 from webagent.batch import BatchRunner, read_results
 from webagent.families import DEFAULT_PROFILE
@@ -139,7 +139,15 @@ async def agent(
     model = statistics.mean(stats.step_model_s) if stats.step_model_s else 0.0
     rate, cpu, split = steady(ends, meter)
     succeeded = sum(r.success for r in results)
-    whole = {"start": start, "end": end, "steps": stats.steps, "tasks": n, "succeeded": succeeded}
+    whole = {
+        "start": start,
+        "end": end,
+        "steps": stats.steps,
+        "tasks": n,
+        "succeeded": succeeded,
+        "deadlines": deadlines(runner.load),
+        "peak_sessions": runner.admission.peak_running,
+    }
     return {
         "whole": whole_figures(whole, meter),
         "cdp": cdp.per_step(stats.steps),
@@ -180,5 +188,5 @@ def prompt_tokens(out: Path) -> dict[int, int]:
         step = json.loads(line)
         for call in step["calls"]:
             if call["role"] == "policy":
-                tokens[step["index"]] = call["usage"]["prompt_tokens", "write_tasks"]
+                tokens[step["index"]] = call["usage"]["prompt_tokens"]
     return tokens

@@ -54,3 +54,41 @@ def test_an_unknown_floor_is_a_one_line_error() -> None:
     )
     assert proc.returncode == 2 and "--floor: 'whole,fast'" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+#: Runs the benchmark with one side failing as the whole-batch floor did at 500 sessions (a command
+#: past its deadline): the fault is injected in the side's own entry point, the rest is the real run.
+FAILING = """
+import sys
+sys.path.insert(0, {benchmarks!r})
+import throughput
+from webagent.browser.deadline import CommandTimeout
+
+async def fails(*args, **kwargs):
+    raise CommandTimeout("Page.captureScreenshot: no answer from the browser within 30 s")
+
+setattr(throughput, {name!r}, fails)
+sys.argv = ["throughput.py", *sys.argv[1:]]
+throughput.main()
+"""
+
+
+@pytest.mark.parametrize(("failing", "name"), [("whole-batch floor", "whole_floor"), ("agent", "agent")])
+def test_a_side_that_fails_prints_its_error_and_the_other_sides_figures_still_print(failing: str, name: str) -> None:
+    args = ["--sessions", "2", "--steps", "3", "--latency", "0.1", "--token-steps", "0", "--floor", "whole"]
+    script = FAILING.format(benchmarks=str(BENCHMARK.parent), name=name)
+    proc = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, timeout=600, text=True)
+    print(proc.stdout)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    error = f"N=2    {failing} FAILED: CommandTimeout: Page.captureScreenshot: no answer from the browser within 30 s"
+    assert proc.stdout.count(error) == 2  # where it failed, and again at the end
+    (whole,) = table(proc.stdout, "| N | floor steps/s | agent steps/s | agent/floor | CPU/step floor | CPU/step agent")
+    floor_ran, agent_ran = failing == "agent", failing != "agent"
+    assert (whole["floor steps/s"] != "failed") == floor_ran and (whole["agent steps/s"] != "failed") == agent_ran
+    assert whole["agent/floor"] == "failed"
+    other = "whole-batch floor" if failing == "agent" else "agent"
+    (line,) = [line for line in proc.stdout.splitlines() if line.startswith(f"N=2    whole batch, {other}: ")]
+    assert "success 100%" in line  # the side that ran: its figures, as soon as it ended
+    (batch,) = table(proc.stdout, "| N | tasks/hour")
+    assert (batch["success rate"] == "100%") == agent_ran and (batch["tasks lost"] == "0") == agent_ran

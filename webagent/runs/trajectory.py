@@ -13,9 +13,13 @@ from pathlib import Path
 import structlog
 
 from ..files.disk import make_dir, open_append, write_atomic
+from ..images import Screenshot as Image
 from ..records import RunResult, Step
 
-__all__ = ["RunFiles", "TrajectoryWriter", "read_trajectory"]
+__all__ = ["RunFiles", "Screenshot", "TrajectoryWriter", "read_trajectory", "record_step", "result_text"]
+
+#: A screenshot to save: its file name in the run directory and the image.
+Screenshot = tuple[str, Image]
 
 log = structlog.get_logger("webagent.runs")
 
@@ -31,16 +35,21 @@ class TrajectoryWriter:
 
     def write_step(self, step: Step) -> None:
         """Save the step's screenshot and append its record (one JSON line, flushed)."""
-        if step.image is not None and step.screenshot is None:
-            name = f"step_{step.index:03d}.{step.image.extension}"
-            write_atomic(self.directory / name, step.image.data(), private=self.private)
-            step.screenshot = name
-        self._trajectory.write(step.model_dump_json() + "\n")
+        self.append(*record_step(step))
+
+    def append(self, line: str, screenshot: Screenshot | None) -> None:
+        """Save a screenshot (``record_step``'s) and append a record's line, flushed."""
+        if screenshot is not None:
+            name, image = screenshot
+            write_atomic(self.directory / name, image.data(), private=self.private)
+        self._trajectory.write(line)
         self._trajectory.flush()
 
-    def write_result(self, result: RunResult) -> Path:
+    def write_result(self, result: RunResult | str) -> Path:
+        """``result.json``: the result, or its text already serialized (``result_text``)."""
+        text = result if isinstance(result, str) else result_text(result)
         path = self.directory / "result.json"
-        write_atomic(path, (result.model_dump_json(indent=2) + "\n").encode(), private=self.private)
+        write_atomic(path, text.encode(), private=self.private)
         return path
 
     def write_report(self) -> Path | None:
@@ -75,22 +84,54 @@ class RunFiles:
 
     def step(self, step: Step) -> None:
         """Append the step (already redacted) to the trajectory."""
+        self.append(*record_step(step))
+
+    def append(self, line: str, screenshot: Screenshot | None) -> None:
+        """Append a step's line and save its screenshot, as ``record_step`` made them."""
         writer = self._open()
         if writer is not None:
-            writer.write_step(step)
+            writer.append(line, screenshot)
 
     def finish(self, result: RunResult | None) -> None:
         """Write ``result.json`` (setting ``result.output_dir``) and ``report.html``; close the trajectory."""
+        self.end(self.result_text(result))
+
+    def result_text(self, result: RunResult | None) -> str | None:
+        """``result`` with its ``output_dir`` set (where the run has a directory), serialized."""
+        if result is None:
+            return None
+        if self.directory is not None:
+            result.output_dir = str(self.directory)
+        return result_text(result)
+
+    def end(self, result: str | None) -> None:
+        """Write ``result.json`` (``result_text``'s) and ``report.html``; close the trajectory."""
         writer = self._open() if result is not None else self._writer
         if writer is None:
             return
-        if result is not None:
-            result.output_dir = str(writer.directory)
-            writer.write_result(result)
-        writer.close()
+        self._writer = None
+        try:
+            if result is not None:
+                writer.write_result(result)
+        finally:
+            writer.close()  # closed even where result.json could not be written
         if result is not None:
             writer.write_report()
-        self._writer = None
+
+
+def record_step(step: Step) -> tuple[str, Screenshot | None]:
+    """A step's line of ``trajectory.jsonl`` and the screenshot to save with it (its file name set
+    on the step first, so the line names it): what ``append`` writes, made where the step is."""
+    screenshot = None
+    if step.image is not None and step.screenshot is None:
+        screenshot = (f"step_{step.index:03d}.{step.image.extension}", step.image)
+        step.screenshot = screenshot[0]
+    return step.model_dump_json() + "\n", screenshot
+
+
+def result_text(result: RunResult) -> str:
+    """What ``result.json`` holds."""
+    return result.model_dump_json(indent=2) + "\n"
 
 
 def read_trajectory(directory: str | Path) -> list[dict[str, object]]:
