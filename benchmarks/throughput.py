@@ -19,7 +19,7 @@ task at ``--price-per-mtok``. Both sides are admitted alike (``wholefloor.py``: 
 side that fails prints its one-line error, the others still run and print, and the exit code is 1.
 
 Against the steady-state floor it prints steps/s of both and their ratio, the ideal steps/s given the model latency, CPU per step,
-memory per session (PSS of Chromium + this Python process, divided by N), harness overhead per step
+memory per session (PSS of Chromium + this Python process, divided by the sessions open at its peak), harness overhead per step
 (step wall time minus model wait), tasks lost, and the policy prompt tokens at step 3 and step 30.
 
 With ``--grounding localizer,policy`` (and a ``--policy-family`` that places its own clicks) the agent
@@ -256,7 +256,12 @@ async def floor_whole(url: str, n: int, steps: int, pause: float, exclude: set[i
     """The whole-batch floor (``wholefloor.py``), measured like the agent's batch."""
     with Meter(exclude) as meter, count_cdp() as cdp:
         run = await whole_floor(url, n, steps, pause, meter)
-    return {**whole_figures(run, meter), "cdp": cdp.per_step(run["steps"]), "pss_mib": meter.peak_kib / 1024 / n}
+    open_at_once = max(run.get("peak_sessions") or n, 1)  # admission may hold fewer than n open
+    return {
+        **whole_figures(run, meter),
+        "cdp": cdp.per_step(run["steps"]),
+        "pss_mib": meter.peak_kib / 1024 / open_at_once,
+    }
 
 
 async def side(what: str, n: int, run: Awaitable[dict[str, Any]]) -> dict[str, Any] | None:

@@ -159,7 +159,8 @@ async def agent(
         "steps": stats.steps,
         "steps_per_s": rate,
         "cpu_per_step_ms": cpu,
-        "pss_mib": meter.peak_kib / 1024 / n,
+        # per session open at once: admission may hold fewer than n open (at 500, on 2 cores)
+        "pss_mib": meter.peak_kib / 1024 / max(runner.admission.peak_running or n, 1),
         "overhead_ms_p50": statistics.median(overhead) * 1000 if overhead else 0.0,
         "model_s_per_step": model,
         "lost": n - sum(1 for r in results if r.stop_reason != "error"),  # no line, or an error line
