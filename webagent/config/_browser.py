@@ -143,6 +143,12 @@ class BrowserConfig(ContextSettings):
     probe_timeout_s: float = Field(
         default=3.0, gt=0, description="A host that does not answer a probe within this is quarantined"
     )
+    node_browser: bool = Field(
+        default=True,
+        description="Under batch --ray with provider local: one Chromium per Ray node of two actors or more, "
+        "shared by them over a DevTools port on 127.0.0.1 (not when the batch holds secrets or a signed-in "
+        "state, or direct_cdp is off); false: a Chromium per actor",
+    )
 
     @model_validator(mode="after")
     def _provider(self) -> BrowserConfig:
