@@ -21,9 +21,11 @@ import structlog
 from pydantic import SecretStr
 
 from webagent.batch import BatchRunner, BatchStats, RayCluster, read_results
+from webagent.batch.nodebrowser import node_browser_refusal
 from webagent.batch.summary import summarize
 from webagent.config import AgentConfig
 from webagent.runtime import checked_sessions
+from webagent.tasks import TaskSpec
 from webagent.testing.server import FakeModelServer
 from webagent.testing.sites import SiteServer
 
@@ -199,3 +201,32 @@ def test_a_node_chromium_killed_mid_batch_is_launched_again_and_every_task_ends_
     reruns = [r.reason for res in read_results(tmp_path / "out") for a in res.attempt_records for r in a.reruns]
     assert set(reruns) <= {"browser_crash", "setup_crash"}, reruns
     assert sum(h.crashes for h in stats.host_counts.values()) >= 1, stats.host_counts
+
+
+def test_which_batches_keep_a_chromium_per_actor(server: FakeModelServer, tmp_path: Path) -> None:
+    """Each reason a node's actors may not share a browser, in one line; none for a plain batch."""
+    task = TaskSpec(id="t", url="http://127.0.0.1:1/", goal="g")
+    state = tmp_path / "state.json"
+    state.write_text('{"cookies": [], "origins": []}')
+    state.chmod(0o600)
+    signed_in = TaskSpec.model_validate(
+        {"id": "s", "url": "http://127.0.0.1:1/", "goal": "g", "browser": {"storage_state": str(state)}}
+    )
+
+    def why(tasks: list[TaskSpec] = [task], **browser: Any) -> str | None:  # noqa: B006
+        config = make_config(server)
+        config.browser = config.browser.model_validate({**config.browser.model_dump(exclude_unset=True), **browser})
+        return node_browser_refusal(config, tasks)
+
+    assert why() is None
+    assert why(node_browser=False) == "[browser] node_browser is false"
+    assert why(direct_cdp=False) == "[browser] direct_cdp is false: no DevTools port"
+    assert "provider is hosts" in str(why(provider="hosts", hosts=[{"url": "http://127.0.0.1:9222"}]))
+    assert "remote browser" in str(why(cdp_endpoint="http://127.0.0.1:9222"))
+    assert "secrets or a signed-in state" in str(why([task, signed_in]))
+    assert "secrets or a signed-in state" in str(
+        why(direct_cdp=True, http_credentials={"username": "u", "password": "p"})
+    )
+    config = make_config(server)
+    config.secrets = {"PIN": SecretStr("pin-1234")}
+    assert "secrets or a signed-in state" in str(node_browser_refusal(config, [task]))

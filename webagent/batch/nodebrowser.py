@@ -48,8 +48,10 @@ MIN_ACTORS = 2
 #: Launches tried when the node's Chromium died, and the pause between two.
 RELAUNCHES = 10
 RELAUNCH_PAUSE_S = 1.0
-#: Seconds the nodes' browsers get to close at the end.
+#: Seconds the nodes' browsers get to close at the end, and a node's actor to start its browser
+#: (to be placed, to start Playwright, to launch Chromium).
 CLOSE_S = 10.0
+START_S = 120.0
 
 
 def node_browser_refusal(config: AgentConfig, tasks: Iterable[TaskSpec]) -> str | None:
@@ -100,8 +102,10 @@ class NodeBrowser:
     async def start(self) -> tuple[str | None, str | None]:
         """Launch the Chromium: its DevTools endpoint, or the error text when it cannot launch."""
         try:
-            self._playwright = await async_playwright().start()
+            self._playwright = await asyncio.wait_for(async_playwright().start(), self.config.open_timeout_s)
             await self._launch()
+        except TimeoutError:
+            return None, f"Playwright did not start within {self.config.open_timeout_s:g} s"
         except WebAgentError as exc:
             return None, str(exc)
         log.info("node_browser_started", port=self.port, hardened=self.hardened)
@@ -143,10 +147,6 @@ class NodeBrowser:
         """This actor's process (its Chromium runs below it)."""
         return os.getpid()
 
-    async def figures(self) -> dict[str, int]:
-        """The port and how many times the Chromium was launched again."""
-        return {"port": self.port, "restarts": self.restarts}
-
     async def aclose(self) -> None:
         self._closing = True
         if self._relaunching is not None:
@@ -177,6 +177,7 @@ class NodeBrowsers:
         #: Node id -> its browser's ``[[browser.hosts]]`` entry, and its actor.
         self.hosts: dict[str, dict[str, Any]] = {}
         self.handles: dict[str, Any] = {}
+        self._remote: Any = None
 
     async def _node(self, actor: Any) -> str:
         return str(await _get(actor.node.remote())).split()[0]
@@ -196,9 +197,16 @@ class NodeBrowsers:
     async def _start(self, node: str, actors: int) -> str | None:
         strategies = importlib.import_module("ray.util.scheduling_strategies")
         pinned = strategies.NodeAffinitySchedulingStrategy(node_id=node, soft=False)
-        remote = self._ray.remote(num_cpus=0, max_restarts=0)(NodeBrowser)
-        handle = self.handles[node] = remote.options(scheduling_strategy=pinned).remote(self.config, self.hardened)
-        endpoint, error = await _get(handle.start.remote())
+        if self._remote is None:  # no CPU of its own: the node's actors have them
+            self._remote = self._ray.remote(num_cpus=0, max_restarts=0)(NodeBrowser)
+        handle = self._remote.options(scheduling_strategy=pinned).remote(self.config, self.hardened)
+        self.handles[node] = handle
+        try:
+            endpoint, error = await asyncio.wait_for(_get(handle.start.remote()), START_S)
+        except TimeoutError:
+            return f"the browser of Ray node {node[:8]} did not start within {START_S:g} s"
+        except self._ray.exceptions.RayError as exc:  # its actor died (its node lost) before it answered
+            return f"the browser of Ray node {node[:8]} could not start: {type(exc).__name__}"
         if error is not None:
             return str(error)
         self.hosts[node] = node_host(str(endpoint), actors * self.concurrency, node)

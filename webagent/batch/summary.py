@@ -104,7 +104,8 @@ def summarize(
     hosts = hosts_summary(stats)
     if hosts:  # a fleet of browser hosts: each one's sessions, crashes and step latency
         run.browser_hosts = hosts
-    run.ray_browsers = stats.ray_browsers or None
+    if stats.ray_browsers:  # under --ray: one browser per node, or one per actor and why
+        run.ray_browsers = stats.ray_browsers
     summary = BatchSummary(
         tasks=stats.total,
         finished=n,
