@@ -10,6 +10,7 @@ below each actor while the batch runs."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 from collections.abc import Iterator
@@ -44,8 +45,8 @@ NODE = {"num_cpus": 2, "object_store_memory": 80 * 1024 * 1024, "include_dashboa
 ACTORS = 4
 
 
-@pytest.fixture(scope="module")
-def two_nodes() -> Iterator[str]:
+@contextlib.contextmanager
+def _two_nodes() -> Iterator[Any]:
     """A head and one worker node, two actors' room on each."""
     with pytest.MonkeyPatch.context() as mp:
         for key, value in RAY_ENV.items():
@@ -54,11 +55,17 @@ def two_nodes() -> Iterator[str]:
         cluster = cluster_utils.Cluster(initialize_head=True, head_node_args=NODE, shutdown_at_exit=False)
         try:
             cluster.add_node(**NODE)
-            yield cluster.address
+            yield cluster
         finally:
             if ray.is_initialized():
                 ray.shutdown()
             cluster.shutdown()
+
+
+@pytest.fixture(scope="module")
+def two_nodes() -> Iterator[str]:
+    with _two_nodes() as cluster:
+        yield cluster.address
 
 
 @pytest.fixture(scope="module")
@@ -230,3 +237,29 @@ def test_which_batches_keep_a_chromium_per_actor(server: FakeModelServer, tmp_pa
     config = make_config(server)
     config.secrets = {"PIN": SecretStr("pin-1234")}
     assert "secrets or a signed-in state" in str(node_browser_refusal(config, [task]))
+
+
+def test_a_node_lost_with_its_browser_every_task_ends_once(
+    server: FakeModelServer, site: SiteServer, tmp_path: Path
+) -> None:
+    """The worker node removed mid-batch takes its 2 actors and its browser with it; their tasks run
+    again on the head's actors, on the head's browser (the replacements find no room)."""
+    with _two_nodes() as cluster:
+        watch, runner = _batch(make_config(server), site, tmp_path, 8, address=cluster.address)
+        worker = next(iter(cluster.worker_nodes))
+        removed: list[str] = []
+        on_update = watch.on_update
+
+        def remove_once(stats: BatchStats) -> None:
+            on_update(stats)
+            if not removed and stats.finished_now >= 1 and stats.in_flight >= 2:
+                removed.append(worker.node_id)
+                cluster.remove_node(worker)
+
+        runner.on_update = remove_once
+        stats = watch.run(runner)
+
+    assert removed, "the worker node was not removed mid-batch"
+    _one_line_each(tmp_path / "out", 8)
+    assert runner.pool is not None and runner.pool.actor_deaths >= 1 and stats.retried >= 1
+    assert {kind for kind, _ in watch.seen.values()} == {"node"}, watch.seen  # no actor launched its own
