@@ -1,5 +1,6 @@
 """``batch --ray`` on a cluster of 2 Ray nodes on this machine (``ray.cluster_utils.Cluster``), 2
-actors on each: the actors of a node share one Chromium (``batch/nodebrowser.py``), launched by a
+actors on each: with ``[browser] node_browser = true`` the actors of a node share one Chromium
+(``batch/nodebrowser.py``; by default only from ``AUTO_ACTORS``, where it saves memory), launched by a
 small actor pinned to the node, so the batch runs with exactly one Chromium main process per node
 and none in the actors; every task ends once with one line. A batch that holds a secret keeps a
 Chromium per actor (no DevTools port other local users could reach) and says why. A node's
@@ -22,7 +23,7 @@ import structlog
 from pydantic import SecretStr
 
 from webagent.batch import BatchRunner, BatchStats, RayCluster, read_results
-from webagent.batch.nodebrowser import node_browser_refusal
+from webagent.batch.nodebrowser import AUTO_ACTORS, node_browser_refusal
 from webagent.batch.summary import summarize
 from webagent.config import AgentConfig
 from webagent.runtime import checked_sessions
@@ -128,6 +129,7 @@ def _batch(
     config: AgentConfig, site: SiteServer, tmp_path: Path, count: int, **kwargs: Any
 ) -> tuple[Watch, BatchRunner]:
     tasks = task_file(tmp_path / "t.jsonl", slow_copies(site, *(f"slow-{i}" for i in range(count))))
+    config.browser.node_browser = kwargs.pop("share", True)  # true: on nodes of 2 actors (auto: of AUTO_ACTORS)
     config = checked_sessions(config, (task.browser for task in tasks))  # as webagent batch does
     watch = Watch()
     ray_cluster = RayCluster(address=kwargs.pop("address"), actors=ACTORS)
@@ -174,9 +176,24 @@ def test_a_batch_holding_a_secret_keeps_a_chromium_per_actor_and_says_why(
     _one_line_each(tmp_path / "out", 4)
     assert sorted(kind for kind, _ in watch.seen.values()) == ["actor"] * ACTORS, watch.seen  # one each
     assert runner.pool is not None and runner.pool.nodes is None
-    why = [e["why"] for e in logs if e["event"] == "ray_browser_per_actor"]
-    assert len(why) == 1 and "secrets or a signed-in state" in why[0], logs
-    assert stats.ray_browsers == f"one per actor: {why[0]}"
+    where = [e["where"] for e in logs if e["event"] == "ray_browsers"]
+    assert len(where) == 1 and "secrets or a signed-in state" in where[0], logs  # even with node_browser true
+    assert stats.ray_browsers == where[0] and where[0].startswith("one per actor: ")
+
+
+def test_by_default_nodes_of_fewer_actors_than_it_saves_memory_for_keep_a_chromium_per_actor(
+    two_nodes: str, server: FakeModelServer, site: SiteServer, tmp_path: Path
+) -> None:
+    """``node_browser = "auto"``: a node's browser actor costs more than 2 actors' Chromiums save."""
+    watch, runner = _batch(make_config(server), site, tmp_path, 4, address=two_nodes, share="auto")
+    stats = watch.run(runner)
+
+    _one_line_each(tmp_path / "out", 4)
+    assert sorted(kind for kind, _ in watch.seen.values()) == ["actor"] * ACTORS, watch.seen
+    assert AUTO_ACTORS > 2  # what the node's browser actor costs: more than 2 actors' Chromiums save
+    assert stats.ray_browsers.startswith(f"one per actor: fewer than {AUTO_ACTORS} actors on the node"), (
+        stats.ray_browsers
+    )
 
 
 def test_a_node_chromium_killed_mid_batch_is_launched_again_and_every_task_ends_once(

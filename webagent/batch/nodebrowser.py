@@ -1,6 +1,7 @@
 """One browser per Ray node (``webagent batch --ray`` with ``[browser] provider = "local"``): instead
-of a Chromium in each actor, a small actor pinned to each node that holds two actors or more
-(``NodeBrowser``: Ray's node affinity, not soft) launches one Chromium exactly as the local provider
+of a Chromium in each actor, a small actor pinned to each node that holds enough actors for it to
+save memory (``AUTO_ACTORS``; ``[browser] node_browser = true``: two) (``NodeBrowser``: Ray's node
+affinity, not soft) launches one Chromium exactly as the local provider
 launches it (``launcher.launch_browser``: webagent's flags, and the guard's hardened switches when a
 task of the batch is guarded), with a DevTools port on 127.0.0.1, and the node's actors reach it as a
 browser host (``[browser] provider = "hosts"``, ``providers.FleetPool``): their sessions are placed,
@@ -38,12 +39,28 @@ from ..config import AgentConfig, BrowserConfig
 from ..errors import BrowserError, WebAgentError
 from ..runtime import private_outputs
 from ..tasks import TaskSpec
+from .worker import config_payload
 
-__all__ = ["MIN_ACTORS", "NodeBrowser", "NodeBrowsers", "node_browser_refusal", "node_host", "on_node_browser"]
+__all__ = [
+    "AUTO_ACTORS",
+    "MIN_ACTORS",
+    "NodeBrowser",
+    "NodeBrowsers",
+    "node_browser_refusal",
+    "node_host",
+    "on_node_browser",
+]
 
 log = structlog.get_logger("webagent.batch")
 
-#: Actors on one node from which they share a browser (one actor alone gains nothing).
+#: Measured (benchmarks/node_actor.py, 2026-12-05): the PSS of a node's browser actor beside its
+#: Chromium (a Ray worker with webagent imported, 123 MiB, and its Playwright driver, 123 MiB), and
+#: what each Chromium not launched saves with 3 sessions open (benchmarks/node_pool.py, docs/deploy.md).
+NODE_ACTOR_MIB = 245
+SAVED_MIB = 61
+#: Actors on one node from which they share a browser: where it saves memory (``node_browser =
+#: "auto"``: (actors - 1) × SAVED_MIB > NODE_ACTOR_MIB), or at all (``true``: one actor alone gains nothing).
+AUTO_ACTORS = 2 + NODE_ACTOR_MIB // SAVED_MIB
 MIN_ACTORS = 2
 #: Launches tried when the node's Chromium died, and the pause between two.
 RELAUNCHES = 10
@@ -58,7 +75,7 @@ def node_browser_refusal(config: AgentConfig, tasks: Iterable[TaskSpec]) -> str 
     """Why the actors of a batch with ``config`` and ``tasks`` keep a Chromium each; None when each
     node's actors may share one."""
     browser = config.browser
-    if not browser.node_browser:
+    if browser.node_browser is False:
         return "[browser] node_browser is false"
     if browser.provider != "local":
         return f"[browser] provider is {browser.provider}: the actors lease its hosts"
@@ -167,11 +184,14 @@ async def _get(ref: Any) -> Any:
 
 class NodeBrowsers:
     """The node browsers of one batch, from the driver: one ``NodeBrowser`` actor on each node of
-    ``MIN_ACTORS`` actors or more, its capacity those actors × ``concurrency``."""
+    ``AUTO_ACTORS`` actors or more (``node_browser = true``: ``MIN_ACTORS``), its capacity those
+    actors × ``concurrency``. ``note``: where the browsers are, in one line."""
 
-    def __init__(self, ray: Any, config: dict[str, Any], hardened: bool, concurrency: int) -> None:
+    def __init__(self, ray: Any, config: AgentConfig, hardened: bool, concurrency: int) -> None:
         self._ray = ray
-        self.config = config
+        self.config = config_payload(config)
+        self.least = MIN_ACTORS if config.browser.node_browser is True else AUTO_ACTORS
+        self.note = ""
         self.hardened = hardened
         self.concurrency = concurrency
         #: Node id -> its browser's ``[[browser.hosts]]`` entry, and its actor.
@@ -187,11 +207,22 @@ class NodeBrowsers:
         host (None: it launches its own). A browser that cannot launch is a ``BrowserError``."""
         nodes = list(await asyncio.gather(*(self._node(actor) for actor in actors)))
         counts = Counter(nodes)
-        shared = [node for node, n in counts.items() if n >= MIN_ACTORS]
+        shared = [node for node, n in counts.items() if n >= self.least]
         errors = await asyncio.gather(*(self._start(node, counts[node]) for node in shared))
         if any(errors):
             raise BrowserError(next(e for e in errors if e))
-        log.info("ray_browser_per_node", nodes=len(shared), actors=len(actors), alone=len(counts) - len(shared))
+        why = f"fewer than {self.least} actors on the node" + (
+            " (a node's browser saves memory from there; [browser] node_browser = true shares from 2)"
+            if self.least > MIN_ACTORS
+            else ""
+        )
+        if len(shared) == len(counts):
+            self.note = "one per node"
+        elif shared:
+            self.note = f"one per node on {len(shared)} of {len(counts)} nodes, one per actor elsewhere: {why}"
+        else:
+            self.note = f"one per actor: {why}"
+        log.info("ray_browsers", where=self.note, nodes=len(counts), actors=len(actors))
         return [self.hosts.get(node) for node in nodes]
 
     async def _start(self, node: str, actors: int) -> str | None:

@@ -6,11 +6,9 @@ up to ``concurrency`` tasks at once as coroutines, each through the one task run
 The driver is the only writer of ``DIR/results.jsonl``, with the same atomic lines, so a killed
 driver resumes like a local batch. A task whose actor died (its process or node was lost) is given
 to another actor, up to ``ACTOR_RETRIES`` times; the dead actor is replaced, and given tasks once it
-has started (a lost node's replacement may find no room: the others go on). On a cluster of several
-nodes, or from a Ray client, each actor writes under a folder of its own node and sends each task's
-run directory back with its line (``shipping.py``), so DIR needs no shared disk; a URL output's
-actors ship whenever they may run elsewhere, and the driver uploads. The actors of a node share one
-Chromium where they may (``nodebrowser.py``), else each launches its own. The hosts' counts of each
+has started (a lost node's replacement may find no room: the others go on). Off the driver's node,
+actors send each task's run directory back with its line (``shipping.py``): no shared disk. The
+actors of a node share one Chromium where they may (``nodebrowser.py``). The hosts' counts of each
 actor's fleet of browser hosts come back with each line and are added up per host.
 """
 
@@ -186,13 +184,12 @@ class RayPool:
         cache: Path | None = None,
         hardened: bool = False,
         staged: bool = False,
-        per_actor: str | None = "",
+        per_actor: str | None = "not asked to share",
         node_hardened: bool = False,
     ) -> None:
         """``hardened``: each actor's first browser is of the kind guarded sessions get; ``staged``:
-        ``output`` is the staging folder of a URL output, on this machine only; ``per_actor``: why
-        each actor keeps a Chromium of its own (``nodebrowser.node_browser_refusal``; None: a node's
-        actors share one, ``node_hardened`` when a task is guarded)."""
+        ``output`` is the staging folder of a URL output, on this machine only; ``per_actor``: why each
+        actor keeps a Chromium (``node_browser_refusal``; None: they may share ``nodes``' ones)."""
         self.cluster = cluster
         self.hardened = hardened
         self.config = config
@@ -203,7 +200,6 @@ class RayPool:
         self.staged = staged
         self.per_actor = per_actor
         self.node_hardened = node_hardened
-        #: The browsers of the nodes whose actors share one (``per_actor`` None).
         self.nodes: NodeBrowsers | None = None
         self.actors: list[_Slot] = []
         self.actor_deaths = 0
@@ -293,10 +289,14 @@ class RayPool:
     async def _node_hosts(self) -> list[dict[str, Any] | None]:
         """Each actor's node's browser host (None: its own Chromium), the nodes' browsers started."""
         if self.per_actor is not None:
-            log.info("ray_browser_per_actor", why=self.per_actor)
+            log.info("ray_browsers", where=self.browsers)
             return [None] * len(self.actors)
-        self.nodes = NodeBrowsers(self._ray, config_payload(self.config), self.node_hardened, self.concurrency)
+        self.nodes = NodeBrowsers(self._ray, self.config, self.node_hardened, self.concurrency)
         return await self.nodes.place([slot.handle for slot in self.actors])
+
+    @property
+    def browsers(self) -> str:  # where the actors' browsers are, and why, in one line
+        return self.nodes.note if self.nodes is not None else f"one per actor: {self.per_actor}"
 
     async def _start(self, slot: _Slot) -> Any:  # a replacement: on its node's browser when there is one
         host = await self.nodes.host_of(slot.handle) if self.nodes is not None else None

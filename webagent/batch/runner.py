@@ -300,7 +300,6 @@ class BatchRunner:
         cache = self.cache.path if self.cache is not None else None
         hardened = guarded(pending[0], self.config)
         per_actor = node_browser_refusal(self.config, pending)
-        self.stats.ray_browsers = "one per node" if per_actor is None else f"one per actor: {per_actor}"
         pool = self.pool = RayPool(
             cluster,
             self.config,
@@ -314,6 +313,7 @@ class BatchRunner:
             node_hardened=per_actor is None and any(guarded(task, self.config) for task in pending),
         )
         async with pool:  # Ray started (or joined), each actor's browser launched
+            self.stats.ray_browsers = pool.browsers
             await self._elsewhere(self._drive(pool, deque(pending)))  # signals after ray.init, which sets its own
 
     async def _run_in_processes(self, pending: list[TaskSpec]) -> None:
