@@ -1,12 +1,11 @@
 """One browser per Ray node (``webagent batch --ray`` with ``[browser] provider = "local"``): instead
-of a Chromium in each actor, a small actor pinned to each node that holds enough actors for it to
-save memory (``AUTO_ACTORS``; ``[browser] node_browser = true``: two) (``NodeBrowser``: Ray's node
-affinity, not soft) launches one Chromium exactly as the local provider
-launches it (``launcher.launch_browser``: webagent's flags, and the guard's hardened switches when a
-task of the batch is guarded), with a DevTools port on 127.0.0.1, and the node's actors reach it as a
-browser host (``[browser] provider = "hosts"``, ``providers.FleetPool``): their sessions are placed,
-probed, quarantined and re-run there as on any host. A Chromium sharing a node's actors saves ~61 MiB
-for each one not launched (docs/deploy.md, "One pool per node").
+of a Chromium in each actor, a small actor (``NodeBrowser``) pinned to each node that holds enough
+actors for it to save memory (``AUTO_ACTORS``; ``[browser] node_browser = true``: ``MIN_ACTORS``;
+Ray's node affinity, not soft) launches one Chromium exactly as the local provider launches it
+(``launcher.launch_browser``: webagent's flags, and the guard's hardened switches when a task of the
+batch is guarded), with a DevTools port on 127.0.0.1, and the node's actors reach it as a browser
+host (``[browser] provider = "hosts"``, ``providers.FleetPool``): their sessions are placed, probed,
+quarantined and re-run there as on any host (docs/deploy.md, "One pool per node").
 
 If that Chromium dies, the node's actor launches it again on the same port, and each actor's pool,
 which quarantined the host at the disconnect (its sessions' tasks re-run as a browser's crash),
@@ -16,8 +15,8 @@ tasks on the others as before.
 A DevTools port that other local users could reach is refused when the batch holds secrets or a
 signed-in state (docs/security.md; ``runtime.checked_sessions`` turns ``direct_cdp`` off then):
 such a batch, or one with ``direct_cdp`` off, another provider or a remote browser, or
-``[browser] node_browser = false``, keeps a Chromium per actor, and the log says why in one line
-(``node_browser_refusal``).
+``[browser] node_browser = false``, keeps a Chromium per actor (``node_browser_refusal``); the log
+and ``summary.json``'s ``run.ray_browsers`` say where the browsers are, and why, in one line.
 """
 
 from __future__ import annotations
