@@ -39,7 +39,6 @@ from .test_runner import slow_copies, task_file
 ray = pytest.importorskip("ray")
 cluster_utils = pytest.importorskip("ray.cluster_utils")
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 #: Each node's resources: two CPUs (two actors), a small object store, no dashboard.
 NODE = {"num_cpus": 2, "object_store_memory": 80 * 1024 * 1024, "include_dashboard": False}
@@ -144,6 +143,8 @@ def _one_line_each(out: Path, count: int) -> None:
     assert len((out / "results.jsonl").read_text().splitlines()) == count
 
 
+@pytest.mark.browser
+@pytest.mark.slow
 def test_the_actors_of_a_node_share_one_chromium(
     two_nodes: str, server: FakeModelServer, site: SiteServer, tmp_path: Path
 ) -> None:
@@ -164,6 +165,8 @@ def test_the_actors_of_a_node_share_one_chromium(
     assert summary.run.ray_browsers == "one per node"
 
 
+@pytest.mark.browser
+@pytest.mark.slow
 def test_a_batch_holding_a_secret_keeps_a_chromium_per_actor_and_says_why(
     two_nodes: str, server: FakeModelServer, site: SiteServer, tmp_path: Path
 ) -> None:
@@ -181,6 +184,8 @@ def test_a_batch_holding_a_secret_keeps_a_chromium_per_actor_and_says_why(
     assert stats.ray_browsers == where[0] and where[0].startswith("one per actor: ")
 
 
+@pytest.mark.browser
+@pytest.mark.slow
 def test_by_default_nodes_of_fewer_actors_than_it_saves_memory_for_keep_a_chromium_per_actor(
     two_nodes: str, server: FakeModelServer, site: SiteServer, tmp_path: Path
 ) -> None:
@@ -196,6 +201,8 @@ def test_by_default_nodes_of_fewer_actors_than_it_saves_memory_for_keep_a_chromi
     )
 
 
+@pytest.mark.browser
+@pytest.mark.slow
 def test_a_node_chromium_killed_mid_batch_is_launched_again_and_every_task_ends_once(
     two_nodes: str, server: FakeModelServer, site: SiteServer, tmp_path: Path
 ) -> None:
@@ -256,6 +263,8 @@ def test_which_batches_keep_a_chromium_per_actor(server: FakeModelServer, tmp_pa
     assert "secrets or a signed-in state" in str(node_browser_refusal(config, [task]))
 
 
+@pytest.mark.browser
+@pytest.mark.slow
 def test_a_node_lost_with_its_browser_every_task_ends_once(
     server: FakeModelServer, site: SiteServer, tmp_path: Path
 ) -> None:
