@@ -2,19 +2,14 @@
 come back to the one ``BatchRunner`` that writes ``results.jsonl``.
 
 Each actor owns one ``Agent`` (a browser pool and the model endpoints' connection pools) and runs
-up to ``concurrency`` tasks at once as coroutines, each through the one task runner
-(``TaskRunner``: attempts, pass@k, re-runs after a browser crash or a stall, run directories under
-``DIR/runs/``; a task's options, a suite check's included, travel with it). The driver is the only
-writer of ``DIR/results.jsonl``, with the same atomic lines, so a killed driver resumes like a local
-batch: finished ids are skipped, abandoned run directories are started clean. A task whose actor
-died (its process or node was lost) is given to another actor, up to ``ACTOR_RETRIES`` times; the
-dead actor is replaced, and given tasks once it has started (a lost node's replacement may find no
-room: the others go on). Run directories are written by the actors; on a cluster of several nodes,
-or from a Ray client (``RayCluster.ship_runs``, ``shipping.ships_runs``), each actor writes under a
-folder of its own node and sends each task's run directory back with its line (``shipping.py``),
-so DIR needs no shared disk. A URL output (``--output s3://...``) is DIR's staging folder on the
-driver's machine: its actors ship whenever they may run elsewhere, and the driver uploads. The hosts' counts
-of each actor's fleet of browser hosts come back with each line and are added up per host.
+up to ``concurrency`` tasks at once as coroutines, each through the one task runner (``TaskRunner``).
+The driver is the only writer of ``DIR/results.jsonl``, with the same atomic lines, so a killed
+driver resumes like a local batch. A task whose actor died (its process or node was lost) is given
+to another actor, up to ``ACTOR_RETRIES`` times; the dead actor is replaced, and given tasks once it
+has started (a lost node's replacement may find no room: the others go on). Off the driver's node,
+actors send each task's run directory back with its line (``shipping.py``): no shared disk. The
+actors of a node share one Chromium where they may (``nodebrowser.py``). The hosts' counts of each
+actor's fleet of browser hosts come back with each line and are added up per host.
 """
 
 from __future__ import annotations
@@ -44,6 +39,7 @@ from ..records import Step
 from ..replay import ReplayCache
 from ..tasks import TaskSpec
 from .attempts import TaskLimits, TaskRunner
+from .nodebrowser import NodeBrowsers, on_node_browser
 from .processes import merged_hosts
 from .results import TaskResult
 from .shipping import node_output, pack, ships_runs, unpack
@@ -126,9 +122,11 @@ class TaskActor:
     async def pid(self) -> int:
         return os.getpid()
 
-    async def start(self, hardened: bool = False) -> str | None:
-        """Launch this actor's first browser (of the kind guarded sessions get: ``hardened``); the error
-        text if it cannot (a usage error for the driver)."""
+    async def start(self, hardened: bool = False, host: dict[str, Any] | None = None) -> str | None:
+        """Launch this actor's first browser (``hardened``: for guarded sessions), or reach its node's
+        (``host``: ``nodebrowser.node_host``); the error text if it cannot (a usage error for the driver)."""
+        if host is not None and self.agent is None:
+            self.config = on_node_browser(self.config, host)
         if self.agent is None:
             self.agent = Agent(self.config)
         try:
@@ -186,9 +184,12 @@ class RayPool:
         cache: Path | None = None,
         hardened: bool = False,
         staged: bool = False,
+        per_actor: str | None = "not asked to share",
+        node_hardened: bool = False,
     ) -> None:
         """``hardened``: each actor's first browser is of the kind guarded sessions get; ``staged``:
-        ``output`` is the staging folder of a URL output, on this machine only."""
+        ``output`` is the staging folder of a URL output, on this machine only; ``per_actor``: why each
+        actor keeps a Chromium (``node_browser_refusal``; None: they may share ``nodes``' ones)."""
         self.cluster = cluster
         self.hardened = hardened
         self.config = config
@@ -197,6 +198,9 @@ class RayPool:
         self.concurrency = concurrency
         self.cache = cache
         self.staged = staged
+        self.per_actor = per_actor
+        self.node_hardened = node_hardened
+        self.nodes: NodeBrowsers | None = None
         self.actors: list[_Slot] = []
         self.actor_deaths = 0
         #: Run directories sent back by the actors (``RayCluster.ship_runs``, or several nodes).
@@ -226,7 +230,8 @@ class RayPool:
             client = ray.util.client.ray.is_connected()
             self.ship = ships_runs(self.cluster.ship_runs, nodes, client=client, staged=self.staged)
             self.actors = [self._new_actor() for _ in range(self.cluster.actors)]
-            started = await asyncio.gather(*(_get(slot.handle.start.remote(self.hardened)) for slot in self.actors))
+            hosts = zip(self.actors, await self._node_hosts(), strict=True)
+            started = await asyncio.gather(*(_get(s.handle.start.remote(self.hardened, h)) for s, h in hosts))
             errors = [e for e in started if e]
             if errors:  # as in a local batch: a browser that cannot launch is one usage error, not N failures
                 raise BrowserError(errors[0])
@@ -246,6 +251,8 @@ class RayPool:
             with contextlib.suppress(Exception):
                 ray.kill(slot.handle)
         self.actors = []
+        if self.nodes is not None:
+            await self.nodes.aclose()
         if self._started_ray:
             ray.shutdown()
 
@@ -267,7 +274,7 @@ class RayPool:
         """A new actor in a dead one's place, given tasks once its browser has launched: on a cluster
         that lost a node there may be no room for it, and the others go on meanwhile."""
         new = _Slot(self._new_actor().handle, ready=False)
-        new.starting = asyncio.ensure_future(_get(new.handle.start.remote(self.hardened)))
+        new.starting = asyncio.ensure_future(self._start(new))
 
         def started(future: asyncio.Future[Any]) -> None:
             if not future.cancelled() and future.exception() is None and not future.result():
@@ -278,6 +285,22 @@ class RayPool:
 
         new.starting.add_done_callback(started)
         self.actors[self.actors.index(slot)] = new
+
+    async def _node_hosts(self) -> list[dict[str, Any] | None]:
+        """Each actor's node's browser host (None: its own Chromium), the nodes' browsers started."""
+        if self.per_actor is not None:
+            log.info("ray_browsers", where=self.browsers)
+            return [None] * len(self.actors)
+        self.nodes = NodeBrowsers(self._ray, self.config, self.node_hardened, self.concurrency)
+        return await self.nodes.place([slot.handle for slot in self.actors])
+
+    @property
+    def browsers(self) -> str:  # where the actors' browsers are, and why, in one line
+        return self.nodes.note if self.nodes is not None else f"one per actor: {self.per_actor}"
+
+    async def _start(self, slot: _Slot) -> Any:  # a replacement: on its node's browser when there is one
+        host = await self.nodes.host_of(slot.handle) if self.nodes is not None else None
+        return await _get(slot.handle.start.remote(self.hardened, host))
 
     async def results(
         self, pending: deque[TaskSpec], stats: BatchStats

@@ -44,6 +44,7 @@ from ..stream import TRACE_TIMEOUT_S
 from ..tasks import TaskSpec, check_run_dirs, guarded, run_dir_name
 from .admission import INITIAL, TICK_S, Admission
 from .attempts import CRASH_RERUNS, INFRA_RERUNS, SETUP_RERUNS, STALL_RERUNS, TaskLimits, TaskRunner
+from .nodebrowser import node_browser_refusal
 from .outputs import BatchOutput
 from .processes import WorkerPool
 from .ray import RayCluster, RayPool
@@ -298,6 +299,7 @@ class BatchRunner:
         self.on_update(self.stats)
         cache = self.cache.path if self.cache is not None else None
         hardened = guarded(pending[0], self.config)
+        per_actor = node_browser_refusal(self.config, pending)
         pool = self.pool = RayPool(
             cluster,
             self.config,
@@ -307,8 +309,11 @@ class BatchRunner:
             cache=cache,
             hardened=hardened,
             staged=self.store.remote,
+            per_actor=per_actor,
+            node_hardened=per_actor is None and any(guarded(task, self.config) for task in pending),
         )
         async with pool:  # Ray started (or joined), each actor's browser launched
+            self.stats.ray_browsers = pool.browsers
             await self._elsewhere(self._drive(pool, deque(pending)))  # signals after ray.init, which sets its own
 
     async def _run_in_processes(self, pending: list[TaskSpec]) -> None:

@@ -104,6 +104,8 @@ class BatchStats:
         #: Step times by browser host (a fleet's), and the hosts' own counts (its pool's, when read).
         self.host_step_s: dict[str, list[float]] = {}
         self.host_counts: dict[str, HostFigures] = {}
+        #: Under ``--ray``: where the actors' browsers are (one per node, or one per actor and why).
+        self.ray_browsers = ""
 
     @property
     def elapsed_s(self) -> float:

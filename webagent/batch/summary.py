@@ -104,6 +104,8 @@ def summarize(
     hosts = hosts_summary(stats)
     if hosts:  # a fleet of browser hosts: each one's sessions, crashes and step latency
         run.browser_hosts = hosts
+    if stats.ray_browsers:  # under --ray: one browser per node, or one per actor and why
+        run.ray_browsers = stats.ray_browsers
     summary = BatchSummary(
         tasks=stats.total,
         finished=n,
@@ -268,6 +270,8 @@ def print_summary(summary: BatchSummary, console: Console | None = None) -> None
             f"(model {_show(lat.model_p50)}/{_show(lat.model_p90, 's')}, "
             f"browser {_show(lat.browser_p50)}/{_show(lat.browser_p90, 's')})",
         )
+    if run.ray_browsers:
+        add_row("browsers on Ray", run.ray_browsers)
     for name, host in run.browser_hosts.items():
         add_row(
             f"browser host {name}",

@@ -76,6 +76,9 @@ class RunFigures(_Section):
         default={}, description="With admission control: bounded browser commands answered, extended, expired"
     )
     browser_hosts: dict[str, HostFigures] = Field(default={}, description="Per browser host, with a fleet of hosts")
+    ray_browsers: str | None = Field(
+        default=None, description="Under --ray: one browser per node, or one per actor and why"
+    )
 
 
 class HostFigures(_Section):

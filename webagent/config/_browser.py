@@ -143,6 +143,13 @@ class BrowserConfig(ContextSettings):
     probe_timeout_s: float = Field(
         default=3.0, gt=0, description="A host that does not answer a probe within this is quarantined"
     )
+    node_browser: bool | Literal["auto"] = Field(
+        default="auto",
+        description="Under batch --ray with provider local: the actors of a Ray node share one Chromium over a "
+        "DevTools port on 127.0.0.1 (never when the batch holds secrets or a signed-in state, or direct_cdp is "
+        "off): auto, on nodes of 6 actors or more (where it saves memory); true, on nodes of 2 or more; false, "
+        "never (a Chromium per actor)",
+    )
 
     @model_validator(mode="after")
     def _provider(self) -> BrowserConfig:

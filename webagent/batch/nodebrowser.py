@@ -1,0 +1,258 @@
+"""One browser per Ray node (``webagent batch --ray`` with ``[browser] provider = "local"``): instead
+of a Chromium in each actor, a small actor (``NodeBrowser``) pinned to each node that holds enough
+actors for it to save memory (``AUTO_ACTORS``; ``[browser] node_browser = true``: ``MIN_ACTORS``;
+Ray's node affinity, not soft) launches one Chromium exactly as the local provider launches it
+(``launcher.launch_browser``: webagent's flags, and the guard's hardened switches when a task of the
+batch is guarded), with a DevTools port on 127.0.0.1, and the node's actors reach it as a browser
+host (``[browser] provider = "hosts"``, ``providers.FleetPool``): their sessions are placed, probed,
+quarantined and re-run there as on any host (docs/deploy.md, "One pool per node").
+
+If that Chromium dies, the node's actor launches it again on the same port, and each actor's pool,
+which quarantined the host at the disconnect (its sessions' tasks re-run as a browser's crash),
+takes it back at its next probe. A node lost takes its actors with it, and the batch re-runs their
+tasks on the others as before.
+
+A DevTools port that other local users could reach is refused when the batch holds secrets or a
+signed-in state (docs/security.md; ``runtime.checked_sessions`` turns ``direct_cdp`` off then):
+such a batch, or one with ``direct_cdp`` off, another provider or a remote browser, or
+``[browser] node_browser = false``, keeps a Chromium per actor (``node_browser_refusal``); the log
+and ``summary.json``'s ``run.ray_browsers`` say where the browsers are, and why, in one line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import os
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+import structlog
+from playwright.async_api import Browser, Playwright, async_playwright
+
+from ..browser.devtools import free_port
+from ..browser.launcher import launch_browser
+from ..config import AgentConfig, BrowserConfig
+from ..errors import BrowserError, WebAgentError
+from ..runtime import private_outputs
+from ..tasks import TaskSpec
+from .worker import config_payload
+
+__all__ = [
+    "AUTO_ACTORS",
+    "MIN_ACTORS",
+    "NodeBrowser",
+    "NodeBrowsers",
+    "node_browser_refusal",
+    "node_host",
+    "on_node_browser",
+]
+
+log = structlog.get_logger("webagent.batch")
+
+#: Measured (benchmarks/node_actor.py, 2026-12-05): the PSS of a node's browser actor beside its
+#: Chromium (a Ray worker with webagent imported, 123 MiB, and its Playwright driver, 123 MiB), and
+#: what each Chromium not launched saves with 3 sessions open (benchmarks/node_pool.py, docs/deploy.md).
+NODE_ACTOR_MIB = 245
+SAVED_MIB = 61
+#: Actors on one node from which they share a browser: where it saves memory (``node_browser =
+#: "auto"``: (actors - 1) × SAVED_MIB > NODE_ACTOR_MIB), or at all (``true``: one actor alone gains nothing).
+AUTO_ACTORS = 2 + NODE_ACTOR_MIB // SAVED_MIB
+MIN_ACTORS = 2
+#: Launches tried when the node's Chromium died, and the pause between two.
+RELAUNCHES = 10
+RELAUNCH_PAUSE_S = 1.0
+#: Seconds the nodes' browsers get to close at the end, and a node's actor to start its browser
+#: (to be placed, to start Playwright, to launch Chromium).
+CLOSE_S = 10.0
+START_S = 120.0
+
+
+def node_browser_refusal(config: AgentConfig, tasks: Iterable[TaskSpec]) -> str | None:
+    """Why the actors of a batch with ``config`` and ``tasks`` keep a Chromium each; None when each
+    node's actors may share one."""
+    browser = config.browser
+    if browser.node_browser is False:
+        return "[browser] node_browser is false"
+    if browser.provider != "local":
+        return f"[browser] provider is {browser.provider}: the actors lease its hosts"
+    if browser.remote:
+        return "a remote browser is configured (ws_endpoint or cdp_endpoint)"
+    if private_outputs(config, (task.browser for task in tasks)):
+        return (
+            "the batch holds secrets or a signed-in state, and a shared browser needs a DevTools port "
+            "that other local users could reach (docs/security.md)"
+        )
+    if not browser.direct_cdp:
+        return "[browser] direct_cdp is false: no DevTools port"
+    return None
+
+
+def node_host(endpoint: str, sessions: int, node_id: str) -> dict[str, Any]:
+    """The ``[[browser.hosts]]`` entry of a node's browser, for the actors on that node."""
+    return {"url": endpoint, "sessions": sessions, "name": f"node-{node_id[:8]}"}
+
+
+def on_node_browser(config: AgentConfig, host: dict[str, Any]) -> AgentConfig:
+    """``config`` with its browsers leased from the node's browser ``host`` (``node_host``)."""
+    fields = config.browser.model_dump(exclude_unset=True)
+    browser = BrowserConfig.model_validate({**fields, "provider": "hosts", "hosts": [host]})
+    return config.model_copy(update={"browser": browser})
+
+
+class NodeBrowser:
+    """One Chromium on this Ray node, for the actors on it (made a Ray actor by ``RayPool``)."""
+
+    def __init__(self, config: dict[str, Any], hardened: bool) -> None:
+        self.config = AgentConfig.model_validate(config).browser
+        self.hardened = hardened
+        self.port = free_port()
+        self.restarts = 0
+        self._playwright: Playwright | None = None
+        self._browser: Browser | None = None
+        self._closing = False
+        self._relaunching: asyncio.Task[None] | None = None
+
+    async def start(self) -> tuple[str | None, str | None]:
+        """Launch the Chromium: its DevTools endpoint, or the error text when it cannot launch."""
+        try:
+            self._playwright = await asyncio.wait_for(async_playwright().start(), self.config.open_timeout_s)
+            await self._launch()
+        except TimeoutError:
+            return None, f"Playwright did not start within {self.config.open_timeout_s:g} s"
+        except WebAgentError as exc:
+            return None, str(exc)
+        log.info("node_browser_started", port=self.port, hardened=self.hardened)
+        return f"http://127.0.0.1:{self.port}", None
+
+    async def _launch(self) -> None:
+        assert self._playwright is not None
+        # The port on loopback, always the same one: the actors' pools probe it and find it again.
+        # --enable-automation: it tells its command line, where the actors' pools check the hardening.
+        port = [f"--remote-debugging-port={self.port}", "--remote-debugging-address=127.0.0.1"]
+        options = {"args": [*port, "--enable-automation"]}
+        browser = await launch_browser(self._playwright, self.config, options=options, hardened=self.hardened)
+        browser.on("disconnected", self._died)
+        self._browser = browser
+
+    def _died(self, browser: Browser) -> None:
+        if self._closing or browser is not self._browser:
+            return
+        log.warning("node_browser_died", port=self.port)
+        self._relaunching = asyncio.get_running_loop().create_task(self._relaunch())
+
+    async def _relaunch(self) -> None:
+        """Launch the Chromium again on the same port, a few times if the port is not free yet."""
+        for _ in range(RELAUNCHES):
+            await asyncio.sleep(RELAUNCH_PAUSE_S)
+            if self._closing:
+                return
+            try:
+                await self._launch()
+            except WebAgentError as exc:
+                log.warning("node_browser_relaunch_failed", port=self.port, error=str(exc))
+                continue
+            self.restarts += 1
+            log.info("node_browser_restarted", port=self.port, restarts=self.restarts)
+            return
+        log.error("node_browser_lost", port=self.port)
+
+    async def pid(self) -> int:
+        """This actor's process (its Chromium runs below it)."""
+        return os.getpid()
+
+    async def aclose(self) -> None:
+        self._closing = True
+        if self._relaunching is not None:
+            self._relaunching.cancel()
+        if self._browser is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._browser.close(), self.config.open_timeout_s)
+            self._browser = None
+        if self._playwright is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._playwright.stop(), self.config.open_timeout_s)
+            self._playwright = None
+
+
+async def _get(ref: Any) -> Any:
+    return await asyncio.wrap_future(ref.future())
+
+
+class NodeBrowsers:
+    """The node browsers of one batch, from the driver: one ``NodeBrowser`` actor on each node of
+    ``AUTO_ACTORS`` actors or more (``node_browser = true``: ``MIN_ACTORS``), its capacity those
+    actors × ``concurrency``. ``note``: where the browsers are, in one line."""
+
+    def __init__(self, ray: Any, config: AgentConfig, hardened: bool, concurrency: int) -> None:
+        self._ray = ray
+        self.config = config_payload(config)
+        self.least = MIN_ACTORS if config.browser.node_browser is True else AUTO_ACTORS
+        self.note = ""
+        self.hardened = hardened
+        self.concurrency = concurrency
+        #: Node id -> its browser's ``[[browser.hosts]]`` entry, and its actor.
+        self.hosts: dict[str, dict[str, Any]] = {}
+        self.handles: dict[str, Any] = {}
+        self._remote: Any = None
+
+    async def _node(self, actor: Any) -> str:
+        return str(await _get(actor.node.remote())).split()[0]
+
+    async def place(self, actors: list[Any]) -> list[dict[str, Any] | None]:
+        """Start a browser on each node that holds ``MIN_ACTORS`` of ``actors`` or more; each actor's
+        host (None: it launches its own). A browser that cannot launch is a ``BrowserError``."""
+        nodes = list(await asyncio.gather(*(self._node(actor) for actor in actors)))
+        counts = Counter(nodes)
+        shared = [node for node, n in counts.items() if n >= self.least]
+        errors = await asyncio.gather(*(self._start(node, counts[node]) for node in shared))
+        if any(errors):
+            raise BrowserError(next(e for e in errors if e))
+        why = f"fewer than {self.least} actors on the node" + (
+            " (a node's browser saves memory from there; [browser] node_browser = true shares from 2)"
+            if self.least > MIN_ACTORS
+            else ""
+        )
+        if len(shared) == len(counts):
+            self.note = "one per node"
+        elif shared:
+            self.note = f"one per node on {len(shared)} of {len(counts)} nodes, one per actor elsewhere: {why}"
+        else:
+            self.note = f"one per actor: {why}"
+        log.info("ray_browsers", where=self.note, nodes=len(counts), actors=len(actors))
+        return [self.hosts.get(node) for node in nodes]
+
+    async def _start(self, node: str, actors: int) -> str | None:
+        strategies = importlib.import_module("ray.util.scheduling_strategies")
+        pinned = strategies.NodeAffinitySchedulingStrategy(node_id=node, soft=False)
+        if self._remote is None:  # no CPU of its own: the node's actors have them
+            self._remote = self._ray.remote(num_cpus=0, max_restarts=0)(NodeBrowser)
+        handle = self._remote.options(scheduling_strategy=pinned).remote(self.config, self.hardened)
+        self.handles[node] = handle
+        try:
+            endpoint, error = await asyncio.wait_for(_get(handle.start.remote()), START_S)
+        except TimeoutError:
+            return f"the browser of Ray node {node[:8]} did not start within {START_S:g} s"
+        except self._ray.exceptions.RayError as exc:  # its actor died (its node lost) before it answered
+            return f"the browser of Ray node {node[:8]} could not start: {type(exc).__name__}"
+        if error is not None:
+            return str(error)
+        self.hosts[node] = node_host(str(endpoint), actors * self.concurrency, node)
+        return None
+
+    async def host_of(self, actor: Any) -> dict[str, Any] | None:
+        """The browser host of ``actor``'s node (a replacement's), None when its node has none."""
+        return self.hosts.get(await self._node(actor))
+
+    async def aclose(self) -> None:
+        """Close the nodes' browsers, then end their actors."""
+        with contextlib.suppress(Exception):
+            closing = asyncio.gather(*(_get(h.aclose.remote()) for h in self.handles.values()))
+            await asyncio.wait_for(closing, CLOSE_S)
+        for handle in self.handles.values():
+            with contextlib.suppress(Exception):
+                self._ray.kill(handle)
+        self.handles.clear()
+        self.hosts.clear()
