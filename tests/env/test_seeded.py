@@ -63,6 +63,25 @@ async def test_an_animated_benchmark_page_repeats_for_its_seed(browser: Browser)
         assert other[0] != first[0]
 
 
+async def test_a_seeded_step_is_observed_after_the_page_s_time_has_run(browser: Browser, animated: str) -> None:
+    """A click's settle takes the next screenshot ahead (right after the input); the page's time then
+    runs a step: the observation must show the page after it, as a screenshot taken afresh does, not
+    the one taken ahead (which raced the clock and made a seed's episode differ under load)."""
+    task = {"url": animated, "goal": "Read the page", "reference": ["x"]}
+    async with (
+        Agent(AgentConfig(), browser=browser, require=()) as agent,
+        WebEnv(agent=agent, reward="reference") as env,
+    ):
+        await env.reset(task, seed=5)
+        session = env.session
+        assert session is not None
+        for point in ((60.0, 100.0), (90.0, 120.0)):
+            obs, *_ = await env.step({"action": "click_element", "element": "there"}, point=point)
+            again = await session.screenshot(obs.screenshot.frame)  # the page's clock is paused: same page
+            assert shot(obs) == hashlib.sha256(again.data()).hexdigest()
+        assert session.prefetched_shots == 0
+
+
 async def test_a_seeded_web_task_repeats_and_shows_its_seed_s_time(browser: Browser, animated: str) -> None:
     task = {"url": animated, "goal": "Read the page", "reference": ["x"]}
     async with (

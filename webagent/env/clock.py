@@ -99,7 +99,11 @@ class PageClock:
 
     async def step(self) -> None:
         """Let ``step_ms`` of the page's time pass, its timers and animation frames fired in order;
-        then wait for what they asked of the network (``settle``)."""
+        then wait for what they asked of the network (``settle``). The screenshot the last action's
+        settle took ahead shows the page before this time passed: it is dropped, so that the step's
+        observation is taken after it (kept, it raced the clock: early under a light load, late under
+        a heavy one, and the same seed gave another frame)."""
+        self.session.invalidate_capture()
         await self._bounded(self.context.clock.run_for(self.step_ms), "run the page's clock")
         await self.settle()
 
