@@ -7,7 +7,8 @@ batch is guarded), with a DevTools port on 127.0.0.1, and the node's actors reac
 host (``[browser] provider = "hosts"``, ``providers.FleetPool``): their sessions are placed, probed,
 quarantined and re-run there as on any host (docs/deploy.md, "One pool per node").
 
-If that Chromium dies, the node's actor launches it again on the same port, and each actor's pool,
+If that Chromium dies, the node's actor launches it again on the same port (a Chromium that does
+not answer there, the port taken meanwhile, is a failed launch, tried again), and each actor's pool,
 which quarantined the host at the disconnect (its sessions' tasks re-run as a browser's crash),
 takes it back at its next probe. A node lost takes its actors with it, and the batch re-runs their
 tasks on the others as before.
@@ -29,6 +30,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+import aiohttp
 import structlog
 from playwright.async_api import Browser, Playwright, async_playwright
 
@@ -68,6 +70,9 @@ RELAUNCH_PAUSE_S = 1.0
 #: (to be placed, to start Playwright, to launch Chromium).
 CLOSE_S = 10.0
 START_S = 120.0
+#: Seconds a launched Chromium gets to answer on its DevTools port (it starts without the port when
+#: the port is taken: that launch is a failure, not a restart).
+PORT_CHECK_S = 5.0
 
 
 def node_browser_refusal(config: AgentConfig, tasks: Iterable[TaskSpec]) -> str | None:
@@ -134,8 +139,26 @@ class NodeBrowser:
         port = [f"--remote-debugging-port={self.port}", "--remote-debugging-address=127.0.0.1"]
         options = {"args": [*port, "--enable-automation"]}
         browser = await launch_browser(self._playwright, self.config, options=options, hardened=self.hardened)
+        if not await self._answers():
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(browser.close(), self.config.open_timeout_s)
+            raise BrowserError(f"Chromium started without its DevTools port 127.0.0.1:{self.port} (taken?)")
         browser.on("disconnected", self._died)
         self._browser = browser
+
+    async def _answers(self) -> bool:
+        """Whether a browser answers on the port (``/json/version``) within ``PORT_CHECK_S``."""
+        url = f"http://127.0.0.1:{self.port}/json/version"
+        deadline = asyncio.get_running_loop().time() + PORT_CHECK_S
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=1.0)) as http:
+            while True:
+                with contextlib.suppress(aiohttp.ClientError, TimeoutError, ValueError):
+                    async with http.get(url) as reply:
+                        if reply.status == 200 and "webSocketDebuggerUrl" in await reply.json(content_type=None):
+                            return True
+                if asyncio.get_running_loop().time() >= deadline:
+                    return False
+                await asyncio.sleep(0.1)
 
     def _died(self, browser: Browser) -> None:
         if self._closing or browser is not self._browser:

@@ -105,7 +105,11 @@ class RecordWriter:
             if thread is None or self._pid != os.getpid():
                 return
             self._pid = 0
-        self._queue.put(None)
+        try:  # a full queue behind a hung disk must not hold the exit past timeout_s either
+            self._queue.put(None, timeout=timeout_s)
+        except queue.Full:
+            log.error("record_writes_left", waiting=self._queue.qsize(), timeout_s=timeout_s)
+            return
         thread.join(timeout_s)
 
 
