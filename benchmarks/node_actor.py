@@ -14,44 +14,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import statistics
 import time
 from pathlib import Path
 
 import ray
+from procmeter import process_tree, pss_kib  # benchmarks/, beside this script
 
 from webagent.batch.nodebrowser import NodeBrowser
 from webagent.batch.worker import config_payload
 from webagent.config import AgentConfig
-
-
-def _parents() -> dict[int, int]:
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                stat = Path(f"/proc/{entry}/stat").read_text()
-                parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
-    return parents
-
-
-def _below(root: int) -> list[int]:
-    parents, found, todo = _parents(), [], [root]
-    while todo:
-        pid = todo.pop()
-        kids = [c for c, p in parents.items() if p == pid]
-        found += kids
-        todo += kids
-    return found
-
-
-def _pss_kib(pid: int) -> int:
-    with contextlib.suppress(OSError):
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1])
-    return 0
 
 
 def _program(pid: int) -> str:
@@ -69,10 +41,10 @@ def measure() -> tuple[int, int, int]:
             raise SystemExit(error)
         time.sleep(3.0)  # the Chromium's helpers started
         pid = ray.get(handle.pid.remote())
-        below = _below(pid)
-        chromium = sum(_pss_kib(p) for p in below if "chrom" in Path(_program(p)).name)
-        driver = sum(_pss_kib(p) for p in below if "chrom" not in Path(_program(p)).name)
-        return _pss_kib(pid), driver, chromium
+        below = process_tree(pid, set())[1:]
+        chromium = sum(pss_kib(p) for p in below if "chrom" in Path(_program(p)).name)
+        driver = sum(pss_kib(p) for p in below if "chrom" not in Path(_program(p)).name)
+        return pss_kib(pid), driver, chromium
     finally:
         with contextlib.suppress(Exception):
             ray.get(handle.aclose.remote(), timeout=30)
