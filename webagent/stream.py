@@ -49,10 +49,11 @@ class RunStream:
         #: directory and its downloads folder: it types secrets, holds a signed-in state or a password,
         #: or saves one.
         self.private = runtime.sessions.private(spec.browser) or spec.save_state is not None
-        if spec.downloads is None and spec.output_dir is not None:  # made at the first download
-            spec = dataclasses.replace(
-                spec, downloads=DownloadFolder(spec.output_dir / FOLDER_NAME, private=self.private)
-            )
+        #: The downloads folder in its run directory, made at the first download (a caller's is its own).
+        self.downloads: DownloadFolder | None = None
+        if spec.downloads is None and spec.output_dir is not None:
+            self.downloads = DownloadFolder(spec.output_dir / FOLDER_NAME, private=self.private)
+            spec = dataclasses.replace(spec, downloads=self.downloads)
         self.spec = spec
         self.url = spec.url
         self.goal = spec.goal
@@ -203,6 +204,15 @@ class RunStream:
             if episode.result is not None or self.stepping:  # else: the set-up's failure, recorded by its handler
                 self.result = await recorder.finish(episode.result)
                 self.error = recorder.error or self.error
+
+    async def fence(self, timeout_s: float) -> bool:
+        """Nothing more of the run written into its directory (a batch sets the run aside to re-run
+        it there; cancelled, its clean-up may still go on): its sinks fenced (``Recorder.fence``: what
+        they had begun finished within ``timeout_s``; False if a write still went on then), and no
+        download kept in its folder any more."""
+        if self.downloads is not None:
+            self.downloads.fenced = True
+        return self.recorder is None or await self.recorder.fence(timeout_s)
 
     async def set_up_failed(self, exc: WebAgentError, duration_s: float) -> None:
         """The browser failed before the first step (a crash or a deadline while the session was set

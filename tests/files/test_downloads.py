@@ -137,3 +137,13 @@ def test_a_private_folder_makes_its_parents_private_too(tmp_path: Path) -> None:
     inside.mkdir(mode=0o700)
     _, also, _ = DownloadFolder(inside).keep_copy(source, "s", 10)
     assert stat.S_IMODE(also.stat().st_mode) == 0o600
+
+
+def test_a_fenced_folder_keeps_nothing_more_and_is_not_made_again(tmp_path: Path) -> None:
+    folder = DownloadFolder(tmp_path / "run" / "downloads")
+    folder.fenced = True  # its run was set aside for a re-run in the same directory (RunStream.fence)
+    source = tmp_path / "report.csv"
+    source.write_text("a,b\n")
+    with pytest.raises(OSError, match="set aside"):
+        folder.keep_copy(source, "report.csv", 1024)
+    assert not (tmp_path / "run").exists()

@@ -1,13 +1,16 @@
 """The run directory written off the event loop (``record/writer.py``): many runs at once each get
 every step in order, byte for byte what the loop wrote before (``RunFiles``, the same records
 written in place); a run cancelled mid-way has every step it recorded on disk once its end is
-awaited; a write that fails is raised, at the end and at the next step, and logged."""
+awaited; a write that fails is raised, at the end and at the next step, and logged; a run fenced
+(set aside for a re-run in its directory) has what it queued done and nothing written after."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import os
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -125,4 +128,55 @@ async def test_writes_wait_for_the_disk_past_the_bounded_queue(tmp_path: Path) -
     await sink.finish(_result(0))
     lines = (tmp_path / "run" / "trajectory.jsonl").read_text().splitlines()
     assert [Step.model_validate_json(line).index for line in lines] == list(range(1, 51))
+    writer.drain()
+
+
+class _HeldWriter(RecordWriter):
+    """Its thread held back until ``gate`` opens (a slow disk)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+
+    def submit(self, work: Callable[[], None]) -> asyncio.Future[None] | None:
+        def held() -> None:
+            self.gate.wait(30)
+            work()
+
+        return super().submit(held)
+
+
+async def test_a_fenced_run_has_its_queued_writes_done_and_nothing_after(tmp_path: Path) -> None:
+    writer = _HeldWriter()
+    sink = FilesSink(tmp_path / "run", writer=writer)
+    for index in (1, 2):
+        sink.step(_step(0, index))  # queued behind the held disk
+    fence = asyncio.create_task(sink.fence(30))
+    await asyncio.sleep(0.05)
+    assert not fence.done() and not (tmp_path / "run").exists()  # it waits for them, on the loop
+    writer.gate.set()
+    assert await fence
+    sink.step(_step(0, 3))  # a run left behind still records: nothing of it lands
+    await sink.finish(_result(0))
+    barrier = writer.submit(lambda: None)
+    assert barrier is not None
+    await barrier
+    lines = (tmp_path / "run" / "trajectory.jsonl").read_text().splitlines()
+    assert [Step.model_validate_json(line).index for line in lines] == [1, 2]
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["step_001.jpg", "step_002.jpg", "trajectory.jsonl"]
+    assert sink.files._writer is None  # its trajectory file closed by the fence
+    writer.drain()
+
+
+async def test_a_fence_behind_a_hung_disk_gives_up_at_its_deadline_and_drops_the_rest(tmp_path: Path) -> None:
+    writer = _HeldWriter()
+    sink = FilesSink(tmp_path / "run", writer=writer)
+    sink.step(_step(0, 1))
+    sink.step(_step(0, 2))
+    assert not await sink.fence(0.1)  # the disk does not answer: the fence says so, it does not hang
+    writer.gate.set()
+    barrier = writer.submit(lambda: None)
+    assert barrier is not None
+    await barrier
+    assert not (tmp_path / "run").exists()  # revoked before the thread began them: dropped
     writer.drain()

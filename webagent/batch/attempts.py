@@ -25,6 +25,10 @@ in the same attempt directory, when:
 - the watchdog stopped it for making no progress (``stalled``): ``STALL_RERUNS`` time(s), its files
   kept aside in ``attempt-<k>-stalled``.
 
+Every run is fenced once it is over for the runner (``watchdog.fence_run``), before its directory is
+kept aside or removed and its re-run writes there: what it had queued is written or dropped first,
+and nothing it does later (a cancelled run whose clean-up outlasted its bound) lands in the re-run's.
+
 Each re-run is recorded with its reason and message (``AttemptRecord.reruns``). An attempt whose last
 run still ended with a crash or an infrastructure error says so (``infrastructure``), and so does
 the task's line when that attempt is the one that counts: a resumed batch runs such a task again.
@@ -54,7 +58,7 @@ from ..runtime.access import data_start, task_set_policy
 from ..stream import RunStream
 from ..tasks import TaskSpec, benchmark_task, reference_matches, run_dir_name
 from .results import AttemptRecord, Rerun, RerunReason, TaskResult, cost_of
-from .watchdog import BROWSER_LOST_GRACE_S, cancel_run, keep_aside, stuck_in, wait_for_progress, write_result
+from .watchdog import BROWSER_LOST_GRACE_S, cancel_run, fence_run, keep_aside, stuck_in, wait_for_progress, write_result
 
 __all__ = ["CRASH_RERUNS", "INFRA_RERUNS", "SETUP_RERUNS", "STALL_RERUNS", "TaskLimits", "TaskRunner", "run_task"]
 
@@ -325,10 +329,12 @@ class TaskRunner:
             await cancel_run(run, task.id, limits.cleanup_timeout_s, self.left_behind)
             raise
         if stall is None or run.done():
+            await fence_run(stream, task.id, directory)  # its writes awaited already: at once
             return run.result()
         where = stuck_in(run, progress.steps, opened=stream.session is not None)
         ended = stream.result  # set when the episode has ended (cancelling sets one too: read it first)
         await cancel_run(run, task.id, limits.cleanup_timeout_s, self.left_behind)
+        await fence_run(stream, task.id, directory)  # before its result is written and it is set aside
         idle_s = round(stall.idle_s, 1)
         if ended is not None:  # only the clean-up after the episode was slow: its result stands
             log.warning("task_cleanup_stalled", task=task.id, idle_s=idle_s, where=where)

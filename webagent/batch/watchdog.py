@@ -1,7 +1,12 @@
 """The batch's watchdog: a run that makes no progress (no step finished, no model call answered, no
 bounded wait over) for ``stall_timeout_s`` is cancelled, where it waited is told, and its files are
 kept aside for the re-run. A run still going ``BROWSER_LOST_GRACE_S`` after the browser under it
-disconnected is cancelled too, and re-run as after any browser crash."""
+disconnected is cancelled too, and re-run as after any browser crash.
+
+A run whose directory is set aside (kept or removed) and re-run in the same directory is fenced
+first (``fence_run``): what it had begun writing there is done, within ``FENCE_TIMEOUT_S``, and
+nothing of it is written there after, even where its clean-up outlasted its bound and still goes
+on. Its files stay whole or a prefix where it wrote them; the re-run's directory holds the re-run's."""
 
 from __future__ import annotations
 
@@ -23,9 +28,12 @@ from ..records import RunResult
 
 __all__ = [
     "BROWSER_LOST_GRACE_S",
+    "FENCE_TIMEOUT_S",
+    "Fenced",
     "Progressing",
     "Stall",
     "cancel_run",
+    "fence_run",
     "keep_aside",
     "stuck_in",
     "wait_for_progress",
@@ -36,6 +44,9 @@ log = structlog.get_logger("webagent.batch")
 
 #: Seconds a run may go on after the browser under it disconnected before it is cut off and re-run.
 BROWSER_LOST_GRACE_S = 10.0
+#: Seconds a run set aside gets for the writes into its directory it had begun (its writer thread's
+#: jobs queued, a trace being written) before its re-run goes on all the same (logged).
+FENCE_TIMEOUT_S = 30.0
 # How often a run's browser is looked at (a property read, no call): measured at 0.4% of one core
 # for 500 runs, against none for a watchdog that sleeps until its limit.
 _LOST_POLL_S = 1.0
@@ -51,6 +62,12 @@ class Progressing(Protocol):
 
     @property
     def browser_lost(self) -> bool: ...
+
+
+class Fenced(Protocol):
+    """A run whose writes into its directory can be stopped (``RunStream.fence``)."""
+
+    async def fence(self, timeout_s: float) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -101,6 +118,14 @@ async def cancel_run(run: asyncio.Task[Any], name: str, cleanup_s: float, left_b
         run.add_done_callback(left_behind.discard)
     elif not run.cancelled():
         run.exception()  # retrieved: an error while it was being cancelled is not this task's outcome
+
+
+async def fence_run(stream: Fenced, name: str, directory: Path) -> None:
+    """Fence a run before its directory is set aside or re-run: awaited (the loop goes on), bounded
+    by ``FENCE_TIMEOUT_S``; a fence that expires is logged, and the batch goes on."""
+    timeout_s = FENCE_TIMEOUT_S
+    if not await stream.fence(timeout_s):
+        log.error("run_writes_not_fenced", task=name, directory=str(directory), timeout_s=timeout_s)
 
 
 def keep_aside(directory: Path, n: int) -> Path | None:

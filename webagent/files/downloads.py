@@ -98,6 +98,8 @@ class DownloadFolder:
         self.private = private or path is None
         #: ``remove`` was called (a temporary folder made again after it is removed again by its holder).
         self.removed = False
+        #: Its run was set aside (a batch re-runs it in the same directory): nothing more is kept here.
+        self.fenced = False
 
     @property
     def temporary(self) -> bool:
@@ -110,7 +112,9 @@ class DownloadFolder:
         return self._given if self._given is not None else self._made
 
     def make(self) -> Path:
-        """The folder, made if it is not yet (with the parents it needs)."""
+        """The folder, made if it is not yet (with the parents it needs); refused once ``fenced``."""
+        if self.fenced:
+            raise OSError(f"the run was set aside; nothing more is kept in {self.path or 'its folder'}")
         if self._given is not None:
             return make_dir(self._given, private=self.private)
         if self._made is None:

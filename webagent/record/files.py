@@ -1,6 +1,7 @@
 """``FilesSink``: the run directory (``webagent.runs.trajectory``): each step's record and
 screenshot as it comes, then ``result.json`` and ``report.html``; written by the process's writer
-thread (``writer.WRITER``), off the event loop, and awaited at the run's end."""
+thread (``writer.WRITER``), off the event loop, and awaited at the run's end. A run set aside for
+a re-run in the same directory is fenced (``fence``): nothing of its is written there after."""
 
 from __future__ import annotations
 
@@ -34,3 +35,11 @@ class FilesSink(RunSink):
         text = self.files.result_text(result)  # result.output_dir set now, as the next sinks see it
         self.writes.submit(lambda: self.files.end(text), always=True)
         await self.writes.flushed()
+
+    async def fence(self, timeout_s: float) -> bool:
+        """The run's writes so far done within ``timeout_s``, the rest dropped (``RunWrites.fence``);
+        its trajectory file then closed here, as no job of the run's will touch it again."""
+        fenced = await self.writes.fence(timeout_s)
+        if fenced:
+            self.files.end(None)  # closes the file if it is open; writes nothing
+        return fenced

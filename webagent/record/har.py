@@ -48,6 +48,8 @@ class HarSink(RunSink):
         self.raw = self._scratch / HAR_NAME
         #: Where the redacted archive was written (None until the context has closed).
         self.path: Path | None = None
+        #: The run was fenced (set aside for a re-run in its directory): its archive is not written.
+        self.fenced = False
 
     def prepare(self, spec: RunSpec) -> RunSpec:
         return dataclasses.replace(spec, har_path=self.raw)
@@ -62,12 +64,19 @@ class HarSink(RunSink):
             except (OSError, ValueError) as exc:
                 log.warning("har_unreadable", error=str(exc))
                 return
+            if self.fenced:  # checked with no await before the write: nothing lands after a fence
+                log.warning("har_not_written_fenced", directory=str(self.directory))
+                return
             self.directory.mkdir(parents=True, exist_ok=True)
             path = self.directory / HAR_NAME
             write_atomic(path, json.dumps(redact_har(har, self.secrets), indent=1) + "\n", private=self.private)
             self.path = path
         finally:
             shutil.rmtree(self._scratch, ignore_errors=True)
+
+    async def fence(self, timeout_s: float) -> bool:
+        self.fenced = True  # written in one go on the loop (``closed``): nothing begun is left going
+        return True
 
     def __del__(self) -> None:  # a recorder dropped before its context closed leaves no raw archive behind
         shutil.rmtree(self._scratch, ignore_errors=True)

@@ -6,10 +6,15 @@ A sink is told the run's browser session once it is open (``start``), each step 
 not be saved), and that the run's browser context has closed (``closed``: what the browser writes
 only then, a HAR). ``prepare`` lets a sink ask for something of the context before it opens (the
 HAR's recording). The base class does nothing at each point, so a sink says only what it does.
+
+A run that a batch sets aside to re-run it in the same directory is fenced (``fence``): each sink
+finishes, within a bound, what it had begun writing into the run directory and writes nothing there
+after, whatever the run (cancelled, its clean-up maybe still going) still does.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 
 import structlog
@@ -46,6 +51,11 @@ class RunSink:
 
     async def closed(self) -> None:
         """The run's browser context has closed."""
+
+    async def fence(self, timeout_s: float) -> bool:
+        """Write nothing more into the run directory from now on; True once what this sink had begun
+        writing there is done (within ``timeout_s``), False if it was still going then."""
+        return True
 
 
 class Recorder:
@@ -110,3 +120,9 @@ class Recorder:
         for sink in self.sinks:
             await sink.closed()
             self.on_progress()
+
+    async def fence(self, timeout_s: float) -> bool:
+        """Every sink fenced (``RunSink.fence``), all within ``timeout_s``: True once nothing of the
+        run is being written into its directory or will be; False if a write still went on then."""
+        fenced = await asyncio.gather(*(sink.fence(timeout_s) for sink in self.sinks))
+        return all(fenced)

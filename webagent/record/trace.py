@@ -3,10 +3,13 @@
 
 Only for a context of the run's own (a caller's context may be tracing already), and never for a
 run that types secrets or holds a signed-in state: a trace's DOM snapshots would hold the typed
-values, its network log the cookies (the recorder's builder decides, ``webagent.record.build``)."""
+values, its network log the cookies (the recorder's builder decides, ``webagent.record.build``).
+A run fenced (set aside for a re-run in its directory) keeps no trace after, and its fence waits
+for a ``trace.zip`` being written."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Literal
 
@@ -32,6 +35,9 @@ class TraceSink(RunSink):
         self.keep = keep
         self.private = private
         self.session: BrowserSession | None = None
+        #: The run was fenced: its trace is stopped without being written.
+        self.fenced = False
+        self._stopping: asyncio.Task[Path | None] | None = None
 
     async def start(self, session: BrowserSession) -> None:
         try:
@@ -44,10 +50,18 @@ class TraceSink(RunSink):
     async def finish(self, result: RunResult | None) -> None:
         if self.session is None:
             return
-        kept = self.keep == "always" or not (result is not None and result.success)
-        path = await self._stop(self.session, self.directory / "trace.zip" if kept else None)
+        kept = (self.keep == "always" or not (result is not None and result.success)) and not self.fenced
+        self._stopping = asyncio.create_task(self._stop(self.session, self.directory / "trace.zip" if kept else None))
+        path = await self._stopping
         if path is not None and result is not None:
             result.trace = str(path)
+
+    async def fence(self, timeout_s: float) -> bool:
+        self.fenced = True
+        stopping = self._stopping  # a trace.zip being written: Playwright's driver writes it at the end
+        if stopping is not None and not stopping.done():
+            await asyncio.wait({stopping}, timeout=timeout_s)
+        return stopping is None or stopping.done()
 
     async def _stop(self, session: BrowserSession, path: Path | None) -> Path | None:
         try:

@@ -16,7 +16,12 @@ A step's screenshot and its line in ``trajectory.jsonl``, and at the end ``resul
   thread, which does them all the same; so does a process that exits (``atexit``) after its runs;
 - never silent: a write that fails is logged at once, the run's later writes are dropped (its
   trajectory stays a prefix, as a run that stopped there), and the error is raised at the run's
-  next step and at its end, as it was when the loop wrote.
+  next step and at its end, as it was when the loop wrote;
+- fenced: a run a batch sets aside (cancelled, its clean-up maybe still going) and re-runs in the
+  same directory is fenced first (``RunWrites.fence``): its writes so far are given a bound to be
+  done, the rest are revoked (skipped by the thread, and any it submits later), and the fence ends
+  once nothing of the run's is being written. Its files stay where it wrote them, whole or a
+  prefix, and none lands later in the directory of the run after it.
 
 With no event loop running (a caller writing a run directory itself) a job runs at once.
 """
@@ -28,6 +33,7 @@ import atexit
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable
 
 import structlog
@@ -121,6 +127,8 @@ class RunWrites:
         self.what = what
         #: The first write of the run that failed (its later writes are not done).
         self.error: Exception | None = None
+        #: The run was fenced (``fence``): its writes not begun are skipped, its ends' too.
+        self.revoked = False
         self._last: asyncio.Future[None] | None = None
 
     def raise_error(self) -> None:
@@ -130,10 +138,10 @@ class RunWrites:
 
     def submit(self, work: Callable[[], None], *, always: bool = False) -> None:
         """``work`` after the run's writes so far; skipped once one has failed unless ``always``
-        (what closes the run's files)."""
+        (what closes the run's files); skipped whenever the run has been fenced by then."""
 
         def job() -> None:
-            if self.error is not None and not always:
+            if self.revoked or (self.error is not None and not always):
                 return
             try:
                 work()
@@ -154,6 +162,22 @@ class RunWrites:
         if last is not None and not last.done():
             await asyncio.wait([last])
         self.raise_error()
+
+    async def fence(self, timeout_s: float) -> bool:
+        """Nothing more of the run written (its directory is about to be set aside, and re-run): its
+        writes so far get ``timeout_s`` to be done (its files whole), then the rest are revoked, and
+        this returns once the thread writes nothing of the run's any more: True; False when a write
+        it had begun was still going at the deadline (a hung disk: it may still land)."""
+        deadline = time.monotonic() + timeout_s
+        await self._settled(timeout_s)
+        self.revoked = True  # what the thread has not begun, and whatever the run submits from now on
+        return await self._settled(deadline - time.monotonic())  # and what it had begun, finished
+
+    async def _settled(self, timeout_s: float) -> bool:
+        last = self._last  # in order: once the run's last job is done, all its jobs are
+        if last is not None and not last.done():
+            await asyncio.wait([last], timeout=max(0.0, timeout_s))
+        return last is None or last.done()
 
 
 def _retrieved(future: asyncio.Future[None]) -> None:
