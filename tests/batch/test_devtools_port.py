@@ -25,24 +25,15 @@ from webagent.testing.offline import PROFILE_MODELS
 from webagent.testing.server import FakeModelServer
 from webagent.testing.sites import SiteServer, data_dir
 
-from ..conftest import load_task_script, make_config
+from ..conftest import make_config
 from ..procs import chromium_mains, cmdline
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
 SECRET = "worker-s3cret-42"
 PORT_FLAG = "--remote-debugging-port"
-
-
-@pytest.fixture(scope="module")
-def slow_server() -> Iterator[FakeModelServer]:
-    """Replies a little slow: each worker's browser is up for a few seconds, time to be seen."""
-    fake = FakeModelServer({**load_task_script("local"), "latency_s": {"policy": 0.3}})
-    fake.start_in_thread()
-    try:
-        yield fake
-    finally:
-        fake.stop_thread()
+#: ``slow_model``'s replies a little slower here: each worker's browser is up for a few seconds, time to be seen.
+MODEL_LATENCY_S = 0.3
 
 
 def _tasks(site: SiteServer, path: Path, state: Path | None = None) -> Path:
@@ -69,7 +60,7 @@ def _browsers_seen(root: int, running: Any, *, until_s: float = 120) -> dict[int
 
 @pytest.mark.parametrize("holding", ["secret", "state", "nothing"])
 def test_no_worker_browser_has_a_devtools_port_with_secrets_or_a_state(
-    site: SiteServer, slow_server: FakeModelServer, tmp_path: Path, holding: str
+    site: SiteServer, slow_model: FakeModelServer, tmp_path: Path, holding: str
 ) -> None:
     state = None
     if holding == "state":
@@ -84,7 +75,7 @@ def test_no_worker_browser_has_a_devtools_port_with_secrets_or_a_state(
     command += ["--workers", "2", "--concurrency", "4", "--trust-tasks", "-q", "--api-key", "offline"]
     command += ["--localizer-profile", "holo1.5", "--model", PROFILE_MODELS["holo1.5"]]
     for role in ("policy", "localizer", "validator"):
-        command += [f"--{role}-base-url", slow_server.base_url(role)]
+        command += [f"--{role}-base-url", slow_model.base_url(role)]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
         seen = _browsers_seen(proc.pid, lambda: proc.poll() is None)
@@ -119,9 +110,9 @@ def cluster() -> Iterator[str]:
 @pytest.mark.slow
 @pytest.mark.parametrize("holding", ["secret", "nothing"])
 def test_no_ray_actor_browser_has_a_devtools_port_with_secrets(
-    cluster: str, site: SiteServer, slow_server: FakeModelServer, tmp_path: Path, holding: str
+    cluster: str, site: SiteServer, slow_model: FakeModelServer, tmp_path: Path, holding: str
 ) -> None:
-    config = make_config(slow_server)
+    config = make_config(slow_model)
     if holding == "secret":
         config.secrets = {"PIN": SecretStr(SECRET)}
     tasks = load_tasks(_tasks(site, tmp_path / "tasks.jsonl"))

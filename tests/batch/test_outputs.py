@@ -23,8 +23,6 @@ from webagent.testing.offline import PROFILE_MODELS
 from webagent.testing.server import FakeModelServer
 from webagent.testing.sites import SiteServer, data_dir
 
-from ..conftest import load_task_script
-
 boto3 = pytest.importorskip("boto3")
 moto_server = pytest.importorskip("moto.server")
 pytest.importorskip("s3fs")
@@ -73,17 +71,6 @@ def keys(endpoint: str, prefix: str) -> dict[str, bytes]:
     return found
 
 
-@pytest.fixture(scope="module")
-def model() -> Iterator[FakeModelServer]:
-    """Replies a little slow, so that a batch of one session at a time is still running when killed."""
-    fake = FakeModelServer({**load_task_script("local"), "latency_s": {"policy": 0.2}})
-    fake.start_in_thread()
-    try:
-        yield fake
-    finally:
-        fake.stop_thread()
-
-
 def task_file(site: SiteServer, path: Path) -> Path:
     text = (data_dir() / "local.jsonl").read_text(encoding="utf-8").replace("{base}", site.url)
     path.write_text(text, encoding="utf-8")
@@ -127,14 +114,14 @@ def local_files(root: Path) -> set[str]:
 
 
 def test_an_s3_batch_leaves_the_same_files_as_a_local_one(
-    s3: str, site: SiteServer, model: FakeModelServer, tmp_path: Path
+    s3: str, site: SiteServer, slow_model: FakeModelServer, tmp_path: Path
 ) -> None:
     tasks = task_file(site, tmp_path / "tasks.jsonl")
     env = environment(s3)
     local = tmp_path / "local"
-    done = run(command(tasks, str(local), model), env)
+    done = run(command(tasks, str(local), slow_model), env)
     assert done.returncode == 0, done.stderr[-3000:]
-    done = run(command(tasks, f"s3://{BUCKET}/same", model), env)
+    done = run(command(tasks, f"s3://{BUCKET}/same", slow_model), env)
     assert done.returncode == 0, done.stderr[-3000:]
     remote = keys(s3, "same")
     assert set(remote) == local_files(local)
@@ -149,12 +136,12 @@ def test_an_s3_batch_leaves_the_same_files_as_a_local_one(
 
 
 def test_a_driver_killed_and_resumed_against_s3_skips_the_finished_tasks(
-    s3: str, site: SiteServer, model: FakeModelServer, tmp_path: Path
+    s3: str, site: SiteServer, slow_model: FakeModelServer, tmp_path: Path
 ) -> None:
     tasks = task_file(site, tmp_path / "tasks.jsonl")
     env = environment(s3)
     url = f"s3://{BUCKET}/killed"
-    proc = subprocess.Popen(command(tasks, url, model), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(command(tasks, url, slow_model), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 150
         before: list[str] = []
@@ -174,7 +161,7 @@ def test_a_driver_killed_and_resumed_against_s3_skips_the_finished_tasks(
             proc.wait()
     before = [line for line in keys(s3, "killed")["results.jsonl"].decode().splitlines() if line.strip()]
     finished = {json.loads(line)["id"]: line for line in before}
-    done = run(command(tasks, url, model), env)
+    done = run(command(tasks, url, slow_model), env)
     assert done.returncode == 0, done.stderr[-3000:]
     remote = keys(s3, "killed")
     after = [line for line in remote["results.jsonl"].decode().splitlines() if line.strip()]
@@ -198,7 +185,7 @@ def test_a_driver_killed_and_resumed_against_s3_skips_the_finished_tasks(
 def test_a_bad_output_is_one_line(
     s3: str,
     site: SiteServer,
-    model: FakeModelServer,
+    slow_model: FakeModelServer,
     tmp_path: Path,
     output: str,
     endpoint: str,
@@ -207,7 +194,7 @@ def test_a_bad_output_is_one_line(
 ) -> None:
     tasks = task_file(site, tmp_path / "tasks.jsonl")
     env = environment(s3 if endpoint == "s3" else f"http://127.0.0.1:{free_port()}")
-    done = run(command(tasks, output, model), env, timeout=120)
+    done = run(command(tasks, output, slow_model), env, timeout=120)
     assert done.returncode == code, done.stderr[-3000:]
     assert says in done.stderr
     assert "Traceback" not in done.stderr
@@ -216,10 +203,10 @@ def test_a_bad_output_is_one_line(
 
 
 def test_a_single_run_to_s3_leaves_the_same_files_as_a_local_one(
-    s3: str, site: SiteServer, model: FakeModelServer, tmp_path: Path
+    s3: str, site: SiteServer, slow_model: FakeModelServer, tmp_path: Path
 ) -> None:
     task = json.loads(task_file(site, tmp_path / "tasks.jsonl").read_text().splitlines()[0])
-    cmd = command(tmp_path / "tasks.jsonl", "", model)
+    cmd = command(tmp_path / "tasks.jsonl", "", slow_model)
     flags = cmd[cmd.index("--api-key") :]
     base = [sys.executable, "-m", "webagent", "run", "--url", task["url"], "--goal", task["goal"], *flags]
     env = environment(s3)

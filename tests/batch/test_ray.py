@@ -27,7 +27,7 @@ from webagent.tasks import TaskSpec
 from webagent.testing.offline import PROFILE_MODELS
 from webagent.testing.server import FakeModelServer
 
-from ..conftest import load_task_script, make_config
+from ..conftest import make_config
 
 ray = pytest.importorskip("ray")
 
@@ -80,22 +80,12 @@ def _cluster() -> Iterator[str]:
         shutil.rmtree(temp, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeModelServer]:
-    fake = FakeModelServer({**load_task_script("local"), "latency_s": {"policy": 0.2}})
-    fake.start_in_thread()
-    try:
-        yield fake
-    finally:
-        fake.stop_thread()
-
-
 def specs(local_tasks: dict[str, Any]) -> list[TaskSpec]:
     return [TaskSpec(id=i, url=local_tasks[i]["url"], goal=local_tasks[i]["goal"]) for i in LOCAL_IDS]
 
 
 def test_tasks_fan_out_to_two_actors_and_survive_a_dead_one(
-    cluster: str, server: FakeModelServer, local_tasks: dict[str, Any], tmp_path: Path
+    cluster: str, slow_model: FakeModelServer, local_tasks: dict[str, Any], tmp_path: Path
 ) -> None:
     pids: set[int] = set()
     killed: list[int] = []
@@ -112,7 +102,7 @@ def test_tasks_fan_out_to_two_actors_and_survive_a_dead_one(
 
     cluster_ = RayCluster(address=cluster, actors=2)
     runner = BatchRunner(
-        make_config(server), specs(local_tasks), tmp_path, concurrency=1, on_update=on_update, ray=cluster_
+        make_config(slow_model), specs(local_tasks), tmp_path, concurrency=1, on_update=on_update, ray=cluster_
     )
     stats = asyncio.run(runner.run())
     results = {r.id: r for r in read_results(tmp_path)}
@@ -128,7 +118,7 @@ def test_tasks_fan_out_to_two_actors_and_survive_a_dead_one(
 
 
 def test_killed_driver_resumes(
-    cluster: str, server: FakeModelServer, local_tasks: dict[str, Any], tmp_path: Path
+    cluster: str, slow_model: FakeModelServer, local_tasks: dict[str, Any], tmp_path: Path
 ) -> None:
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text(
@@ -137,7 +127,7 @@ def test_killed_driver_resumes(
     out = tmp_path / "out"
     flags = ["--localizer-profile", "holo1.5", "--model", PROFILE_MODELS["holo1.5"], "--api-key", "offline"]
     for role in ("policy", "localizer", "validator"):
-        flags += [f"--{role}-base-url", server.base_url(role)]
+        flags += [f"--{role}-base-url", slow_model.base_url(role)]
     cmd = [sys.executable, "-m", "webagent", "batch", str(tasks), "--output", str(out), "--concurrency", "1"]
     cmd += ["--ray", cluster, "--ray-actors", "2", "-q", *flags]
     env = {k: v for k, v in os.environ.items() if not k.startswith("WEBAGENT_")} | RAY_ENV
@@ -162,7 +152,7 @@ def test_killed_driver_resumes(
 
 
 def test_a_suite_runs_on_ray_with_each_checks_options_and_one_shared_replay_cache(
-    cluster: str, server: FakeModelServer, local_tasks: dict[str, Any], tmp_path: Path
+    cluster: str, slow_model: FakeModelServer, local_tasks: dict[str, Any], tmp_path: Path
 ) -> None:
     """The checks travel to the actors as tasks with their options (a step limit, the trace kept);
     both actors record into one replay cache file, and a second run replays every passed check."""
@@ -181,7 +171,7 @@ def test_a_suite_runs_on_ray_with_each_checks_options_and_one_shared_replay_cach
     ray_ = RayCluster(address=cluster, actors=2)
     out = tmp_path / "first"
     summary, items, interrupted = asyncio.run(
-        run_suite(make_config(server), suite, out, concurrency=2, cache=cache, trace="always", ray=ray_)
+        run_suite(make_config(slow_model), suite, out, concurrency=2, cache=cache, trace="always", ray=ray_)
     )
     outcome = {o.check.name: o for o in items}
     assert not interrupted and summary["passed"] == len(names), summary
@@ -196,7 +186,7 @@ def test_a_suite_runs_on_ray_with_each_checks_options_and_one_shared_replay_cach
 
     again, items, _ = asyncio.run(
         run_suite(
-            make_config(server), suite, tmp_path / "second", concurrency=2, cache=ReplayCache(cache.path), ray=ray_
+            make_config(slow_model), suite, tmp_path / "second", concurrency=2, cache=ReplayCache(cache.path), ray=ray_
         )
     )
     replayed = {o.check.name: o.result.replayed_steps for o in items if o.result is not None}

@@ -31,7 +31,7 @@ from webagent.tasks import TaskSpec
 from webagent.testing.server import FakeModelServer
 from webagent.testing.sites import SiteServer
 
-from ..conftest import load_task_script, make_config
+from ..conftest import make_config
 from ..procs import chromium_mains
 from .test_ray import RAY_ENV
 from .test_runner import slow_copies, task_file
@@ -66,16 +66,6 @@ def _two_nodes() -> Iterator[Any]:
 def two_nodes() -> Iterator[str]:
     with _two_nodes() as cluster:
         yield cluster.address
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeModelServer]:
-    fake = FakeModelServer({**load_task_script("local"), "latency_s": {"policy": 0.2}})
-    fake.start_in_thread()
-    try:
-        yield fake
-    finally:
-        fake.stop_thread()
 
 
 class Watch:
@@ -146,9 +136,9 @@ def _one_line_each(out: Path, count: int) -> None:
 @pytest.mark.browser
 @pytest.mark.slow
 def test_the_actors_of_a_node_share_one_chromium(
-    two_nodes: str, server: FakeModelServer, site: SiteServer, tmp_path: Path
+    two_nodes: str, slow_model: FakeModelServer, site: SiteServer, tmp_path: Path
 ) -> None:
-    watch, runner = _batch(make_config(server), site, tmp_path, 8, address=two_nodes)
+    watch, runner = _batch(make_config(slow_model), site, tmp_path, 8, address=two_nodes)
     stats = watch.run(runner)
 
     _one_line_each(tmp_path / "out", 8)
@@ -168,9 +158,9 @@ def test_the_actors_of_a_node_share_one_chromium(
 @pytest.mark.browser
 @pytest.mark.slow
 def test_a_batch_holding_a_secret_keeps_a_chromium_per_actor_and_says_why(
-    two_nodes: str, server: FakeModelServer, site: SiteServer, tmp_path: Path
+    two_nodes: str, slow_model: FakeModelServer, site: SiteServer, tmp_path: Path
 ) -> None:
-    config = make_config(server)
+    config = make_config(slow_model)
     config.secrets = {"PIN": SecretStr("node-s3cret")}
     watch, runner = _batch(config, site, tmp_path, 4, address=two_nodes)
     with structlog.testing.capture_logs() as logs:
@@ -187,10 +177,10 @@ def test_a_batch_holding_a_secret_keeps_a_chromium_per_actor_and_says_why(
 @pytest.mark.browser
 @pytest.mark.slow
 def test_by_default_nodes_of_fewer_actors_than_it_saves_memory_for_keep_a_chromium_per_actor(
-    two_nodes: str, server: FakeModelServer, site: SiteServer, tmp_path: Path
+    two_nodes: str, slow_model: FakeModelServer, site: SiteServer, tmp_path: Path
 ) -> None:
     """``node_browser = "auto"``: a node's browser actor costs more than 2 actors' Chromiums save."""
-    watch, runner = _batch(make_config(server), site, tmp_path, 4, address=two_nodes, share="auto")
+    watch, runner = _batch(make_config(slow_model), site, tmp_path, 4, address=two_nodes, share="auto")
     stats = watch.run(runner)
 
     _one_line_each(tmp_path / "out", 4)
@@ -204,9 +194,9 @@ def test_by_default_nodes_of_fewer_actors_than_it_saves_memory_for_keep_a_chromi
 @pytest.mark.browser
 @pytest.mark.slow
 def test_a_node_chromium_killed_mid_batch_is_launched_again_and_every_task_ends_once(
-    two_nodes: str, server: FakeModelServer, site: SiteServer, tmp_path: Path
+    two_nodes: str, slow_model: FakeModelServer, site: SiteServer, tmp_path: Path
 ) -> None:
-    config = make_config(server)
+    config = make_config(slow_model)
     config.browser.probe_interval_s = 0.5
     watch, runner = _batch(config, site, tmp_path, 8, address=two_nodes)
     killed: list[int] = []
@@ -234,7 +224,7 @@ def test_a_node_chromium_killed_mid_batch_is_launched_again_and_every_task_ends_
     assert sum(h.crashes for h in stats.host_counts.values()) >= 1, stats.host_counts
 
 
-def test_which_batches_keep_a_chromium_per_actor(server: FakeModelServer, tmp_path: Path) -> None:
+def test_which_batches_keep_a_chromium_per_actor(slow_model: FakeModelServer, tmp_path: Path) -> None:
     """Each reason a node's actors may not share a browser, in one line; none for a plain batch."""
     task = TaskSpec(id="t", url="http://127.0.0.1:1/", goal="g")
     state = tmp_path / "state.json"
@@ -245,7 +235,7 @@ def test_which_batches_keep_a_chromium_per_actor(server: FakeModelServer, tmp_pa
     )
 
     def why(tasks: list[TaskSpec] = [task], **browser: Any) -> str | None:  # noqa: B006
-        config = make_config(server)
+        config = make_config(slow_model)
         config.browser = config.browser.model_validate({**config.browser.model_dump(exclude_unset=True), **browser})
         return node_browser_refusal(config, tasks)
 
@@ -258,7 +248,7 @@ def test_which_batches_keep_a_chromium_per_actor(server: FakeModelServer, tmp_pa
     assert "secrets or a signed-in state" in str(
         why(direct_cdp=True, http_credentials={"username": "u", "password": "p"})
     )
-    config = make_config(server)
+    config = make_config(slow_model)
     config.secrets = {"PIN": SecretStr("pin-1234")}
     assert "secrets or a signed-in state" in str(node_browser_refusal(config, [task]))
 
@@ -266,12 +256,12 @@ def test_which_batches_keep_a_chromium_per_actor(server: FakeModelServer, tmp_pa
 @pytest.mark.browser
 @pytest.mark.slow
 def test_a_node_lost_with_its_browser_every_task_ends_once(
-    server: FakeModelServer, site: SiteServer, tmp_path: Path
+    slow_model: FakeModelServer, site: SiteServer, tmp_path: Path
 ) -> None:
     """The worker node removed mid-batch takes its 2 actors and its browser with it; their tasks run
     again on the head's actors, on the head's browser (the replacements find no room)."""
     with _two_nodes() as cluster:
-        watch, runner = _batch(make_config(server), site, tmp_path, 8, address=cluster.address)
+        watch, runner = _batch(make_config(slow_model), site, tmp_path, 8, address=cluster.address)
         worker = next(iter(cluster.worker_nodes))
         removed: list[str] = []
         on_update = watch.on_update

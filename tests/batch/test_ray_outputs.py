@@ -23,7 +23,7 @@ from webagent.testing.server import FakeModelServer
 
 from ..conftest import make_config
 from .test_outputs import BUCKET, keys, s3  # noqa: F401 (the S3 server fixture)
-from .test_ray import RAY_ENV, cluster, server, specs  # noqa: F401 (the Ray head and model server fixtures)
+from .test_ray import RAY_ENV, cluster, specs  # noqa: F401 (the Ray head fixture)
 from .test_ray_nodes import NODE
 
 ray = pytest.importorskip("ray")
@@ -52,7 +52,7 @@ def test_a_ray_batch_to_s3_puts_every_run_in_the_store_and_resumes_from_it(
     ship: bool,
     store: str,
     cluster: str,  # noqa: F811
-    server: FakeModelServer,  # noqa: F811
+    slow_model: FakeModelServer,
     local_tasks: dict[str, Any],
     tmp_path: Path,
 ) -> None:
@@ -61,7 +61,7 @@ def test_a_ray_batch_to_s3_puts_every_run_in_the_store_and_resumes_from_it(
     everything = specs(local_tasks)
     ray_ = RayCluster(address=cluster, actors=2, ship_runs=ship)
 
-    first = BatchRunner(make_config(server), everything[:2], url, concurrency=1, ray=ray_)
+    first = BatchRunner(make_config(slow_model), everything[:2], url, concurrency=1, ray=ray_)
     asyncio.run(first.run())
     assert first.pool is not None and first.pool.ship is ship
     remote = keys(store, prefix)
@@ -73,7 +73,7 @@ def test_a_ray_batch_to_s3_puts_every_run_in_the_store_and_resumes_from_it(
         assert f"{folder}/result.json" in remote and f"{folder}/trajectory.jsonl" in remote
         assert any(name.startswith(folder + "/") and name.endswith(".jpg") for name in remote)
 
-    again = BatchRunner(make_config(server), everything, url, concurrency=1, ray=ray_)
+    again = BatchRunner(make_config(slow_model), everything, url, concurrency=1, ray=ray_)
     stats = asyncio.run(again.run())
     assert stats.resumed == 2 and stats.finished_now == len(everything) - 2  # the finished ids were skipped
     remote = keys(store, prefix)
@@ -113,14 +113,14 @@ def two_nodes() -> Iterator[Any]:
 def test_on_two_nodes_a_url_output_ships_the_runs_even_when_told_the_disk_is_shared(
     store: str,
     two_nodes: Any,
-    server: FakeModelServer,  # noqa: F811
+    slow_model: FakeModelServer,
     local_tasks: dict[str, Any],
     tmp_path: Path,
 ) -> None:
     prefix = "ray-two-nodes"
     tasks = specs(local_tasks)[:3]
     ray_ = RayCluster(address=two_nodes.address, actors=2, ship_runs=False)
-    runner = BatchRunner(make_config(server), tasks, f"s3://{BUCKET}/{prefix}", concurrency=1, ray=ray_)
+    runner = BatchRunner(make_config(slow_model), tasks, f"s3://{BUCKET}/{prefix}", concurrency=1, ray=ray_)
     asyncio.run(asyncio.wait_for(runner.run(), 240))
     assert runner.pool is not None and runner.pool.ship is True
     remote = keys(store, prefix)
