@@ -57,7 +57,8 @@ def print_whole_side(n: int, what: str, whole: dict[str, Any], pss_mib: float, c
         f"N={n:<4} whole batch, {what}: {whole['steps_per_s']:6.1f} steps/s  {whole['tasks_per_hour']:.0f} tasks/hour  "
         f"cpu/step {whole['cpu_per_step_ms']:.0f} ms  PSS/session {pss_mib:.0f} MiB  "
         f"success {whole['success_rate']:.0%}  peak sessions {whole['peak_sessions']}  "
-        f"commands {whole['deadlines']}\n       DevTools commands: {cdp}",
+        f"commands {whole['deadlines']}\n       DevTools commands: {cdp}\n"
+        f"       CPU ms/step by process: {whole['split']}",
         flush=True,
     )
 

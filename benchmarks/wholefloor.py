@@ -210,5 +210,6 @@ def whole_figures(run: dict[str, Any], meter: Any) -> dict[str, Any]:
         "steps_per_s": run["steps"] / wall,
         "tasks_per_hour": run["tasks"] / wall * 3600,
         "cpu_per_step_ms": (meter.cpu_at(run["end"]) - meter.cpu_at(run["start"])) / steps * 1000,
+        "split": {k: round(v / steps * 1000, 1) for k, v in meter.split(run["start"], run["end"]).items()},
         "success_rate": run["succeeded"] / max(run["tasks"], 1),
     }
