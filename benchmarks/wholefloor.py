@@ -200,7 +200,8 @@ class OpenGate:
 
 
 def whole_figures(run: dict[str, Any], meter: Any) -> dict[str, Any]:
-    """Steps/s, tasks per hour and CPU ms/step of a run timed from ``start`` to ``end``."""
+    """Steps/s, tasks per hour, CPU ms/step and its split by process kind (``split``, ms a step) of a
+    run timed from ``start`` to ``end``."""
     wall = run["end"] - run["start"]
     steps = max(run["steps"], 1)
     return {

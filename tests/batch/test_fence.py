@@ -13,6 +13,7 @@ import json
 import threading
 from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
@@ -23,13 +24,14 @@ from webagent.images import Frame, Screenshot
 from webagent.record import FilesSink, Recorder
 from webagent.record.writer import RecordWriter
 from webagent.records import RunResult, Step
+from webagent.runs.trajectory import TrajectoryWriter
 from webagent.runtime import RunSpec
 from webagent.tasks import TaskSpec
 
 from .test_reruns import FakeAgent, FakeSession, FakeStream, Plan, by_id
 from .test_runner import make_config_stub, wait_for
 
-#: Seconds the held writer thread waits, at most, once the stalled run was cancelled (the fence's bound is 30).
+#: Seconds the held writer thread waits, at most, once the stalled run was cancelled (the fence's bound is 60).
 LATE_S = 1.0
 
 
@@ -41,10 +43,13 @@ class SlowDisk(RecordWriter):
         super().__init__()
         self.gate = threading.Event()
         self.timers: list[threading.Timer] = []
+        #: Held inside a write it has begun (a hung disk) rather than before the run's jobs.
+        self.inside = False
 
     def submit(self, work: Callable[[], None]) -> asyncio.Future[None] | None:
         def held() -> None:
-            self.gate.wait(30)
+            if not self.inside:
+                self.gate.wait(30)
             work()
 
         return super().submit(held)
@@ -186,6 +191,14 @@ async def test_a_fence_that_expires_is_logged_and_the_rerun_goes_on(
     monkeypatch.setattr(f"{__name__}.LATE_S", 30.0)  # the disk answers only when the re-run starts
     out = tmp_path / "b"
     agent, runner = _runner(monkeypatch, out, {"t": ["stall", "ok"]}, 0.25)
+    agent.disk.inside = True  # the stalled run's first step is being written when the disk hangs
+    append = TrajectoryWriter.append
+
+    def hung(writer: TrajectoryWriter, line: str, screenshot: Any) -> None:
+        agent.disk.gate.wait(30)
+        append(writer, line, screenshot)
+
+    monkeypatch.setattr(TrajectoryWriter, "append", hung)
     with structlog.testing.capture_logs() as logs:
         await asyncio.wait_for(runner.run(), 60)
     await _wait_left_behind(agent)

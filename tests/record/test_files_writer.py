@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
@@ -21,7 +23,7 @@ from webagent.images import Frame, Screenshot
 from webagent.record import FilesSink, Recorder
 from webagent.record.writer import RecordWriter
 from webagent.records import RunResult, Step
-from webagent.runs.trajectory import RunFiles
+from webagent.runs.trajectory import RunFiles, TrajectoryWriter
 
 FRAME = Frame(1280, 800, 1260, 784)
 
@@ -168,15 +170,41 @@ async def test_a_fenced_run_has_its_queued_writes_done_and_nothing_after(tmp_pat
     writer.drain()
 
 
-async def test_a_fence_behind_a_hung_disk_gives_up_at_its_deadline_and_drops_the_rest(tmp_path: Path) -> None:
-    writer = _HeldWriter()
+async def test_a_fence_behind_another_runs_hung_write_returns_at_once_and_drops_the_rest(tmp_path: Path) -> None:
+    writer = _HeldWriter()  # the thread hangs before the run's jobs (on another run's write)
     sink = FilesSink(tmp_path / "run", writer=writer)
     sink.step(_step(0, 1))
     sink.step(_step(0, 2))
-    assert not await sink.fence(0.1)  # the disk does not answer: the fence says so, it does not hang
+    assert await sink.fence(0.1)  # none of its writes begun: each will be skipped, nothing lands
     writer.gate.set()
     barrier = writer.submit(lambda: None)
     assert barrier is not None
     await barrier
     assert not (tmp_path / "run").exists()  # revoked before the thread began them: dropped
+    writer.drain()
+
+
+async def test_a_fence_on_a_write_of_its_own_that_hangs_gives_up_at_its_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = threading.Event()
+    append = TrajectoryWriter.append
+
+    def hung(trajectory: TrajectoryWriter, line: str, screenshot: Any) -> None:
+        gate.wait(30)
+        append(trajectory, line, screenshot)
+
+    monkeypatch.setattr(TrajectoryWriter, "append", hung)
+    writer = RecordWriter()
+    sink = FilesSink(tmp_path / "run", writer=writer)
+    sink.step(_step(0, 1))
+    sink.step(_step(0, 2))
+    await asyncio.sleep(0.05)  # the first write has begun, and hangs
+    assert not await sink.fence(0.1)  # the fence says so at its deadline, it does not hang
+    gate.set()
+    barrier = writer.submit(lambda: None)
+    assert barrier is not None
+    await barrier
+    lines = (tmp_path / "run" / "trajectory.jsonl").read_text().splitlines()
+    assert [json.loads(line)["index"] for line in lines] == [1]  # the begun one landed; the rest dropped
     writer.drain()

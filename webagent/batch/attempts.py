@@ -25,9 +25,11 @@ in the same attempt directory, when:
 - the watchdog stopped it for making no progress (``stalled``): ``STALL_RERUNS`` time(s), its files
   kept aside in ``attempt-<k>-stalled``.
 
-Every run is fenced once it is over for the runner (``watchdog.fence_run``), before its directory is
-kept aside or removed and its re-run writes there: what it had queued is written or dropped first,
-and nothing it does later (a cancelled run whose clean-up outlasted its bound) lands in the re-run's.
+A run is fenced (``watchdog.fence_run``) before its directory is kept aside or removed and its
+re-run writes there, and a run cut off before the runner writes its result: what it had queued is
+written or dropped first, and nothing it does later (a cancelled run whose clean-up outlasted its
+bound) lands in the re-run's directory or over the runner's result. A run whose result stands (only
+its clean-up was slow) and is not re-run is not fenced: its late files (a HAR, a trace) are its own.
 
 Each re-run is recorded with its reason and message (``AttemptRecord.reruns``). An attempt whose last
 run still ended with a crash or an infrastructure error says so (``infrastructure``), and so does
@@ -58,7 +60,16 @@ from ..runtime.access import data_start, task_set_policy
 from ..stream import RunStream
 from ..tasks import TaskSpec, benchmark_task, reference_matches, run_dir_name
 from .results import AttemptRecord, Rerun, RerunReason, TaskResult, cost_of
-from .watchdog import BROWSER_LOST_GRACE_S, cancel_run, fence_run, keep_aside, stuck_in, wait_for_progress, write_result
+from .watchdog import (
+    BROWSER_LOST_GRACE_S,
+    Fenced,
+    cancel_run,
+    fence_run,
+    keep_aside,
+    stuck_in,
+    wait_for_progress,
+    write_result,
+)
 
 __all__ = ["CRASH_RERUNS", "INFRA_RERUNS", "SETUP_RERUNS", "STALL_RERUNS", "TaskLimits", "TaskRunner", "run_task"]
 
@@ -108,6 +119,8 @@ class _Outcome:
     infrastructure: bool = False
     #: It failed before its first step began, in the browser (its session was being set up).
     setup: bool = False
+    #: The run's stream, fenced (``fence_run``) before its directory is set aside for a re-run.
+    stream: Fenced | None = None
 
     @property
     def rerun_reason(self) -> RerunReason | None:
@@ -222,6 +235,8 @@ class TaskRunner:
                 reason = outcome.rerun_reason
                 if reason is None or sum(r.reason == reason for r in reruns) >= _RERUNS[reason]:
                     break
+                if outcome.stream is not None:  # nothing of it lands in the re-run's directory
+                    await fence_run(outcome.stream, task.id, directory)
                 reruns.append(self._set_aside(outcome, reason, directory, reruns))
                 retried = True
                 log.warning(
@@ -329,12 +344,10 @@ class TaskRunner:
             await cancel_run(run, task.id, limits.cleanup_timeout_s, self.left_behind)
             raise
         if stall is None or run.done():
-            await fence_run(stream, task.id, directory)  # its writes awaited already: at once
-            return run.result()
+            return dataclasses.replace(run.result(), stream=stream)
         where = stuck_in(run, progress.steps, opened=stream.session is not None)
         ended = stream.result  # set when the episode has ended (cancelling sets one too: read it first)
         await cancel_run(run, task.id, limits.cleanup_timeout_s, self.left_behind)
-        await fence_run(stream, task.id, directory)  # before its result is written and it is set aside
         idle_s = round(stall.idle_s, 1)
         if ended is not None:  # only the clean-up after the episode was slow: its result stands
             log.warning("task_cleanup_stalled", task=task.id, idle_s=idle_s, where=where)
@@ -342,9 +355,11 @@ class TaskRunner:
             if not (directory / "result.json").exists():
                 write_result(directory, ended, private=stream.private)
             # An episode that failed as its browser died (its clean-up then waiting on that browser)
-            # is re-run as after any crash.
+            # is re-run as after any crash; otherwise its directory is final, and its late writes
+            # (a HAR, a trace) still belong there: it is fenced only if it is set aside.
             crashed = stall.browser_lost and ended.stop_reason == "error"
-            return _Outcome(ended, crashed=crashed, setup=crashed and not stream.stepping)
+            return _Outcome(ended, crashed=crashed, setup=crashed and not stream.stepping, stream=stream)
+        await fence_run(stream, task.id, directory)  # cut off: nothing of it lands after the runner's result
         if stall.browser_lost:
             message = (
                 f"the browser disconnected and the run was still waiting {limits.browser_lost_grace_s:g} s later "

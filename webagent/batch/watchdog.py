@@ -45,8 +45,9 @@ log = structlog.get_logger("webagent.batch")
 #: Seconds a run may go on after the browser under it disconnected before it is cut off and re-run.
 BROWSER_LOST_GRACE_S = 10.0
 #: Seconds a run set aside gets for the writes into its directory it had begun (its writer thread's
-#: jobs queued, a trace being written) before its re-run goes on all the same (logged).
-FENCE_TIMEOUT_S = 30.0
+#: jobs queued, a trace being written: as long as a trace's own bound) before its re-run goes on all
+#: the same (logged).
+FENCE_TIMEOUT_S = 60.0
 # How often a run's browser is looked at (a property read, no call): measured at 0.4% of one core
 # for 500 runs, against none for a watchdog that sleeps until its limit.
 _LOST_POLL_S = 1.0

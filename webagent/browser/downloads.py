@@ -269,10 +269,11 @@ class PageDownloads:
         partial = await asyncio.to_thread(folder.partial)
         try:
             await within(download.save_as(partial), config.download_timeout_s, "download.save_as")
+            return await asyncio.to_thread(folder.place, partial, name, self._max_bytes)
         except PlaywrightError as exc:
-            partial.unlink(missing_ok=True)
             raise OSError(first_line(exc)) from None
-        return await asyncio.to_thread(folder.place, partial, name, self._max_bytes)
+        finally:  # past its deadline, cancelled or refused (a fenced folder): no partial file left
+            partial.unlink(missing_ok=True)
 
     def _too_large(self, kept: _Kept) -> str:
         limit = self._state.config.max_download_mb

@@ -148,9 +148,9 @@ class DownloadFolder:
     def place(self, partial: Path, name: str, limit: int) -> tuple[str, Path, int]:
         """Move ``partial`` (a file of ``partial()``, written) to ``name`` in the folder, or the first
         free numbered name: (its name, its path, its size). ``TooLarge`` past ``limit`` bytes
-        (``partial`` is removed either way)."""
-        folder = self.make()
+        (``partial`` is removed either way, a fenced folder's too)."""
         try:
+            folder = self.make()
             size = partial.stat().st_size
             if size > limit:
                 raise TooLarge(size)
@@ -178,9 +178,10 @@ class DownloadFolder:
             shutil.rmtree(made, ignore_errors=True)
 
     def forget_partials(self) -> None:
-        """Remove hidden files left by downloads cut off mid-copy (a run that was cancelled)."""
+        """Remove hidden files left by downloads cut off mid-copy (a run that was cancelled); not once
+        fenced: the folder's path is then its re-run's, whose downloads may be in progress."""
         folder = self.path
-        if folder is None or not folder.is_dir():
+        if folder is None or self.fenced or not folder.is_dir():
             return
         for leftover in folder.glob(f"{_PARTIAL_PREFIX}*.part"):
             with contextlib.suppress(OSError):

@@ -124,5 +124,8 @@ class Recorder:
     async def fence(self, timeout_s: float) -> bool:
         """Every sink fenced (``RunSink.fence``), all within ``timeout_s``: True once nothing of the
         run is being written into its directory or will be; False if a write still went on then."""
-        fenced = await asyncio.gather(*(sink.fence(timeout_s) for sink in self.sinks))
-        return all(fenced)
+        fenced = await asyncio.gather(*(sink.fence(timeout_s) for sink in self.sinks), return_exceptions=True)
+        for sink, outcome in zip(self.sinks, fenced, strict=True):
+            if isinstance(outcome, BaseException):  # e.g. the file closed on a full disk: logged, not raised
+                log.error("run_fence_failed", sink=type(sink).__name__, error=str(outcome) or type(outcome).__name__)
+        return all(outcome is True for outcome in fenced)

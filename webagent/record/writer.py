@@ -129,6 +129,8 @@ class RunWrites:
         self.error: Exception | None = None
         #: The run was fenced (``fence``): its writes not begun are skipped, its ends' too.
         self.revoked = False
+        self._begun = 0  # its writes going on the thread now (0 or 1: one thread)
+        self._lock = threading.Lock()  # revoking and a write beginning: one before the other
         self._last: asyncio.Future[None] | None = None
 
     def raise_error(self) -> None:
@@ -141,8 +143,10 @@ class RunWrites:
         (what closes the run's files); skipped whenever the run has been fenced by then."""
 
         def job() -> None:
-            if self.revoked or (self.error is not None and not always):
-                return
+            with self._lock:
+                if self.revoked or (self.error is not None and not always):
+                    return
+                self._begun += 1
             try:
                 work()
             except Exception as exc:
@@ -150,6 +154,9 @@ class RunWrites:
                     self.error = exc
                     log.error("record_write_failed", run=self.what, error=str(exc) or type(exc).__name__)
                 raise
+            finally:
+                with self._lock:
+                    self._begun -= 1
 
         future = self.writer.submit(job)
         if future is not None:
@@ -170,8 +177,12 @@ class RunWrites:
         it had begun was still going at the deadline (a hung disk: it may still land)."""
         deadline = time.monotonic() + timeout_s
         await self._settled(timeout_s)
-        self.revoked = True  # what the thread has not begun, and whatever the run submits from now on
-        return await self._settled(deadline - time.monotonic())  # and what it had begun, finished
+        with self._lock:  # what the thread has not begun, and whatever the run submits from now on
+            self.revoked = True
+            begun = self._begun
+        if not begun:  # the jobs left (queued behind other runs' maybe) will each skip: nothing lands
+            return True
+        return await self._settled(deadline - time.monotonic()) or not self._begun  # what it had begun
 
     async def _settled(self, timeout_s: float) -> bool:
         last = self._last  # in order: once the run's last job is done, all its jobs are
