@@ -79,6 +79,7 @@ class RecordedStream(FakeStream):
         self.recorder = Recorder(Secrets({}), [FilesSink(directory, writer=agent.disk)])
 
     async def fence(self, timeout_s: float) -> bool:  # as RunStream.fence: its recorder's sinks
+        self.agent.fenced.append(self.plan)
         return await self.recorder.fence(timeout_s)
 
     async def _run(self) -> AsyncGenerator[Step, None]:
@@ -88,7 +89,7 @@ class RecordedStream(FakeStream):
         result: RunResult | None = None
         try:
             yield self._record(1)
-            if plan != "ok":
+            if plan not in ("ok", "slow_close"):
                 await asyncio.Event().wait()
             yield self._record(2)
             self._end(True)
@@ -100,7 +101,8 @@ class RecordedStream(FakeStream):
                     while not self.disk.gate.is_set():  # its clean-up outlasts the runner's bound
                         with contextlib.suppress(asyncio.CancelledError):
                             await asyncio.sleep(0.02)
-                    self.recorder.step(_step(plan, 2))  # what it still does, late
+                if plan not in ("ok", "slow_close"):  # cut off: what it still does, late
+                    self.recorder.step(_step(plan, 2))
                     self._end(False, "error", f"the late end of the {plan} run", 2)
                     result = self.result
                 await self.recorder.finish(result)
@@ -116,6 +118,8 @@ class FencedAgent(FakeAgent):
     def __init__(self, plans: dict[str, list[Plan]]) -> None:
         super().__init__(plans)
         self.disk = SlowDisk()
+        #: The plans of the runs fenced, in turn.
+        self.fenced: list[str] = []
 
     def start(self, spec: RunSpec) -> RecordedStream:
         plan = self.plans[spec.goal].pop(0)
@@ -206,3 +210,34 @@ async def test_a_fence_that_expires_is_logged_and_the_rerun_goes_on(
     expired = [e for e in logs if e["event"] == "run_writes_not_fenced"]
     assert [(e["task"], e["timeout_s"], e["log_level"]) for e in expired] == [("t", 0.2, "error")]
     assert expired[0]["directory"].endswith("runs/t/attempt-1")
+
+
+async def test_a_run_whose_result_stands_is_not_fenced_its_late_files_are_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The episode ended, answered; only its clean-up outlasts its bound. Its directory is final (no
+    # re-run): what it writes late (here its report, as a HAR or a trace would be) belongs there.
+    out = tmp_path / "b"
+    agent, runner = _runner(monkeypatch, out, {"t": ["slow_close"]}, 0.25)
+    with structlog.testing.capture_logs() as logs:
+        await asyncio.wait_for(runner.run(), 60)
+    await _wait_left_behind(agent)
+    row = by_id(out)["t"]
+    (record,) = row.attempt_records
+    assert row.success and record.reruns == []
+    assert any(e["event"] == "task_cleanup_stalled" for e in logs)
+    attempt = out / record.output_dir
+    assert _plans_of(attempt) == ["slow_close step 1", "slow_close step 2"]
+    assert json.loads((attempt / "result.json").read_text())["success"]
+    assert agent.fenced == []  # its late HAR or trace, had it one, would land in its own directory
+
+
+@pytest.mark.parametrize("plans", [["stall", "ok"], ["lost", "ok"], ["stall", "stall"]])
+async def test_a_run_set_aside_or_cut_off_is_fenced(
+    plans: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "b"
+    agent, runner = _runner(monkeypatch, out, {"t": list(plans)}, 0.25 if plans[0] == "stall" else 0)
+    await asyncio.wait_for(runner.run(), 60)
+    await _wait_left_behind(agent)
+    assert set(agent.fenced) == {p for p in plans if p != "ok"}  # the last stall: cut off, not re-run

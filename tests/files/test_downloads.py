@@ -147,3 +147,13 @@ def test_a_fenced_folder_keeps_nothing_more_and_is_not_made_again(tmp_path: Path
     with pytest.raises(OSError, match="set aside"):
         folder.keep_copy(source, "report.csv", 1024)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_fenced_folder_sweeps_no_partials_its_path_is_the_reruns(tmp_path: Path) -> None:
+    old = DownloadFolder(tmp_path / "run" / "downloads")
+    partial = old.partial()  # the re-run's download in progress, in the same place
+    old.fenced = True
+    old.forget_partials()  # the cancelled run's clean-up, late
+    assert partial.exists()
+    DownloadFolder(tmp_path / "run" / "downloads").forget_partials()  # unfenced: swept
+    assert not partial.exists()
