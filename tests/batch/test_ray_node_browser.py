@@ -5,7 +5,8 @@ small actor pinned to the node, so the batch runs with exactly one Chromium main
 and none in the actors; every task ends once with one line. A batch that holds a secret keeps a
 Chromium per actor (no DevTools port other local users could reach) and says why. A node's
 Chromium killed mid-batch is launched again, the actors' pools take it back, and every task still
-ends once, its lost runs re-run as a browser's crash. The Chromium processes are read from /proc
+ends once, its lost runs re-run as a browser's crash; the node's browser actor itself killed is
+replaced on the same port by the driver, and the same holds. The Chromium processes are read from /proc
 below each actor while the batch runs."""
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from webagent.testing.server import FakeModelServer
 from webagent.testing.sites import SiteServer
 
 from ..conftest import make_config
-from ..procs import chromium_mains
+from ..procs import alive, chromium_mains
 from .test_ray import RAY_ENV
 from .test_runner import slow_copies, task_file
 
@@ -129,7 +130,9 @@ def _batch(
 def _one_line_each(out: Path, count: int) -> None:
     results = {r.id: r for r in read_results(out)}
     assert sorted(results) == sorted(f"slow-{i}" for i in range(count))
-    assert all(r.success for r in results.values()), [r.error for r in results.values() if not r.success]
+    assert all(r.success for r in results.values()), [
+        (r.id, r.stop_reason, r.message, r.infrastructure) for r in results.values() if not r.success
+    ]
     assert len((out / "results.jsonl").read_text().splitlines()) == count
 
 
@@ -222,6 +225,62 @@ def test_a_node_chromium_killed_mid_batch_is_launched_again_and_every_task_ends_
     reruns = [r.reason for res in read_results(tmp_path / "out") for a in res.attempt_records for r in a.reruns]
     assert set(reruns) <= {"browser_crash", "setup_crash"}, reruns
     assert sum(h.crashes for h in stats.host_counts.values()) >= 1, stats.host_counts
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_a_node_browser_actor_killed_mid_batch_is_replaced_on_its_port_and_every_task_ends_once(
+    two_nodes: str, slow_model: FakeModelServer, site: SiteServer, tmp_path: Path
+) -> None:
+    """The node browser actor's own process killed (out of memory, SIGKILL) while its node stays:
+    the driver starts another on that node, on the same port, and the node's actors' pools take
+    the host back; no task ends as an infrastructure failure."""
+    config = make_config(slow_model)
+    config.browser.probe_interval_s = 0.5
+    watch, runner = _batch(config, site, tmp_path, 8, address=two_nodes)
+    killed: list[tuple[int, int, str]] = []  # (node actor, its Chromium, its node)
+    asked: set[int] = set()
+    on_update = watch.on_update
+
+    def kill_once(stats: BatchStats) -> None:
+        on_update(stats)
+        nodes = runner.pool.nodes if runner.pool is not None else None
+        if nodes is None:
+            return
+        if killed:  # the replacement's pid, once it answers: its Chromium is looked for below it
+            for handle in [h for h in nodes.handles.values() if id(h) not in asked]:
+                with contextlib.suppress(Exception):
+                    watch.actors[ray.get(handle.pid.remote(), timeout=1)] = "node"
+                    asked.add(id(handle))
+            return
+        seen = [(actor, chromium) for chromium, (kind, actor) in watch.seen.items() if kind == "node"]
+        if stats.finished_now >= 1 and seen:
+            where = {ray.get(h.pid.remote()): node for node, h in nodes.handles.items()}
+            asked.update(id(h) for h in nodes.handles.values())
+            actor, chromium = seen[0]
+            killed.append((actor, chromium, where[actor]))
+            os.kill(actor, signal.SIGKILL)
+
+    runner.on_update = kill_once
+    with structlog.testing.capture_logs() as logs:
+        stats = watch.run(runner)
+
+    assert killed, "no node browser actor was killed mid-batch"
+    actor, chromium, node = killed[0]
+    assert not alive(chromium)  # its Chromium went with it
+    # Every task ended once, and well: none waited out a lost browser as an infrastructure failure.
+    _one_line_each(tmp_path / "out", 8)
+    assert runner.pool is not None and runner.pool.actor_deaths == 0
+    # A third Chromium, below a new node actor (none below a task actor): the replacement's.
+    nodes = {a for kind, a in watch.seen.values() if kind == "node"}
+    assert sorted(kind for kind, _ in watch.seen.values()) == ["node"] * 3 and len(nodes) == 3, watch.seen
+    assert actor in nodes
+    # The node's actors' pools quarantined its host and took it back: it answered on the same port.
+    host = stats.host_counts[f"node-{node[:8]}"]
+    assert host.quarantines >= 1 and not host.quarantined, stats.host_counts
+    events = [e["event"] for e in logs if e["event"].startswith("node_browser_actor_")]
+    assert events == ["node_browser_actor_lost", "node_browser_actor_replaced"], events
+    assert stats.ray_browsers == "one per node; 1 node browser actor(s) lost and replaced"
 
 
 def test_which_batches_keep_a_chromium_per_actor(slow_model: FakeModelServer, tmp_path: Path) -> None:

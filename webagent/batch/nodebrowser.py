@@ -10,8 +10,12 @@ quarantined and re-run there as on any host (docs/deploy.md, "One pool per node"
 If that Chromium dies, the node's actor launches it again on the same port (a Chromium that does
 not answer there, the port taken meanwhile, is a failed launch, tried again), and each actor's pool,
 which quarantined the host at the disconnect (its sessions' tasks re-run as a browser's crash),
-takes it back at its next probe. A node lost takes its actors with it, and the batch re-runs their
-tasks on the others as before.
+takes it back at its next probe. If the node's actor itself dies (its process killed, out of memory)
+while its node stays, its Chromium goes with it; the driver, which asks each node's actor for its
+pid every ``WATCH_S`` (``NodeBrowsers``), starts another on the same node on the same port (tried
+``REPLACES`` times, each failure's actor killed), and the actors' pools take the host back as
+above. A node lost takes its actors with it, and the batch re-runs their tasks on the others as
+before.
 
 A DevTools port that other local users could reach is refused when the batch holds secrets or a
 signed-in state (docs/security.md; ``runtime.checked_sessions`` turns ``direct_cdp`` off then):
@@ -26,6 +30,7 @@ import asyncio
 import contextlib
 import importlib
 import os
+import socket
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -70,6 +75,11 @@ RELAUNCH_PAUSE_S = 1.0
 #: (to be placed, to start Playwright, to launch Chromium).
 CLOSE_S = 10.0
 START_S = 120.0
+#: Seconds between two looks at a node's browser actor from the driver, the most one look waits (on
+#: the actor, on Ray's list of nodes), and the actors started in a lost one's place before giving up.
+WATCH_S = 2.0
+LOOK_S = 10.0
+REPLACES = 3
 #: Seconds a launched Chromium gets to answer on its DevTools port (it starts without the port when
 #: the port is taken: that launch is a failure, not a restart).
 PORT_CHECK_S = 5.0
@@ -110,10 +120,13 @@ def on_node_browser(config: AgentConfig, host: dict[str, Any]) -> AgentConfig:
 class NodeBrowser:
     """One Chromium on this Ray node, for the actors on it (made a Ray actor by ``RayPool``)."""
 
-    def __init__(self, config: dict[str, Any], hardened: bool) -> None:
+    def __init__(self, config: dict[str, Any], hardened: bool, port: int | None = None) -> None:
+        """``port``: a lost actor's (its replacement's browser answers where the actors look)."""
         self.config = AgentConfig.model_validate(config).browser
         self.hardened = hardened
-        self.port = free_port()
+        self.port = free_port() if port is None else port
+        #: A lost actor's port, which its dying Chromium may hold a moment: launches tried again.
+        self._launches = 1 if port is None else RELAUNCHES
         self.restarts = 0
         self._playwright: Playwright | None = None
         self._browser: Browser | None = None
@@ -124,7 +137,15 @@ class NodeBrowser:
         """Launch the Chromium: its DevTools endpoint, or the error text when it cannot launch."""
         try:
             self._playwright = await asyncio.wait_for(async_playwright().start(), self.config.open_timeout_s)
-            await self._launch()
+            for launch in range(self._launches):
+                try:
+                    await self._launch()
+                    break
+                except WebAgentError as exc:
+                    if launch + 1 == self._launches:
+                        raise
+                    log.warning("node_browser_relaunch_failed", port=self.port, error=str(exc))
+                    await asyncio.sleep(RELAUNCH_PAUSE_S)
         except TimeoutError:
             return None, f"Playwright did not start within {self.config.open_timeout_s:g} s"
         except WebAgentError as exc:
@@ -134,6 +155,8 @@ class NodeBrowser:
 
     async def _launch(self) -> None:
         assert self._playwright is not None
+        if not _free(self.port):  # a browser answering there would not be this one
+            raise BrowserError(f"DevTools port 127.0.0.1:{self.port} is taken")
         # The port on loopback, always the same one: the actors' pools probe it and find it again.
         # --enable-automation: it tells its command line, where the actors' pools check the hardening.
         port = [f"--remote-debugging-port={self.port}", "--remote-debugging-address=127.0.0.1"]
@@ -200,6 +223,16 @@ class NodeBrowser:
             self._playwright = None
 
 
+def _free(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 async def _get(ref: Any) -> Any:
     return await asyncio.wrap_future(ref.future())
 
@@ -207,19 +240,29 @@ async def _get(ref: Any) -> Any:
 class NodeBrowsers:
     """The node browsers of one batch, from the driver: one ``NodeBrowser`` actor on each node of
     ``AUTO_ACTORS`` actors or more (``node_browser = true``: ``MIN_ACTORS``), its capacity those
-    actors × ``concurrency``. ``note``: where the browsers are, in one line."""
+    actors × ``concurrency``; each watched, one that died on a node still alive replaced on its
+    port. ``note``: where the browsers are, in one line (and the actors replaced)."""
 
     def __init__(self, ray: Any, config: AgentConfig, hardened: bool, concurrency: int) -> None:
         self._ray = ray
         self.config = config_payload(config)
         self.least = MIN_ACTORS if config.browser.node_browser is True else AUTO_ACTORS
-        self.note = ""
+        self.where = ""
         self.hardened = hardened
         self.concurrency = concurrency
         #: Node id -> its browser's ``[[browser.hosts]]`` entry, and its actor.
         self.hosts: dict[str, dict[str, Any]] = {}
         self.handles: dict[str, Any] = {}
+        #: Node actors started in a lost one's place.
+        self.replaced = 0
         self._remote: Any = None
+        self._watches: list[asyncio.Task[None]] = []
+        self._closing = False
+
+    @property
+    def note(self) -> str:
+        replaced = f"; {self.replaced} node browser actor(s) lost and replaced" if self.replaced else ""
+        return self.where + replaced
 
     async def _node(self, actor: Any) -> str:
         return str(await _get(actor.node.remote())).split()[0]
@@ -239,40 +282,100 @@ class NodeBrowsers:
             else ""
         )
         if len(shared) == len(counts):
-            self.note = "one per node"
+            self.where = "one per node"
         elif shared:
-            self.note = f"one per node on {len(shared)} of {len(counts)} nodes, one per actor elsewhere: {why}"
+            self.where = f"one per node on {len(shared)} of {len(counts)} nodes, one per actor elsewhere: {why}"
         else:
-            self.note = f"one per actor: {why}"
-        log.info("ray_browsers", where=self.note, nodes=len(counts), actors=len(actors))
+            self.where = f"one per actor: {why}"
+        log.info("ray_browsers", where=self.where, nodes=len(counts), actors=len(actors))
+        self._watches = [asyncio.create_task(self._watch(node)) for node in shared]
         return [self.hosts.get(node) for node in nodes]
 
     async def _start(self, node: str, actors: int) -> str | None:
+        endpoint, error = await self._spawn(node, None)
+        if endpoint is not None:
+            self.hosts[node] = node_host(endpoint, actors * self.concurrency, node)
+        return error
+
+    async def _spawn(self, node: str, port: int | None) -> tuple[str | None, str | None]:
+        """A node's browser actor pinned to ``node`` (on ``port``: a lost one's), its browser
+        launched: its endpoint, or why not."""
         strategies = importlib.import_module("ray.util.scheduling_strategies")
         pinned = strategies.NodeAffinitySchedulingStrategy(node_id=node, soft=False)
         if self._remote is None:  # no CPU of its own: the node's actors have them
             self._remote = self._ray.remote(num_cpus=0, max_restarts=0)(NodeBrowser)
-        handle = self._remote.options(scheduling_strategy=pinned).remote(self.config, self.hardened)
-        self.handles[node] = handle
+        handle = self._remote.options(scheduling_strategy=pinned).remote(self.config, self.hardened, port)
+        self.handles[node] = handle  # before any await: aclose ends it, whatever happens next
         try:
             endpoint, error = await asyncio.wait_for(_get(handle.start.remote()), START_S)
         except TimeoutError:
-            return f"the browser of Ray node {node[:8]} did not start within {START_S:g} s"
+            return None, f"the browser of Ray node {node[:8]} did not start within {START_S:g} s"
         except self._ray.exceptions.RayError as exc:  # its actor died (its node lost) before it answered
-            return f"the browser of Ray node {node[:8]} could not start: {type(exc).__name__}"
-        if error is not None:
-            return str(error)
-        self.hosts[node] = node_host(str(endpoint), actors * self.concurrency, node)
-        return None
+            return None, f"the browser of Ray node {node[:8]} could not start: {type(exc).__name__}"
+        return (None, str(error)) if error is not None else (str(endpoint), None)
+
+    async def _watch(self, node: str) -> None:
+        """Ask ``node``'s browser actor for its pid every ``WATCH_S``; one dead while its node is alive
+        is replaced. Ends with the node, or when no replacement starts."""
+        while not self._closing:
+            await asyncio.sleep(WATCH_S)
+            try:
+                await asyncio.wait_for(_get(self.handles[node].pid.remote()), LOOK_S)
+                continue
+            except self._ray.exceptions.ActorDiedError as exc:
+                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            except (TimeoutError, self._ray.exceptions.RayError):
+                continue  # busy, or not known to be dead: looked at again
+            if not await self._node_alive(node):
+                log.info("node_browser_node_lost", node=node[:8])
+                return  # its actors went with it: the batch re-runs their tasks elsewhere
+            log.warning("node_browser_actor_lost", node=node[:8], error=reason)
+            if not await self._replace(node):
+                return
+
+    async def _node_alive(self, node: str) -> bool:
+        """Whether Ray counts ``node`` alive (true when it cannot tell within ``LOOK_S``)."""
+        try:
+            nodes = await asyncio.wait_for(asyncio.to_thread(self._ray.nodes), LOOK_S)
+        except Exception:  # not known to be gone: a replacement is tried
+            return True
+        return any(n.get("NodeID") == node and n.get("Alive") for n in nodes)
+
+    async def _replace(self, node: str) -> bool:
+        """A node's browser actor in a lost one's place, on its port, ``REPLACES`` tries at most (each
+        one that fails ended); whether one started."""
+        port = int(str(self.hosts[node]["url"]).rsplit(":", 1)[1])
+        for attempt in range(1, REPLACES + 1):
+            with contextlib.suppress(Exception):
+                self._ray.kill(self.handles[node])  # the lost one, or the last try
+            if self._closing or not await self._node_alive(node):
+                return False
+            endpoint, error = await self._spawn(node, port)
+            if endpoint is not None:
+                self.replaced += 1
+                log.info("node_browser_actor_replaced", node=node[:8], port=port, attempt=attempt)
+                return True
+            log.warning("node_browser_actor_replace_failed", node=node[:8], port=port, attempt=attempt, error=error)
+            await asyncio.sleep(WATCH_S)
+        with contextlib.suppress(Exception):
+            self._ray.kill(self.handles[node])
+        log.error("node_browser_actor_given_up", node=node[:8], port=port, attempts=REPLACES)
+        return False
 
     async def host_of(self, actor: Any) -> dict[str, Any] | None:
         """The browser host of ``actor``'s node (a replacement's), None when its node has none."""
         return self.hosts.get(await self._node(actor))
 
     async def aclose(self) -> None:
-        """Close the nodes' browsers, then end their actors."""
+        """Stop watching (a replacement being started is ended below), close the nodes' browsers,
+        then end their actors."""
+        self._closing = True
+        for watch in self._watches:
+            watch.cancel()
         with contextlib.suppress(Exception):
-            closing = asyncio.gather(*(_get(h.aclose.remote()) for h in self.handles.values()))
+            await asyncio.wait_for(asyncio.gather(*self._watches, return_exceptions=True), CLOSE_S)
+        with contextlib.suppress(Exception):
+            closing = asyncio.gather(*(_get(h.aclose.remote()) for h in self.handles.values()), return_exceptions=True)
             await asyncio.wait_for(closing, CLOSE_S)
         for handle in self.handles.values():
             with contextlib.suppress(Exception):

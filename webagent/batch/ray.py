@@ -358,6 +358,7 @@ class RayPool:
             if data["hosts"]:
                 self._hosts[id(slot)] = data["hosts"]
                 stats.host_counts = merged_hosts(self._hosts.values())
+            stats.ray_browsers = self.browsers  # with the node browser actors replaced so far
             if files is not None:
                 unpack(files, self.output, task.id)
             return result, [StepFigures(*s) for s in data["steps"]]
