@@ -88,6 +88,18 @@ async def test_the_request_on_the_wire() -> None:
     assert completion.text.startswith('{"success"') and (usage.prompt_tokens, usage.completion_tokens) == (11, 3)
 
 
+async def test_a_load_balancers_sticky_cookie_is_sent_back() -> None:
+    """The request is the HTTP client's: what a server set in a cookie (a sticky session behind a load
+    balancer) comes back with the next request, as the SDK's own requests do."""
+    sticky = httpx2.Response(200, content=OK_BODY, headers={"Set-Cookie": "lb=gpu-a-3; Path=/"})
+    script = Scripted(sticky, httpx2.Response(200, content=OK_BODY))
+    client = scripted_client(script)
+    for _ in range(2):
+        await client.complete(MESSAGES, usage=RoleUsage())
+    assert "cookie" not in script.sent[0].headers and script.sent[1].headers["Cookie"] == "lb=gpu-a-3"
+    assert script.sent[1].headers["Authorization"] == "Bearer sk-test"
+
+
 async def test_api_key_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
     script = Scripted(httpx2.Response(200, content=OK_BODY), httpx2.Response(200, content=OK_BODY))
@@ -106,6 +118,22 @@ async def test_extra_headers_from_the_sdks_environment_variable(monkeypatch: pyt
     headers = script.sent[0].headers
     assert headers["X-Team"] == "agents" and headers["X-Trace"] == "on"
     assert headers["Authorization"] == "Bearer sk-test" and headers["User-Agent"].startswith("webagent/")
+
+
+async def test_custom_headers_override_as_the_sdk_lets_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gateway's token in ``OPENAI_CUSTOM_HEADERS`` replaces the API key's, a name in any case
+    replaces the SDK's own (never sent twice), and the organisation and project go as the SDK sends them."""
+    monkeypatch.setenv("OPENAI_CUSTOM_HEADERS", "authorization: Bearer gateway-token\nuser-agent: custom-ua")
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-1")
+    monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-1")
+    script = Scripted(httpx2.Response(200, content=OK_BODY))
+    await scripted_client(script).complete(MESSAGES, usage=RoleUsage())
+    headers = script.sent[0].headers
+    assert headers.get_list("Authorization") == ["Bearer gateway-token"]
+    assert headers.get_list("User-Agent") == ["custom-ua"]
+    assert headers["OpenAI-Organization"] == "org-1" and headers["OpenAI-Project"] == "proj-1"
+    assert headers.get_list("Content-Type") == ["application/json"]
+    assert not [name for name in headers if name.lower().startswith("x-stainless")]
 
 
 async def test_transient_failures_are_retried_with_the_servers_hint(waits: list[float]) -> None:
