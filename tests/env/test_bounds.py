@@ -80,8 +80,26 @@ async def test_a_session_still_open_is_no_room_the_next_is_refused() -> None:
     await accepted(first)
     second = Connection(bounds)
     second.say("reset")
-    await asyncio.wait_for(second.task, 10)  # refused at once: nothing is closing
+    await asyncio.wait_for(second.task, 10)  # refused once its grace is over: nothing is closing
     assert any("CAPACITY_REACHED" in str(m.get("text")) for m in second.sent), second.sent
     assert app.admitted == 1
     first.close()
     await asyncio.wait_for(first.task, 10)
+
+
+async def test_a_close_still_on_its_way_makes_room_too() -> None:
+    """The client's close handshake ended, but its session has not heard of it yet when the next
+    session comes: that one waits for the disconnect (``DISCONNECT_GRACE_S``), then for the context."""
+    app = SlowToClose(close_s=0.1)
+    bounds = SessionBounds(app, total=1, per_client=1)
+    first = Connection(bounds)
+    await accepted(first)
+    second = Connection(bounds)
+    second.say("reset")
+    await asyncio.sleep(0.2)  # the second is at the door before the first's disconnect arrives
+    first.close()
+    await asyncio.wait_for(accepted(second), 10)
+    await asyncio.wait_for(first.task, 10)
+    second.close()
+    await asyncio.wait_for(second.task, 10)
+    assert app.admitted == 2 and not any("CAPACITY_REACHED" in str(m.get("text")) for m in second.sent), second.sent

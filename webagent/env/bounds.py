@@ -9,8 +9,10 @@ address. Refused: a ``/ws`` session is accepted, and its first message answered 
 error (``{"type": "error", "data": {"code": "CAPACITY_REACHED", ...}}``, which its clients raise),
 then closed; an HTTP request gets ``429`` with FastAPI's ``{"detail": "..."}``. A session whose client
 has closed it still holds its context until the environment has closed it; a new one that only its end
-would make room for waits for that end (at most ``CLOSING_WAIT_S``) instead of being refused, so a
-client that closes a session and opens another at once is never told the server is full. A client that goes away
+would make room for waits for that end (at most ``CLOSING_WAIT_S``) instead of being refused, and one
+that would be refused waits ``DISCONNECT_GRACE_S`` for such a close to arrive (the client's close
+handshake can end before its session hears of it), so a client that closes a session and opens
+another at once is never told the server is full. A client that goes away
 without closing its session is no error of the server's (nothing of it reaches the log but a debug
 line). A request body over
 ``max_body`` bytes gets ``413`` (bodies are read ahead, so nothing behind sees a partial one); a
@@ -41,6 +43,9 @@ _HTTP_SESSIONS = frozenset({"/reset", "/step", "/mcp"})
 _FIRST_MESSAGE_S = 30.0  # how long a refused session waits for the message its error answers
 #: How long a new session waits for the sessions its clients closed to be given back (their contexts closed).
 CLOSING_WAIT_S = 15.0
+#: How long a session the bounds refuse waits for a close already on its way: a client that closed its
+#: socket and opened another at once may be here before the old one's disconnect reached its session.
+DISCONNECT_GRACE_S = 2.0
 
 
 class SessionBounds:
@@ -90,6 +95,8 @@ class SessionBounds:
             if message["type"] == "websocket.disconnect" and not closed:
                 closed = True
                 self.closing[client] += 1
+                if self._changed is not None:  # a session waiting in its grace: room is coming
+                    self._changed.set()
             return message
 
         try:
@@ -103,10 +110,12 @@ class SessionBounds:
 
     async def _admit(self, client: str) -> str | None:
         """None when the session may open: at once, or once the closed sessions that make room for it
-        are given back (at most ``CLOSING_WAIT_S``); else why it is refused."""
-        deadline = asyncio.get_running_loop().time() + CLOSING_WAIT_S
-        while (refusal := self._refusal(client)) is not None and self._room_coming(client):
-            remaining = deadline - asyncio.get_running_loop().time()
+        are given back (at most ``CLOSING_WAIT_S``; a close still on its way, ``DISCONNECT_GRACE_S``);
+        else why it is refused."""
+        loop = asyncio.get_running_loop()
+        deadline, grace = loop.time() + CLOSING_WAIT_S, loop.time() + DISCONNECT_GRACE_S
+        while (refusal := self._refusal(client)) is not None:
+            remaining = (deadline if self._room_coming(client) else grace) - loop.time()
             if remaining <= 0:
                 break
             if self._changed is None:
