@@ -242,3 +242,17 @@ def test_align_mode_takes_the_family_s_block_size(monkeypatch: pytest.MonkeyPatc
     assert seen["block_size"] == 2096
     assert server_main(["--script", str(path)]) == 0
     assert seen["block_size"] == 16
+
+
+def test_prefill_is_a_lookup_then_a_store_of_the_prompt_and_its_reply() -> None:
+    """The server's one call (the prompt hashed once) leaves the cache as the two calls do."""
+    for checkpoints in (False, True):
+        prompts = [[f"t{i}" for i in range(n)] + [("img", j) for j in range(40)] for n in (50, 70, 50)]
+        replies = [[f"r{i}" for i in range(n)] for n in (30, 5, 40)]
+        one, two = PrefixCache(checkpoints=checkpoints), PrefixCache(checkpoints=checkpoints)
+        for prompt, reply in zip(prompts, replies, strict=True):
+            found = one.prefill(prompt, reply)
+            assert found == two.lookup(prompt)
+            two.store([*prompt, *reply])
+            assert list(one._blocks) == list(two._blocks)
+        assert one.lookup(prompts[0] + replies[0]).cached_tokens > 0

@@ -26,6 +26,7 @@ import json
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from webagent.families import DEFAULT_MAX_NUM_TILES, DEFAULT_PROFILE, ModelFamily
@@ -96,8 +97,17 @@ def image_refs(messages: Sequence[dict[str, Any]], digests: Sequence[str]) -> li
     return refs
 
 
-def _text_tokens(text: str) -> list[Hashable]:
-    return [text[i : i + CHARS_PER_TOKEN] for i in range(0, len(text), CHARS_PER_TOKEN)]
+@lru_cache(maxsize=1024)
+def _text_tokens(text: str) -> tuple[str, ...]:
+    """A text's tokens, made once for a text that comes again (a system prompt, the tools)."""
+    return tuple(text[i : i + CHARS_PER_TOKEN] for i in range(0, len(text), CHARS_PER_TOKEN))
+
+
+@lru_cache(maxsize=512)
+def _image_tokens(key: str, count: int) -> tuple[tuple[str, int], ...]:
+    """An image's tokens, made once: a screenshot comes again in the next requests of its session
+    (the localizer's, the policy's history), and the server's CPU shares the agent's cores."""
+    return tuple((key, i) for i in range(count))
 
 
 def prompt_tokens(
@@ -112,10 +122,10 @@ def prompt_tokens(
     ``tools``: the tools it offers, rendered at the end of its system turn)."""
     tokens: list[Hashable] = []
     pending = iter(images)
-    offered = _text_tokens(json.dumps(list(tools), separators=(",", ":"))) if tools else []
+    offered: Sequence[Hashable] = _text_tokens(json.dumps(list(tools), separators=(",", ":"))) if tools else ()
     if offered and (not messages or messages[0].get("role") != "system"):
         tokens += ["<|system|>", *offered, "<|end|>"]
-        offered = []
+        offered = ()
     for message in messages:
         tokens.append(f"<|{message.get('role', 'user')}|>")
         content = message.get("content")
@@ -131,10 +141,10 @@ def prompt_tokens(
                     image = next(pending, None)
                     if image is not None and image.width > 0 and image.height > 0:
                         n = family.image_tokens(image.width, image.height, max_num_tiles=max_num_tiles)
-                        tokens += [(image.key, i) for i in range(n)]
+                        tokens += _image_tokens(image.key, n)
         tokens += _text_tokens(calls_text(message.get("tool_calls")))
         tokens += offered  # the system turn's (the first message), then nothing more
-        offered = []
+        offered = ()
         tokens.append("<|end|>")
     tokens.append("<|assistant|>")
     return tokens
@@ -191,26 +201,40 @@ class PrefixCache:
     def clear(self) -> None:
         self._blocks.clear()
 
-    def _hashes(self, tokens: Sequence[Hashable]) -> list[int]:
-        size, parent, out = self.block_size, 0, []
-        for start in range(0, len(tokens) - size + 1, size):
-            parent = hash((parent, tuple(tokens[start : start + size])))
+    def _hashes(self, tokens: Sequence[Hashable], known: Sequence[int] = ()) -> list[int]:
+        """The chained hash of each full block of ``tokens`` (``known``: those of its first blocks,
+        already computed)."""
+        size, out = self.block_size, list(known)
+        parent = out[-1] if out else 0
+        whole = tuple(tokens)  # a tuple's slices are tuples: one copy in all, not two a block
+        for start in range(len(out) * size, len(whole) - size + 1, size):
+            parent = hash((parent, whole[start : start + size]))
             out.append(parent)
         return out
 
     def lookup(self, tokens: Sequence[Hashable]) -> CacheLookup:
         """How many of the prompt's leading tokens the cache serves (it then caches the prompt)."""
+        return self._lookup(tokens)[0]
+
+    def prefill(self, prompt: Sequence[Hashable], reply: Sequence[Hashable]) -> CacheLookup:
+        """``lookup(prompt)``, then ``store`` the prompt followed by its reply, hashing the prompt once."""
+        found, hashes = self._lookup(prompt)
+        if not self.checkpoints:
+            self._insert(self._hashes([*prompt, *reply], hashes))
+        return found
+
+    def _lookup(self, tokens: Sequence[Hashable]) -> tuple[CacheLookup, list[int]]:
         hashes = self._hashes(tokens)
         usable = (len(tokens) - 1) // self.block_size  # the last token is always computed
         if self.checkpoints:
-            return self._resume(tokens, hashes, usable)
+            return self._resume(tokens, hashes, usable), hashes
         hit = 0
         for h in hashes[:usable]:
             if h not in self._blocks:
                 break
             hit += 1
         self._insert(hashes)
-        return CacheLookup(len(tokens), hit * self.block_size)
+        return CacheLookup(len(tokens), hit * self.block_size), hashes
 
     def _resume(self, tokens: Sequence[Hashable], hashes: list[int], usable: int) -> CacheLookup:
         hit = next((i + 1 for i in range(usable - 1, -1, -1) if hashes[i] in self._blocks), 0)

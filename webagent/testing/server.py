@@ -291,9 +291,8 @@ class FakeModelServer:
     ) -> dict[str, Any]:
         """Look the prompt up in the simulated prefix cache, cache it and the reply as generated
         (reasoning included), and count both as vLLM does; the reply's usage."""
-        lookup = self.cache.lookup(tokens)
         generated = reply.generated()
-        self.cache.store([*tokens, *reply_tokens(*generated)])
+        lookup = self.cache.prefill(tokens, reply_tokens(*generated))
         usage = reply_usage(lookup.prompt_tokens, lookup.cached_tokens, "".join(generated))
         rec.prompt_tokens, rec.cached_tokens = lookup.prompt_tokens, lookup.cached_tokens
         self.counts.count(role, lookup, usage["completion_tokens"], math.ceil(rec.new_text_chars / CHARS_PER_TOKEN))
