@@ -130,6 +130,8 @@ __all__ = [
 
 #: The one-line errors of the sides that failed (the exit code is 1 where any did).
 FAILED: list[str] = []
+#: Sessions of the unmeasured warm-up round (``--warm-up``; the smallest N if it is smaller).
+WARM_UP_SESSIONS = 10
 
 
 # -- the floor ------------------------------------------------------------------------------------
@@ -198,6 +200,13 @@ def main() -> None:
         "runs) and steady (the middle 80%% of steps of a loop on contexts opened up front)",
     )
     parser.add_argument(
+        "--warm-up",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help=f"first run both sides once at {WARM_UP_SESSIONS} sessions (fewer if every N is), not measured (the first round "
+        "would otherwise pay the machine's and this process's first use)",
+    )
+    parser.add_argument(
         "--price-per-mtok",
         type=float,
         default=1.0,
@@ -242,6 +251,8 @@ async def measure(
     args: argparse.Namespace, sessions: list[int], url: str, workdir: Path, exclude: set[int]
 ) -> tuple[list[dict[str, Any]], dict[int, int]]:
     rows = []
+    if args.warm_up:
+        await warm_up(args, min(WARM_UP_SESSIONS, *sessions), url, workdir, exclude)
     for n in sessions:
         rounds = [await measure_round(args, n, url, workdir, exclude, r) for r in range(args.repeat)]
         rows.append(median_round(rounds))
@@ -250,6 +261,20 @@ async def measure(
         t = await agent(url, 1, args.token_steps, 0.0, workdir, exclude)
         tokens = prompt_tokens(t["out"])
     return rows, tokens
+
+
+async def warm_up(args: argparse.Namespace, n: int, url: str, workdir: Path, exclude: set[int]) -> None:
+    """One round of both sides at ``n`` sessions, not measured: the first launch of
+    Chromium after a while (its files and fonts read from disk) and this process's first use of the
+    agent's code (templates compiled, schemas built) otherwise slow down whichever side runs first
+    in the first measured round; the agent does, and lost 0.15-0.2 of the floor's steps/s there."""
+    out = workdir / "warm-up"
+    out.mkdir(exist_ok=True)
+    start = time.monotonic()
+    a = await side("warm-up agent", n, agent(url, n, 2, args.latency, out, exclude))
+    if a is not None:
+        await side("warm-up whole-batch floor", n, floor_whole(url, n, 2, a["model_s_per_step"], exclude))
+    print(f"warm-up: both sides at {n} sessions, 2 steps, not measured ({time.monotonic() - start:.0f} s)", flush=True)
 
 
 async def floor_whole(url: str, n: int, steps: int, pause: float, exclude: set[int]) -> dict[str, Any]:
