@@ -17,6 +17,8 @@ both sides, and per N the agent's tasks per hour, success rate, model tokens per
 task at ``--price-per-mtok``. Both sides are admitted alike (``wholefloor.py``: the batch's
 ``Admission``, the pool's ``OPENS_AT_ONCE``). Each side's figures are printed as soon as it ends; a
 side that fails prints its one-line error, the others still run and print, and the exit code is 1.
+Before the measured rounds, ``--warm-up`` (on by default) runs the agent and each floor once at 10
+sessions (fewer if every N is), 2 steps, unmeasured; a failure there is printed and not counted.
 
 Against the steady-state floor it prints steps/s of both and their ratio, the ideal steps/s given the model latency, CPU per step,
 memory per session (PSS of Chromium + this Python process, divided by the sessions open at its peak), harness overhead per step
@@ -203,8 +205,8 @@ def main() -> None:
         "--warm-up",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help=f"first run both sides once at {WARM_UP_SESSIONS} sessions (fewer if every N is), not measured (the first round "
-        "would otherwise pay the machine's and this process's first use)",
+        help=f"first run the agent and each floor once at {WARM_UP_SESSIONS} sessions (fewer if every N is), 2 steps, "
+        "not measured (the first round would otherwise pay this process's first use of the agent's code)",
     )
     parser.add_argument(
         "--price-per-mtok",
@@ -264,17 +266,36 @@ async def measure(
 
 
 async def warm_up(args: argparse.Namespace, n: int, url: str, workdir: Path, exclude: set[int]) -> None:
-    """One round of both sides at ``n`` sessions, not measured: the first launch of
-    Chromium after a while (its files and fonts read from disk) and this process's first use of the
-    agent's code (templates compiled, schemas built) otherwise slow down whichever side runs first
-    in the first measured round; the agent does, and lost 0.15-0.2 of the floor's steps/s there."""
+    """One round at ``n`` sessions, 2 steps, not measured: the agent (in the first ``--grounding``),
+    then each floor of ``--floor``, so that this process's first use of the agent's code (templates
+    compiled, schemas built) and of Chromium's files is not paid by the first side measured. A side
+    that fails here prints its error and is not counted: the measured rounds report their own."""
     out = workdir / "warm-up"
     out.mkdir(exist_ok=True)
+    floors = set(args.floor.split(","))
+    grounding = next((g for g in args.grounding.split(",") if g), None)
     start = time.monotonic()
-    a = await side("warm-up agent", n, agent(url, n, 2, args.latency, out, exclude))
-    if a is not None:
-        await side("warm-up whole-batch floor", n, floor_whole(url, n, 2, a["model_s_per_step"], exclude))
-    print(f"warm-up: both sides at {n} sessions, 2 steps, not measured ({time.monotonic() - start:.0f} s)", flush=True)
+    ran: list[str] = []
+
+    async def warm(what: str, run: Awaitable[dict[str, Any]]) -> dict[str, Any] | None:
+        try:
+            result = await run
+        except Exception as exc:  # the warm-up's only: the measured rounds run all the same
+            text = str(exc).strip()
+            first = text.splitlines()[0] if text else ""
+            print(f"warm-up: the {what} failed (not counted): {type(exc).__name__}: {first}", flush=True)
+            return None
+        ran.append(what)
+        return result
+
+    a = await warm("agent", agent(url, n, 2, args.latency, out, exclude, grounding))
+    if "whole" in floors:
+        pause = a["model_s_per_step"] if a is not None else 2 * args.latency
+        await warm("whole-batch floor", floor_whole(url, n, 2, pause, exclude))
+    if "steady" in floors:
+        await warm("steady floor", floor(url, n, 2, exclude))
+    took = time.monotonic() - start
+    print(f"warm-up: {', '.join(ran) or 'nothing'} at {n} sessions, 2 steps, not measured ({took:.0f} s)", flush=True)
 
 
 async def floor_whole(url: str, n: int, steps: int, pause: float, exclude: set[int]) -> dict[str, Any]:

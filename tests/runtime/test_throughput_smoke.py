@@ -34,7 +34,7 @@ def test_the_benchmark_runs_both_floors_and_publishes_its_figures() -> None:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     print(proc.stdout)  # the figures, with -s
-    assert "warm-up: both sides at 2 sessions, 2 steps, not measured" in proc.stdout
+    assert "warm-up: agent, whole-batch floor, steady floor at 2 sessions, 2 steps, not measured" in proc.stdout
     (whole,) = table(proc.stdout, "| N | floor steps/s | agent steps/s | agent/floor | CPU/step floor | CPU/step agent")
     assert whole["N"] == "2"
     # a floor task: attach, its one page read, 3 screenshots, 2 clicks of 3 events, detach: 12 for 3
