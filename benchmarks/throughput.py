@@ -278,14 +278,9 @@ async def warm_up(args: argparse.Namespace, n: int, url: str, workdir: Path, exc
     ran: list[str] = []
 
     async def warm(what: str, run: Awaitable[dict[str, Any]]) -> dict[str, Any] | None:
-        try:
-            result = await run
-        except Exception as exc:  # the warm-up's only: the measured rounds run all the same
-            text = str(exc).strip()
-            first = text.splitlines()[0] if text else ""
-            print(f"warm-up: the {what} failed (not counted): {type(exc).__name__}: {first}", flush=True)
-            return None
-        ran.append(what)
+        result = await side(f"warm-up {what}", n, run, counted=False)  # the measured rounds report their own
+        if result is not None:
+            ran.append(what)
         return result
 
     a = await warm("agent", agent(url, n, 2, args.latency, out, exclude, grounding))
@@ -310,16 +305,17 @@ async def floor_whole(url: str, n: int, steps: int, pause: float, exclude: set[i
     }
 
 
-async def side(what: str, n: int, run: Awaitable[dict[str, Any]]) -> dict[str, Any] | None:
-    """One side's figures, or None where it failed: its one-line error printed (and kept for the
-    exit code), so that the other side still runs and prints its own."""
+async def side(what: str, n: int, run: Awaitable[dict[str, Any]], *, counted: bool = True) -> dict[str, Any] | None:
+    """One side's figures, or None where it failed: its one-line error printed (and, ``counted``,
+    kept for the exit code), so that the other side still runs and prints its own."""
     try:
         return await run
     except Exception as exc:  # any failure of a side: the benchmark goes on with the other
         text = str(exc).strip()
         line = f"N={n:<4} {what} FAILED: {type(exc).__name__}: {text.splitlines()[0] if text else ''}"
-        print(line, flush=True)
-        FAILED.append(line)
+        print(line if counted else f"{line} (not counted)", flush=True)
+        if counted:
+            FAILED.append(line)
         return None
 
 
