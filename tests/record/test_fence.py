@@ -58,3 +58,52 @@ async def test_a_fenced_runs_trace_is_stopped_unwritten_and_one_being_written_is
         await finish
     finally:
         await context.close()
+
+
+class _SlowTracing:
+    """A context's ``tracing`` whose ``stop`` writes its archive only once ``release`` is set."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.paths: list[Path] = []
+
+    async def start(self, **_: object) -> None:
+        return None
+
+    async def stop(self, path: Path | None = None) -> None:
+        await self.release.wait()
+        if path is not None:
+            self.paths.append(path)
+            path.write_bytes(b"PK late trace")  # noqa: ASYNC240 (a few bytes, as the driver would)
+
+
+async def test_a_trace_written_after_its_fence_ended_never_lands_in_the_run_directory(tmp_path: Path) -> None:
+    tracing = _SlowTracing()
+    page = types.SimpleNamespace(context=types.SimpleNamespace(tracing=tracing))
+    session = cast(BrowserSession, types.SimpleNamespace(page=page))
+    directory = tmp_path / "runs" / "task" / "attempt-1"
+    sink = TraceSink(directory, "always")
+    await sink.start(session)
+    result = _failed()
+    finish = asyncio.create_task(sink.finish(result))
+    await asyncio.sleep(0.01)  # its stop has begun, and does not end within the fence's bound
+    assert await sink.fence(0.05)  # nothing of the run can land in the directory from now on
+    directory.mkdir(parents=True, exist_ok=True)  # the re-run's directory, at the same path
+    tracing.release.set()  # the archive is written now, after the fence
+    await finish
+    assert tracing.paths and tracing.paths[0].parent != directory  # written beside, not into, the directory
+    assert not (directory / "trace.zip").exists() and result.trace is None
+    assert list(directory.parent.iterdir()) == [directory]  # its scratch folder removed
+
+
+async def test_a_kept_trace_is_moved_into_the_run_directory_whole(tmp_path: Path) -> None:
+    tracing = _SlowTracing()
+    tracing.release.set()
+    page = types.SimpleNamespace(context=types.SimpleNamespace(tracing=tracing))
+    directory = tmp_path / "runs" / "task" / "attempt-1"
+    sink = TraceSink(directory, "always")
+    await sink.start(cast(BrowserSession, types.SimpleNamespace(page=page)))
+    result = _failed()
+    await sink.finish(result)
+    assert (directory / "trace.zip").read_bytes() == b"PK late trace" and result.trace == str(directory / "trace.zip")
+    assert sorted(p.name for p in directory.parent.iterdir()) == ["attempt-1"]

@@ -4,12 +4,19 @@
 Only for a context of the run's own (a caller's context may be tracing already), and never for a
 run that types secrets or holds a signed-in state: a trace's DOM snapshots would hold the typed
 values, its network log the cookies (the recorder's builder decides, ``webagent.record.build``).
-A run fenced (set aside for a re-run in its directory) keeps no trace after, and its fence waits
-for a ``trace.zip`` being written."""
+Playwright's driver writes the archive into a private scratch folder beside the run directory (on
+its file system); the sink then moves it in with one rename, on the loop. A run fenced (set aside
+for a re-run in its directory) keeps no trace after: its fence waits, within its bound, for a
+``trace.zip`` being written, and once the fence has ended no trace is moved in, even one whose
+``tracing.stop`` outlived its deadline and still lands in the scratch folder (which it then leaves
+behind, named ``.<run>.trace-*``, instead of in the directory of the run after it)."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Literal
 
@@ -37,6 +44,8 @@ class TraceSink(RunSink):
         self.session: BrowserSession | None = None
         #: The run was fenced: its trace is stopped without being written.
         self.fenced = False
+        #: The fence has ended: nothing is moved into the run directory any more.
+        self._shut = False
         self._stopping: asyncio.Task[Path | None] | None = None
 
     async def start(self, session: BrowserSession) -> None:
@@ -61,7 +70,8 @@ class TraceSink(RunSink):
         stopping = self._stopping  # a trace.zip being written: Playwright's driver writes it at the end
         if stopping is not None and not stopping.done():
             await asyncio.wait({stopping}, timeout=timeout_s)
-        return stopping is None or stopping.done()
+        self._shut = True  # a trace still being written stays in its scratch folder: nothing lands after
+        return True
 
     async def _stop(self, session: BrowserSession, path: Path | None) -> Path | None:
         try:
@@ -70,9 +80,21 @@ class TraceSink(RunSink):
                 await within(tracing.stop(), TRACE_TIMEOUT_S, "tracing.stop")
                 return None
             make_dir(path.parent, private=self.private)
-            await within(tracing.stop(path=path), TRACE_TIMEOUT_S, "tracing.stop")
-            secure_file(path, private=self.private)  # written by Playwright's driver, with its umask
+            scratch = Path(tempfile.mkdtemp(prefix=f".{path.parent.name}.trace-", dir=path.parent.parent))  # 0700
+        except Exception as exc:
+            log.warning("trace_stop_failed", error=str(exc))
+            return None
+        written = scratch / path.name
+        try:
+            await within(tracing.stop(path=written), TRACE_TIMEOUT_S, "tracing.stop")
+            secure_file(written, private=self.private)  # written by Playwright's driver, with its umask
+            if self._shut:  # checked with no await before the rename: nothing lands after a fence
+                log.warning("trace_not_written_fenced", directory=str(path.parent))
+                return None
+            os.replace(written, path)
             return path
         except Exception as exc:
             log.warning("trace_stop_failed", error=str(exc))
             return None
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
