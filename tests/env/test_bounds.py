@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from starlette.types import Message, Receive, Scope, Send
 
 from webagent.env.bounds import SessionBounds
@@ -103,3 +104,51 @@ async def test_a_close_still_on_its_way_makes_room_too() -> None:
     second.close()
     await asyncio.wait_for(second.task, 10)
     assert app.admitted == 2 and not any("CAPACITY_REACHED" in str(m.get("text")) for m in second.sent), second.sent
+
+
+class HeldSteps:
+    """An app whose plain-HTTP ``POST /step`` runs until ``release`` is set."""
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        assert scope["type"] == "http"
+        self.entered.set()
+        await self.release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+
+async def post(app: SessionBounds, path: str) -> list[Message]:
+    """A plain-HTTP ``POST path`` with an empty body: the messages the server sent back."""
+    sent: list[Message] = []
+    scope: Scope = {"type": "http", "method": "POST", "path": path, "client": ("127.0.0.1", 5000), "headers": []}
+    bodies = iter([{"type": "http.request", "body": b"", "more_body": False}])
+
+    async def receive() -> Message:
+        return next(bodies, {"type": "http.disconnect"})
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    return sent
+
+
+async def test_where_only_plain_http_sessions_hold_the_bound_no_close_is_awaited(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No disconnect can be on its way for a plain-HTTP session: the next one is refused at once,
+    not after the grace a ``/ws`` session's close gets."""
+    monkeypatch.setattr("webagent.env.bounds.DISCONNECT_GRACE_S", 600.0)
+    app = HeldSteps()
+    bounds = SessionBounds(app, total=1, per_client=1)
+    held = asyncio.create_task(post(bounds, "/step"))
+    await asyncio.wait_for(app.entered.wait(), 10)
+    refused = await asyncio.wait_for(post(bounds, "/reset"), 30)  # not the 600 s grace
+    assert refused[0]["status"] == 429, refused
+    app.release.set()
+    assert (await asyncio.wait_for(held, 10))[0]["status"] == 200
+    assert not bounds.open and not bounds.sockets

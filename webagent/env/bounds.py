@@ -12,7 +12,8 @@ has closed it still holds its context until the environment has closed it; a new
 would make room for waits for that end (at most ``CLOSING_WAIT_S``) instead of being refused, and one
 that would be refused waits ``DISCONNECT_GRACE_S`` for such a close to arrive (the client's close
 handshake can end before its session hears of it), so a client that closes a session and opens
-another at once is never told the server is full. A client that goes away
+another at once is never told the server is full; where only plain-HTTP sessions hold the bound
+(no close can be on its way) it is refused at once. A client that goes away
 without closing its session is no error of the server's (nothing of it reaches the log but a debug
 line). A request body over
 ``max_body`` bytes gets ``413`` (bodies are read ahead, so nothing behind sees a partial one); a
@@ -59,6 +60,8 @@ class SessionBounds:
         self.open: Counter[str] = Counter()
         #: Of ``open``: the sessions whose client has closed them, still closing their contexts.
         self.closing: Counter[str] = Counter()
+        #: Of ``open``: the ``/ws`` sessions (only they are closed by a message that may be on its way).
+        self.sockets: Counter[str] = Counter()
         self._changed: asyncio.Event | None = None
 
     @property
@@ -87,6 +90,9 @@ class SessionBounds:
             await self._refuse(scope, receive, send, refusal)
             return
         self.open[client] += 1
+        socket = kind == "websocket"
+        if socket:
+            self.sockets[client] += 1
         closed = False
 
         async def watched() -> Message:
@@ -103,6 +109,8 @@ class SessionBounds:
             await self._app(scope, watched if kind == "websocket" else receive, send)
         finally:
             _take(self.open, client)
+            if socket:
+                _take(self.sockets, client)
             if closed:
                 _take(self.closing, client)
             if self._changed is not None:
@@ -115,7 +123,12 @@ class SessionBounds:
         loop = asyncio.get_running_loop()
         deadline, grace = loop.time() + CLOSING_WAIT_S, loop.time() + DISCONNECT_GRACE_S
         while (refusal := self._refusal(client)) is not None:
-            remaining = (deadline if self._room_coming(client) else grace) - loop.time()
+            if self._room_coming(client):
+                remaining = deadline - loop.time()
+            elif self._close_may_come(client):
+                remaining = grace - loop.time()
+            else:  # only plain-HTTP sessions hold the bound: no close can be on its way
+                break
             if remaining <= 0:
                 break
             if self._changed is None:
@@ -132,6 +145,13 @@ class SessionBounds:
         if self.open[client] >= self.per_client:
             return self.closing[client] > 0
         return sum(self.closing.values()) > 0
+
+    def _close_may_come(self, client: str) -> bool:
+        """Whether a ``/ws`` session not known to be closing holds the bound that refuses ``client``
+        (its client may have closed it already, its disconnect not here yet)."""
+        if self.open[client] >= self.per_client:
+            return self.sockets[client] > self.closing[client]
+        return sum(self.sockets.values()) > sum(self.closing.values())
 
     async def _app(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
