@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -109,6 +110,15 @@ class LoopbackChromiums(BrowserProvider):
     async def aclose(self, *, timeout_s: float) -> None:
         for name in list(self.processes):
             self.kill(name)
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        """The profiles removed, and the singleton folders their Chromiums, killed, left in the temp dir."""
+        for socket in Path(self._dir.name).glob("*/SingletonSocket"):
+            with contextlib.suppress(OSError):
+                singleton = socket.readlink().parent  # /tmp/org.chromium.Chromium.XXXXXX: the socket's folder
+                if singleton.name.startswith("org.chromium.Chromium."):
+                    shutil.rmtree(singleton, ignore_errors=True)
         self._dir.cleanup()
 
 
