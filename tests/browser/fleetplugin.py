@@ -117,7 +117,9 @@ class LoopbackChromiums(BrowserProvider):
         for socket in Path(self._dir.name).glob("*/SingletonSocket"):
             with contextlib.suppress(OSError):
                 singleton = socket.readlink().parent  # /tmp/org.chromium.Chromium.XXXXXX: the socket's folder
-                if singleton.name.startswith("org.chromium.Chromium."):
+                if singleton.name.startswith("org.chromium.Chromium.") and singleton.parent == Path(
+                    tempfile.gettempdir()
+                ):
                     shutil.rmtree(singleton, ignore_errors=True)
         self._dir.cleanup()
 

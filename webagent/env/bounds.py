@@ -2,8 +2,8 @@
 and the size of what it sends.
 
 A session is what holds a browser context: a ``/ws`` connection (openenv-core's session, one
-``WebEnv``) for as long as it is open, and a plain-HTTP ``POST /reset`` or ``/step`` (openenv-core's
-stateless forms, an environment per request) while it runs. A client is who the gate says it is
+``WebEnv``) for as long as it is open, and a plain-HTTP ``POST /reset``, ``/step`` or ``/mcp``
+(openenv-core's stateless forms, an environment per request) while it runs. A client is who the gate says it is
 (``webagent.serving.gate.client_of``): its token when the server holds several, else its peer
 address. Refused: a ``/ws`` session is accepted, and its first message answered openenv-core's own capacity
 error (``{"type": "error", "data": {"code": "CAPACITY_REACHED", ...}}``, which its clients raise),
@@ -118,8 +118,8 @@ class SessionBounds:
 
     async def _admit(self, client: str) -> str | None:
         """None when the session may open: at once, or once the closed sessions that make room for it
-        are given back (at most ``CLOSING_WAIT_S``; a close still on its way, ``DISCONNECT_GRACE_S``);
-        else why it is refused."""
+        are given back (at most ``CLOSING_WAIT_S``; a close still on its way, ``DISCONNECT_GRACE_S``,
+        where a ``/ws`` session holds the bound); else why it is refused."""
         loop = asyncio.get_running_loop()
         deadline, grace = loop.time() + CLOSING_WAIT_S, loop.time() + DISCONNECT_GRACE_S
         while (refusal := self._refusal(client)) is not None:

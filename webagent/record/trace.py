@@ -5,15 +5,17 @@ Only for a context of the run's own (a caller's context may be tracing already),
 run that types secrets or holds a signed-in state: a trace's DOM snapshots would hold the typed
 values, its network log the cookies (the recorder's builder decides, ``webagent.record.build``).
 Playwright's driver writes the archive into a private scratch folder beside the run directory (on
-its file system); the sink then moves it in with one rename, on the loop. A run fenced (set aside
-for a re-run in its directory) keeps no trace after: its fence waits, within its bound, for a
-``trace.zip`` being written, and once the fence has ended no trace is moved in, even one whose
-``tracing.stop`` outlived its deadline and still lands in the scratch folder (which it then leaves
-behind, named ``.<run>.trace-*``, instead of in the directory of the run after it)."""
+its file system; in the system's temporary folder where that parent takes no new folder); the sink
+then moves it in on the loop, with the mode ``write_atomic`` would give it there. A run fenced (set
+aside for a re-run in its directory) keeps no trace after: its fence waits, within its bound, for a
+``trace.zip`` being written, and once the fence has ended no trace is moved in. A ``tracing.stop``
+that outlives its deadline (or its run) is not cancelled: the driver writes into the scratch
+folder, which is removed once it is done, never into the directory of the run after it."""
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import shutil
 import tempfile
@@ -24,7 +26,7 @@ import structlog
 
 from ..browser.deadline import within
 from ..browser.session import BrowserSession
-from ..files.disk import make_dir, secure_file
+from ..files.disk import file_mode, make_dir, secure_file
 from ..records import RunResult
 from .sink import RunSink
 
@@ -42,7 +44,7 @@ class TraceSink(RunSink):
         self.keep = keep
         self.private = private
         self.session: BrowserSession | None = None
-        #: The run was fenced: its trace is stopped without being written.
+        #: The run was fenced: a trace not yet being stopped is stopped without being written.
         self.fenced = False
         #: The fence has ended: nothing is moved into the run directory any more.
         self._shut = False
@@ -80,21 +82,67 @@ class TraceSink(RunSink):
                 await within(tracing.stop(), TRACE_TIMEOUT_S, "tracing.stop")
                 return None
             make_dir(path.parent, private=self.private)
-            scratch = Path(tempfile.mkdtemp(prefix=f".{path.parent.name}.trace-", dir=path.parent.parent))  # 0700
+            scratch = _scratch(path.parent)
         except Exception as exc:
             log.warning("trace_stop_failed", error=str(exc))
             return None
         written = scratch / path.name
+        # Not cancelled at its deadline, nor with the run: the driver would write the archive all
+        # the same, into a scratch folder then gone, so it is removed only once the driver is done.
+        stopping = asyncio.ensure_future(tracing.stop(path=written))
         try:
-            await within(tracing.stop(path=written), TRACE_TIMEOUT_S, "tracing.stop")
-            secure_file(written, private=self.private)  # written by Playwright's driver, with its umask
-            if self._shut:  # checked with no await before the rename: nothing lands after a fence
+            await within(asyncio.shield(stopping), TRACE_TIMEOUT_S, "tracing.stop")
+            if self._shut:  # checked with no await before the move: nothing lands after a fence
                 log.warning("trace_not_written_fenced", directory=str(path.parent))
                 return None
-            os.replace(written, path)
+            _move_in(written, path, private=self.private)
             return path
         except Exception as exc:
             log.warning("trace_stop_failed", error=str(exc))
             return None
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            if stopping.done():
+                _remove(scratch, stopping)
+            else:
+                stopping.add_done_callback(lambda done: _remove(scratch, done))
+
+
+def _scratch(directory: Path) -> Path:
+    """A private folder (0700) for the driver to write the archive in: beside the run ``directory``
+    (its file system: one rename moves it in), else, where that parent takes no new folder, in the
+    system's temporary folder."""
+    try:
+        return Path(tempfile.mkdtemp(prefix=f".{directory.name}.trace-", dir=directory.parent))
+    except OSError:
+        return Path(tempfile.mkdtemp(prefix="webagent-trace-"))
+
+
+def _move_in(written: Path, path: Path, *, private: bool) -> None:
+    """The archive the driver wrote moved to ``path`` with the mode ``write_atomic`` gives a file
+    there: in one rename, or, from another file system, copied beside it first (on the loop: with
+    no await, so that no fence comes in between)."""
+    mode = file_mode(path, private=private)
+    if mode == 0o600:
+        secure_file(written, private=True)  # written by Playwright's driver, with its umask
+    try:
+        os.replace(written, path)
+        return
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+    fd, copy = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out, written.open("rb") as archive:
+            shutil.copyfileobj(archive, out)
+        os.chmod(copy, mode)
+        os.replace(copy, path)
+    except BaseException:
+        Path(copy).unlink(missing_ok=True)
+        raise
+
+
+def _remove(scratch: Path, stopping: asyncio.Future[None]) -> None:
+    """The scratch folder removed once the driver's stop is over (its outcome read: logged where awaited)."""
+    if not stopping.cancelled():
+        stopping.exception()
+    shutil.rmtree(scratch, ignore_errors=True)
