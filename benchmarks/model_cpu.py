@@ -9,7 +9,9 @@ workers and ``time.process_time`` per request is printed for each variant:
   ``PYTHONPATH=<other checkout> python benchmarks/model_cpu.py client`` measures another one);
 - ``create-httpx`` / ``create-aiohttp``: ``AsyncOpenAI.chat.completions.create`` over the SDK's
   default httpx2 client / its aiohttp-backed one (``DefaultAioHttpClient``);
-- ``post-httpx`` / ``post-aiohttp``: ``AsyncOpenAI.post`` of the body ``wire.py`` encodes.
+- ``post-httpx`` / ``post-aiohttp``: ``AsyncOpenAI.post`` of the body ``wire.py`` encodes;
+- ``raw-aiohttp``: that body posted on an ``aiohttp`` session and its reply parsed, nothing else
+  (the floor of any client).
 
     python benchmarks/model_cpu.py --requests 1000 --concurrency 10 client post-aiohttp create-aiohttp
 
@@ -62,7 +64,7 @@ RESPONSE_FORMAT: dict[str, Any] = {
     },
 }
 
-VARIANTS = ("client", "create-httpx", "create-aiohttp", "post-httpx", "post-aiohttp")
+VARIANTS = ("client", "create-httpx", "create-aiohttp", "post-httpx", "post-aiohttp", "raw-aiohttp")
 
 
 def serve(port: int) -> None:
@@ -113,6 +115,20 @@ async def sender(variant: str, base_url: str) -> tuple[Callable[[], Awaitable[No
     import openai
 
     from webagent.model.wire import encode_chat_body
+
+    if variant == "raw-aiohttp":  # the floor of any client: the encoded body posted on aiohttp itself
+        import aiohttp
+
+        session = aiohttp.ClientSession()
+        raw_body = {"model": "m", "messages": msgs, "temperature": 0.0, "max_tokens": 1024}
+        raw_body["response_format"] = RESPONSE_FORMAT
+        headers = {"Content-Type": "application/json", "Authorization": "Bearer k"}
+
+        async def raw() -> None:
+            async with session.post(f"{base_url}/chat/completions", data=encode_chat_body(raw_body), headers=headers) as r:
+                assert json.loads(await r.read())["choices"][0]["message"]["content"]
+
+        return raw, session.close
 
     how, _, stack = variant.partition("-")
     http = openai.DefaultAioHttpClient() if stack == "aiohttp" else openai.DefaultAsyncHttpxClient()

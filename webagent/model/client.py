@@ -1,18 +1,19 @@
 """The only place that sends HTTP: an OpenAI-compatible chat client with retries and repair.
 
-Requests are the ``openai`` SDK's (``AsyncOpenAI``, one per endpoint, over one pooled
-aiohttp-backed ``httpx2`` client per role: proxies, TLS and auth come from the SDK and httpx).
+Requests are configured by the ``openai`` SDK (``AsyncOpenAI``, one per endpoint: base URL, auth,
+headers) and sent on one pooled ``aiohttp`` session per role, set up as the SDK's aiohttp transport
+sets up its own (``endpoints.py``: TLS, proxies, redirects).
 The SDK's own retries are off; retries (tenacity) cover 429 (honouring ``Retry-After``), 5xx,
 timeouts and connection errors, with capped exponential backoff. A reply that cannot be parsed
 gets one repair request quoting the error. Every call is accounted in a ``ModelCall`` record
 (tokens, latency, retries, repairs).
 
-The body is JSON-encoded by ``wire.py`` (screenshots spliced in verbatim) and sent raw, as a request
-the endpoint's SDK client configures (``EndpointPool.request``: its URL, auth and headers) on the
-SDK's HTTP client: ``chat.completions.create`` would walk every message part against the SDK's
-types, JSON-encode the ~400 kB of base64 again and build pydantic models of the reply, ~2.5 ms of
-CPU per request more, and even ``AsyncOpenAI.post`` ~0.3 ms more (``benchmarks/model_cpu.py``;
-``docs/benchmarks.md``, "The model client's CPU"). vLLM-specific fields (``chat_template_kwargs``,
+The body is JSON-encoded by ``wire.py`` (screenshots spliced in verbatim) and sent raw
+(``EndpointPool.send``: the endpoint's URL, auth and headers): ``chat.completions.create`` would
+walk every message part against the SDK's types, JSON-encode the ~400 kB of base64 again and build
+pydantic models of the reply, ~2.5 ms of CPU per request more, ``AsyncOpenAI.post`` ~0.5 ms more,
+and even httpx2's layer over aiohttp ~0.2 ms more (``benchmarks/model_cpu.py``; ``docs/benchmarks.md``,
+"The model client's CPU"). vLLM-specific fields (``chat_template_kwargs``,
 guided decoding, ...) are merged into that body, as ``extra_body`` would.
 """
 
@@ -165,15 +166,14 @@ class ModelClient:
         timeout_s = self.config.timeout_s
 
         async def post() -> bytes:
-            http, request = self.pool.request(endpoint, encoded)  # a new one each attempt
             try:
                 async with asyncio.timeout(timeout_s):  # one deadline for the whole exchange
-                    response = await http.send(request)
+                    status, headers, content = await self.pool.send(endpoint, encoded)
             except (openai.OpenAIError, httpx2.HTTPError, aiohttp.ClientError, OSError) as exc:
                 raise no_reply(exc, timeout_s) from None  # OSError includes the deadline's TimeoutError
-            if response.status_code >= 300:  # an error, or a redirect not followed
-                raise HTTPStatusError(response)
-            return response.content
+            if status >= 300:  # an error, or a redirect not followed
+                raise HTTPStatusError(status, headers, content)
+            return content
 
         start = time.perf_counter()
         endpoint.in_flight += 1

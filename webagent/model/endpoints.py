@@ -1,13 +1,18 @@
-"""The servers of a role (``EndpointPool``): one ``AsyncOpenAI`` per endpoint over one pooled HTTP
-client, picked by load, shared by every session.
+"""The servers of a role (``EndpointPool``): one ``AsyncOpenAI`` per endpoint, picked by load, shared
+by every session, over one pool of HTTP connections.
 
-The SDK client of an endpoint is its configuration: base URL, API key (or ``OPENAI_API_KEY``), the
-headers it sends (``OPENAI_CUSTOM_HEADERS`` included) and the pooled ``httpx2`` client (the SDK's
-aiohttp-backed one: proxies, TLS). A request is built from them once per endpoint
-(``EndpointPool.request``: the headers resolved once) and sent on that HTTP client: the SDK's own
-request path (options model, headers merged and validated, timeout parsed, idempotency key, auth
-retry wrapper) cost a third of the client's CPU per request for no use here (0.67-0.94 ms a ~405 kB
-request through it, 0.48-0.60 without: ``benchmarks/model_cpu.py client``, alternating rounds).
+The SDK client of an endpoint is its configuration: base URL, API key (or ``OPENAI_API_KEY``) and
+the headers it sends (``OPENAI_CUSTOM_HEADERS`` included), resolved once per endpoint. A request is
+that endpoint's chat URL, those headers and the encoded body, sent (``EndpointPool.send``) on the
+pool's own ``aiohttp`` session: the transport under the SDK's aiohttp-backed client, configured as
+that client configures it (TLS trust from ``httpx2.create_ssl_context``, proxies from
+``HTTP(S)_PROXY``/``ALL_PROXY``/``NO_PROXY``, redirects followed, the role's timeout on connect
+and read). Neither
+the SDK's request path (options model, headers merged and validated, timeout parsed, idempotency
+key: 0.67-0.94 ms a ~405 kB request) nor httpx2's layer over aiohttp (a request and a response
+built and mapped again: 0.48-0.60 ms) runs: 0.3-0.35 ms less CPU a request than the latter
+(``benchmarks/model_cpu.py client``). A caller's ``http_client`` (tests script one with an
+``httpx2.MockTransport``) is sent on instead, through httpx2.
 """
 
 from __future__ import annotations
@@ -15,7 +20,11 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
 
+import aiohttp
 import httpx2
 import openai
 from openai import AsyncOpenAI
@@ -45,6 +54,8 @@ class Endpoint:
         self.down_until = 0.0
         self.client: AsyncOpenAI | None = None  # made on first use, in the running event loop
         self.headers: httpx2.Headers | None = None  # what its client sends with every request
+        self.sent: dict[str, str] = {}  # the same, as aiohttp takes them
+        self.proxy: str | None = None  # the proxy the environment names for its URL
 
     def load(self) -> tuple[bool, int, int]:
         return (time.monotonic() < self.down_until, self.in_flight, self.sessions)
@@ -66,21 +77,37 @@ class EndpointPool:
         self.endpoints = [Endpoint(url) for url in urls]
         self._given = http_client
         self._http: httpx2.AsyncClient | None = http_client
+        self._session: aiohttp.ClientSession | None = None  # the pool's connections (no http_client given)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timeout = httpx2.Timeout(config.timeout_s)
+        t = config.timeout_s  # as the SDK's aiohttp transport passes an httpx2.Timeout(t)
+        self._aiohttp_timeout = aiohttp.ClientTimeout(sock_connect=t, sock_read=t, connect=t)
 
-    def request(self, endpoint: Endpoint, content: bytes) -> tuple[httpx2.AsyncClient, httpx2.Request]:
-        """A chat request of ``content`` (a JSON body) to ``endpoint``, with the headers its SDK client
-        sends (auth, ``User-Agent``, custom headers; not the SDK's telemetry), and the HTTP client
-        to send it on (which follows redirects, as the SDK's does)."""
+    async def send(self, endpoint: Endpoint, content: bytes) -> tuple[int, Mapping[str, str], bytes]:
+        """POST ``content`` (a JSON chat body) to ``endpoint`` with the headers its SDK client sends
+        (auth, ``User-Agent``, custom headers; not the SDK's telemetry), redirects followed as the
+        SDK's client follows them: the reply's status, headers and body. Raises what aiohttp (or a
+        given httpx2 client) raises: no deadline of its own beyond the role's timeout on connect
+        and read (the caller bounds the whole exchange)."""
         client = self.client(endpoint)
-        headers = endpoint.headers
-        if headers is None:
-            headers = endpoint.headers = _sent_headers(client)
-        http = self._http
-        assert http is not None  # made with the client
-        # The HTTP client's own headers and cookies (a load balancer's sticky session) as the SDK's request has them.
-        return http, http.build_request("POST", endpoint.url, headers=headers, content=content, timeout=self._timeout)
+        if endpoint.headers is None:
+            endpoint.headers = _sent_headers(client)
+            endpoint.sent = dict(endpoint.headers.items())
+            endpoint.proxy = _proxy_for(endpoint.url)
+        if self._given is not None:
+            http = self._given
+            # The HTTP client's own headers and cookies (a load balancer's sticky session) as the SDK's request has them.
+            request = http.build_request(
+                "POST", endpoint.url, headers=endpoint.headers, content=content, timeout=self._timeout
+            )
+            response = await http.send(request)
+            return response.status_code, response.headers, response.content
+        session = self._session
+        assert session is not None  # made with the client
+        async with session.post(
+            endpoint.url, data=content, headers=endpoint.sent, timeout=self._aiohttp_timeout, proxy=endpoint.proxy
+        ) as reply:
+            return reply.status, reply.headers, await reply.read()
 
     def client(self, endpoint: Endpoint) -> AsyncOpenAI:
         """The SDK client of ``endpoint`` (one per endpoint, shared by every session)."""
@@ -89,7 +116,8 @@ class EndpointPool:
             # (another asyncio.run: an Agent run twice without aclose) gets its own. The old
             # ones died with their loop.
             self._loop = asyncio.get_running_loop()
-            self._http = openai.DefaultAioHttpClient(timeout=self.config.timeout_s)
+            self._http = openai.DefaultAioHttpClient(timeout=self.config.timeout_s)  # the SDK client's (never sent on)
+            self._session = _session()
             for e in self.endpoints:
                 e.client, e.headers = None, None
         client = endpoint.client
@@ -119,19 +147,47 @@ class EndpointPool:
 
     async def aclose(self) -> None:
         """Close the pool's own HTTP connections (it opens new ones if used again)."""
-        http, loop = self._http, self._loop
+        http, session, loop = self._http, self._session, self._loop
         if self._given is None:
-            self._http = self._loop = None
+            self._http = self._session = self._loop = None
             for e in self.endpoints:
                 e.client, e.headers = None, None
-        if http is None or http is self._given or http.is_closed:
+        if http is None or http is self._given:
             return
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
         if running is loop:  # a client of a closed loop cannot be closed any more
-            await http.aclose()
+            if session is not None and not session.closed:
+                await session.close()
+            if not http.is_closed:
+                await http.aclose()
+
+
+def _session() -> aiohttp.ClientSession:
+    """The pool's connections, as the SDK's aiohttp transport makes them (its connection limit,
+    keep-alive and TLS trust), with proxies from the environment, and cookies kept from any host
+    (a load balancer's sticky session at an IP address too). Proxies: ``_proxy_for``."""
+    limits = openai.DEFAULT_CONNECTION_LIMITS
+    connector = aiohttp.TCPConnector(
+        limit=limits.max_connections or 0,
+        keepalive_timeout=limits.keepalive_expiry,
+        ssl=httpx2.create_ssl_context(trust_env=True),
+    )
+    return aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.CookieJar(unsafe=True))
+
+
+def _proxy_for(url: str) -> str | None:
+    """The proxy the environment names for ``url`` (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``,
+    lower case first; none for a host ``NO_PROXY`` names), read once per endpoint and event loop
+    as httpx2 reads it once per client. Not aiohttp's ``trust_env``: it would also look each host
+    up in ``~/.netrc`` on every request, in a thread, and refuse the request it finds there."""
+    parts = urllib.parse.urlsplit(url)
+    if not parts.hostname or urllib.request.proxy_bypass(parts.netloc.rpartition("@")[2]):
+        return None
+    proxies = urllib.request.getproxies()
+    return proxies.get(parts.scheme) or proxies.get("all") or None
 
 
 def _sent_headers(client: AsyncOpenAI) -> httpx2.Headers:

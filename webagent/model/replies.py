@@ -45,10 +45,10 @@ RETRY_BASE_S = 0.5
 class HTTPStatusError(Exception):
     """A reply with an error status (inside the client; callers get a ModelError)."""
 
-    def __init__(self, response: httpx2.Response) -> None:
-        self.status = response.status_code
-        self.retry_after_s = retry_after(response.headers)
-        self.detail = error_detail(response.content)
+    def __init__(self, status: int, headers: Mapping[str, str], content: bytes) -> None:
+        self.status = status
+        self.retry_after_s = retry_after(headers)
+        self.detail = error_detail(content)
         super().__init__(f"HTTP {self.status}: {self.detail}")
 
 
