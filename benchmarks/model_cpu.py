@@ -125,7 +125,9 @@ async def sender(variant: str, base_url: str) -> tuple[Callable[[], Awaitable[No
         headers = {"Content-Type": "application/json", "Authorization": "Bearer k"}
 
         async def raw() -> None:
-            async with session.post(f"{base_url}/chat/completions", data=encode_chat_body(raw_body), headers=headers) as r:
+            async with session.post(
+                f"{base_url}/chat/completions", data=encode_chat_body(raw_body), headers=headers
+            ) as r:
                 assert json.loads(await r.read())["choices"][0]["message"]["content"]
 
         return raw, session.close
