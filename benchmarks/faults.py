@@ -37,6 +37,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
+
 from webagent.batch import BatchRunner, BatchStats, read_results
 from webagent.config import ROLES, AgentConfig
 from webagent.families import DEFAULT_PROFILE
@@ -65,10 +67,11 @@ class ScanningServer(FakeModelServer):
         self.bodies = 0
         self.leaks = 0
 
-    async def _chat(self, path: str, role: Any, raw: bytes) -> Any:
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()  # kept by aiohttp: the server reads the same body again
         self.bodies += 1
         self.leaks += any(p in raw for p in self.patterns)
-        return await super()._chat(path, role, raw)
+        return await super()._chat(request)
 
 
 def encodings(value: str) -> set[str]:
@@ -268,7 +271,8 @@ async def main_async(args: argparse.Namespace) -> int:
     else:
         print_report(clean, faulty, leaked, sorted(canaries), root)
     ok = (
-        faulty["passed"] == clean["passed"]
+        clean["passed"] == clean["tasks"]  # a suite that fails clean proves nothing of the faults
+        and faulty["passed"] == clean["passed"]
         and faulty["lost"] == 0
         and clean["lost"] == 0
         and leaked == 0
