@@ -445,9 +445,8 @@ def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[int]:
         front.server_close()
 
 
-async def test_proxies_come_from_the_environment(model_server: ServerFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """HTTP_PROXY is used for plain-http endpoints unless NO_PROXY names the host."""
-    proxied: list[str] = []
+def forward_proxy(proxied: list[str]) -> type[BaseHTTPRequestHandler]:
+    """An HTTP forward proxy for POSTs that records the URL each one asked for (absolute-form)."""
 
     class ForwardProxy(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -468,10 +467,29 @@ async def test_proxies_come_from_the_environment(model_server: ServerFactory, mo
         def log_message(self, *args: object) -> None:
             pass
 
-    for name in ("http_proxy", "https_proxy", "no_proxy", "all_proxy", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+    return ForwardProxy
+
+
+def no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (
+        "http_proxy",
+        "https_proxy",
+        "no_proxy",
+        "all_proxy",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "NO_PROXY",
+    ):
         monkeypatch.delenv(name, raising=False)
+
+
+async def test_proxies_come_from_the_environment(model_server: ServerFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HTTP_PROXY is used for plain-http endpoints unless NO_PROXY names the host."""
+    proxied: list[str] = []
+    no_proxies(monkeypatch)
     async with model_server(validator_script()) as server:
-        with serving(ForwardProxy) as port:
+        with serving(forward_proxy(proxied)) as port:
             monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
             c = socket_client(server.base_url("validator"))
             await c.complete(MESSAGES, usage=RoleUsage())
@@ -483,3 +501,22 @@ async def test_proxies_come_from_the_environment(model_server: ServerFactory, mo
             await c.complete(MESSAGES, usage=RoleUsage())
             await c.aclose()
         assert len(proxied) == 1 and server.request_counts["validator"] == 2
+
+
+async def test_the_environments_proxies_are_read_as_httpx_reads_them(
+    model_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A proxy written without its scheme is used; NO_PROXY's CIDR ranges and ``*`` in a list keep
+    a host off it (what httpx2 does, and urllib does not)."""
+    proxied: list[str] = []
+    no_proxies(monkeypatch)
+    async with model_server(validator_script()) as server:
+        with serving(forward_proxy(proxied)) as port:
+            monkeypatch.setenv("HTTP_PROXY", f"127.0.0.1:{port}")
+            for no_proxy in ("", "127.0.0.0/8", "example.org,*"):
+                monkeypatch.setenv("NO_PROXY", no_proxy)
+                c = socket_client(server.base_url("validator"))
+                await c.complete(MESSAGES, usage=RoleUsage())
+                await c.aclose()
+        assert proxied == [server.base_url("validator") + "/chat/completions"]  # the first only
+        assert server.request_counts["validator"] == 3

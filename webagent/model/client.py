@@ -2,7 +2,8 @@
 
 Requests are configured by the ``openai`` SDK (``AsyncOpenAI``, one per endpoint: base URL, auth,
 headers) and sent on one pooled ``aiohttp`` session per role, set up as the SDK's aiohttp transport
-sets up its own (``endpoints.py``: TLS, proxies, redirects).
+sets up its own (``endpoints.py``; through the SDK's httpx2 client where a proxy or a redirect is
+involved).
 The SDK's own retries are off; retries (tenacity) cover 429 (honouring ``Retry-After``), 5xx,
 timeouts and connection errors, with capped exponential backoff. A reply that cannot be parsed
 gets one repair request quoting the error. Every call is accounted in a ``ModelCall`` record
@@ -12,7 +13,7 @@ The body is JSON-encoded by ``wire.py`` (screenshots spliced in verbatim) and se
 (``EndpointPool.send``: the endpoint's URL, auth and headers): ``chat.completions.create`` would
 walk every message part against the SDK's types, JSON-encode the ~400 kB of base64 again and build
 pydantic models of the reply, ~2.5 ms of CPU per request more, ``AsyncOpenAI.post`` ~0.5 ms more,
-and even httpx2's layer over aiohttp ~0.2 ms more (``benchmarks/model_cpu.py``; ``docs/benchmarks.md``,
+and even httpx2's layer over aiohttp ~0.13 ms more (``benchmarks/model_cpu.py``; ``docs/benchmarks.md``,
 "The model client's CPU"). vLLM-specific fields (``chat_template_kwargs``,
 guided decoding, ...) are merged into that body, as ``extra_body`` would.
 """

@@ -3,16 +3,16 @@ by every session, over one pool of HTTP connections.
 
 The SDK client of an endpoint is its configuration: base URL, API key (or ``OPENAI_API_KEY``) and
 the headers it sends (``OPENAI_CUSTOM_HEADERS`` included), resolved once per endpoint. A request is
-that endpoint's chat URL, those headers and the encoded body, sent (``EndpointPool.send``) on the
-pool's own ``aiohttp`` session: the transport under the SDK's aiohttp-backed client, configured as
-that client configures it (TLS trust from ``httpx2.create_ssl_context``, proxies from
-``HTTP(S)_PROXY``/``ALL_PROXY``/``NO_PROXY``, redirects followed, the role's timeout on connect
-and read). Neither
-the SDK's request path (options model, headers merged and validated, timeout parsed, idempotency
-key: 0.67-0.94 ms a ~405 kB request) nor httpx2's layer over aiohttp (a request and a response
-built and mapped again: 0.48-0.60 ms) runs: 0.3-0.35 ms less CPU a request than the latter
-(``benchmarks/model_cpu.py client``). A caller's ``http_client`` (tests script one with an
-``httpx2.MockTransport``) is sent on instead, through httpx2.
+that endpoint's chat URL, those headers and the encoded body (``EndpointPool.send``), sent on the
+pool's own ``aiohttp`` session, set up as the SDK's aiohttp transport sets up its own (its
+connection limit and keep-alive, httpx2's TLS context, the role's timeout on connect and read):
+neither the SDK's request path (options model, headers merged and validated, timeout parsed,
+idempotency key) nor httpx2's layer over aiohttp (a request and a response built and mapped again)
+runs, 0.35-0.38 ms of CPU a ~405 kB request against 0.48-0.52 through httpx2's layer
+(``benchmarks/model_cpu.py client``). Where httpx2's rules decide, the request goes through the
+SDK's httpx2 client instead, as before: a proxy named in the environment (httpx2 picks one per URL),
+a redirect (what it keeps of the request, and the next hop's proxy), and a caller's ``http_client``
+(tests script one with an ``httpx2.MockTransport``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 
@@ -55,7 +54,7 @@ class Endpoint:
         self.client: AsyncOpenAI | None = None  # made on first use, in the running event loop
         self.headers: httpx2.Headers | None = None  # what its client sends with every request
         self.sent: dict[str, str] = {}  # the same, as aiohttp takes them
-        self.proxy: str | None = None  # the proxy the environment names for its URL
+        self.direct = False  # its requests go on the pool's aiohttp session (no proxy, no caller's client)
 
     def load(self) -> tuple[bool, int, int]:
         return (time.monotonic() < self.down_until, self.in_flight, self.sessions)
@@ -65,9 +64,9 @@ class EndpointPool:
     """The servers of one role, shared by every session, over one pool of HTTP connections.
 
     ``http_client`` replaces the ``httpx2.AsyncClient`` under the SDK (tests pass one with an
-    ``httpx2.MockTransport``); the caller closes it. By default the pool makes the SDK's
-    aiohttp-backed client (proxies from ``HTTP(S)_PROXY``/``NO_PROXY``, TLS trust from the system),
-    one per event loop, and closes it in ``aclose``.
+    ``httpx2.MockTransport``) and sends every request; the caller closes it. By default the pool
+    makes its ``aiohttp`` session and the SDK's aiohttp-backed client (proxies, redirects), one of
+    each per event loop, and closes them in ``aclose``.
     """
 
     def __init__(self, role: str, config: RoleConfig, http_client: httpx2.AsyncClient | None = None) -> None:
@@ -86,28 +85,32 @@ class EndpointPool:
     async def send(self, endpoint: Endpoint, content: bytes) -> tuple[int, Mapping[str, str], bytes]:
         """POST ``content`` (a JSON chat body) to ``endpoint`` with the headers its SDK client sends
         (auth, ``User-Agent``, custom headers; not the SDK's telemetry), redirects followed as the
-        SDK's client follows them: the reply's status, headers and body. Raises what aiohttp (or a
-        given httpx2 client) raises: no deadline of its own beyond the role's timeout on connect
-        and read (the caller bounds the whole exchange)."""
+        SDK's client follows them: the reply's status, headers and body. Raises what aiohttp or
+        httpx2 raise: no deadline of its own beyond the role's timeout on connect and read (the
+        caller bounds the whole exchange)."""
         client = self.client(endpoint)
         if endpoint.headers is None:
             endpoint.headers = _sent_headers(client)
             endpoint.sent = dict(endpoint.headers.items())
-            endpoint.proxy = _proxy_for(endpoint.url)
-        if self._given is not None:
-            http = self._given
-            # The HTTP client's own headers and cookies (a load balancer's sticky session) as the SDK's request has them.
-            request = http.build_request(
-                "POST", endpoint.url, headers=endpoint.headers, content=content, timeout=self._timeout
-            )
-            response = await http.send(request)
-            return response.status_code, response.headers, response.content
-        session = self._session
-        assert session is not None  # made with the client
-        async with session.post(
-            endpoint.url, data=content, headers=endpoint.sent, timeout=self._aiohttp_timeout, proxy=endpoint.proxy
-        ) as reply:
-            return reply.status, reply.headers, await reply.read()
+            endpoint.direct = self._given is None and not _proxied()
+        if endpoint.direct:
+            session = self._session
+            assert session is not None  # made with the client
+            async with session.post(
+                endpoint.url, data=content, headers=endpoint.sent, timeout=self._aiohttp_timeout, allow_redirects=False
+            ) as reply:
+                if not (300 <= reply.status < 400 and "Location" in reply.headers):
+                    return reply.status, reply.headers, await reply.read()
+        # A caller's client, a proxy named in the environment, or a redirect: httpx2's rules (which
+        # proxy for which URL, what a redirect keeps), as the SDK's client applies them.
+        http = self._http
+        assert http is not None  # made with the client
+        # The HTTP client's own headers and cookies (a load balancer's sticky session) as the SDK's request has them.
+        request = http.build_request(
+            "POST", endpoint.url, headers=endpoint.headers, content=content, timeout=self._timeout
+        )
+        response = await http.send(request)
+        return response.status_code, response.headers, response.content
 
     def client(self, endpoint: Endpoint) -> AsyncOpenAI:
         """The SDK client of ``endpoint`` (one per endpoint, shared by every session)."""
@@ -167,8 +170,9 @@ class EndpointPool:
 
 def _session() -> aiohttp.ClientSession:
     """The pool's connections, as the SDK's aiohttp transport makes them (its connection limit,
-    keep-alive and TLS trust), with proxies from the environment, and cookies kept from any host
-    (a load balancer's sticky session at an IP address too). Proxies: ``_proxy_for``."""
+    keep-alive and TLS trust), cookies kept from any host (a load balancer's sticky session at an
+    IP address too). Not aiohttp's ``trust_env``: it would look each host up in ``~/.netrc`` on
+    every request, in a thread, and refuse the request it finds there."""
     limits = openai.DEFAULT_CONNECTION_LIMITS
     connector = aiohttp.TCPConnector(
         limit=limits.max_connections or 0,
@@ -178,16 +182,11 @@ def _session() -> aiohttp.ClientSession:
     return aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.CookieJar(unsafe=True))
 
 
-def _proxy_for(url: str) -> str | None:
-    """The proxy the environment names for ``url`` (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``,
-    lower case first; none for a host ``NO_PROXY`` names), read once per endpoint and event loop
-    as httpx2 reads it once per client. Not aiohttp's ``trust_env``: it would also look each host
-    up in ``~/.netrc`` on every request, in a thread, and refuse the request it finds there."""
-    parts = urllib.parse.urlsplit(url)
-    if not parts.hostname or urllib.request.proxy_bypass(parts.netloc.rpartition("@")[2]):
-        return None
-    proxies = urllib.request.getproxies()
-    return proxies.get(parts.scheme) or proxies.get("all") or None
+def _proxied() -> bool:
+    """Whether the environment names a proxy (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, any
+    ``*_PROXY`` but ``NO_PROXY``): then requests go through httpx2, which picks the proxy of each
+    URL by its own rules (schemes added, ``NO_PROXY``'s CIDR ranges, IPv6 hosts and ``*``)."""
+    return any(scheme != "no" for scheme in urllib.request.getproxies())
 
 
 def _sent_headers(client: AsyncOpenAI) -> httpx2.Headers:

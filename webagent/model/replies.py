@@ -270,6 +270,8 @@ def _describe_aiohttp(exc: aiohttp.ClientError) -> str:
         return f"not an http(s) URL: {exc}"
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return "the server closed the connection without a reply"
+    if isinstance(exc, aiohttp.ClientPayloadError):  # a body cut short, or one that does not decode
+        return f"the reply's body could not be read: {' '.join(str(exc).split())}"
     if isinstance(exc, aiohttp.ClientResponseError) and exc.status == 400 and exc.message:
         return f"bad HTTP reply: {' '.join(exc.message.split())}"  # aiohttp could not parse the reply
     text = " ".join(str(exc).split())
