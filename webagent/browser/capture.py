@@ -21,7 +21,9 @@ asks for those while it handles the action's input, before the input is acknowle
 practice they arrive before the check's answer. An event that only Playwright's channel reports
 a moment later (a frame's navigation blocked by the guard's route) may reach the step after,
 reported then, never lost. And a caller who changes the page through ``session.page`` directly
-between an action and the next screenshot must call ``invalidate_capture()`` first. Sessions on
+between an action and the next screenshot must call ``invalidate_capture()`` first, or, where the
+change is one a capture still pending in the browser would miss (a page clock run: the browser
+answers that capture and the next with the same frame), ``await discard_capture()``. Sessions on
 a caller's own page or context (the library's ``page=``/``context=``) never capture ahead.
 """
 
@@ -418,6 +420,18 @@ class ScreenCapture:
         if self._prefetched is not None:
             self._prefetched.drop()
             self._prefetched = None
+
+    async def discard_prefetch(self, timeout_s: float) -> None:
+        """Forget the capture taken ahead by the last action once the browser has answered it (at
+        most ``timeout_s``): a capture still pending there is answered with the same frame as the
+        next one, which would then show the page as it was before (a page clock run in between)."""
+        started, self._prefetched = self._prefetched, None
+        if started is None:
+            return
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(timeout_s):
+                await asyncio.shield(started.task)
+        started.drop()
 
 
 def _with_probes(after_frame: bool, probes: Mapping[str, str]) -> str:

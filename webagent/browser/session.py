@@ -237,6 +237,11 @@ class BrowserSession:
         """Forget the capture taken ahead by the last action (after changing the page directly)."""
         self._capture.drop_prefetch()
 
+    async def discard_capture(self, timeout_s: float = 5.0) -> None:
+        """Forget the capture taken ahead by the last action once the browser has answered it (before
+        changing the page directly: a capture left pending there would show the page before)."""
+        await self._capture.discard_prefetch(timeout_s)
+
     @property
     def prefetched_shots(self) -> int:
         """Screenshots that were taken by ``settle`` ahead of time (for tests and benchmarks)."""

@@ -103,7 +103,7 @@ class PageClock:
         settle took ahead shows the page before this time passed: it is dropped, so that the step's
         observation is taken after it (kept, it raced the clock: early under a light load, late under
         a heavy one, and the same seed gave another frame)."""
-        self.session.invalidate_capture()
+        await self.session.discard_capture()  # answered first: a capture pending there takes the next frame
         await self._bounded(self.context.clock.run_for(self.step_ms), "run the page's clock")
         await self.settle()
 
