@@ -428,10 +428,12 @@ class ScreenCapture:
         started, self._prefetched = self._prefetched, None
         if started is None:
             return
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(timeout_s):
-                await asyncio.shield(started.task)
-        started.drop()
+        try:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(timeout_s):
+                    await asyncio.shield(started.task)
+        finally:
+            started.drop()
 
 
 def _with_probes(after_frame: bool, probes: Mapping[str, str]) -> str:

@@ -101,6 +101,7 @@ class EndpointPool:
             ) as reply:
                 if not (300 <= reply.status < 400 and "Location" in reply.headers):
                     return reply.status, reply.headers, await reply.read()
+            endpoint.direct = False  # it redirects: httpx2's from now on, not a redirect a request
         # A caller's client, a proxy named in the environment, or a redirect: httpx2's rules (which
         # proxy for which URL, what a redirect keeps), as the SDK's client applies them.
         http = self._http

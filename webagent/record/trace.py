@@ -26,7 +26,7 @@ import structlog
 
 from ..browser.deadline import within
 from ..browser.session import BrowserSession
-from ..files.disk import file_mode, make_dir, secure_file
+from ..files.disk import file_mode, make_dir, secure_file, write_atomic_parts
 from ..records import RunResult
 from .sink import RunSink
 
@@ -121,24 +121,15 @@ def _move_in(written: Path, path: Path, *, private: bool) -> None:
     """The archive the driver wrote moved to ``path`` with the mode ``write_atomic`` gives a file
     there: in one rename, or, from another file system, copied beside it first (on the loop: with
     no await, so that no fence comes in between)."""
-    mode = file_mode(path, private=private)
-    if mode == 0o600:
+    if file_mode(path, private=private) == 0o600:
         secure_file(written, private=True)  # written by Playwright's driver, with its umask
     try:
         os.replace(written, path)
-        return
     except OSError as exc:
         if exc.errno != errno.EXDEV:
             raise
-    fd, copy = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as out, written.open("rb") as archive:
-            shutil.copyfileobj(archive, out)
-        os.chmod(copy, mode)
-        os.replace(copy, path)
-    except BaseException:
-        Path(copy).unlink(missing_ok=True)
-        raise
+        with written.open("rb") as archive:
+            write_atomic_parts(path, iter(lambda: archive.read(1 << 20), b""), private=private)
 
 
 def _remove(scratch: Path, stopping: asyncio.Future[None]) -> None:
